@@ -1,0 +1,33 @@
+# escapement — see README.md. Every target works on a fresh machine with Go.
+GO        ?= go
+PKGS      ?= ./...
+STATICCHECK_VERSION ?= v0.8.2
+
+.PHONY: all test bench lint demo fmt build
+
+all: lint test
+
+build:
+	$(GO) build $(PKGS)
+
+# The README's test command (CI runs it through .ci/run).
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -race $(PKGS)
+
+# Benchmarks; quote medians of -count 5 (benchstat-friendly output).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 $(PKGS)
+
+lint:
+	@unformatted="$$(gofmt -l $$(git ls-files '*.go'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+# The main job on the embedded default.
+demo:
+	$(GO) run ./cmd/escapement fsm --format table

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/log"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes, documented in the README and in --help.
+const (
+	exitOK          = 0
+	exitCheckFailed = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
+
+// streams are the process's standard streams, injectable for tests.
+type streams struct {
+	in  io.Reader
+	out io.Writer
+	err io.Writer
+}
+
+// exitError carries an exit code through cobra's error return.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageErr marks bad flags, arguments or input files (exit 2).
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// app is what every subcommand shares.
+type app struct {
+	streams
+	logger    *log.Logger
+	logLevel  string
+	logFormat string
+}
+
+// run is main without os.Exit, so tests can call it.
+func run(ctx context.Context, args []string, s streams) int {
+	a := &app{streams: s}
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	root.SetIn(s.in)
+	root.SetOut(s.out)
+	root.SetErr(s.err)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(s.err, "escapement: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	// Anything cobra itself reports (unknown command, bad flag, wrong number
+	// of arguments) is a usage error.
+	fmt.Fprintf(s.err, "escapement: %v\nRun 'escapement --help' for usage.\n", err)
+	return exitUsage
+}
+
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "escapement",
+		Short: "A state-machine agent kernel with a deterministic simulator",
+		Long: `escapement runs LLM agents as explicit state machines (Idle, Streaming,
+Tooling, Delegating, Interrupted) that nest to any depth, can be cancelled or
+interjected at any moment, and put a deadline on everything that waits.
+
+The same pure kernel runs in a deterministic simulator (virtual time,
+scripted models and tools, injected faults, an invariant oracle) and against
+real OpenAI-compatible endpoints.
+
+Exit codes: 0 ok, 1 a check failed, 2 usage or input error, 130 interrupted.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return a.setupLogging()
+		},
+	}
+	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
+	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text, json, logfmt")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return usageErr("%v", err)
+	})
+	root.AddCommand(newFSMCmd(a))
+	return root
+}
+
+// setupLogging builds the charmbracelet logger on stderr and installs it as
+// the slog handler for this process's edges (never the kernel's hot path).
+func (a *app) setupLogging() error {
+	lvl, err := log.ParseLevel(a.logLevel)
+	if err != nil {
+		return usageErr("--log-level: %v", err)
+	}
+	opts := log.Options{Level: lvl, ReportTimestamp: true, TimeFormat: time.RFC3339Nano, Prefix: "escapement"}
+	switch strings.ToLower(a.logFormat) {
+	case "text":
+		opts.Formatter = log.TextFormatter
+	case "json":
+		opts.Formatter = log.JSONFormatter
+	case "logfmt":
+		opts.Formatter = log.LogfmtFormatter
+	default:
+		return usageErr("--log-format: unknown format %q (want text, json or logfmt)", a.logFormat)
+	}
+	a.logger = log.NewWithOptions(a.err, opts)
+	return nil
+}

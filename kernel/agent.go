@@ -1,0 +1,193 @@
+package kernel
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/escapement/escapement/fsm"
+)
+
+// agent is one node of the tree. Parent and children are explicit links: there
+// is no registry to look agents up in (F4).
+type agent struct {
+	id       AgentID
+	parent   AgentID
+	children []AgentID // every child ever spawned, in spawn order
+	depth    int
+	name     string // instance name, unique in the tree
+	script   string // the name the parent asked for
+	path     string // main/task1/explore
+	state    fsm.State
+	history  []Message
+	// usedIDs holds every tool call id in history, so ids stay unique (F11)
+	// even when a model reuses "call_0" in every message.
+	usedIDs map[string]struct{}
+
+	// Last ended turn.
+	turn    uint64
+	outcome Outcome
+	reason  Reason
+	summary string
+
+	// Current turn.
+	turnStart  time.Duration
+	deadline   time.Duration
+	turnTimer  OpID
+	requests   int
+	delegated  int
+	turnKids   []AgentID // children spawned in this turn (the only ones that can be live)
+	abort      Reason    // why the turn is being aborted (Interrupted)
+	cut        string    // text cut off by the abort, for the parent's result
+	failDetail string
+
+	// Current LLM request (req == 0: none running).
+	req         OpID
+	reqStart    time.Duration
+	gotChunk    bool
+	lastChunkAt time.Duration
+	lastChunkNo uint32
+	watchAt     time.Duration // deadline the request's watchdog is armed for
+	text        []byte
+	drafts      []callDraft
+
+	// Calls of the last assistant message, and how many still lack a result.
+	open    []openCall
+	pending int
+
+	// queued: interjections waiting for the next request (Tooling/Delegating).
+	queued []string
+	// nextTurn: inputs that arrived while Interrupted; they start the next turn
+	// once the tree has settled.
+	nextTurn     []input
+	restartTimer OpID
+
+	// inflight counts this agent's requests and tool ops not yet ended
+	// (including cancelling ones); liveChildren counts children whose turn has
+	// not ended. An Interrupted agent settles when both are zero.
+	inflight     int
+	liveChildren int
+	// parentCall is this agent's index in its parent's open calls.
+	parentCall int32
+
+	cancelActedAt time.Duration
+	cancelActed   bool
+}
+
+// input is a user text waiting to start a turn.
+type input struct {
+	text         string
+	interjection bool
+}
+
+// callDraft is a tool call being streamed.
+type callDraft struct {
+	present bool
+	id      string
+	name    string
+	args    []byte
+}
+
+// openCall is a call of the last assistant message.
+type openCall struct {
+	call   ToolCall
+	op     OpID    // tool op, 0 for delegations and immediate results
+	child  AgentID // NoAgent unless a delegation spawned a child
+	closed bool
+}
+
+func (k *Kernel) newAgent(parent *agent, script string) *agent {
+	a := &agent{
+		id:         AgentID(len(k.agents)),
+		parent:     NoAgent,
+		script:     script,
+		parentCall: -1,
+	}
+	n := k.instances[script] + 1
+	k.instances[script] = n
+	a.name = script
+	if n > 1 {
+		a.name = script + "#" + strconv.Itoa(n)
+	}
+	a.path = a.name
+	if parent != nil {
+		a.parent = parent.id
+		a.depth = parent.depth + 1
+		a.path = parent.path + "/" + a.name
+		parent.children = append(parent.children, a.id)
+		parent.turnKids = append(parent.turnKids, a.id)
+	}
+	k.agents = append(k.agents, a)
+	return a
+}
+
+// sanitizeName keeps agent names usable in paths.
+func sanitizeName(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return "agent"
+	}
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '/', '#', ' ', '\t', '\n', '\r':
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// AgentView is a read-only view of one agent for drivers, the oracle and
+// tests. Slices it returns must not be modified.
+type AgentView struct{ a *agent }
+
+// ID is the agent's id.
+func (v AgentView) ID() AgentID { return v.a.id }
+
+// Parent is the parent's id, NoAgent for the root.
+func (v AgentView) Parent() AgentID { return v.a.parent }
+
+// Children lists every child ever spawned, in spawn order.
+func (v AgentView) Children() []AgentID { return v.a.children[:len(v.a.children):len(v.a.children)] }
+
+// Depth is 0 for the root.
+func (v AgentView) Depth() int { return v.a.depth }
+
+// Name is the unique instance name (script, script#2, …).
+func (v AgentView) Name() string { return v.a.name }
+
+// Script is the name the delegating model asked for.
+func (v AgentView) Script() string { return v.a.script }
+
+// Path is the slash-separated instance path from the root.
+func (v AgentView) Path() string { return v.a.path }
+
+// State is the FSM state.
+func (v AgentView) State() fsm.State { return v.a.state }
+
+// Turn is the number of the current (or last) turn; 0 before the first.
+func (v AgentView) Turn() uint64 { return v.a.turn }
+
+// Outcome is how the last ended turn ended (OutcomeNone while one runs or
+// before the first).
+func (v AgentView) Outcome() (Outcome, Reason) { return v.a.outcome, v.a.reason }
+
+// Summary is the last ended turn's final (or cut-off) text.
+func (v AgentView) Summary() string { return v.a.summary }
+
+// History is the chat history.
+func (v AgentView) History() []Message { return v.a.history[:len(v.a.history):len(v.a.history)] }
+
+// Deadline is the current turn's deadline (0 when idle).
+func (v AgentView) Deadline() time.Duration { return v.a.deadline }
+
+// InFlight is the number of requests and tool ops not yet ended.
+func (v AgentView) InFlight() int { return v.a.inflight }
+
+// LiveChildren is the number of children whose turn has not ended.
+func (v AgentView) LiveChildren() int { return v.a.liveChildren }
+
+// Requests is the number of LLM requests made in the current turn.
+func (v AgentView) Requests() int { return v.a.requests }
+
+// Abort is the reason of the current abort (Interrupted), else ReasonNone.
+func (v AgentView) Abort() Reason { return v.a.abort }

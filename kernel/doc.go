@@ -1,0 +1,32 @@
+// Package kernel is escapement's pure core: a tree of agents, each an
+// fsm.Machine-governed state plus an OpenAI-shaped chat history, driven by
+// events and answering with effects.
+//
+// The kernel never reads a clock, never starts a goroutine, never does I/O and
+// holds no global state (F9). Time arrives in Event.At; everything it wants
+// done leaves Step as Effect values: start/cancel an LLM request, start/cancel
+// a tool, set/stop a timer, emit a lifecycle event, report an error. The same
+// event sequence always produces the same effect sequence (I6).
+//
+// Step first drops stale events (an op id the kernel no longer tracks, a
+// duplicate chunk, an interrupt bound to an ended turn) and only then
+// dispatches to small per-state functions. Every state change goes through the
+// FSM; a (state, trigger) pair the FSM does not declare becomes an EffError
+// naming both, and nothing else happens.
+//
+// Semantics (DESIGN §3), with the failure each rule rules out:
+//   - Cancel aborts the target and its whole live subtree in one Step: streams
+//     and tools get exactly one cancel each, partial text is kept and flagged
+//     (F7), half-streamed tool calls are dropped (F12), every open call gets a
+//     synthetic or typed result (F11), one marker is appended (F6), and each
+//     agent returns to Idle when its operations have ended or their grace
+//     expired (F3). Children learn through explicit links, not a bus (F2, F4).
+//   - From Interrupted there is no edge to Streaming: no request can follow an
+//     interrupt until the user submits again (F1).
+//   - A child's outcome reaches its parent as structured tool content with a
+//     typed outcome and reason (F5, F13); UI strings never enter a history.
+//   - Interject and cancel are separate inputs; interjected text is kept
+//     exactly once; repeated cancels are coalesced (F8, F14).
+//   - Deadlines: the watchdog of a request watches only that stream's silence;
+//     a child's turn deadline never exceeds its parent's (F4).
+package kernel

@@ -1,0 +1,242 @@
+package kernel
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// EventKind says what happened in the world. Events are the kernel's only
+// input; time arrives inside them (At).
+type EventKind uint8
+
+// Event kinds. Inputs from the user address an agent; results from the world
+// name the OpID of the effect they answer.
+const (
+	EventNone EventKind = iota
+	// EvSubmit: the user submits Text to the root.
+	EvSubmit
+	// EvInterject: the user types Text while the root works (F8).
+	EvInterject
+	// EvCancel: the user cancels Agent's turn. Turn binds the cancel to the turn
+	// it was issued for (0: whatever turn is current) (F14).
+	EvCancel
+	// EvShutdown: the host is stopping; every turn is aborted with reason
+	// shutdown and no new turn may start.
+	EvShutdown
+	// EvLLMDelta: a streamed chunk for request Op: Text, or a tool-call fragment
+	// in Call. Chunk numbers the chunks of one request from 1; a chunk whose
+	// number is not above the last one seen is a duplicate and is dropped.
+	EvLLMDelta
+	// EvLLMEnd: request Op's stream finished normally.
+	EvLLMEnd
+	// EvLLMError: request Op failed (Failure says how). For a request the
+	// kernel cancelled, this (with FailureCancelled or any other) is the ack.
+	EvLLMError
+	// EvLLMRetry: the adapter is retrying request Op before its first token
+	// (rate limit, server error); informational.
+	EvLLMRetry
+	// EvToolResult: tool op Op finished: Text is its content; Status says how.
+	EvToolResult
+	// EvTimer: timer Op fired.
+	EvTimer
+)
+
+var eventNames = [...]string{
+	"none", "submit", "interject", "cancel", "shutdown",
+	"llm_delta", "llm_end", "llm_error", "llm_retry", "tool_result", "timer",
+}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) {
+		return eventNames[k]
+	}
+	return fmt.Sprintf("event(%d)", uint8(k))
+}
+
+// MarshalText prints event kinds by name in JSON traces.
+func (k EventKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// Failure classifies an LLM request failure.
+type Failure uint8
+
+// Failures.
+const (
+	FailureNone Failure = iota
+	// FailureCancelled: the request stopped because it was cancelled.
+	FailureCancelled
+	// FailureRateLimit: the provider kept refusing (429) after retries.
+	FailureRateLimit
+	// FailureServer: 5xx after retries.
+	FailureServer
+	// FailureDisconnect: the connection dropped.
+	FailureDisconnect
+	// FailureStream: the stream broke after tokens arrived (a typed stream error).
+	FailureStream
+	// FailureBadResponse: the provider sent something unparseable.
+	FailureBadResponse
+)
+
+var failureNames = [...]string{"", "cancelled", "rate_limit", "server", "disconnect", "stream", "bad_response"}
+
+func (f Failure) String() string {
+	if int(f) < len(failureNames) {
+		return failureNames[f]
+	}
+	return fmt.Sprintf("failure(%d)", uint8(f))
+}
+
+// MarshalText prints failures by name.
+func (f Failure) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+// ToolStatus says how a tool op ended.
+type ToolStatus uint8
+
+// Tool statuses.
+const (
+	ToolOK ToolStatus = iota
+	// ToolError: the tool ran and reported an error (or crashed).
+	ToolError
+	// ToolCancelled: the tool stopped because it was cancelled (the ack).
+	ToolCancelled
+)
+
+var toolStatusNames = [...]string{"ok", "error", "cancelled"}
+
+func (s ToolStatus) String() string {
+	if int(s) < len(toolStatusNames) {
+		return toolStatusNames[s]
+	}
+	return fmt.Sprintf("tool_status(%d)", uint8(s))
+}
+
+// MarshalText prints tool statuses by name.
+func (s ToolStatus) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// CallDelta is one streamed fragment of a tool call, in the OpenAI streaming
+// shape: Index says which call; ID and Name arrive in the call's first
+// fragment; Args fragments are concatenated.
+type CallDelta struct {
+	Index int    `json:"index"`
+	ID    string `json:"id,omitempty"`
+	Name  string `json:"name,omitempty"`
+	Args  string `json:"args,omitempty"`
+}
+
+// Event is one input to Step. It is a flat value (raft's Message style) so
+// traces, goldens and tests can compare and print it.
+type Event struct {
+	Kind EventKind     `json:"kind"`
+	At   time.Duration `json:"at"`
+	// Agent is the target of EvCancel.
+	Agent AgentID `json:"agent,omitempty"`
+	// Turn binds EvCancel to a turn; 0 means the current one.
+	Turn uint64 `json:"turn,omitempty"`
+	// Op is the operation a world event answers.
+	Op OpID `json:"op,omitempty"`
+	// Chunk numbers EvLLMDelta chunks from 1 (0: unnumbered, never deduplicated).
+	Chunk uint32 `json:"chunk,omitempty"`
+	// Text: submitted or interjected text, a text delta, a tool's content, an
+	// error's detail, a retry's cause.
+	Text string `json:"text,omitempty"`
+	// Call is a tool-call fragment (EvLLMDelta).
+	Call    *CallDelta    `json:"call,omitempty"`
+	Failure Failure       `json:"failure,omitempty"`
+	Status  ToolStatus    `json:"status,omitempty"`
+	Attempt int           `json:"attempt,omitempty"`
+	Delay   time.Duration `json:"delay,omitempty"`
+	Usage   *Usage        `json:"usage,omitempty"`
+}
+
+// Describe prints the event on one line, for logs, goldens and panics.
+func (e Event) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "@%v %s", e.At, e.Kind)
+	switch e.Kind {
+	case EvSubmit, EvInterject:
+		fmt.Fprintf(&b, " %q", e.Text)
+	case EvCancel:
+		fmt.Fprintf(&b, " agent=%d", e.Agent)
+		if e.Turn != 0 {
+			fmt.Fprintf(&b, " turn=%d", e.Turn)
+		}
+	case EvLLMDelta:
+		fmt.Fprintf(&b, " op=%d", e.Op)
+		if e.Chunk != 0 {
+			fmt.Fprintf(&b, " chunk=%d", e.Chunk)
+		}
+		if e.Call != nil {
+			fmt.Fprintf(&b, " call[%d] id=%s name=%s args=%q", e.Call.Index, e.Call.ID, e.Call.Name, e.Call.Args)
+		} else {
+			fmt.Fprintf(&b, " %q", e.Text)
+		}
+	case EvLLMEnd:
+		fmt.Fprintf(&b, " op=%d", e.Op)
+	case EvLLMError:
+		fmt.Fprintf(&b, " op=%d %s", e.Op, e.Failure)
+		if e.Text != "" {
+			fmt.Fprintf(&b, " %q", e.Text)
+		}
+	case EvLLMRetry:
+		fmt.Fprintf(&b, " op=%d attempt=%d after=%v", e.Op, e.Attempt, e.Delay)
+	case EvToolResult:
+		fmt.Fprintf(&b, " op=%d %s %q", e.Op, e.Status, e.Text)
+	case EvTimer:
+		fmt.Fprintf(&b, " op=%d", e.Op)
+	}
+	return b.String()
+}
+
+// Constructors keep call sites short and readable in tests and drivers.
+
+// Submit is the user submitting text to the root.
+func Submit(at time.Duration, text string) Event { return Event{Kind: EvSubmit, At: at, Text: text} }
+
+// Interject is the user typing while the root works.
+func Interject(at time.Duration, text string) Event {
+	return Event{Kind: EvInterject, At: at, Text: text}
+}
+
+// Cancel is the user cancelling agent's current turn.
+func Cancel(at time.Duration, agent AgentID) Event {
+	return Event{Kind: EvCancel, At: at, Agent: agent}
+}
+
+// CancelTurn is a cancel bound to a specific turn of agent (F14).
+func CancelTurn(at time.Duration, agent AgentID, turn uint64) Event {
+	return Event{Kind: EvCancel, At: at, Agent: agent, Turn: turn}
+}
+
+// Shutdown aborts everything with reason shutdown.
+func Shutdown(at time.Duration) Event { return Event{Kind: EvShutdown, At: at} }
+
+// TextDelta is a streamed text chunk of request op.
+func TextDelta(at time.Duration, op OpID, chunk uint32, text string) Event {
+	return Event{Kind: EvLLMDelta, At: at, Op: op, Chunk: chunk, Text: text}
+}
+
+// CallFragment is a streamed tool-call fragment of request op.
+func CallFragment(at time.Duration, op OpID, chunk uint32, d CallDelta) Event {
+	return Event{Kind: EvLLMDelta, At: at, Op: op, Chunk: chunk, Call: &d}
+}
+
+// LLMEnd is request op's stream finishing normally.
+func LLMEnd(at time.Duration, op OpID) Event { return Event{Kind: EvLLMEnd, At: at, Op: op} }
+
+// LLMError is request op failing.
+func LLMError(at time.Duration, op OpID, f Failure, detail string) Event {
+	return Event{Kind: EvLLMError, At: at, Op: op, Failure: f, Text: detail}
+}
+
+// LLMRetry reports an adapter retry of request op before its first token.
+func LLMRetry(at time.Duration, op OpID, attempt int, delay time.Duration, cause string) Event {
+	return Event{Kind: EvLLMRetry, At: at, Op: op, Attempt: attempt, Delay: delay, Text: cause}
+}
+
+// ToolResult is tool op finishing.
+func ToolResult(at time.Duration, op OpID, status ToolStatus, content string) Event {
+	return Event{Kind: EvToolResult, At: at, Op: op, Status: status, Text: content}
+}
+
+// TimerFired is timer op firing.
+func TimerFired(at time.Duration, op OpID) Event { return Event{Kind: EvTimer, At: at, Op: op} }

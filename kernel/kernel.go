@@ -1,0 +1,267 @@
+package kernel
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/escapement/escapement/fsm"
+)
+
+// Kernel is one agent tree. It is not safe for concurrent use: exactly one
+// goroutine (the simulator, or the live driver's owner goroutine) calls Step.
+type Kernel struct {
+	cfg    Config
+	m      *fsm.Machine
+	agents []*agent // index is the AgentID; the root is 0
+	ops    map[OpID]op
+	nextOp OpID
+	now    time.Duration
+	log    *Log
+	// out is the effect buffer of the current Step, reused across Steps.
+	out []Effect
+	// instances counts spawned agents per script name, for name#N.
+	instances map[string]int
+	shutdown  bool
+	// scratch for subtree traversals (no allocation per cancel once warm).
+	stack []AgentID
+	order []AgentID
+}
+
+// opKind says what an op is.
+type opKind uint8
+
+const (
+	opLLM opKind = iota + 1
+	opTool
+	opTimer
+)
+
+// op is the kernel's record of one operation in the world.
+//
+// Invariant: an op is in Kernel.ops from the effect that starts it until the
+// event (or grace timer) that ends it; nothing else names a live op.
+type op struct {
+	kind  opKind
+	agent AgentID
+	start time.Duration
+	// cancelling: a cancel was sent (or, for a tool, its call was closed by a
+	// timeout); the next answer is an acknowledgement, any content is dropped.
+	cancelling bool
+	// timer is the timer op watching this op (watchdog, tool deadline or grace).
+	timer OpID
+	// call is a tool op's index in its agent's open calls.
+	call int32
+	// tkind and target describe a timer op: what it is and which op (if any) it
+	// watches.
+	tkind  TimerKind
+	target OpID
+}
+
+// New returns a kernel for one tree with an Idle root.
+func New(cfg Config) (*Kernel, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("kernel config: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	k := &Kernel{
+		cfg:       cfg,
+		m:         fsm.NewMachine(),
+		ops:       make(map[OpID]op),
+		log:       newLog(cfg.LogCapacity),
+		instances: make(map[string]int),
+	}
+	root := k.newAgent(nil, cfg.RootName)
+	if cfg.System != "" {
+		root.history = append(root.history, Message{Role: RoleSystem, Content: cfg.System})
+	}
+	return k, nil
+}
+
+// MustNew is New for configurations known to be valid (tests, benchmarks).
+func MustNew(cfg Config) *Kernel {
+	k, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}
+
+// Step feeds one event and returns the effects it caused, in the order they
+// must be executed. The returned slice is reused by the next Step; copy what
+// you keep. Event times must not decrease (a driver bug; Step panics naming
+// both times).
+func (k *Kernel) Step(ev Event) []Effect {
+	k.out = k.out[:0]
+	if ev.At < k.now {
+		panic(fmt.Sprintf("kernel: time went backwards: %s is before now=%v", ev.Describe(), k.now))
+	}
+	k.now = ev.At
+	switch ev.Kind {
+	case EvSubmit:
+		k.onSubmit(ev)
+	case EvInterject:
+		k.onInterject(ev)
+	case EvCancel:
+		k.onCancel(ev)
+	case EvShutdown:
+		k.onShutdown()
+	case EvLLMDelta:
+		k.onDelta(ev)
+	case EvLLMEnd:
+		k.onLLMEnd(ev)
+	case EvLLMError:
+		k.onLLMError(ev)
+	case EvLLMRetry:
+		k.onLLMRetry(ev)
+	case EvToolResult:
+		k.onToolResult(ev)
+	case EvTimer:
+		k.onTimer(ev)
+	default:
+		k.reject(NoAgent, fmt.Sprintf("unknown event kind %d", ev.Kind))
+	}
+	return k.out
+}
+
+// gate is the stale-event filter (I8): it returns the op an event names, or
+// records the event as stale (unknown op) or rejects it (op of another kind).
+func (k *Kernel) gate(ev Event, want opKind) (op, bool) {
+	o, ok := k.ops[ev.Op]
+	if !ok {
+		k.emit(Lifecycle{Kind: LifeStale, Agent: NoAgent, Op: ev.Op, Text: ev.Kind.String()})
+		return op{}, false
+	}
+	if o.kind != want {
+		k.reject(o.agent, fmt.Sprintf("%s names op %d, which is not a %s", ev.Kind, ev.Op, kindName(want)))
+		return op{}, false
+	}
+	return o, true
+}
+
+func kindName(k opKind) string {
+	switch k {
+	case opLLM:
+		return "request"
+	case opTool:
+		return "tool call"
+	case opTimer:
+		return "timer"
+	}
+	return "op"
+}
+
+// fire moves a through the FSM. On an undeclared pair it reports an EffError
+// naming the state and trigger and returns false; the caller must not proceed.
+func (k *Kernel) fire(a *agent, t fsm.Trigger) bool {
+	from := a.state
+	if err := k.m.Fire(&a.state, t); err != nil {
+		k.out = append(k.out, Effect{Kind: EffError, Agent: a.id, Code: ErrCodeUndeclared, State: from, Trigger: t, Detail: err.Error()})
+		k.emit(Lifecycle{Kind: LifeRejected, Agent: a.id, From: from, To: from, Trigger: t, Text: err.Error()})
+		return false
+	}
+	if a.state != from {
+		k.emit(Lifecycle{Kind: LifeTransition, Agent: a.id, From: from, To: a.state, Trigger: t})
+	}
+	return true
+}
+
+// reject refuses a malformed input: an EffError plus a LifeRejected record.
+func (k *Kernel) reject(id AgentID, detail string) {
+	k.out = append(k.out, Effect{Kind: EffError, Agent: id, Code: ErrCodeBadInput, Detail: detail})
+	k.emit(Lifecycle{Kind: LifeRejected, Agent: id, Text: detail})
+}
+
+// emit stamps and logs a lifecycle event and adds the EffEmit.
+func (k *Kernel) emit(l Lifecycle) {
+	l.At = k.now
+	if l.Agent >= 0 && l.Turn == 0 {
+		l.Turn = k.agents[l.Agent].turn
+	}
+	l = k.log.append(l)
+	k.out = append(k.out, Effect{Kind: EffEmit, Agent: l.Agent, Life: l})
+}
+
+func (k *Kernel) newOp(o op) OpID {
+	k.nextOp++
+	o.start = k.now
+	k.ops[k.nextOp] = o
+	return k.nextOp
+}
+
+func (k *Kernel) setTimer(a *agent, kind TimerKind, at time.Duration, target OpID) OpID {
+	id := k.newOp(op{kind: opTimer, agent: a.id, tkind: kind, target: target})
+	k.out = append(k.out, Effect{Kind: EffSetTimer, Agent: a.id, Op: id, At: at, Timer: kind})
+	return id
+}
+
+func (k *Kernel) stopTimer(id OpID) {
+	if id == 0 {
+		return
+	}
+	o, ok := k.ops[id]
+	if !ok || o.kind != opTimer {
+		panic(fmt.Sprintf("kernel: stopTimer(%d): not a live timer", id))
+	}
+	delete(k.ops, id)
+	k.out = append(k.out, Effect{Kind: EffStopTimer, Agent: o.agent, Op: id, Timer: o.tkind})
+}
+
+// endOp records the end of a request or tool op (I9: exactly once).
+func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
+	k.stopTimer(o.timer)
+	delete(k.ops, id)
+	a.inflight--
+	if a.req == id {
+		a.req = 0
+	}
+	k.emit(Lifecycle{Kind: LifeOpEnded, Agent: a.id, Op: id, End: end})
+}
+
+// Read-only view. Slices returned share the kernel's memory and must not be
+// modified; they stay valid (as a snapshot of that moment) after later Steps.
+
+// Now is the time of the last event.
+func (k *Kernel) Now() time.Duration { return k.now }
+
+// Config returns the kernel's configuration with defaults applied.
+func (k *Kernel) Config() Config { return k.cfg }
+
+// Log is the replayable lifecycle log.
+func (k *Kernel) Log() *Log { return k.log }
+
+// NumAgents is how many agents the tree has ever held; ids are 0..NumAgents-1.
+func (k *Kernel) NumAgents() int { return len(k.agents) }
+
+// NumOps is how many operations (requests, tools, timers) are live.
+func (k *Kernel) NumOps() int { return len(k.ops) }
+
+// Quiescent reports whether every agent is Idle and no op or timer is live.
+func (k *Kernel) Quiescent() bool {
+	if len(k.ops) != 0 {
+		return false
+	}
+	for _, a := range k.agents {
+		if a.state != fsm.Idle {
+			return false
+		}
+	}
+	return true
+}
+
+// Agent returns a read-only view of one agent.
+func (k *Kernel) Agent(id AgentID) AgentView {
+	a := k.agents[id]
+	return AgentView{a: a}
+}
+
+// Find resolves an agent by path ("main/task1/explore") or instance name
+// ("task1", "task1#2"). Instance names are unique in a tree: the first agent
+// spawned from a script gets the script's name, later ones name#2, name#3, …
+func (k *Kernel) Find(name string) (AgentID, bool) {
+	for _, a := range k.agents {
+		if a.path == name || a.name == name {
+			return a.id, true
+		}
+	}
+	return NoAgent, false
+}

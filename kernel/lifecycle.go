@@ -1,0 +1,274 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/escapement/escapement/fsm"
+)
+
+// LifeKind says what a lifecycle event reports.
+type LifeKind uint8
+
+// Lifecycle event kinds. Every state change and every start/end of an
+// operation, call or turn has one, so a subscriber (a UI, a trace, the oracle)
+// can follow the whole tree from the log alone.
+const (
+	LifeNone LifeKind = iota
+	// LifeTurnStarted: Agent began turn Turn; Text is its (first) user text.
+	LifeTurnStarted
+	// LifeTransition: Agent moved From --Trigger--> To.
+	LifeTransition
+	// LifeRequestStarted: LLM request Op started (N is its number in the turn).
+	LifeRequestStarted
+	// LifeDelta: a text chunk of request Op.
+	LifeDelta
+	// LifeRetry: the adapter retries request Op (N attempt, Delay, Text cause).
+	LifeRetry
+	// LifeOpEnded: operation Op (request or tool) ended: End says how (I9).
+	LifeOpEnded
+	// LifeToolStarted: tool op Op started for call CallID (Name).
+	LifeToolStarted
+	// LifeCallFinished: call CallID (a tool or a delegation) got its one
+	// terminal result (I13): Status names it, Reason says why when not ok.
+	LifeCallFinished
+	// LifeCallDropped: a tool call still being streamed when its request was
+	// cut was dropped, never started (F12). Text holds its partial arguments.
+	LifeCallDropped
+	// LifeDelegated: Agent spawned Child for call CallID (Name is the child's).
+	LifeDelegated
+	// LifeInterjected: user text Text reached Agent; Queued tells whether it
+	// waits for the next request or submission.
+	LifeInterjected
+	// LifeInterrupted: Agent's turn was aborted with Reason.
+	LifeInterrupted
+	// LifeTimedOut: a deadline fired (Reason) for Agent; Op is what it watched;
+	// Since is the start of the silence or wait that justified it (I5).
+	LifeTimedOut
+	// LifeTurnEnded: Agent's turn Turn ended with Outcome and Reason (I13);
+	// Text is the final or partial text.
+	LifeTurnEnded
+	// LifeLate: an event for an op that was cancelled, timed out or abandoned
+	// arrived and was dropped (F3); Text describes it.
+	LifeLate
+	// LifeStale: an event named an op the kernel no longer tracks (or a
+	// duplicate chunk); it changed nothing (I8).
+	LifeStale
+	// LifeIgnored: an input was legal but a no-op: a cancel for an ended turn,
+	// a repeated cancel, a cancel inside the debounce window (F14, I11).
+	LifeIgnored
+	// LifeRejected: an input was refused (see the matching EffError).
+	LifeRejected
+)
+
+var lifeNames = [...]string{
+	"", "turn_started", "transition", "request_started", "delta", "retry", "op_ended",
+	"tool_started", "call_finished", "call_dropped", "delegated", "interjected",
+	"interrupted", "timed_out", "turn_ended", "late", "stale", "ignored", "rejected",
+}
+
+func (k LifeKind) String() string {
+	if int(k) < len(lifeNames) {
+		return lifeNames[k]
+	}
+	return fmt.Sprintf("life(%d)", uint8(k))
+}
+
+// MarshalText prints lifecycle kinds by name.
+func (k LifeKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// OpEnd says how an operation ended (I9: exactly once each).
+type OpEnd uint8
+
+// Op ends.
+const (
+	OpEndNone OpEnd = iota
+	// OpCompleted: it finished on its own (a result, a stream end, an error).
+	OpCompleted
+	// OpCancelled: it acknowledged a cancel.
+	OpCancelled
+	// OpAbandoned: it did not stop within the grace period; any later result
+	// is dropped.
+	OpAbandoned
+)
+
+var opEndNames = [...]string{"", "completed", "cancelled", "abandoned"}
+
+func (e OpEnd) String() string {
+	if int(e) < len(opEndNames) {
+		return opEndNames[e]
+	}
+	return fmt.Sprintf("op_end(%d)", uint8(e))
+}
+
+// MarshalText prints op ends by name.
+func (e OpEnd) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+// CallStatus is the terminal result of one tool call or delegation.
+type CallStatus uint8
+
+// Call statuses.
+const (
+	CallNone CallStatus = iota
+	CallOK
+	CallError
+	CallCancelled
+	CallTimedOut
+	CallRefused
+	CallMalformed
+	// CallChild: a delegation's result; the child's Outcome says how it went.
+	CallChild
+)
+
+var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child"}
+
+func (s CallStatus) String() string {
+	if int(s) < len(callStatusNames) {
+		return callStatusNames[s]
+	}
+	return fmt.Sprintf("call_status(%d)", uint8(s))
+}
+
+// MarshalText prints call statuses by name.
+func (s CallStatus) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Lifecycle is one event of the replayable log (F10). Seq numbers are dense
+// and start at 1.
+type Lifecycle struct {
+	Seq     uint64        `json:"seq"`
+	At      time.Duration `json:"at"`
+	Kind    LifeKind      `json:"kind"`
+	Agent   AgentID       `json:"agent"`
+	Turn    uint64        `json:"turn,omitempty"`
+	Op      OpID          `json:"op,omitempty"`
+	Child   AgentID       `json:"child,omitempty"`
+	CallID  string        `json:"call_id,omitempty"`
+	Name    string        `json:"name,omitempty"`
+	Text    string        `json:"text,omitempty"`
+	From    fsm.State     `json:"from,omitempty"`
+	To      fsm.State     `json:"to,omitempty"`
+	Trigger fsm.Trigger   `json:"trigger,omitempty"`
+	Outcome Outcome       `json:"outcome,omitempty"`
+	Reason  Reason        `json:"reason,omitempty"`
+	End     OpEnd         `json:"end,omitempty"`
+	Status  CallStatus    `json:"status,omitempty"`
+	N       int           `json:"n,omitempty"`
+	Queued  bool          `json:"queued,omitempty"`
+	Since   time.Duration `json:"since,omitempty"`
+	Delay   time.Duration `json:"delay,omitempty"`
+}
+
+// Describe prints the lifecycle event on one line.
+func (l Lifecycle) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#%d @%v %s agent=%d", l.Seq, l.At, l.Kind, l.Agent)
+	switch l.Kind {
+	case LifeTurnStarted:
+		fmt.Fprintf(&b, " turn=%d %q", l.Turn, l.Text)
+	case LifeTransition:
+		fmt.Fprintf(&b, " %s --%s--> %s", l.From, l.Trigger, l.To)
+	case LifeRequestStarted:
+		fmt.Fprintf(&b, " op=%d n=%d", l.Op, l.N)
+	case LifeDelta:
+		fmt.Fprintf(&b, " op=%d %q", l.Op, l.Text)
+	case LifeRetry:
+		fmt.Fprintf(&b, " op=%d attempt=%d after=%v %s", l.Op, l.N, l.Delay, l.Text)
+	case LifeOpEnded:
+		fmt.Fprintf(&b, " op=%d %s", l.Op, l.End)
+	case LifeToolStarted:
+		fmt.Fprintf(&b, " op=%d call=%s %s", l.Op, l.CallID, l.Name)
+	case LifeCallFinished:
+		fmt.Fprintf(&b, " call=%s %s %s", l.CallID, l.Name, l.Status)
+		if l.Status == CallChild {
+			fmt.Fprintf(&b, " child=%d %s", l.Child, l.Outcome)
+		}
+		if l.Reason != ReasonNone {
+			fmt.Fprintf(&b, " reason=%s", l.Reason)
+		}
+	case LifeCallDropped:
+		fmt.Fprintf(&b, " call=%s %s args=%q", l.CallID, l.Name, l.Text)
+	case LifeDelegated:
+		fmt.Fprintf(&b, " child=%d %s call=%s", l.Child, l.Name, l.CallID)
+	case LifeInterjected:
+		fmt.Fprintf(&b, " %q queued=%v", l.Text, l.Queued)
+	case LifeInterrupted:
+		fmt.Fprintf(&b, " turn=%d reason=%s", l.Turn, l.Reason)
+	case LifeTimedOut:
+		fmt.Fprintf(&b, " reason=%s op=%d since=%v", l.Reason, l.Op, l.Since)
+	case LifeTurnEnded:
+		fmt.Fprintf(&b, " turn=%d %s", l.Turn, l.Outcome)
+		if l.Reason != ReasonNone {
+			fmt.Fprintf(&b, " reason=%s", l.Reason)
+		}
+	default:
+		if l.Op != 0 {
+			fmt.Fprintf(&b, " op=%d", l.Op)
+		}
+		if l.Text != "" {
+			fmt.Fprintf(&b, " %s", l.Text)
+		}
+	}
+	return b.String()
+}
+
+// ErrCompacted is returned when a subscriber asks for events older than the
+// log still holds.
+var ErrCompacted = errors.New("lifecycle log: requested events were compacted")
+
+// Log is the replayable lifecycle log (F10): a bounded ring of the most
+// recent events with dense sequence numbers. A subscriber that starts late
+// reads from any sequence number the ring still holds; older ones return
+// ErrCompacted with the oldest available, so it can resynchronise.
+type Log struct {
+	ring     []Lifecycle // grows up to capacity, then wraps
+	capacity int
+	first    uint64 // seq of the oldest retained event (1 when none dropped)
+	next     uint64 // seq the next append gets
+}
+
+func newLog(capacity int) *Log {
+	// The ring grows on demand: a simulator builds thousands of short-lived
+	// kernels, and most never fill a large ring.
+	return &Log{ring: make([]Lifecycle, 0, min(capacity, 64)), capacity: capacity, first: 1, next: 1}
+}
+
+// append stamps ev with the next sequence number and stores it.
+func (l *Log) append(ev Lifecycle) Lifecycle {
+	ev.Seq = l.next
+	l.next++
+	if len(l.ring) < l.capacity {
+		l.ring = append(l.ring, ev)
+		return ev
+	}
+	l.ring[int((ev.Seq-1)%uint64(l.capacity))] = ev
+	l.first = ev.Seq - uint64(l.capacity) + 1
+	return ev
+}
+
+// Next is the sequence number the next event will get.
+func (l *Log) Next() uint64 { return l.next }
+
+// Oldest is the sequence number of the oldest event still held.
+func (l *Log) Oldest() uint64 { return l.first }
+
+// Capacity is how many events the log retains.
+func (l *Log) Capacity() int { return l.capacity }
+
+// From appends to dst every held event with Seq ≥ seq, in order. If seq is
+// older than Oldest it returns ErrCompacted and nothing; a seq at or beyond
+// Next returns dst unchanged.
+func (l *Log) From(seq uint64, dst []Lifecycle) ([]Lifecycle, error) {
+	if seq == 0 {
+		seq = 1
+	}
+	if seq < l.first {
+		return dst, fmt.Errorf("from seq %d, oldest held %d: %w", seq, l.first, ErrCompacted)
+	}
+	c := uint64(l.capacity)
+	for s := seq; s < l.next; s++ {
+		dst = append(dst, l.ring[int((s-1)%c)])
+	}
+	return dst, nil
+}

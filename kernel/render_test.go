@@ -1,0 +1,68 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// stdJSON is what encoding/json produces (without HTML escaping, which the
+// kernel's content does not need).
+func stdJSON(t testing.TB, v any) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+var trickyStrings = []string{
+	"", "plain", `quote " and \ backslash`, "new\nline\ttab\rcr", "ctrl \x00\x01\x1f\x7f",
+	"ünïcödé ✓ 日本語", "bad utf8 \xff\xfe end", "line sep \u2028 para \u2029", "<html> & 'apos'",
+	strings.Repeat("long ", 100),
+}
+
+// TestRenderIsJSON: the hand-written renderers agree byte for byte with
+// encoding/json on every field shape they emit.
+func TestRenderIsJSON(t *testing.T) {
+	for _, s := range trickyStrings {
+		for _, o := range []Outcome{OutcomeCompleted, OutcomeInterrupted, OutcomeFailed} {
+			r := AgentResult{Type: "agent_result", Agent: s, Outcome: o, Reason: ReasonUserCancel, Summary: s, Partial: s, Error: s}
+			if got, want := renderAgentResult(r), stdJSON(t, r); got != want {
+				t.Fatalf("agent result\n got %s\nwant %s", got, want)
+			}
+			r.Reason, r.Summary = ReasonNone, ""
+			if got, want := renderAgentResult(r), stdJSON(t, r); got != want {
+				t.Fatalf("agent result (omitted)\n got %s\nwant %s", got, want)
+			}
+		}
+		ta := ToolAborted{Type: "tool_error", Status: CallRefused, Reason: ReasonMaxDepth, Limit: 8, Error: s}
+		if got, want := renderToolAborted(ta), stdJSON(t, ta); got != want {
+			t.Fatalf("tool aborted\n got %s\nwant %s", got, want)
+		}
+	}
+}
+
+// FuzzAppendJSONString: any input renders to valid JSON that decodes back to
+// the input (with invalid UTF-8 replaced, as encoding/json does).
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range trickyStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b := appendJSONString(nil, s)
+		if !json.Valid(b) {
+			t.Fatalf("invalid JSON %q for %q", b, s)
+		}
+		want, _ := json.Marshal(s)
+		var got, exp string
+		_ = json.Unmarshal(b, &got)
+		_ = json.Unmarshal(want, &exp)
+		if got != exp {
+			t.Fatalf("round trip %q != %q", got, exp)
+		}
+	})
+}

@@ -1,0 +1,452 @@
+package kernel
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/escapement/escapement/fsm"
+)
+
+func (k *Kernel) root() *agent { return k.agents[Root] }
+
+// onSubmit: the user submits text to the root.
+func (k *Kernel) onSubmit(ev Event) {
+	a := k.root()
+	switch {
+	case ev.Text == "":
+		k.reject(a.id, "submit: "+ErrEmptyText.Error())
+		return
+	case k.shutdown:
+		k.reject(a.id, "submit: "+ErrShutdown.Error())
+		return
+	}
+	if a.state == fsm.Idle {
+		k.startTurn(a, fsm.Submit, []input{{text: ev.Text}})
+		return
+	}
+	// Interrupted queues it; any working state is undeclared (send an
+	// interjection instead) and fire reports the error.
+	if !k.fire(a, fsm.Submit) {
+		return
+	}
+	a.nextTurn = append(a.nextTurn, input{text: ev.Text})
+	k.emit(Lifecycle{Kind: LifeInterjected, Agent: a.id, Text: ev.Text, Queued: true})
+}
+
+// onInterject: the user types while the root works (F8).
+func (k *Kernel) onInterject(ev Event) {
+	a := k.root()
+	switch {
+	case ev.Text == "":
+		k.reject(a.id, "interject: "+ErrEmptyText.Error())
+		return
+	case k.shutdown:
+		k.reject(a.id, "interject: "+ErrShutdown.Error())
+		return
+	}
+	from := a.state
+	if from == fsm.Idle {
+		// The turn it was typed into has ended: it starts the next one, so
+		// the text is never lost.
+		k.startTurn(a, fsm.Interject, []input{{text: ev.Text, interjection: true}})
+		return
+	}
+	if !k.fire(a, fsm.Interject) {
+		return
+	}
+	switch from {
+	case fsm.Streaming:
+		// Cut the stream, keep its partial text, then the user's text.
+		if a.req != 0 {
+			k.cutRequest(a)
+		}
+		a.history = append(a.history, Message{Role: RoleUser, Content: ev.Text, Interjection: true})
+		k.emit(Lifecycle{Kind: LifeInterjected, Agent: a.id, Text: ev.Text})
+		if a.restartTimer != 0 {
+			return // inside the debounce window: the pending restart carries it
+		}
+		if k.cfg.Debounce > 0 {
+			a.restartTimer = k.setTimer(a, TimerRestart, k.now+k.cfg.Debounce, 0)
+			return
+		}
+		k.restart(a)
+	case fsm.Tooling, fsm.Delegating:
+		a.queued = append(a.queued, ev.Text)
+		k.emit(Lifecycle{Kind: LifeInterjected, Agent: a.id, Text: ev.Text, Queued: true})
+	case fsm.Interrupted:
+		a.nextTurn = append(a.nextTurn, input{text: ev.Text, interjection: true})
+		k.emit(Lifecycle{Kind: LifeInterjected, Agent: a.id, Text: ev.Text, Queued: true})
+	}
+}
+
+// startTurn moves an Idle agent into Streaming with trigger t and sends the
+// turn's first request.
+func (k *Kernel) startTurn(a *agent, t fsm.Trigger, inputs []input) {
+	if a.state != fsm.Idle {
+		panic(fmt.Sprintf("kernel: startTurn for agent %s in state %s", a.path, a.state))
+	}
+	a.turn++
+	if !k.fire(a, t) {
+		a.turn--
+		return
+	}
+	a.outcome, a.reason, a.summary = OutcomeNone, ReasonNone, ""
+	a.requests, a.delegated = 0, 0
+	a.turnKids = a.turnKids[:0]
+	a.abort, a.cut, a.failDetail = ReasonNone, "", ""
+	a.open, a.pending, a.queued = nil, 0, nil
+	for _, in := range inputs {
+		a.history = append(a.history, Message{Role: RoleUser, Content: in.text, Interjection: in.interjection})
+	}
+	a.turnStart = k.now
+	a.deadline = k.now + k.cfg.TurnTimeout
+	inherited := false
+	if a.parent != NoAgent {
+		if pd := k.agents[a.parent].deadline; pd <= a.deadline {
+			// Child ≤ parent's remaining time. The parent's own timer fires
+			// first (it was set first) and aborts this child with it, so a
+			// second timer at the same instant would only race it.
+			a.deadline, inherited = pd, true
+		}
+	}
+	if !inherited {
+		a.turnTimer = k.setTimer(a, TimerTurn, a.deadline, 0)
+	}
+	k.emit(Lifecycle{Kind: LifeTurnStarted, Agent: a.id, Text: inputs[0].text, Since: a.deadline})
+	k.startRequest(a)
+}
+
+// startRequest sends the agent's history as the next LLM request.
+func (k *Kernel) startRequest(a *agent) {
+	if a.state != fsm.Streaming || a.req != 0 {
+		panic(fmt.Sprintf("kernel: startRequest for %s in %s with request %d live", a.path, a.state, a.req))
+	}
+	a.requests++
+	id := k.newOp(op{kind: opLLM, agent: a.id})
+	a.req = id
+	a.inflight++
+	a.reqStart, a.gotChunk, a.lastChunkNo = k.now, false, 0
+	a.text = a.text[:0]
+	a.drafts = a.drafts[:0]
+	n := len(a.history)
+	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: a.history[:n:n]})
+	a.watchAt = k.now + k.cfg.FirstTokenTimeout
+	k.setOpTimer(id, k.setTimer(a, TimerWatchdog, a.watchAt, id))
+	k.emit(Lifecycle{Kind: LifeRequestStarted, Agent: a.id, Op: id, N: a.requests})
+}
+
+func (k *Kernel) setOpTimer(id, timer OpID) {
+	o := k.ops[id]
+	o.timer = timer
+	k.ops[id] = o
+}
+
+// onDelta: one streamed chunk.
+func (k *Kernel) onDelta(ev Event) {
+	o, ok := k.gate(ev, opLLM)
+	if !ok {
+		return
+	}
+	a := k.agents[o.agent]
+	if o.cancelling {
+		k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "chunk after cancel dropped"})
+		return
+	}
+	if ev.Chunk != 0 {
+		if ev.Chunk <= a.lastChunkNo {
+			k.emit(Lifecycle{Kind: LifeStale, Agent: a.id, Op: ev.Op, Text: "duplicate chunk " + strconv.FormatUint(uint64(ev.Chunk), 10)})
+			return
+		}
+		a.lastChunkNo = ev.Chunk
+	}
+	if ev.Call != nil && (ev.Call.Index < 0 || ev.Call.Index >= k.cfg.MaxCalls) {
+		k.reject(a.id, fmt.Sprintf("tool-call fragment index %d outside 0..%d", ev.Call.Index, k.cfg.MaxCalls-1))
+		return
+	}
+	if !k.fire(a, fsm.Delta) {
+		return
+	}
+	a.gotChunk = true
+	a.lastChunkAt = k.now
+	if stall := k.now + k.cfg.StallTimeout; stall < a.watchAt {
+		// Only on the first chunk, when the stall window is shorter than what
+		// is left of the first-token window: re-arm so a stall is caught on
+		// time. Later chunks move the deadline forward, which the watchdog
+		// handles lazily when it fires (no timer churn per token).
+		k.rearmWatchdog(a, stall)
+	}
+	if ev.Call != nil {
+		for len(a.drafts) <= ev.Call.Index {
+			a.drafts = append(a.drafts, callDraft{})
+		}
+		d := &a.drafts[ev.Call.Index]
+		d.present = true
+		if ev.Call.ID != "" {
+			d.id = ev.Call.ID
+		}
+		if ev.Call.Name != "" {
+			d.name = ev.Call.Name
+		}
+		d.args = append(d.args, ev.Call.Args...)
+	}
+	if ev.Text != "" {
+		a.text = append(a.text, ev.Text...)
+		k.emit(Lifecycle{Kind: LifeDelta, Agent: a.id, Op: ev.Op, Text: ev.Text})
+	}
+}
+
+func (k *Kernel) rearmWatchdog(a *agent, at time.Duration) {
+	o := k.ops[a.req]
+	k.stopTimer(o.timer)
+	a.watchAt = at
+	o.timer = k.setTimer(a, TimerWatchdog, at, a.req)
+	k.ops[a.req] = o
+}
+
+// onLLMEnd: a stream finished.
+func (k *Kernel) onLLMEnd(ev Event) {
+	o, ok := k.gate(ev, opLLM)
+	if !ok {
+		return
+	}
+	a := k.agents[o.agent]
+	if o.cancelling {
+		k.endOp(a, ev.Op, o, OpCancelled)
+		k.settleUp(a)
+		return
+	}
+	if !k.m.CanFire(a.state, fsm.StreamText) {
+		k.fire(a, fsm.StreamText) // reports the undeclared pair
+		return
+	}
+	k.endOp(a, ev.Op, o, OpCompleted)
+	text := string(a.text)
+	calls := k.finishDrafts(a, ev.Op)
+	if len(calls) == 0 {
+		if !k.fire(a, fsm.StreamText) {
+			return
+		}
+		if text != "" {
+			a.history = append(a.history, Message{Role: RoleAssistant, Content: text})
+		}
+		k.endTurn(a, OutcomeCompleted, ReasonNone, text)
+		return
+	}
+	trigger := fsm.StreamTools
+	for _, c := range calls {
+		if c.Name == k.cfg.DelegateTool {
+			trigger = fsm.StreamDelegations
+			break
+		}
+	}
+	if !k.fire(a, trigger) {
+		return
+	}
+	a.history = append(a.history, Message{Role: RoleAssistant, Content: text, ToolCalls: calls})
+	a.open = make([]openCall, len(calls))
+	a.pending = len(calls)
+	for i, c := range calls {
+		a.open[i] = openCall{call: c, child: NoAgent}
+	}
+	for i := range calls {
+		k.dispatchCall(a, i)
+	}
+	if a.pending == 0 {
+		k.resume(a)
+	}
+}
+
+// finishDrafts turns the streamed fragments into calls. Every draft here
+// belongs to a finished stream (F12). Missing ids are generated; ids already
+// used in this agent's history get a suffix (F11).
+func (k *Kernel) finishDrafts(a *agent, req OpID) []ToolCall {
+	var calls []ToolCall
+	for i := range a.drafts {
+		d := &a.drafts[i]
+		if !d.present {
+			continue
+		}
+		c := ToolCall{ID: d.id, Name: d.name, Arguments: string(d.args)}
+		if c.ID == "" {
+			c.ID = "call_" + strconv.FormatUint(uint64(req), 10) + "_" + strconv.Itoa(i)
+		}
+		if a.usedIDs == nil {
+			a.usedIDs = make(map[string]struct{})
+		}
+		if _, dup := a.usedIDs[c.ID]; dup {
+			base := c.ID
+			for n := 2; ; n++ {
+				c.ID = base + "#" + strconv.Itoa(n)
+				if _, dup := a.usedIDs[c.ID]; !dup {
+					break
+				}
+			}
+		}
+		a.usedIDs[c.ID] = struct{}{}
+		calls = append(calls, c)
+	}
+	a.drafts = a.drafts[:0]
+	return calls
+}
+
+// onLLMError: a request failed (or acknowledged its cancel).
+func (k *Kernel) onLLMError(ev Event) {
+	o, ok := k.gate(ev, opLLM)
+	if !ok {
+		return
+	}
+	a := k.agents[o.agent]
+	if o.cancelling {
+		k.endOp(a, ev.Op, o, OpCancelled)
+		k.settleUp(a)
+		return
+	}
+	if !k.m.CanFire(a.state, fsm.StreamFailed) {
+		k.fire(a, fsm.StreamFailed)
+		return
+	}
+	k.endOp(a, ev.Op, o, OpCompleted)
+	if !k.fire(a, fsm.StreamFailed) {
+		return
+	}
+	text := k.keepPartial(a)
+	a.failDetail = ev.Failure.String()
+	if ev.Text != "" {
+		a.failDetail += ": " + ev.Text
+	}
+	k.appendMarker(a, OutcomeFailed, ReasonLLMError)
+	k.endTurn(a, OutcomeFailed, ReasonLLMError, text)
+}
+
+// onLLMRetry: informational; the adapter retries before the first token.
+func (k *Kernel) onLLMRetry(ev Event) {
+	o, ok := k.gate(ev, opLLM)
+	if !ok {
+		return
+	}
+	if o.cancelling {
+		k.emit(Lifecycle{Kind: LifeLate, Agent: o.agent, Op: ev.Op, Text: "retry after cancel"})
+		return
+	}
+	k.emit(Lifecycle{Kind: LifeRetry, Agent: o.agent, Op: ev.Op, N: ev.Attempt, Delay: ev.Delay, Text: ev.Text})
+}
+
+// cutRequest cancels the agent's live request and keeps what it streamed.
+func (k *Kernel) cutRequest(a *agent) {
+	id := a.req
+	k.out = append(k.out, Effect{Kind: EffCancelLLM, Agent: a.id, Op: id})
+	k.graceOp(a, id)
+	a.req = 0
+	a.cut = k.keepPartial(a)
+}
+
+// graceOp marks a cancelled op and gives it Grace to acknowledge (F3).
+func (k *Kernel) graceOp(a *agent, id OpID) {
+	o := k.ops[id]
+	k.stopTimer(o.timer)
+	o.cancelling = true
+	o.timer = k.setTimer(a, TimerGrace, k.now+k.cfg.Grace, id)
+	k.ops[id] = o
+}
+
+// keepPartial appends the text streamed so far as a partial assistant message
+// (F7) and records every half-streamed tool call as dropped (F12).
+func (k *Kernel) keepPartial(a *agent) string {
+	text := string(a.text)
+	a.text = a.text[:0]
+	if text != "" {
+		a.history = append(a.history, Message{Role: RoleAssistant, Content: text, Partial: true})
+	}
+	for i := range a.drafts {
+		d := &a.drafts[i]
+		if d.present {
+			k.emit(Lifecycle{Kind: LifeCallDropped, Agent: a.id, CallID: d.id, Name: d.name, Text: string(d.args)})
+		}
+	}
+	a.drafts = a.drafts[:0]
+	return text
+}
+
+// resume runs when every call of the last assistant message has its result.
+func (k *Kernel) resume(a *agent) {
+	if a.requests >= k.cfg.MaxRequests {
+		if !k.fire(a, fsm.BudgetExhausted) {
+			return
+		}
+		k.flushQueued(a)
+		k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
+		k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+		return
+	}
+	if !k.fire(a, fsm.ResultsIn) {
+		return
+	}
+	k.flushQueued(a)
+	k.startRequest(a)
+}
+
+// restart sends the request an interjection cut, once its window closed.
+func (k *Kernel) restart(a *agent) {
+	if a.requests >= k.cfg.MaxRequests {
+		if !k.fire(a, fsm.BudgetExhausted) {
+			return
+		}
+		k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
+		k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+		return
+	}
+	if !k.fire(a, fsm.Restart) {
+		return
+	}
+	k.startRequest(a)
+}
+
+// flushQueued appends interjections queued while tools ran (F8: each once,
+// in order).
+func (k *Kernel) flushQueued(a *agent) {
+	for _, text := range a.queued {
+		a.history = append(a.history, Message{Role: RoleUser, Content: text, Interjection: true})
+	}
+	a.queued = nil
+}
+
+// endTurn records the end of a turn that did not go through Interrupted.
+func (k *Kernel) endTurn(a *agent, outcome Outcome, reason Reason, text string) {
+	k.settleUp(k.finishTurn(a, outcome, reason, text))
+}
+
+// finishTurn records a's outcome (exactly once per turn, I13) and hands it to
+// the parent. It returns the parent when the parent is Interrupted and may now
+// settle: callers loop instead of recursing, so a 10,000-deep chain settles in
+// constant stack.
+func (k *Kernel) finishTurn(a *agent, outcome Outcome, reason Reason, text string) *agent {
+	a.outcome, a.reason, a.summary = outcome, reason, text
+	k.stopTimer(a.turnTimer)
+	k.stopTimer(a.restartTimer)
+	a.turnTimer, a.restartTimer = 0, 0
+	a.deadline = 0
+	k.emit(Lifecycle{Kind: LifeTurnEnded, Agent: a.id, Outcome: outcome, Reason: reason, Text: text})
+	if a.parent == NoAgent {
+		if len(a.nextTurn) > 0 && !k.shutdown {
+			next := a.nextTurn
+			a.nextTurn = nil
+			k.startTurn(a, fsm.Submit, next)
+		}
+		return nil
+	}
+	p := k.agents[a.parent]
+	p.liveChildren--
+	if p.state == fsm.Interrupted {
+		return p
+	}
+	i := a.parentCall
+	if i < 0 || int(i) >= len(p.open) || p.open[i].child != a.id || p.open[i].closed {
+		panic(fmt.Sprintf("kernel: child %s ended but parent %s (%s) is not waiting for it", a.path, p.path, p.state))
+	}
+	k.closeCall(p, int(i), fsm.ChildOutcome, CallChild, reason, childContent(a), a.id, outcome, false)
+	if p.pending == 0 {
+		k.resume(p)
+	}
+	return nil
+}

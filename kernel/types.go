@@ -1,0 +1,284 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// AgentID names an agent inside one kernel (one tree). The root is 0; children
+// get the next free index when they are spawned, so ids are deterministic.
+type AgentID int32
+
+// Root is the id of the tree's root agent ("main").
+const Root AgentID = 0
+
+// NoAgent marks "no agent" (the root's parent, an unset target).
+const NoAgent AgentID = -1
+
+// OpID names one operation the kernel started in the world: an LLM request, a
+// tool call or a timer. Ids are never reused, so an event that names an op the
+// kernel no longer tracks is stale by construction (I8). 0 means none.
+type OpID uint64
+
+// Limits are the deadlines and budgets of a tree (DESIGN §3). Every wait has a
+// deadline: all durations must be positive.
+type Limits struct {
+	// Grace is how long a cancelled operation gets to stop before it is
+	// abandoned (F3). The tree is quiescent by interrupt time + Grace (I3).
+	Grace time.Duration
+	// FirstTokenTimeout bounds the silence between a request's start and its
+	// first chunk.
+	FirstTokenTimeout time.Duration
+	// StallTimeout bounds the silence between two chunks of one stream. It
+	// watches only that stream (F4).
+	StallTimeout time.Duration
+	// ToolTimeout bounds one tool call, from start to result.
+	ToolTimeout time.Duration
+	// TurnTimeout bounds a whole turn. A child's turn deadline is the earlier of
+	// its own and its parent's (child ≤ parent's remaining time).
+	TurnTimeout time.Duration
+	// Debounce is the window in which repeated cancels of one agent are
+	// coalesced (leading edge: the first acts at once), and after an
+	// interjection cuts a stream, how long more interjections may join before
+	// the request restarts.
+	Debounce time.Duration
+	// MaxDepth is the deepest an agent may sit (the root is depth 0). A
+	// delegation that would go deeper gets an error tool result.
+	MaxDepth int
+	// MaxChildren is how many children one agent may delegate to per turn.
+	MaxChildren int
+	// MaxRequests is how many LLM requests one agent may make per turn.
+	MaxRequests int
+}
+
+// DefaultLimits are the documented defaults (the scenario format's too).
+func DefaultLimits() Limits {
+	return Limits{
+		Grace:             2 * time.Second,
+		FirstTokenTimeout: 30 * time.Second,
+		StallTimeout:      30 * time.Second,
+		ToolTimeout:       2 * time.Minute,
+		TurnTimeout:       10 * time.Minute,
+		Debounce:          100 * time.Millisecond,
+		MaxDepth:          8,
+		MaxChildren:       16,
+		MaxRequests:       50,
+	}
+}
+
+// Validate reports the first limit that is out of range, naming the field.
+func (l Limits) Validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"grace", l.Grace}, {"first_token_timeout", l.FirstTokenTimeout},
+		{"stall_timeout", l.StallTimeout}, {"tool_timeout", l.ToolTimeout},
+		{"turn_timeout", l.TurnTimeout},
+	} {
+		if d.v <= 0 {
+			return fmt.Errorf("limit %s must be positive, got %v", d.name, d.v)
+		}
+	}
+	if l.Debounce < 0 {
+		return fmt.Errorf("limit debounce must not be negative, got %v", l.Debounce)
+	}
+	if l.MaxDepth < 0 || l.MaxDepth > MaxDepthCeiling {
+		return fmt.Errorf("limit max_depth must be in 0..%d, got %d", MaxDepthCeiling, l.MaxDepth)
+	}
+	if l.MaxChildren < 0 || l.MaxChildren > MaxChildrenCeiling {
+		return fmt.Errorf("limit max_children must be in 0..%d, got %d", MaxChildrenCeiling, l.MaxChildren)
+	}
+	if l.MaxRequests < 1 || l.MaxRequests > MaxRequestsCeiling {
+		return fmt.Errorf("limit max_requests must be in 1..%d, got %d", MaxRequestsCeiling, l.MaxRequests)
+	}
+	return nil
+}
+
+// Hard ceilings on the configurable limits: a limit on everything (TigerBeetle).
+const (
+	MaxDepthCeiling    = 1 << 16
+	MaxChildrenCeiling = 1 << 20
+	MaxRequestsCeiling = 1 << 20
+	// MaxAgentsCeiling bounds the number of agents one tree may ever hold.
+	MaxAgentsCeiling = 1 << 22
+)
+
+// Config configures one kernel (one agent tree).
+type Config struct {
+	Limits
+	// RootName is the root agent's name; "main" when empty.
+	RootName string
+	// System is the root's system prompt; none when empty.
+	System string
+	// ChildSystem is every child's system prompt; none when empty.
+	ChildSystem string
+	// DelegateTool is the tool name the kernel treats as a delegation;
+	// "delegate" when empty. Its arguments are {"task": string, "name"?: string}.
+	DelegateTool string
+	// LogCapacity is how many lifecycle events the replay log keeps; 16384 when 0.
+	LogCapacity int
+	// MaxAgents bounds the agents the tree may hold over its life; a delegation
+	// beyond it is refused like max_children. 1<<20 when 0.
+	MaxAgents int
+	// MaxCalls bounds the tool calls accepted in one assistant message;
+	// fragments for higher indices are refused as bad input. 1024 when 0.
+	MaxCalls int
+}
+
+func (c Config) withDefaults() Config {
+	if c.RootName == "" {
+		c.RootName = "main"
+	}
+	if c.DelegateTool == "" {
+		c.DelegateTool = "delegate"
+	}
+	if c.LogCapacity == 0 {
+		c.LogCapacity = 1 << 14
+	}
+	if c.MaxAgents == 0 {
+		c.MaxAgents = 1 << 20
+	}
+	if c.MaxCalls == 0 {
+		c.MaxCalls = 1024
+	}
+	return c
+}
+
+// Validate reports the first bad setting, naming it.
+func (c Config) Validate() error {
+	if err := c.Limits.Validate(); err != nil {
+		return err
+	}
+	c = c.withDefaults()
+	if c.LogCapacity < 1 || c.LogCapacity > 1<<24 {
+		return fmt.Errorf("log capacity must be in 1..%d, got %d", 1<<24, c.LogCapacity)
+	}
+	if c.MaxAgents < 1 || c.MaxAgents > MaxAgentsCeiling {
+		return fmt.Errorf("max agents must be in 1..%d, got %d", MaxAgentsCeiling, c.MaxAgents)
+	}
+	if c.MaxCalls < 1 || c.MaxCalls > MaxChildrenCeiling {
+		return fmt.Errorf("max calls per message must be in 1..%d, got %d", MaxChildrenCeiling, c.MaxCalls)
+	}
+	return nil
+}
+
+// Outcome is how a turn (or a child's task) ended. Exactly one per turn (I13).
+type Outcome uint8
+
+// Outcomes (F5: typed, never UI text).
+const (
+	OutcomeNone Outcome = iota
+	OutcomeCompleted
+	OutcomeInterrupted
+	OutcomeTimedOut
+	OutcomeFailed
+	OutcomeBudgetExhausted
+)
+
+var outcomeNames = [...]string{"none", "completed", "interrupted", "timed_out", "failed", "budget_exhausted"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("outcome(%d)", uint8(o))
+}
+
+// ParseOutcome is the inverse of Outcome.String.
+func ParseOutcome(s string) (Outcome, error) {
+	for i, n := range outcomeNames {
+		if n == s && i != 0 {
+			return Outcome(i), nil
+		}
+	}
+	return OutcomeNone, fmt.Errorf("unknown outcome %q (want completed, interrupted, timed_out, failed or budget_exhausted)", s)
+}
+
+// MarshalText makes outcomes print as their names in JSON.
+func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// Reason says why a turn, a tool call or a delegation ended the way it did.
+// Every abort carries one (F13): it drives the marker, the parent's result and
+// the lifecycle events, so a watchdog is never reported as a user cancel.
+type Reason uint8
+
+// Reasons.
+const (
+	ReasonNone Reason = iota
+	// ReasonUserCancel: the user cancelled this agent (Esc / Ctrl-C / /cancel).
+	ReasonUserCancel
+	// ReasonParentCancelled: an ancestor was aborted (for any reason) and the
+	// abort travelled down the tree (F2).
+	ReasonParentCancelled
+	ReasonFirstTokenTimeout
+	ReasonStallTimeout
+	ReasonToolTimeout
+	ReasonTurnTimeout
+	// ReasonBudget: the per-turn LLM request budget ran out.
+	ReasonBudget
+	// ReasonShutdown: the host is shutting down.
+	ReasonShutdown
+	// ReasonLLMError: the model's stream failed (after the adapter's retries).
+	ReasonLLMError
+	// ReasonMaxDepth and ReasonMaxChildren: a delegation was refused.
+	ReasonMaxDepth
+	ReasonMaxChildren
+	// ReasonMalformed: a tool call's arguments were not valid JSON, or a
+	// delegation lacked its task.
+	ReasonMalformed
+	// ReasonToolError: the tool reported an error (or crashed).
+	ReasonToolError
+)
+
+var reasonNames = [...]string{
+	"", "user_cancel", "parent_cancelled", "first_token_timeout", "stall_timeout",
+	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
+	"max_depth", "max_children", "malformed", "tool_error",
+}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("reason(%d)", uint8(r))
+}
+
+// MarshalText makes reasons print as their names in JSON.
+func (r Reason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// IsTimeout reports whether r is one of the deadline reasons.
+func (r Reason) IsTimeout() bool {
+	return r == ReasonFirstTokenTimeout || r == ReasonStallTimeout || r == ReasonToolTimeout || r == ReasonTurnTimeout
+}
+
+// OutcomeOf maps an abort reason to the turn outcome it produces.
+func OutcomeOf(r Reason) Outcome {
+	switch r {
+	case ReasonNone:
+		return OutcomeCompleted
+	case ReasonUserCancel, ReasonParentCancelled, ReasonShutdown:
+		return OutcomeInterrupted
+	case ReasonFirstTokenTimeout, ReasonStallTimeout, ReasonToolTimeout, ReasonTurnTimeout:
+		return OutcomeTimedOut
+	case ReasonBudget:
+		return OutcomeBudgetExhausted
+	default:
+		return OutcomeFailed
+	}
+}
+
+// Usage is token accounting when the model reports it.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens,omitempty"`
+	CompletionTokens int `json:"completion_tokens,omitempty"`
+}
+
+// Sentinel errors for expected conditions (raft style); they appear wrapped in
+// error effects' Detail and are useful to callers that validate inputs first.
+var (
+	ErrUnknownAgent = errors.New("unknown agent")
+	ErrEmptyText    = errors.New("empty text")
+	ErrShutdown     = errors.New("kernel is shutting down")
+)
