@@ -221,3 +221,31 @@ type UndeclaredError struct {
 func (e *UndeclaredError) Error() string {
 	return fmt.Sprintf("undeclared transition: trigger %s in state %s", e.Trigger, e.State)
 }
+
+// MarshalText prints states by name in JSON.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText parses a state name.
+func (s *State) UnmarshalText(b []byte) error {
+	for i, n := range stateNames {
+		if n == string(b) {
+			*s = State(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown state %q", b)
+}
+
+// MarshalText prints triggers by name in JSON.
+func (t Trigger) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// UnmarshalText parses a trigger name.
+func (t *Trigger) UnmarshalText(b []byte) error {
+	for i, n := range triggerNames {
+		if n == string(b) {
+			*t = Trigger(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown trigger %q", b)
+}

@@ -154,3 +154,26 @@ func (e Effect) Describe() string {
 	}
 	return b.String()
 }
+
+// UnmarshalText implementations let trace readers decode every record.
+
+// UnmarshalText parses an effect kind name.
+func (k *EffectKind) UnmarshalText(b []byte) error {
+	i, err := parseName(effectNames[:], string(b), "effect kind")
+	*k = EffectKind(i)
+	return err
+}
+
+// UnmarshalText parses a timer kind name.
+func (k *TimerKind) UnmarshalText(b []byte) error {
+	i, err := parseName(timerNames[:], string(b), "timer kind")
+	*k = TimerKind(i)
+	return err
+}
+
+// UnmarshalText parses an error code name.
+func (c *ErrorCode) UnmarshalText(b []byte) error {
+	i, err := parseName(errorCodeNames[:], string(b), "error code")
+	*c = ErrorCode(i)
+	return err
+}

@@ -71,7 +71,21 @@ func New(cfg Config) (*Kernel, error) {
 		instances: make(map[string]int),
 	}
 	root := k.newAgent(nil, cfg.RootName)
-	if cfg.System != "" {
+	switch {
+	case len(cfg.History) > 0:
+		if cfg.History[0].Role != RoleSystem && cfg.System != "" {
+			root.history = append(root.history, Message{Role: RoleSystem, Content: cfg.System})
+		}
+		root.history = append(root.history, cfg.History...)
+		for _, m := range cfg.History {
+			for _, c := range m.ToolCalls {
+				if root.usedIDs == nil {
+					root.usedIDs = make(map[string]struct{})
+				}
+				root.usedIDs[c.ID] = struct{}{}
+			}
+		}
+	case cfg.System != "":
 		root.history = append(root.history, Message{Role: RoleSystem, Content: cfg.System})
 	}
 	return k, nil
@@ -264,4 +278,24 @@ func (k *Kernel) Find(name string) (AgentID, bool) {
 		}
 	}
 	return NoAgent, false
+}
+
+// Target returns the agent an event is addressed to, before it is stepped:
+// the root for submissions and interjections, the cancel's agent, or the
+// agent owning the op a world event names. NoAgent when the event is stale
+// or malformed. Traces use it to print the agent path and state before/after.
+func (k *Kernel) Target(ev Event) AgentID {
+	switch ev.Kind {
+	case EvSubmit, EvInterject, EvShutdown:
+		return Root
+	case EvCancel:
+		if ev.Agent >= 0 && int(ev.Agent) < len(k.agents) {
+			return ev.Agent
+		}
+		return NoAgent
+	}
+	if o, ok := k.ops[ev.Op]; ok {
+		return o.agent
+	}
+	return NoAgent
 }

@@ -272,3 +272,24 @@ func (l *Log) From(seq uint64, dst []Lifecycle) ([]Lifecycle, error) {
 	}
 	return dst, nil
 }
+
+// UnmarshalText parses a lifecycle kind name.
+func (k *LifeKind) UnmarshalText(b []byte) error {
+	i, err := parseName(lifeNames[:], string(b), "lifecycle kind")
+	*k = LifeKind(i)
+	return err
+}
+
+// UnmarshalText parses an op end name.
+func (e *OpEnd) UnmarshalText(b []byte) error {
+	i, err := parseName(opEndNames[:], string(b), "op end")
+	*e = OpEnd(i)
+	return err
+}
+
+// UnmarshalText parses a call status name.
+func (s *CallStatus) UnmarshalText(b []byte) error {
+	i, err := parseName(callStatusNames[:], string(b), "call status")
+	*s = CallStatus(i)
+	return err
+}

@@ -468,3 +468,33 @@ func TestTimeNeverGoesBack(t *testing.T) {
 	}()
 	k.Step(Cancel(0, Root))
 }
+
+// TestResumeHistory: a kernel seeded with a session's history continues it,
+// keeps tool call ids unique across the old and new parts, and refuses a
+// broken history with a clear error.
+func TestResumeHistory(t *testing.T) {
+	old := []Message{
+		{Role: RoleSystem, Content: "be brief"},
+		{Role: RoleUser, Content: "list"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_1", Name: "ls", Arguments: "{}"}}},
+		{Role: RoleTool, ToolCallID: "call_1", Content: "a b"},
+		{Role: RoleAssistant, Content: "a and b"},
+	}
+	h := newHarness(t, func(c *Config) { c.History = old; c.System = "be brief" })
+	h.submit("more")
+	h.ask(Root, ToolCall{ID: "call_1", Name: "ls", Arguments: "{}"}) // the model reuses an id
+	hist := h.k.Agent(Root).History()
+	if hist[0].Content != "be brief" || hist[5].Content != "more" {
+		t.Fatalf("resumed history:\n%s", dumpHistory(hist))
+	}
+	if id := hist[6].ToolCalls[0].ID; id == "call_1" {
+		t.Fatal("a reused call id must be made unique")
+	}
+	bad := append(slices.Clone(old[:3]), Message{Role: RoleUser, Content: "x"})
+	if _, err := New(Config{Limits: DefaultLimits(), History: bad}); err == nil || !strings.Contains(err.Error(), "history") {
+		t.Fatalf("broken history accepted: %v", err)
+	}
+	if _, err := New(Config{Limits: DefaultLimits(), History: old, System: "other"}); err == nil {
+		t.Fatal("conflicting system prompt accepted")
+	}
+}

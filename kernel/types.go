@@ -112,6 +112,10 @@ type Config struct {
 	RootName string
 	// System is the root's system prompt; none when empty.
 	System string
+	// History seeds the root's chat history (a resumed session). It must be a
+	// complete, valid transcript; when it starts with a system message,
+	// System must be empty or equal to it.
+	History []Message
 	// ChildSystem is every child's system prompt; none when empty.
 	ChildSystem string
 	// DelegateTool is the tool name the kernel treats as a delegation;
@@ -157,6 +161,14 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAgents < 1 || c.MaxAgents > MaxAgentsCeiling {
 		return fmt.Errorf("max agents must be in 1..%d, got %d", MaxAgentsCeiling, c.MaxAgents)
+	}
+	if len(c.History) > 0 {
+		if err := ValidateTranscript(c.History, false); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+		if h := c.History[0]; h.Role == RoleSystem && c.System != "" && c.System != h.Content {
+			return errors.New("system prompt differs from the history's system message")
+		}
 	}
 	if c.MaxCalls < 1 || c.MaxCalls > MaxChildrenCeiling {
 		return fmt.Errorf("max calls per message must be in 1..%d, got %d", MaxChildrenCeiling, c.MaxCalls)
@@ -282,3 +294,17 @@ var (
 	ErrEmptyText    = errors.New("empty text")
 	ErrShutdown     = errors.New("kernel is shutting down")
 )
+
+// UnmarshalText parses an outcome name ("none" included).
+func (o *Outcome) UnmarshalText(b []byte) error {
+	i, err := parseName(outcomeNames[:], string(b), "outcome")
+	*o = Outcome(i)
+	return err
+}
+
+// UnmarshalText parses a reason name.
+func (r *Reason) UnmarshalText(b []byte) error {
+	i, err := parseName(reasonNames[:], string(b), "reason")
+	*r = Reason(i)
+	return err
+}

@@ -1,0 +1,158 @@
+// Package trace is escapement's JSON Lines trace format, written by the
+// simulator and by the live driver alike, so a live session can be replayed
+// in the simulator (record real, replay simulated).
+//
+// A trace is a header line, then for every Step one "event" line (the event,
+// its target agent's path and state before and after) followed by one
+// "effect" line per effect, then an "end" line. Encoding is deterministic
+// (fixed field order, no wall-clock time, no map iteration), so the same run
+// gives the same bytes and the SHA-256 of those bytes identifies a run (I6).
+package trace
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"time"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/kernel"
+)
+
+// FormatVersion is written in every header; readers refuse other versions.
+const FormatVersion = 1
+
+// Header is the first line of a trace.
+type Header struct {
+	Type   string `json:"type"` // "header"
+	Format int    `json:"format"`
+	// Source is "sim" or "live".
+	Source string `json:"source"`
+	// Name identifies the run: the scenario's name, or the live session's.
+	Name string `json:"name"`
+	// Seed is the scenario's seed (sim).
+	Seed uint64 `json:"seed,omitempty"`
+	// Scenario is the scenario's canonical source, so a trace can be
+	// re-run without the file it came from (sim).
+	Scenario string `json:"scenario,omitempty"`
+	// Options records run options that change the run (sim: permutation mode).
+	Options map[string]string `json:"options,omitempty"`
+	// Limits and the rest of the kernel configuration that shapes the run.
+	Limits      kernel.Limits `json:"limits"`
+	RootName    string        `json:"root_name,omitempty"`
+	System      string        `json:"system,omitempty"`
+	ChildSystem string        `json:"child_system,omitempty"`
+	// Build names the binary that wrote the trace (for reproduction notes).
+	Build string `json:"build,omitempty"`
+}
+
+// Record is one line after the header.
+type Record struct {
+	Type   string         `json:"type"` // "event", "effect" or "end"
+	Step   int            `json:"step"`
+	At     string         `json:"at"`
+	Agent  string         `json:"agent,omitempty"`
+	Before string         `json:"before,omitempty"`
+	After  string         `json:"after,omitempty"`
+	Event  *kernel.Event  `json:"event,omitempty"`
+	Effect *kernel.Effect `json:"effect,omitempty"`
+	// Note carries writer-side annotations (sim: a same-instant permutation
+	// choice, an injected fault).
+	Note string `json:"note,omitempty"`
+}
+
+// Writer writes a trace and hashes what it wrote.
+type Writer struct {
+	w    *bufio.Writer
+	h    hash.Hash
+	enc  *json.Encoder
+	step int
+	err  error
+}
+
+// NewWriter writes hdr and returns a writer for the steps. w may be
+// io.Discard when only the hash is wanted.
+func NewWriter(w io.Writer, hdr Header) *Writer {
+	h := sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
+	enc := json.NewEncoder(bw)
+	enc.SetEscapeHTML(false)
+	tw := &Writer{w: bw, h: h, enc: enc}
+	hdr.Type, hdr.Format = "header", FormatVersion
+	tw.write(hdr)
+	return tw
+}
+
+func (t *Writer) write(v any) {
+	if t.err == nil {
+		t.err = t.enc.Encode(v)
+	}
+}
+
+// Step records one Step: ev as fed, its target's path and state before (as
+// captured by the caller before Step) and after, and the effects.
+func (t *Writer) Step(k *kernel.Kernel, ev kernel.Event, target kernel.AgentID, before fsm.State, effects []kernel.Effect) {
+	t.step++
+	at := ev.At.String()
+	rec := Record{Type: "event", Step: t.step, At: at, Event: &ev}
+	if target != kernel.NoAgent {
+		v := k.Agent(target)
+		rec.Agent, rec.Before, rec.After = v.Path(), before.String(), v.State().String()
+	}
+	t.write(rec)
+	for i := range effects {
+		e := effects[i]
+		r := Record{Type: "effect", Step: t.step, At: at, Effect: &e}
+		if e.Agent >= 0 && int(e.Agent) < k.NumAgents() {
+			r.Agent = k.Agent(e.Agent).Path()
+		}
+		t.write(r)
+	}
+}
+
+// Note records an annotation at time at.
+func (t *Writer) Note(at time.Duration, note string) {
+	t.write(Record{Type: "note", Step: t.step, At: at.String(), Note: note})
+}
+
+// Close writes the end line, flushes, and returns the SHA-256 of every byte
+// written (hex) or the first write error.
+func (t *Writer) Close(at time.Duration) (string, error) {
+	t.write(Record{Type: "end", Step: t.step, At: at.String()})
+	if t.err == nil {
+		t.err = t.w.Flush()
+	}
+	if t.err != nil {
+		return "", fmt.Errorf("write trace: %w", t.err)
+	}
+	return hex.EncodeToString(t.h.Sum(nil)), nil
+}
+
+// ReadHeader decodes a trace's first line.
+func ReadHeader(line []byte) (Header, error) {
+	var h Header
+	if err := json.Unmarshal(line, &h); err != nil {
+		return h, fmt.Errorf("trace header: %w", err)
+	}
+	if h.Type != "header" {
+		return h, errors.New("trace header: first line is not a header")
+	}
+	if h.Format != FormatVersion {
+		return h, fmt.Errorf("trace header: format %d, this build reads %d", h.Format, FormatVersion)
+	}
+	return h, nil
+}
+
+// ReadRecord decodes one line after the header.
+func ReadRecord(line []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(line, &r); err != nil {
+		return r, fmt.Errorf("trace record: %w", err)
+	}
+	return r, nil
+}

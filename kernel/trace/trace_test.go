@@ -1,0 +1,82 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/escapement/escapement/kernel"
+)
+
+// TestEventRoundTrip: every event shape survives the trace encoding, so a
+// recorded live session can be fed back into a kernel.
+func TestEventRoundTrip(t *testing.T) {
+	evs := []kernel.Event{
+		kernel.Submit(time.Second, "hi \"there\""),
+		kernel.Interject(2*time.Second, "also"),
+		kernel.CancelTurn(3*time.Second, 2, 5),
+		kernel.Shutdown(4 * time.Second),
+		kernel.TextDelta(5, 7, 3, "tok"),
+		kernel.CallFragment(6, 7, 4, kernel.CallDelta{Index: 1, ID: "c", Name: "grep", Args: `{"a"`}),
+		kernel.LLMEnd(7, 7),
+		kernel.LLMError(8, 7, kernel.FailureRateLimit, "429"),
+		kernel.LLMRetry(9, 7, 2, time.Second, "429"),
+		kernel.ToolResult(10, 9, kernel.ToolCancelled, ""),
+		kernel.TimerFired(11, 12),
+	}
+	for _, ev := range evs {
+		b, err := json.Marshal(Record{Type: "event", Event: &ev})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ReadRecord(b)
+		if err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if !reflect.DeepEqual(*r.Event, ev) {
+			t.Fatalf("round trip\n got %#v\nwant %#v", *r.Event, ev)
+		}
+	}
+}
+
+// TestWriterDeterministic: the same steps give the same bytes and hash.
+func TestWriterDeterministic(t *testing.T) {
+	run := func() (string, []byte) {
+		var buf bytes.Buffer
+		k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
+		w := NewWriter(&buf, Header{Source: "sim", Name: "t", Limits: kernel.DefaultLimits()})
+		for _, ev := range []kernel.Event{kernel.Submit(0, "hi"), kernel.Cancel(time.Second, kernel.Root)} {
+			target := k.Target(ev)
+			before := k.Agent(target).State()
+			w.Step(k, ev, target, before, k.Step(ev))
+		}
+		sum, err := w.Close(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum, buf.Bytes()
+	}
+	s1, b1 := run()
+	s2, b2 := run()
+	if s1 != s2 || !bytes.Equal(b1, b2) {
+		t.Fatal("trace not deterministic")
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b1))
+	sc.Scan()
+	if _, err := ReadHeader(sc.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for sc.Scan() {
+		if _, err := ReadRecord(sc.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	if n < 5 {
+		t.Fatalf("only %d records", n)
+	}
+}
