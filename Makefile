@@ -28,6 +28,6 @@ lint:
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
-# The main job on the embedded default.
+# The main job on the embedded default: the built-in scenario suite in the simulator.
 demo:
-	$(GO) run ./cmd/escapement fsm --format table
+	$(GO) run ./cmd/escapement sim

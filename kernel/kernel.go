@@ -299,3 +299,19 @@ func (k *Kernel) Target(ev Event) AgentID {
 	}
 	return NoAgent
 }
+
+// AgentPath is the path of id, or "" when id names no agent.
+func (k *Kernel) AgentPath(id AgentID) string {
+	if id < 0 || int(id) >= len(k.agents) {
+		return ""
+	}
+	return k.agents[id].path
+}
+
+// AgentState is the state of id (Idle when id names no agent).
+func (k *Kernel) AgentState(id AgentID) fsm.State {
+	if id < 0 || int(id) >= len(k.agents) {
+		return fsm.Idle
+	}
+	return k.agents[id].state
+}

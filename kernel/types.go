@@ -26,30 +26,30 @@ type OpID uint64
 type Limits struct {
 	// Grace is how long a cancelled operation gets to stop before it is
 	// abandoned (F3). The tree is quiescent by interrupt time + Grace (I3).
-	Grace time.Duration
+	Grace time.Duration `json:"grace"`
 	// FirstTokenTimeout bounds the silence between a request's start and its
 	// first chunk.
-	FirstTokenTimeout time.Duration
+	FirstTokenTimeout time.Duration `json:"first_token_timeout"`
 	// StallTimeout bounds the silence between two chunks of one stream. It
 	// watches only that stream (F4).
-	StallTimeout time.Duration
+	StallTimeout time.Duration `json:"stall_timeout"`
 	// ToolTimeout bounds one tool call, from start to result.
-	ToolTimeout time.Duration
+	ToolTimeout time.Duration `json:"tool_timeout"`
 	// TurnTimeout bounds a whole turn. A child's turn deadline is the earlier of
 	// its own and its parent's (child ≤ parent's remaining time).
-	TurnTimeout time.Duration
+	TurnTimeout time.Duration `json:"turn_timeout"`
 	// Debounce is the window in which repeated cancels of one agent are
 	// coalesced (leading edge: the first acts at once), and after an
 	// interjection cuts a stream, how long more interjections may join before
 	// the request restarts.
-	Debounce time.Duration
+	Debounce time.Duration `json:"debounce"`
 	// MaxDepth is the deepest an agent may sit (the root is depth 0). A
 	// delegation that would go deeper gets an error tool result.
-	MaxDepth int
+	MaxDepth int `json:"max_depth"`
 	// MaxChildren is how many children one agent may delegate to per turn.
-	MaxChildren int
+	MaxChildren int `json:"max_children"`
 	// MaxRequests is how many LLM requests one agent may make per turn.
-	MaxRequests int
+	MaxRequests int `json:"max_requests"`
 }
 
 // DefaultLimits are the documented defaults (the scenario format's too).

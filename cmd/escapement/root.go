@@ -104,7 +104,7 @@ Exit codes: 0 ok, 1 a check failed, 2 usage or input error, 130 interrupted.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageErr("%v", err)
 	})
-	root.AddCommand(newFSMCmd(a))
+	root.AddCommand(newFSMCmd(a), newSimCmd(a))
 	return root
 }
 

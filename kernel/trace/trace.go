@@ -94,23 +94,25 @@ func (t *Writer) write(v any) {
 	}
 }
 
+// Tree names agents for trace lines; *kernel.Kernel implements it.
+type Tree interface {
+	AgentPath(kernel.AgentID) string
+	AgentState(kernel.AgentID) fsm.State
+}
+
 // Step records one Step: ev as fed, its target's path and state before (as
 // captured by the caller before Step) and after, and the effects.
-func (t *Writer) Step(k *kernel.Kernel, ev kernel.Event, target kernel.AgentID, before fsm.State, effects []kernel.Effect) {
+func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before fsm.State, effects []kernel.Effect) {
 	t.step++
 	at := ev.At.String()
 	rec := Record{Type: "event", Step: t.step, At: at, Event: &ev}
 	if target != kernel.NoAgent {
-		v := k.Agent(target)
-		rec.Agent, rec.Before, rec.After = v.Path(), before.String(), v.State().String()
+		rec.Agent, rec.Before, rec.After = tree.AgentPath(target), before.String(), tree.AgentState(target).String()
 	}
 	t.write(rec)
 	for i := range effects {
 		e := effects[i]
-		r := Record{Type: "effect", Step: t.step, At: at, Effect: &e}
-		if e.Agent >= 0 && int(e.Agent) < k.NumAgents() {
-			r.Agent = k.Agent(e.Agent).Path()
-		}
+		r := Record{Type: "effect", Step: t.step, At: at, Effect: &e, Agent: tree.AgentPath(e.Agent)}
 		t.write(r)
 	}
 }

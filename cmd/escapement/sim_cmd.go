@@ -1,0 +1,259 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+	"time"
+
+	"github.com/escapement/escapement/scenarios"
+	"github.com/escapement/escapement/sim"
+	"github.com/spf13/cobra"
+)
+
+type simFlags struct {
+	json     bool
+	trace    string
+	perfetto string
+	permute  bool
+	recheck  bool
+}
+
+func newSimCmd(a *app) *cobra.Command {
+	var f simFlags
+	cmd := &cobra.Command{
+		Use:   "sim [PATH...]",
+		Short: "Run scenarios in the deterministic simulator",
+		Long: `Run scenario files in the deterministic simulator: virtual time, scripted
+models and tools, injected faults, and the invariant oracle (I1–I14) checked
+after every step. A PATH is a scenario file or a directory of *.yaml files;
+with none, the built-in suite embedded in the binary runs.
+
+Each scenario runs twice and the two traces' SHA-256 must match (I6); the
+hash is printed so any run can be reproduced and compared.
+
+Exit codes: 0 every scenario passed, 1 an expectation or invariant failed,
+2 bad input (the message names file:line).`,
+		Example: `  escapement sim                              # the embedded suite
+  escapement sim scenarios/f01-*.yaml --trace run.jsonl
+  escapement sim my-scenarios/ --json | jq .
+  escapement sim scenarios/f02-*.yaml --perfetto f02.json   # open in ui.perfetto.dev
+  escapement sim replay run.jsonl`,
+		RunE: func(cmd *cobra.Command, args []string) error { return a.runSim(args, f) },
+	}
+	cmd.Flags().BoolVar(&f.json, "json", false, "print one JSON object per scenario on stdout")
+	cmd.Flags().StringVar(&f.trace, "trace", "", "write the JSONL trace to FILE (one scenario) or into DIR as NAME.jsonl")
+	cmd.Flags().StringVar(&f.perfetto, "perfetto", "", "write a Perfetto/Chrome trace-event timeline to FILE (one scenario) or into DIR as NAME.json")
+	cmd.Flags().BoolVar(&f.permute, "permute", false, "permute events due at the same virtual instant, drawn from the seed")
+	cmd.Flags().BoolVar(&f.recheck, "recheck", true, "run each scenario twice and require identical trace hashes (I6)")
+	cmd.AddCommand(newReplayCmd(a))
+	return cmd
+}
+
+func (a *app) loadScenarios(paths []string) ([]*sim.Scenario, error) {
+	if len(paths) == 0 {
+		return sim.LoadFS(scenarios.FS, ".", "scenarios (embedded)")
+	}
+	return sim.LoadPaths(paths)
+}
+
+// jsonResult is the --json shape (issue #3's CLI contract).
+type jsonResult struct {
+	Name        string            `json:"name"`
+	Passed      bool              `json:"passed"`
+	Violations  []sim.Violation   `json:"violations"`
+	Outcomes    map[string]string `json:"outcomes"`
+	LLMRequests map[string]int    `json:"llm_requests"`
+	QuiescentAt string            `json:"quiescent_at"`
+	Events      int               `json:"events"`
+	TraceSHA256 string            `json:"trace_sha256"`
+}
+
+func (a *app) runSim(paths []string, f simFlags) error {
+	ss, err := a.loadScenarios(paths)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if (f.trace != "" || f.perfetto != "") && len(ss) > 1 {
+		for _, dir := range []string{f.trace, f.perfetto} {
+			if dir != "" {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					return usageErr("--trace/--perfetto: %v", err)
+				}
+			}
+		}
+	}
+	started := time.Now()
+	var results []*sim.Result
+	events := 0
+	for _, s := range ss {
+		res, err := a.runScenario(s, f, len(ss) > 1)
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+		events += res.Events
+	}
+	wall := time.Since(started)
+	if f.json {
+		enc := json.NewEncoder(a.out)
+		for _, r := range results {
+			if r.Violations == nil {
+				r.Violations = []sim.Violation{}
+			}
+			if err := enc.Encode(jsonResult{r.Name, r.Passed, r.Violations, r.Outcomes, r.LLMRequests, r.QuiescentAt.String(), r.Events, r.TraceSHA256}); err != nil {
+				return err
+			}
+		}
+	} else {
+		printTable(a.out, results)
+		passed := 0
+		for _, r := range results {
+			if r.Passed {
+				passed++
+			}
+		}
+		fmt.Fprintf(a.out, "\n%d scenario(s): %d passed, %d failed; %d events in %v\n", len(results), passed, len(results)-passed, events, wall.Round(time.Millisecond))
+	}
+	if sim.ExitCode(results) != 0 {
+		return &exitError{code: exitCheckFailed}
+	}
+	return nil
+}
+
+func (a *app) runScenario(s *sim.Scenario, f simFlags, many bool) (*sim.Result, error) {
+	var traceBuf bytes.Buffer
+	opts := sim.Options{Permute: f.permute, Build: buildInfo()}
+	if f.trace != "" {
+		opts.Trace = &traceBuf
+	}
+	var pf *sim.Perfetto
+	if f.perfetto != "" {
+		pf = sim.NewPerfetto(s.Name)
+		opts.Observe = pf.Observe
+	}
+	res, err := sim.Run(s, opts)
+	if err != nil {
+		return nil, err
+	}
+	if f.recheck {
+		again, err := sim.Run(s, sim.Options{Permute: f.permute, Build: buildInfo()})
+		if err != nil {
+			return nil, err
+		}
+		if again.TraceSHA256 != res.TraceSHA256 {
+			res.Violations = append(res.Violations, sim.Violation{Invariant: "I6", At: res.QuiescentAt,
+				Detail: fmt.Sprintf("the same scenario and seed gave two traces: %s then %s", res.TraceSHA256, again.TraceSHA256)})
+			res.Passed = false
+		}
+	}
+	a.logger.Debug("scenario", "name", s.Name, "passed", res.Passed, "events", res.Events, "sha256", res.TraceSHA256)
+	if f.trace != "" {
+		if err := writeOut(f.trace, s.Name+".jsonl", many, traceBuf.Bytes()); err != nil {
+			return nil, err
+		}
+	}
+	if pf != nil {
+		var buf bytes.Buffer
+		if err := pf.Write(&buf, res.End); err != nil {
+			return nil, err
+		}
+		if err := writeOut(f.perfetto, s.Name+".json", many, buf.Bytes()); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+func writeOut(target, name string, dir bool, data []byte) error {
+	p := target
+	if dir {
+		p = filepath.Join(target, name)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
+}
+
+func printTable(w io.Writer, results []*sim.Result) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tRESULT\tQUIESCENT AT\tEVENTS\tAGENTS\tTRACE SHA-256")
+	for _, r := range results {
+		verdict := "PASS"
+		if !r.Passed {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%d\t%s\n", r.Name, verdict, r.QuiescentAt, r.Events, r.Agents, r.TraceSHA256[:16])
+		for _, v := range r.Violations {
+			fmt.Fprintf(tw, "  %s\t@%v\t%s\t%s\n", v.Invariant, v.At, orDash(v.Agent), v.Detail)
+		}
+	}
+	_ = tw.Flush()
+	for _, r := range results {
+		for i, v := range r.Violations {
+			if len(v.Recent) == 0 || i > 0 {
+				continue
+			}
+			fmt.Fprintf(w, "\n%s: the events before %s:\n", r.Name, v.Invariant)
+			for _, e := range v.Recent {
+				fmt.Fprintf(w, "    %s\n", e)
+			}
+		}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func newReplayCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "replay TRACE",
+		Short: "Re-run a recorded trace and check it reproduces byte for byte",
+		Long: `Re-run what a JSONL trace recorded and compare bytes. A simulator trace
+re-runs the scenario embedded in its header; a live trace (escapement run
+--trace) feeds its recorded events to a fresh kernel. Prints the first
+differing line when they differ.
+
+Exit codes: 0 identical, 1 different, 2 unreadable trace.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := os.Open(args[0])
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			defer f.Close()
+			res, err := sim.Replay(f)
+			if err != nil {
+				return usageErr("%s: %v", args[0], err)
+			}
+			if res.Identical {
+				fmt.Fprintf(a.out, "%s: %s trace of %q reproduced: %d lines identical, sha256 %s\n", args[0], res.Source, res.Name, res.Lines, res.SHA256)
+				return nil
+			}
+			fmt.Fprintf(a.out, "%s: %s trace of %q differs at line %d\n  recorded: %s\n  replayed: %s\n", args[0], res.Source, res.Name, res.FirstDiff, clip(res.Want), clip(res.Got))
+			return &exitError{code: exitCheckFailed}
+		},
+	}
+}
+
+func clip(s string) string {
+	if len(s) > 400 {
+		return s[:400] + "…"
+	}
+	if s == "" {
+		return "(nothing)"
+	}
+	return s
+}
+
+// buildInfo names this binary in trace headers.
+func buildInfo() string { return "escapement" }

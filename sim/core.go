@@ -1,0 +1,76 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/kernel"
+)
+
+// Core is what the simulator drives: the kernel, or — in tests only — a
+// deliberately broken agent loop wrapped around it, so the suite can prove
+// the oracle catches each failure of DESIGN §1.
+type Core interface {
+	Step(kernel.Event) []kernel.Effect
+	// Target is the agent an event is addressed to (kernel.Kernel.Target).
+	Target(kernel.Event) kernel.AgentID
+	NumAgents() int
+	View(kernel.AgentID) View
+	AgentPath(kernel.AgentID) string
+	AgentState(kernel.AgentID) fsm.State
+	// LogFrom replays the lifecycle log from seq, as a late subscriber
+	// would read it (F10).
+	LogFrom(seq uint64) ([]kernel.Lifecycle, error)
+	// LogOldest is the oldest sequence number the log still holds.
+	LogOldest() uint64
+}
+
+// View is what the oracle may see of an agent.
+type View struct {
+	Path     string
+	Name     string
+	Script   string
+	Parent   kernel.AgentID
+	State    fsm.State
+	Turn     uint64
+	Outcome  kernel.Outcome
+	Reason   kernel.Reason
+	History  []kernel.Message
+	Deadline time.Duration
+}
+
+// NewCore wraps a kernel as a Core.
+func NewCore(k *kernel.Kernel) Core { return kernelCore{k} }
+
+type kernelCore struct{ k *kernel.Kernel }
+
+func (c kernelCore) Step(ev kernel.Event) []kernel.Effect   { return c.k.Step(ev) }
+func (c kernelCore) Target(ev kernel.Event) kernel.AgentID  { return c.k.Target(ev) }
+func (c kernelCore) NumAgents() int                         { return c.k.NumAgents() }
+func (c kernelCore) AgentPath(id kernel.AgentID) string     { return c.k.AgentPath(id) }
+func (c kernelCore) AgentState(id kernel.AgentID) fsm.State { return c.k.AgentState(id) }
+func (c kernelCore) LogFrom(seq uint64) ([]kernel.Lifecycle, error) {
+	return c.k.Log().From(seq, nil)
+}
+func (c kernelCore) LogOldest() uint64 { return c.k.Log().Oldest() }
+func (c kernelCore) View(id kernel.AgentID) View {
+	a := c.k.Agent(id)
+	o, r := a.Outcome()
+	return View{
+		Path: a.Path(), Name: a.Name(), Script: a.Script(), Parent: a.Parent(),
+		State: a.State(), Turn: a.Turn(), Outcome: o, Reason: r,
+		History: a.History(), Deadline: a.Deadline(),
+	}
+}
+
+// CoreFactory builds the Core for one run.
+type CoreFactory func(kernel.Config) (Core, error)
+
+// KernelCore is the default CoreFactory: the real kernel.
+func KernelCore(cfg kernel.Config) (Core, error) {
+	k, err := kernel.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return kernelCore{k}, nil
+}

@@ -1,0 +1,1070 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/kernel"
+)
+
+// Violation is one broken invariant (I1–I14 of DESIGN §4), expectation
+// ("expect"), liveness or limit, located in virtual time and in the tree.
+type Violation struct {
+	Invariant string
+	At        time.Duration
+	Agent     string
+	Detail    string
+	// Recent are the last events delivered before it, oldest first.
+	Recent []string
+}
+
+// MarshalJSON writes times in Go duration syntax.
+func (v Violation) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Invariant string   `json:"invariant"`
+		At        string   `json:"at"`
+		Agent     string   `json:"agent"`
+		Detail    string   `json:"detail"`
+		Recent    []string `json:"recent,omitempty"`
+	}{v.Invariant, v.At.String(), v.Agent, v.Detail, v.Recent})
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s @%v %s: %s", v.Invariant, v.At, v.Agent, v.Detail)
+}
+
+// maxViolations bounds what one run records (a limit on everything).
+const maxViolations = 64
+
+// recentEvents is how many delivered events a violation quotes.
+const recentEvents = 8
+
+// oracle checks the invariants after every step. It judges from what it can
+// observe — the events delivered, the effects returned, the lifecycle events
+// and each agent's View — never from kernel internals, so a broken agent loop
+// cannot hide from it.
+type oracle struct {
+	lim     kernel.Limits
+	c       Core
+	now     time.Duration
+	agents  []*agentObs
+	ops     map[kernel.OpID]*opObs
+	timers  map[kernel.OpID]bool
+	callFin map[callKey]int
+	out     []Violation
+	recent  [recentEvents]string
+	nrecent int
+	matrix  [fsm.NumStates][fsm.NumTriggers]bool
+	table   map[[2]uint8]fsm.State
+
+	// user texts submitted or interjected, by text: how many times each must
+	// appear in the root's history (I10).
+	userTexts map[string]int
+	interjs   []interjObs
+	shutdown  bool
+	// pendingUser counts user inputs that arrived while the root was
+	// Interrupted; they may start the next turn once it settles (I1).
+	pendingUser int
+
+	// per-step scratch
+	step      uint32
+	mark      []uint32
+	dirty     []kernel.AgentID
+	trans     map[kernel.AgentID][]kernel.Lifecycle
+	entered   []kernel.AgentID // agents that entered Interrupted this step
+	stale     bool
+	staleWhy  string
+	cancelEv  *cancelObs
+	deadlines []kernel.AgentID // agents with a pending I3 deadline
+	userInput bool
+	inputText string
+	probes    *probeSet
+	lastDesc  string
+	// busy counts agents not Idle; with live ops and timers it tells when the
+	// tree is quiescent, and quietAt when it last became so.
+	busy    int
+	live    int
+	quiet   bool
+	quietAt time.Duration
+	// emitted keeps the lifecycle events seen in effects, to compare with
+	// the replayed log at the end (bounded like the log itself).
+	emitted []kernel.Lifecycle
+	// endedNow are turns that ended in this step, checked after refresh.
+	endedNow []kernel.Lifecycle
+}
+
+// maxEmitted bounds the lifecycle events kept for the replay check.
+const maxEmitted = 1 << 16
+
+type callKey struct {
+	agent kernel.AgentID
+	id    string
+}
+
+type interjObs struct {
+	text    string
+	partial string
+	seen    bool
+}
+
+type cancelObs struct {
+	target     kernel.AgentID
+	shouldAct  bool
+	activeSub  []kernel.AgentID
+	inflight   []kernel.OpID
+	beforeInt  bool
+	wasShutdwn bool
+}
+
+type agentObs struct {
+	parent    kernel.AgentID
+	path      string
+	state     fsm.State
+	turn      uint64
+	turnStart time.Duration
+	histLen   int
+	last      kernel.Message
+	// incremental transcript validation (I4)
+	open      map[string]bool
+	openCount int
+	ids       map[string]struct{}
+	calls     []string // every call id seen in this agent's assistant messages
+	// I1
+	frozen bool
+	// I11
+	interruptedTurn uint64
+	markerTurn      uint64
+	markers         int
+	// I3
+	quiesceBy time.Duration
+	// I13 justification for the current turn
+	userCancelled bool
+	parentAborted bool
+	timedOut      kernel.Reason
+	llmFailed     bool
+	requestsTurn  int
+	lastReq       kernel.OpID
+	endedTurn     uint64
+	startedTurn   uint64
+	// expectations
+	llmRequests int
+	// debounce bookkeeping for cancels that acted
+	acted       bool
+	actedAt     time.Duration
+	liveOps     int
+	interrupted bool
+}
+
+type opObs struct {
+	agent       kernel.AgentID
+	tool        bool
+	start       time.Duration
+	lastChunk   uint32
+	gotChunk    bool
+	lastChunkAt time.Duration
+	terminal    bool
+	endedOK     bool
+	cancels     int
+	ended       bool
+	text        []byte
+	frags       []fragObs
+	name        string
+}
+
+type fragObs struct {
+	name string
+	args []byte
+	seen bool
+}
+
+func newOracle(c Core, lim kernel.Limits) *oracle {
+	o := &oracle{
+		lim: lim, c: c,
+		ops:       make(map[kernel.OpID]*opObs),
+		timers:    make(map[kernel.OpID]bool),
+		callFin:   make(map[callKey]int),
+		matrix:    fsm.Matrix(),
+		table:     make(map[[2]uint8]fsm.State),
+		userTexts: make(map[string]int),
+		trans:     make(map[kernel.AgentID][]kernel.Lifecycle),
+		probes:    newProbeSet(),
+	}
+	for _, t := range fsm.Table() {
+		o.table[[2]uint8{uint8(t.From), uint8(t.Trigger)}] = t.To
+	}
+	o.observe(kernel.Root)
+	return o
+}
+
+func (o *oracle) violate(inv string, agent kernel.AgentID, format string, args ...any) {
+	if len(o.out) >= maxViolations {
+		return
+	}
+	path := ""
+	if agent >= 0 && int(agent) < len(o.agents) && o.agents[agent] != nil {
+		path = o.agents[agent].path
+	}
+	v := Violation{Invariant: inv, At: o.now, Agent: path, Detail: fmt.Sprintf(format, args...)}
+	n := min(o.nrecent, recentEvents)
+	for i := o.nrecent - n; i < o.nrecent; i++ {
+		v.Recent = append(v.Recent, o.recent[i%recentEvents])
+	}
+	o.out = append(o.out, v)
+}
+
+// observe makes sure the oracle tracks agent id (new children appear as the
+// kernel spawns them).
+func (o *oracle) observe(id kernel.AgentID) *agentObs {
+	for int(id) >= len(o.agents) {
+		o.agents = append(o.agents, nil)
+		o.mark = append(o.mark, 0)
+	}
+	if a := o.agents[id]; a != nil {
+		return a
+	}
+	v := o.c.View(id)
+	a := &agentObs{parent: v.Parent, path: v.Path, open: map[string]bool{}, ids: map[string]struct{}{}}
+	o.agents[id] = a
+	if v.Parent >= 0 && int(v.Parent) < len(o.agents) && o.agents[v.Parent] != nil && o.agents[v.Parent].frozen {
+		// F14: a child spawned under a frozen parent is frozen from birth.
+		a.frozen = true
+	}
+	return a
+}
+
+func isActive(s fsm.State) bool {
+	return s == fsm.Streaming || s == fsm.Tooling || s == fsm.Delegating
+}
+
+// before is called with the event about to be stepped.
+func (o *oracle) before(ev kernel.Event, target kernel.AgentID) {
+	o.now = ev.At
+	o.step++
+	o.dirty = o.dirty[:0]
+	o.entered = o.entered[:0]
+	for k := range o.trans {
+		delete(o.trans, k)
+	}
+	o.stale, o.staleWhy, o.cancelEv, o.userInput, o.inputText = false, "", nil, false, ""
+	o.endedNow = o.endedNow[:0]
+	o.lastDesc = ev.Describe()
+	if len(o.lastDesc) > 160 {
+		o.lastDesc = o.lastDesc[:160] + "…"
+	}
+	o.recent[o.nrecent%recentEvents] = o.lastDesc
+	o.nrecent++
+	if target != kernel.NoAgent {
+		o.touch(target)
+	}
+	o.expireDeadlines()
+	root := o.agents[kernel.Root]
+
+	switch ev.Kind {
+	case kernel.EvSubmit, kernel.EvInterject:
+		o.userInput, o.inputText = true, ev.Text
+		o.userTexts[ev.Text]++
+		if ev.Kind == kernel.EvInterject {
+			ij := interjObs{text: ev.Text}
+			if root.state == fsm.Streaming {
+				if op := o.ops[root.lastReq]; op != nil && !op.terminal && op.cancels == 0 {
+					ij.partial = string(op.text)
+				}
+			}
+			o.interjs = append(o.interjs, ij)
+			o.probeInterject(root.state)
+		}
+		if root.state == fsm.Interrupted {
+			o.pendingUser++
+		}
+	case kernel.EvCancel, kernel.EvShutdown:
+		o.beforeCancel(ev)
+	case kernel.EvLLMDelta, kernel.EvLLMEnd, kernel.EvLLMError, kernel.EvLLMRetry, kernel.EvToolResult:
+		o.beforeWorld(ev)
+	case kernel.EvTimer:
+		if !o.timers[ev.Op] {
+			o.stale, o.staleWhy = true, "timer that is not set"
+		}
+		delete(o.timers, ev.Op)
+	}
+}
+
+func (o *oracle) beforeCancel(ev kernel.Event) {
+	target := kernel.Root
+	if ev.Kind == kernel.EvCancel {
+		target = ev.Agent
+		if target < 0 || int(target) >= len(o.agents) || o.agents[target] == nil {
+			return
+		}
+	} else {
+		o.shutdown = true
+	}
+	a := o.agents[target]
+	ce := &cancelObs{target: target, beforeInt: a.state == fsm.Interrupted, wasShutdwn: ev.Kind == kernel.EvShutdown}
+	bound := ev.Turn == 0 || ev.Turn == a.turn
+	debounced := ev.Kind == kernel.EvCancel && a.acted && o.now < a.actedAt+o.lim.Debounce
+	ce.shouldAct = isActive(a.state) && bound && !debounced
+	if ce.shouldAct {
+		for id := range o.agents {
+			x := o.agents[id]
+			if x == nil || !isActive(x.state) || !o.descends(kernel.AgentID(id), target) {
+				continue
+			}
+			ce.activeSub = append(ce.activeSub, kernel.AgentID(id))
+			o.touch(kernel.AgentID(id))
+		}
+		for _, opID := range sortedOpIDs(o.ops) {
+			op := o.ops[opID]
+			if !op.ended && op.cancels == 0 && !(op.tool && op.terminal) && o.descends(op.agent, target) && isActive(o.agents[op.agent].state) {
+				ce.inflight = append(ce.inflight, opID)
+			}
+		}
+		o.probeCancel(target, a)
+	} else if a.state == fsm.Interrupted {
+		o.probes.hit(ProbeCancelDuringInterrupted)
+	}
+	o.cancelEv = ce
+}
+
+// descends reports whether id is target or below it.
+func (o *oracle) descends(id, target kernel.AgentID) bool {
+	for id >= 0 && int(id) < len(o.agents) && o.agents[id] != nil {
+		if id == target {
+			return true
+		}
+		id = o.agents[id].parent
+	}
+	return false
+}
+
+func (o *oracle) beforeWorld(ev kernel.Event) {
+	op := o.ops[ev.Op]
+	switch {
+	case op == nil:
+		o.stale, o.staleWhy = true, "unknown op"
+		return
+	case op.ended:
+		o.stale, o.staleWhy = true, "op already ended"
+		if ev.Kind == kernel.EvToolResult || ev.Kind == kernel.EvLLMEnd {
+			o.probes.hit(ProbeLateAfterAbandon)
+		}
+		return
+	case op.terminal && ev.Kind != kernel.EvToolResult:
+		o.stale, o.staleWhy = true, "event after the stream's end"
+		return
+	case op.terminal:
+		o.stale, o.staleWhy = true, "second result"
+		return
+	}
+	switch ev.Kind {
+	case kernel.EvLLMDelta:
+		if ev.Chunk != 0 && ev.Chunk <= op.lastChunk {
+			o.stale, o.staleWhy = true, "duplicate chunk"
+			return
+		}
+		if op.cancels > 0 {
+			o.stale, o.staleWhy = true, "chunk after cancel"
+			return
+		}
+		op.lastChunk = ev.Chunk
+		op.gotChunk, op.lastChunkAt = true, o.now
+		op.text = append(op.text, ev.Text...)
+		if ev.Call != nil {
+			i := ev.Call.Index
+			for len(op.frags) <= i && i < 1<<16 {
+				op.frags = append(op.frags, fragObs{})
+			}
+			if i < len(op.frags) {
+				f := &op.frags[i]
+				f.seen = true
+				if ev.Call.Name != "" {
+					f.name = ev.Call.Name
+				}
+				f.args = append(f.args, ev.Call.Args...)
+			}
+		}
+	case kernel.EvLLMRetry:
+		if op.cancels > 0 {
+			o.stale, o.staleWhy = true, "retry after cancel"
+		}
+	case kernel.EvLLMEnd:
+		op.terminal = true
+		op.endedOK = op.cancels == 0
+	case kernel.EvLLMError:
+		op.terminal = true
+		if op.cancels == 0 && ev.Failure != kernel.FailureCancelled {
+			o.agents[op.agent].llmFailed = true
+		}
+	case kernel.EvToolResult:
+		op.terminal = true
+		if op.cancels > 0 && ev.Status != kernel.ToolCancelled {
+			o.probes.hit(ProbeLateResultAfterCancel)
+		}
+	}
+	if ev.Kind != kernel.EvLLMDelta && ev.Kind != kernel.EvLLMRetry {
+		o.probeRace(op.agent, false)
+	}
+}
+
+func (o *oracle) touch(id kernel.AgentID) {
+	if id < 0 {
+		return
+	}
+	o.observe(id)
+	if o.mark[id] != o.step {
+		o.mark[id] = o.step
+		o.dirty = append(o.dirty, id)
+	}
+}
+
+// after checks the step's effects and the agents they touched.
+func (o *oracle) after(ev kernel.Event, target kernel.AgentID, effs []kernel.Effect) {
+	o.checkRootTurn(ev, effs)
+	rejected := false
+	for i := range effs {
+		e := &effs[i]
+		if e.Agent >= 0 {
+			o.touch(e.Agent)
+		}
+		if o.stale && !(e.Kind == kernel.EffEmit && (e.Life.Kind == kernel.LifeStale || e.Life.Kind == kernel.LifeLate)) {
+			o.violate("I8", e.Agent, "stale event (%s) caused %s", o.staleWhy, e.Describe())
+		}
+		switch e.Kind {
+		case kernel.EffError:
+			rejected = true
+		case kernel.EffStartLLM:
+			o.onStartLLM(e)
+		case kernel.EffStartTool:
+			o.onStartTool(ev, e)
+		case kernel.EffCancelLLM, kernel.EffCancelTool:
+			op := o.ops[e.Op]
+			switch {
+			case op == nil || op.ended:
+				o.violate("I2", e.Agent, "cancel for op %d, which is not in flight", e.Op)
+			default:
+				op.cancels++
+				if op.cancels > 1 {
+					o.violate("I2", e.Agent, "op %d cancelled %d times (exactly one cancel per op)", e.Op, op.cancels)
+				}
+			}
+		case kernel.EffSetTimer:
+			o.timers[e.Op] = true
+		case kernel.EffStopTimer:
+			if !o.timers[e.Op] {
+				o.violate("I9", e.Agent, "stop of timer %d, which is not set", e.Op)
+			}
+			delete(o.timers, e.Op)
+		case kernel.EffEmit:
+			o.onLife(e.Life)
+		}
+	}
+	if o.userInput && rejected {
+		o.userTexts[o.inputText]-- // refused: it was never the kernel's to keep
+		if n := len(o.interjs); n > 0 && ev.Kind == kernel.EvInterject {
+			o.interjs = o.interjs[:n-1]
+		}
+	}
+	if len(o.agents) <= 64 {
+		for id := range o.agents {
+			o.touch(kernel.AgentID(id))
+		}
+	}
+	for i := 0; i < len(o.dirty); i++ {
+		o.refresh(o.dirty[i])
+	}
+	o.checkMarkers()
+	o.checkCancel()
+	o.checkDeadlines()
+	quiet := o.busy == 0 && o.live == 0 && len(o.timers) == 0
+	if quiet && !o.quiet {
+		o.quietAt = o.now
+	}
+	o.quiet = quiet
+}
+
+func (o *oracle) onStartLLM(e *kernel.Effect) {
+	a := o.observe(e.Agent)
+	if a.frozen {
+		o.violate("I1", e.Agent, "LLM request %d after an interrupt of its subtree, before the user submitted again", e.Op)
+	}
+	a.requestsTurn++
+	a.llmRequests++
+	a.lastReq = e.Op
+	a.liveOps++
+	o.live++
+	o.ops[e.Op] = &opObs{agent: e.Agent, start: o.now}
+	if err := kernel.ValidateTranscript(e.Messages, false); err != nil {
+		o.violate("I4", e.Agent, "request %d sends an invalid transcript: %v", e.Op, err)
+	}
+	for _, m := range e.Messages {
+		o.checkUI(e.Agent, m)
+	}
+}
+
+func (o *oracle) onStartTool(ev kernel.Event, e *kernel.Effect) {
+	a := o.observe(e.Agent)
+	a.liveOps++
+	o.live++
+	o.ops[e.Op] = &opObs{agent: e.Agent, tool: true, start: o.now, name: e.Call.Name}
+	req := o.ops[ev.Op]
+	if ev.Kind != kernel.EvLLMEnd || req == nil || req.agent != e.Agent || !req.endedOK {
+		o.violate("I14", e.Agent, "tool call %s started outside the end of its own finished stream (event %s)", e.Call.ID, ev.Kind)
+		return
+	}
+	for _, f := range req.frags {
+		if f.seen && f.name == e.Call.Name && string(f.args) == e.Call.Arguments {
+			return
+		}
+	}
+	o.violate("I14", e.Agent, "tool call %s %s(%s) is not a call its stream delivered", e.Call.ID, e.Call.Name, e.Call.Arguments)
+}
+
+func (o *oracle) onLife(l kernel.Lifecycle) {
+	if len(o.emitted) < maxEmitted {
+		o.emitted = append(o.emitted, l)
+	}
+	if l.Agent < 0 {
+		return
+	}
+	a := o.observe(l.Agent)
+	switch l.Kind {
+	case kernel.LifeTransition:
+		if !o.matrix[l.From][l.Trigger] {
+			o.violate("I7", l.Agent, "transition %s --%s--> %s is not declared", l.From, l.Trigger, l.To)
+		} else if to := o.table[[2]uint8{uint8(l.From), uint8(l.Trigger)}]; to != l.To {
+			o.violate("I7", l.Agent, "transition %s --%s--> %s; the table says %s", l.From, l.Trigger, l.To, to)
+		}
+		o.trans[l.Agent] = append(o.trans[l.Agent], l)
+		if l.To == fsm.Interrupted {
+			o.entered = append(o.entered, l.Agent)
+		}
+	case kernel.LifeOpEnded:
+		op := o.ops[l.Op]
+		switch {
+		case op == nil:
+			o.violate("I9", l.Agent, "op %d ended but was never started", l.Op)
+		case op.ended:
+			o.violate("I9", l.Agent, "op %d ended twice", l.Op)
+		default:
+			op.ended = true
+			o.agents[op.agent].liveOps--
+			o.live--
+			if l.End == kernel.OpAbandoned {
+				o.probes.hit(ProbeAbandoned)
+			}
+		}
+	case kernel.LifeTimedOut:
+		o.checkTimeout(l, a)
+	case kernel.LifeInterrupted:
+		if a.interrupted && a.interruptedTurn == l.Turn {
+			o.violate("I11", l.Agent, "turn %d interrupted twice", l.Turn)
+		}
+		a.interrupted, a.interruptedTurn = true, l.Turn
+	case kernel.LifeTurnStarted:
+		if l.Turn <= a.startedTurn {
+			o.violate("I13", l.Agent, "turn %d started again", l.Turn)
+		}
+		a.startedTurn = l.Turn
+		a.turnStart = o.now
+		a.userCancelled, a.parentAborted, a.timedOut, a.llmFailed, a.requestsTurn = false, false, kernel.ReasonNone, false, 0
+		a.interrupted = false
+	case kernel.LifeTurnEnded:
+		o.checkTurnEnd(l, a)
+		o.endedNow = append(o.endedNow, l)
+	case kernel.LifeCallFinished:
+		k := callKey{l.Agent, l.CallID}
+		o.callFin[k]++
+		if o.callFin[k] > 1 {
+			o.violate("I13", l.Agent, "call %s has %d terminal results", l.CallID, o.callFin[k])
+		}
+		if l.Reason == kernel.ReasonToolTimeout {
+			o.probes.hit(ProbeToolTimeout)
+		}
+	case kernel.LifeDelegated:
+		o.touch(l.Child)
+		c := o.observe(l.Child)
+		if a.frozen || a.state == fsm.Interrupted {
+			c.frozen = true
+			o.violate("I1", l.Child, "child spawned under an interrupted parent")
+		}
+		if depth := strings.Count(c.path, "/"); depth >= 4 {
+			o.probes.hit(ProbeDepth4Delegation)
+		}
+	}
+}
+
+func (o *oracle) checkTimeout(l kernel.Lifecycle, a *agentObs) {
+	op := o.ops[l.Op]
+	switch l.Reason {
+	case kernel.ReasonFirstTokenTimeout:
+		if op == nil || op.tool || op.gotChunk || o.now-op.start < o.lim.FirstTokenTimeout {
+			o.violate("I5", l.Agent, "first-token timeout not justified: the request %s", o.opStory(op))
+			return
+		}
+	case kernel.ReasonStallTimeout:
+		if op == nil || op.tool || !op.gotChunk || o.now-op.lastChunkAt < o.lim.StallTimeout {
+			o.violate("I5", l.Agent, "stall timeout not justified: the request %s", o.opStory(op))
+			return
+		}
+	case kernel.ReasonToolTimeout:
+		if op == nil || !op.tool || op.terminal || o.now-op.start < o.lim.ToolTimeout {
+			o.violate("I5", l.Agent, "tool timeout not justified: the tool %s", o.opStory(op))
+		}
+		o.probeRace(l.Agent, true)
+		return
+	case kernel.ReasonTurnTimeout:
+		if o.now-a.turnStart < o.lim.TurnTimeout {
+			o.violate("I5", l.Agent, "turn timeout after %v of a %v turn", o.now-a.turnStart, o.lim.TurnTimeout)
+			return
+		}
+	default:
+		o.violate("I13", l.Agent, "timeout with non-timeout reason %q", l.Reason)
+		return
+	}
+	a.timedOut = l.Reason
+	o.probes.hit(ProbeTimeout)
+	o.probeRace(l.Agent, true)
+}
+
+func (o *oracle) opStory(op *opObs) string {
+	if op == nil {
+		return "is unknown"
+	}
+	switch {
+	case op.tool:
+		return fmt.Sprintf("started %v ago, result delivered=%v", o.now-op.start, op.terminal)
+	case !op.gotChunk:
+		return fmt.Sprintf("started %v ago, no chunk yet", o.now-op.start)
+	}
+	return fmt.Sprintf("started %v ago, last chunk %v ago", o.now-op.start, o.now-op.lastChunkAt)
+}
+
+func (o *oracle) checkTurnEnd(l kernel.Lifecycle, a *agentObs) {
+	if a.endedTurn == l.Turn && l.Turn != 0 {
+		o.violate("I13", l.Agent, "turn %d has a second terminal outcome (%s)", l.Turn, l.Outcome)
+		return
+	}
+	a.endedTurn = l.Turn
+	if kernel.OutcomeOf(l.Reason) != l.Outcome {
+		o.violate("I13", l.Agent, "outcome %s with reason %q", l.Outcome, l.Reason)
+	}
+	ok := true
+	switch l.Reason {
+	case kernel.ReasonNone:
+		op := o.ops[a.lastReq]
+		ok = op != nil && op.endedOK
+	case kernel.ReasonUserCancel:
+		ok = a.userCancelled
+	case kernel.ReasonParentCancelled:
+		ok = a.parentAborted
+	case kernel.ReasonFirstTokenTimeout, kernel.ReasonStallTimeout, kernel.ReasonTurnTimeout:
+		ok = a.timedOut == l.Reason
+	case kernel.ReasonShutdown:
+		ok = o.shutdown
+	case kernel.ReasonLLMError:
+		ok = a.llmFailed
+	case kernel.ReasonBudget:
+		ok = a.requestsTurn >= o.lim.MaxRequests
+		o.probes.hit(ProbeBudget)
+	default:
+		ok = false
+	}
+	if !ok {
+		o.violate("I13", l.Agent, "turn %d ended %s with reason %q, which nothing in the run justifies", l.Turn, l.Outcome, l.Reason)
+	}
+}
+
+// refresh compares an agent's view with what the oracle knew.
+func (o *oracle) refresh(id kernel.AgentID) {
+	a := o.observe(id)
+	v := o.c.View(id)
+	chain := o.trans[id]
+	if v.State != a.state {
+		switch {
+		case len(chain) == 0:
+			o.violate("I7", id, "state changed %s → %s with no declared transition", a.state, v.State)
+		case chain[0].From != a.state || chain[len(chain)-1].To != v.State:
+			o.violate("I7", id, "transitions %s…%s do not explain %s → %s", chain[0].From, chain[len(chain)-1].To, a.state, v.State)
+		}
+		if o.stale {
+			o.violate("I8", id, "stale event (%s) moved the agent %s → %s", o.staleWhy, a.state, v.State)
+		}
+	}
+	if v.State == fsm.Idle && a.quiesceBy != 0 && a.liveOps <= 0 {
+		a.quiesceBy = 0
+	}
+	if (a.state == fsm.Idle) != (v.State == fsm.Idle) {
+		if v.State == fsm.Idle {
+			o.busy--
+		} else {
+			o.busy++
+		}
+	}
+	a.state, a.turn = v.State, v.Turn
+	h := v.History
+	switch {
+	case len(h) < a.histLen:
+		o.violate("I4", id, "history shrank from %d to %d messages", a.histLen, len(h))
+		a.histLen = len(h)
+	case a.histLen > 0 && !sameMessage(h[a.histLen-1], a.last):
+		o.violate("I4", id, "message %d was rewritten", a.histLen-1)
+	}
+	if len(h) > a.histLen && o.stale {
+		o.violate("I8", id, "stale event (%s) appended %d message(s)", o.staleWhy, len(h)-a.histLen)
+	}
+	for i := a.histLen; i < len(h); i++ {
+		o.checkMessage(id, a, i, h)
+	}
+	a.histLen = len(h)
+	if len(h) > 0 {
+		a.last = h[len(h)-1]
+	}
+	if a.openCount > 0 && v.State != fsm.Tooling && v.State != fsm.Delegating {
+		o.violate("I4", id, "%d tool call(s) without a result while %s", a.openCount, v.State)
+		a.open, a.openCount = map[string]bool{}, 0
+	}
+}
+
+func sameMessage(x, y kernel.Message) bool {
+	return x.Role == y.Role && x.Content == y.Content && x.ToolCallID == y.ToolCallID &&
+		len(x.ToolCalls) == len(y.ToolCalls) && x.Partial == y.Partial && x.Marker == y.Marker
+}
+
+// checkMessage validates one appended message incrementally (I4), and checks
+// I10, I11 and I12 on it.
+func (o *oracle) checkMessage(id kernel.AgentID, a *agentObs, i int, h []kernel.Message) {
+	m := h[i]
+	o.checkUI(id, m)
+	if a.openCount > 0 && m.Role != kernel.RoleTool {
+		o.violate("I4", id, "message %d (%s) arrives while %d tool call(s) lack results", i, m.Role, a.openCount)
+		a.open, a.openCount = map[string]bool{}, 0
+	}
+	if m.Role != kernel.RoleTool && len(a.open) > 0 && a.openCount == 0 {
+		a.open = map[string]bool{}
+	}
+	switch m.Role {
+	case kernel.RoleSystem:
+		if i != 0 {
+			o.violate("I4", id, "system message at %d", i)
+		}
+	case kernel.RoleUser:
+		if m.Content == "" {
+			o.violate("I4", id, "empty user message at %d", i)
+		}
+		if m.Marker {
+			if a.markerTurn == a.turn {
+				a.markers++
+				if a.markers > 1 {
+					o.violate("I11", id, "turn %d has %d markers", a.turn, a.markers)
+				}
+			} else {
+				a.markerTurn, a.markers = a.turn, 1
+			}
+		}
+		if id == kernel.Root && !m.Marker {
+			o.checkInterjection(i, h)
+		}
+	case kernel.RoleAssistant:
+		if m.Content == "" && len(m.ToolCalls) == 0 {
+			o.violate("I4", id, "empty assistant message at %d", i)
+		}
+		for _, c := range m.ToolCalls {
+			if _, dup := a.ids[c.ID]; dup || c.ID == "" {
+				o.violate("I4", id, "tool call id %q reused or empty at %d", c.ID, i)
+			}
+			a.ids[c.ID] = struct{}{}
+			a.open[c.ID] = false
+			a.openCount++
+			a.calls = append(a.calls, c.ID)
+		}
+	case kernel.RoleTool:
+		answered, ok := a.open[m.ToolCallID]
+		switch {
+		case !ok:
+			o.violate("I4", id, "tool message %d answers %q, which is not an open call", i, m.ToolCallID)
+		case answered:
+			o.violate("I4", id, "call %s answered twice", m.ToolCallID)
+		default:
+			a.open[m.ToolCallID] = true
+			a.openCount--
+		}
+	default:
+		o.violate("I4", id, "unknown role %q at %d", m.Role, i)
+	}
+}
+
+func (o *oracle) checkUI(id kernel.AgentID, m kernel.Message) {
+	for _, s := range kernel.UIStrings() {
+		if strings.Contains(m.Content, s) {
+			o.violate("I12", id, "UI text %q in a %s message", s, m.Role)
+		}
+	}
+}
+
+// checkInterjection: each user text appears in the root's history as often
+// as it was submitted or interjected (I10), an interjection right after the
+// partial text it cut.
+func (o *oracle) checkInterjection(i int, h []kernel.Message) {
+	text := h[i].Content
+	n := 0
+	for _, m := range h[:i+1] {
+		if m.Role == kernel.RoleUser && !m.Marker && m.Content == text {
+			n++
+		}
+	}
+	if want, ok := o.userTexts[text]; ok && n > want {
+		o.violate("I10", kernel.Root, "user text %q appears %d times, given %d", text, n, want)
+	}
+	for j := range o.interjs {
+		ij := &o.interjs[j]
+		if ij.seen || ij.text != text {
+			continue
+		}
+		ij.seen = true
+		if ij.partial != "" {
+			prev := h[i-1]
+			if prev.Role != kernel.RoleAssistant || prev.Content != ij.partial || !prev.Partial {
+				o.violate("I10", kernel.Root, "interjection %q does not follow the partial text %q it cut", text, ij.partial)
+			}
+		}
+		break
+	}
+}
+
+// checkMarkers: a turn that ended aborted (interrupted, timed out, failed,
+// budget) left exactly one marker in its history, the transcript's record of
+// its typed terminal outcome (F6, I13).
+func (o *oracle) checkMarkers() {
+	for _, l := range o.endedNow {
+		if l.Outcome == kernel.OutcomeCompleted {
+			continue
+		}
+		a := o.agents[l.Agent]
+		if a.markerTurn != l.Turn || a.markers != 1 {
+			n := 0
+			if a.markerTurn == l.Turn {
+				n = a.markers
+			}
+			o.violate("I13", l.Agent, "turn %d ended %s but left %d marker(s) in its history, want 1", l.Turn, l.Outcome, n)
+		}
+	}
+}
+
+// checkLog replays the lifecycle log from the oldest sequence it holds, as a
+// subscriber that joined late would, and compares it with what was emitted:
+// the accounting of I9 must hold for that subscriber too (F10).
+func (o *oracle) checkLog() {
+	if len(o.emitted) == 0 || len(o.emitted) >= maxEmitted {
+		return
+	}
+	start := o.c.LogOldest()
+	replay, err := o.c.LogFrom(start)
+	if err != nil {
+		o.violate("I9", kernel.NoAgent, "lifecycle log: replay from seq %d: %v", start, err)
+		return
+	}
+	i := 0
+	for i < len(o.emitted) && o.emitted[i].Seq < start {
+		i++
+	}
+	want := o.emitted[i:]
+	for j := range want {
+		if j >= len(replay) {
+			o.violate("I9", want[j].Agent, "lifecycle log: a subscriber from seq %d misses seq %d (%s) and %d more", start, want[j].Seq, want[j].Kind, len(want)-j-1)
+			return
+		}
+		if replay[j] != want[j] {
+			o.violate("I9", want[j].Agent, "lifecycle log: replayed seq %d is %q, emitted %q", replay[j].Seq, replay[j].Describe(), want[j].Describe())
+			return
+		}
+	}
+	if len(replay) > len(want) {
+		o.violate("I9", kernel.NoAgent, "lifecycle log: replay holds %d events never emitted", len(replay)-len(want))
+	}
+}
+
+// checkCancel: an acting cancel reaches every active descendant and every
+// in-flight op gets its cancel in the same step (I2); a repeated one changes
+// nothing (I11).
+func (o *oracle) checkCancel() {
+	ce := o.cancelEv
+	if ce == nil {
+		return
+	}
+	t := o.agents[ce.target]
+	if !ce.shouldAct {
+		if ce.beforeInt && len(o.trans[ce.target]) > 0 && !ce.wasShutdwn {
+			o.violate("I11", ce.target, "a repeated cancel changed the agent's state")
+		}
+		return
+	}
+	acted := false
+	for _, id := range o.entered {
+		if id == ce.target {
+			acted = true
+		}
+	}
+	if !acted {
+		o.violate("I2", ce.target, "cancel did not interrupt its target (still %s)", t.state)
+		return
+	}
+	t.acted, t.actedAt = true, o.now
+	if !ce.wasShutdwn {
+		t.userCancelled = true
+	}
+	for _, id := range ce.activeSub {
+		if s := o.agents[id].state; s != fsm.Interrupted && s != fsm.Idle {
+			o.violate("I2", id, "cancel of %s did not reach this descendant (still %s)", t.path, s)
+		}
+	}
+	for _, opID := range ce.inflight {
+		if op := o.ops[opID]; op.cancels == 0 && !op.ended {
+			o.violate("I2", op.agent, "op %d in flight under the cancelled %s got no cancel", opID, t.path)
+		}
+	}
+}
+
+// checkDeadlines starts the I3 deadline of every agent that entered
+// Interrupted in this step, and freezes its subtree (I1).
+func (o *oracle) checkDeadlines() {
+	for _, id := range o.entered {
+		a := o.agents[id]
+		if a.quiesceBy == 0 {
+			a.quiesceBy = o.now + o.lim.Grace
+			o.deadlines = append(o.deadlines, id)
+		}
+		for cid := range o.agents {
+			c := o.agents[cid]
+			if c == nil || !o.descends(kernel.AgentID(cid), id) {
+				continue
+			}
+			c.frozen = true
+			if kernel.AgentID(cid) != id && c.endedTurn < c.startedTurn {
+				c.parentAborted = true
+			}
+		}
+	}
+}
+
+// expireDeadlines runs when time has moved past an interrupt's deadline and
+// before anything else happens: the subtree must already be quiescent (I3).
+func (o *oracle) expireDeadlines() {
+	kept := o.deadlines[:0]
+	for _, id := range o.deadlines {
+		a := o.agents[id]
+		if a.quiesceBy == 0 {
+			continue
+		}
+		if o.now > a.quiesceBy {
+			o.checkQuiet(id, a.quiesceBy)
+			a.quiesceBy = 0
+			continue
+		}
+		kept = append(kept, id)
+	}
+	o.deadlines = kept
+}
+
+// checkQuiet verifies id's subtree is Idle with nothing in flight.
+func (o *oracle) checkQuiet(id kernel.AgentID, by time.Duration) {
+	for cid := range o.agents {
+		c := o.agents[cid]
+		if c == nil || !o.descends(kernel.AgentID(cid), id) {
+			continue
+		}
+		if s := o.c.AgentState(kernel.AgentID(cid)); s != fsm.Idle || c.liveOps > 0 {
+			o.violate("I3", kernel.AgentID(cid), "not quiescent by interrupt time + grace (%v): %s with %d op(s) in flight", by, s, c.liveOps)
+			return
+		}
+	}
+}
+
+// checkRootTurn runs before a step's effects are judged: a new root turn
+// (Idle → Streaming) lifts the freeze of an interrupt only if a user input
+// caused it — this one, or one queued while the tree settled (I1).
+func (o *oracle) checkRootTurn(ev kernel.Event, effs []kernel.Effect) {
+	root := o.agents[kernel.Root]
+	if !root.frozen {
+		return
+	}
+	for i := range effs {
+		l := &effs[i].Life
+		if effs[i].Kind != kernel.EffEmit || l.Kind != kernel.LifeTransition || l.Agent != kernel.Root || l.From != fsm.Idle || l.To != fsm.Streaming {
+			continue
+		}
+		if o.userInput || o.pendingUser > 0 {
+			root.frozen = false
+			o.pendingUser = 0
+			return
+		}
+		o.violate("I1", kernel.Root, "a new turn started after an interrupt without user input (%s)", ev.Kind)
+		return
+	}
+}
+
+// finish runs the end-of-run checks.
+func (o *oracle) finish() {
+	for id := range o.agents {
+		o.touch(kernel.AgentID(id))
+	}
+	for i := 0; i < len(o.dirty); i++ {
+		o.refresh(o.dirty[i])
+	}
+	for _, id := range o.deadlines {
+		if a := o.agents[id]; a.quiesceBy != 0 {
+			o.checkQuiet(id, a.quiesceBy)
+		}
+	}
+	for id, a := range o.agents {
+		if a == nil {
+			continue
+		}
+		if s := o.c.AgentState(kernel.AgentID(id)); s != fsm.Idle {
+			o.violate("liveness", kernel.AgentID(id), "run ended with the agent %s", s)
+		}
+		if a.startedTurn != a.endedTurn {
+			o.violate("I13", kernel.AgentID(id), "turn %d has no terminal outcome", a.startedTurn)
+		}
+		for _, c := range a.calls {
+			if o.callFin[callKey{kernel.AgentID(id), c}] != 1 {
+				o.violate("I13", kernel.AgentID(id), "call %s has %d terminal results", c, o.callFin[callKey{kernel.AgentID(id), c}])
+			}
+		}
+	}
+	o.checkLog()
+	for _, id := range sortedOpIDs(o.ops) {
+		if op := o.ops[id]; !op.ended {
+			o.violate("I9", op.agent, "op %d started at %v never ended", id, op.start)
+		}
+	}
+	for _, id := range sortedOpIDs(o.timers) {
+		o.violate("I9", kernel.NoAgent, "timer %d survives quiescence", id)
+	}
+	if !o.shutdown {
+		h := o.c.View(kernel.Root).History
+		for _, text := range sortedKeys(o.userTexts) {
+			want := o.userTexts[text]
+			n := 0
+			for _, m := range h {
+				if m.Role == kernel.RoleUser && !m.Marker && m.Content == text {
+					n++
+				}
+			}
+			if n != want {
+				o.violate("I10", kernel.Root, "user text %q appears %d times, given %d", text, n, want)
+			}
+		}
+	}
+}
+
+func sortedOpIDs[V any](m map[kernel.OpID]V) []kernel.OpID {
+	ids := make([]kernel.OpID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -1,0 +1,147 @@
+package sim
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
+)
+
+// ReplayResult says whether a trace reproduced byte for byte.
+type ReplayResult struct {
+	Name   string
+	Source string
+	Lines  int
+	// Identical is true when the re-run wrote exactly the recorded bytes.
+	Identical bool
+	// FirstDiff is the 1-based line of the first difference (0 when none);
+	// Want is the recorded line, Got the re-run's.
+	FirstDiff int
+	Want, Got string
+	SHA256    string
+}
+
+// MaxTraceLine bounds one trace line when reading.
+const MaxTraceLine = 16 << 20
+
+// Replay re-runs what a trace recorded and compares the bytes. A simulator
+// trace names its scenario (embedded in the header), which is run again with
+// the same options; a live trace is replayed by feeding its recorded events
+// to a fresh kernel with the recorded configuration (record real, replay
+// simulated).
+func Replay(r io.Reader) (*ReplayResult, error) {
+	recorded, err := io.ReadAll(io.LimitReader(r, 1<<30))
+	if err != nil {
+		return nil, fmt.Errorf("read trace: %w", err)
+	}
+	first, _, _ := bytes.Cut(recorded, []byte("\n"))
+	hdr, err := trace.ReadHeader(first)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	switch hdr.Source {
+	case "sim":
+		s, err := Load("trace:"+hdr.Name, []byte(hdr.Scenario))
+		if err != nil {
+			return nil, fmt.Errorf("trace header scenario: %w", err)
+		}
+		if _, err := Run(s, Options{Trace: &buf, Build: hdr.Build, Permute: hdr.Options["permute"] == "true"}); err != nil {
+			return nil, err
+		}
+	case "live":
+		if err := replayLive(hdr, recorded, &buf); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("trace header: unknown source %q", hdr.Source)
+	}
+	return compareTraces(hdr, recorded, buf.Bytes()), nil
+}
+
+// replayLive feeds a live trace's events to a fresh kernel, writing a new
+// trace with the same header, notes and end line.
+func replayLive(hdr trace.Header, recorded []byte, out io.Writer) error {
+	k, err := kernel.New(kernel.Config{Limits: hdr.Limits, RootName: hdr.RootName, System: hdr.System, ChildSystem: hdr.ChildSystem})
+	if err != nil {
+		return fmt.Errorf("trace header config: %w", err)
+	}
+	w := trace.NewWriter(out, hdr)
+	sc := bufio.NewScanner(bytes.NewReader(recorded))
+	sc.Buffer(make([]byte, 0, 64<<10), MaxTraceLine)
+	sc.Scan() // header
+	line := 1
+	for sc.Scan() {
+		line++
+		rec, err := trace.ReadRecord(sc.Bytes())
+		if err != nil {
+			return fmt.Errorf("trace line %d: %w", line, err)
+		}
+		switch rec.Type {
+		case "event":
+			if rec.Event == nil {
+				return fmt.Errorf("trace line %d: event record without event", line)
+			}
+			ev := *rec.Event
+			if ev.At < k.Now() {
+				return fmt.Errorf("trace line %d: time goes backwards (%v < %v)", line, ev.At, k.Now())
+			}
+			target := k.Target(ev)
+			var before fsm.State
+			if target != kernel.NoAgent {
+				before = k.AgentState(target)
+			}
+			w.Step(k, ev, target, before, k.Step(ev))
+		case "note":
+			at, err := parseAt(rec.At)
+			if err != nil {
+				return fmt.Errorf("trace line %d: %w", line, err)
+			}
+			w.Note(at, rec.Note)
+		case "end":
+			at, err := parseAt(rec.At)
+			if err != nil {
+				return fmt.Errorf("trace line %d: %w", line, err)
+			}
+			_, err = w.Close(at)
+			return err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read trace: %w", err)
+	}
+	return errors.New("trace has no end line (the recording was cut short)")
+}
+
+func compareTraces(hdr trace.Header, want, got []byte) *ReplayResult {
+	res := &ReplayResult{Name: hdr.Name, Source: hdr.Source}
+	res.SHA256 = sha256Hex(got)
+	wl := strings.Split(strings.TrimSuffix(string(want), "\n"), "\n")
+	gl := strings.Split(strings.TrimSuffix(string(got), "\n"), "\n")
+	res.Lines = len(wl)
+	for i := 0; i < max(len(wl), len(gl)); i++ {
+		var w, g string
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			res.FirstDiff, res.Want, res.Got = i+1, w, g
+			return res
+		}
+	}
+	res.Identical = bytes.Equal(want, got)
+	if !res.Identical {
+		res.FirstDiff = len(wl) + 1
+		res.Want, res.Got = "(trailing bytes differ)", ""
+	}
+	return res
+}

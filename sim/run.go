@@ -1,0 +1,315 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
+)
+
+// Options tune a run. The zero value runs the real kernel and keeps only the
+// trace's hash.
+type Options struct {
+	// Trace receives the JSON Lines trace; nil keeps only its SHA-256.
+	Trace io.Writer
+	// Core builds the agent loop under test; nil is the real kernel.
+	Core CoreFactory
+	// TimeLimit stops a run at this virtual time (default 24h).
+	TimeLimit time.Duration
+	// MaxEvents stops a run after this many delivered events (default 5M).
+	MaxEvents int
+	// Build names the binary in the trace header.
+	Build string
+	// Permute, when set, permutes events scheduled for the same virtual
+	// instant using the scenario's seed, recording each choice in the trace.
+	Permute bool
+	// Observe, when set, sees every step (for exports such as Perfetto).
+	Observe func(StepInfo)
+}
+
+// StepInfo is one step as seen by Options.Observe.
+type StepInfo struct {
+	Event   kernel.Event
+	Target  kernel.AgentID
+	Before  fsm.State
+	After   fsm.State
+	Effects []kernel.Effect
+	Core    Core
+}
+
+// Result is a run's verdict and counts, without printing anything.
+type Result struct {
+	Name   string
+	File   string
+	Passed bool
+	// Violations are the broken invariants and expectations, in order.
+	Violations []Violation
+	// Outcomes maps every agent's path to its last turn's outcome.
+	Outcomes map[string]string
+	// LLMRequests maps every agent's path to the requests it made.
+	LLMRequests map[string]int
+	// QuiescentAt is when the tree last became quiescent (every agent Idle,
+	// nothing in flight, no timer set); events after it were stale.
+	QuiescentAt time.Duration
+	// End is the virtual time of the last event delivered.
+	End         time.Duration
+	Events      int
+	TraceSHA256 string
+	// Probes counts the reachability probes hit.
+	Probes map[Probe]int
+	// Agents is how many agents the tree held.
+	Agents int
+}
+
+// Run runs one scenario to quiescence (or the limits) and checks every
+// invariant after every step. The returned error is for failures of the run
+// itself (a bad core, a trace that cannot be written), not for violations.
+func Run(s *Scenario, opt Options) (*Result, error) {
+	if opt.TimeLimit == 0 {
+		opt.TimeLimit = 24 * time.Hour
+	}
+	if opt.MaxEvents == 0 {
+		opt.MaxEvents = 5_000_000
+	}
+	factory := opt.Core
+	if factory == nil {
+		factory = KernelCore
+	}
+	core, err := factory(s.KernelConfig())
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
+	}
+	out := opt.Trace
+	if out == nil {
+		out = io.Discard
+	}
+	hdr := trace.Header{
+		Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
+		Limits: s.Limits, RootName: RootScript, Build: opt.Build,
+	}
+	if opt.Permute {
+		hdr.Options = map[string]string{"permute": "true"}
+	}
+	tw := trace.NewWriter(out, hdr)
+	w := newWorld(s)
+	o := newOracle(core, s.Limits)
+	res := &Result{Name: s.Name, File: s.File}
+	var perm *permuter
+	if opt.Permute {
+		perm = newPermuter(s.Seed)
+	}
+	for w.q.len() > 0 {
+		if perm != nil {
+			if note := perm.reorder(&w.q); note != "" {
+				tw.Note(w.q.peek().at, note)
+			}
+		}
+		it := w.q.pop()
+		if it.at > opt.TimeLimit {
+			o.now = it.at
+			o.violate("liveness", kernel.NoAgent, "virtual time limit %v reached with work pending", opt.TimeLimit)
+			break
+		}
+		if res.Events >= opt.MaxEvents {
+			o.violate("limit", kernel.NoAgent, "event budget %d exhausted", opt.MaxEvents)
+			break
+		}
+		var ev kernel.Event
+		switch it.kind {
+		case itemWorld:
+			if it.gen != it.op.gen {
+				continue // superseded by a cancel or a fault
+			}
+			ev = it.ev
+		case itemTimer:
+			if !w.timers[it.ev.Op] {
+				continue // stopped
+			}
+			delete(w.timers, it.ev.Op)
+			ev = it.ev
+		case itemFault:
+			tw.Note(it.at, w.activate(it.at, core, it.index))
+			continue
+		case itemInput:
+			var note string
+			ev, note = inputEvent(s.Inputs[it.index], core)
+			if note != "" {
+				tw.Note(it.at, note)
+			}
+			if ev.Kind == kernel.EventNone {
+				continue
+			}
+		}
+		ev.At = it.at
+		target := core.Target(ev)
+		before := core.AgentState(target)
+		o.before(ev, target)
+		effs := core.Step(ev)
+		tw.Step(core, ev, target, before, effs)
+		o.after(ev, target, effs)
+		if opt.Observe != nil {
+			opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: core.AgentState(target), Effects: effs, Core: core})
+		}
+		w.apply(it.at, core, effs)
+		for i := range effs {
+			if effs[i].Kind == kernel.EffEmit && effs[i].Life.Kind == kernel.LifeOpEnded {
+				w.forget(effs[i].Life.Op)
+			}
+		}
+		if it.kind == itemWorld {
+			w.delivered(it.op, ev, it.at, it.note)
+		}
+		res.Events++
+		res.End = it.at
+	}
+	o.finish()
+	res.QuiescentAt = res.End
+	if o.quiet {
+		res.QuiescentAt = o.quietAt
+	}
+	sum, err := tw.Close(res.End)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
+	}
+	res.TraceSHA256 = sum
+	res.Violations = o.out
+	res.Probes = o.probes.counts
+	res.Agents = core.NumAgents()
+	res.Outcomes = map[string]string{}
+	res.LLMRequests = map[string]int{}
+	for id := 0; id < core.NumAgents(); id++ {
+		v := core.View(kernel.AgentID(id))
+		res.Outcomes[v.Path] = v.Outcome.String()
+		if a := o.agents[id]; a != nil {
+			res.LLMRequests[v.Path] = a.llmRequests
+		}
+	}
+	checkExpect(s, core, o, res)
+	res.Violations = o.out
+	res.Passed = len(res.Violations) == 0
+	return res, nil
+}
+
+// inputEvent turns a scripted input into a kernel event, resolving a cancel's
+// agent at the moment it is pressed.
+func inputEvent(in Input, c Core) (kernel.Event, string) {
+	switch {
+	case in.Submit != "":
+		return kernel.Submit(0, in.Submit), ""
+	case in.Interject != "":
+		return kernel.Interject(0, in.Interject), ""
+	case in.Shutdown:
+		return kernel.Shutdown(0), ""
+	}
+	id, ok := findAgent(c, in.Cancel)
+	if !ok {
+		return kernel.Event{}, fmt.Sprintf("cancel of %s: no such agent (yet); nothing to press", in.Cancel)
+	}
+	return kernel.CancelTurn(0, id, in.Turn), ""
+}
+
+// findAgent resolves a path, instance name or script name (first instance)
+// to an agent id.
+func findAgent(c Core, ref string) (kernel.AgentID, bool) {
+	for id := 0; id < c.NumAgents(); id++ {
+		if matches(c.View(kernel.AgentID(id)), ref) {
+			return kernel.AgentID(id), true
+		}
+	}
+	return kernel.NoAgent, false
+}
+
+// checkExpect adds an "expect" violation for every unmet expectation.
+func checkExpect(s *Scenario, c Core, o *oracle, res *Result) {
+	e := s.Expect
+	o.now = res.QuiescentAt
+	fail := func(format string, args ...any) {
+		o.out = append(o.out, Violation{Invariant: "expect", At: res.QuiescentAt, Detail: fmt.Sprintf(format, args...)})
+	}
+	for _, ref := range sortedKeys(e.Outcomes) {
+		id, ok := findAgent(c, ref)
+		if !ok {
+			fail("outcomes.%s: no such agent in the run", ref)
+			continue
+		}
+		if got := c.View(id).Outcome.String(); got != e.Outcomes[ref] {
+			fail("outcomes.%s: %s, want %s", ref, got, e.Outcomes[ref])
+		}
+	}
+	for _, ref := range sortedKeys(e.LLMRequests) {
+		id, ok := findAgent(c, ref)
+		got := 0
+		if ok && int(id) < len(o.agents) && o.agents[id] != nil {
+			got = o.agents[id].llmRequests
+		}
+		if !ok && e.LLMRequests[ref] != 0 {
+			fail("llm_requests.%s: no such agent in the run", ref)
+			continue
+		}
+		if got != e.LLMRequests[ref] {
+			fail("llm_requests.%s: %d, want %d", ref, got, e.LLMRequests[ref])
+		}
+	}
+	if e.QuiescentBy > 0 && res.QuiescentAt > e.QuiescentBy {
+		fail("quiescent_by: quiescent at %v, want by %v", res.QuiescentAt, e.QuiescentBy)
+	}
+	for _, ref := range sortedKeys(e.History) {
+		id, ok := findAgent(c, ref)
+		if !ok {
+			fail("history.%s: no such agent in the run", ref)
+			continue
+		}
+		h := c.View(id).History
+		want := e.History[ref]
+		var marker, partial bool
+		for _, m := range h {
+			marker = marker || m.Marker
+			partial = partial || m.Partial
+		}
+		if want.Marker != nil && *want.Marker != marker {
+			fail("history.%s.marker: %v, want %v", ref, marker, *want.Marker)
+		}
+		if want.Partial != nil && *want.Partial != partial {
+			fail("history.%s.partial: %v, want %v", ref, partial, *want.Partial)
+		}
+		for _, sub := range want.Contains {
+			if !historyContains(h, sub) {
+				fail("history.%s.contains: no message contains %q", ref, sub)
+			}
+		}
+		for _, sub := range want.Absent {
+			if historyContains(h, sub) {
+				fail("history.%s.absent: a message contains %q", ref, sub)
+			}
+		}
+	}
+}
+
+func historyContains(h []kernel.Message, sub string) bool {
+	for _, m := range h {
+		if strings.Contains(m.Content, sub) {
+			return true
+		}
+		for _, c := range m.ToolCalls {
+			if strings.Contains(c.Arguments, sub) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ExitCode is the CLI's verdict for a set of results: 0 when every run
+// passed, 1 when any expectation or invariant failed.
+func ExitCode(rs []*Result) int {
+	for _, r := range rs {
+		if !r.Passed {
+			return 1
+		}
+	}
+	return 0
+}

@@ -1,0 +1,434 @@
+package sim
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/escapement/escapement/kernel"
+)
+
+// CancelAckLatency is how long a scripted model or a cooperative tool takes
+// to acknowledge a cancel.
+const CancelAckLatency = 5 * time.Millisecond
+
+// MaxRetries is how many rate-limit retries the simulated adapter makes
+// before it reports the request failed (a fault with more attempts fails it).
+const MaxRetries = 4
+
+// worldOp is the scripted world's side of one kernel op.
+type worldOp struct {
+	id    kernel.OpID
+	agent kernel.AgentID
+	tool  bool
+	// gen is bumped whenever the op's scheduled items are superseded (a
+	// cancel, a fault taking over); stale items are dropped undelivered.
+	gen       uint32
+	cancelled bool
+	done      bool // its final event is scheduled
+	finished  bool // a tool's result was delivered
+	// dup: the next chunk and the final event are delivered twice.
+	dup      bool
+	dupChunk bool
+	// late delays the final event (or the cancel acknowledgement).
+	late time.Duration
+
+	// LLM request.
+	plan       []chunk
+	next       int
+	interval   time.Duration
+	firstToken time.Duration
+	errAfter   int // -1: none
+	errKind    kernel.Failure
+	retries    int // rate-limit retries still to send
+	attempt    int
+	retryAfter time.Duration
+	hang       bool
+
+	// Tool call.
+	spec    ToolSpec
+	name    string
+	finalAt time.Duration
+	finalEv kernel.Event
+}
+
+type chunk struct {
+	text string
+	call *kernel.CallDelta
+}
+
+// world is the scripted environment of one run.
+type world struct {
+	s       *Scenario
+	q       queue
+	rng     *rand.Rand
+	ops     map[kernel.OpID]*worldOp
+	timers  map[kernel.OpID]bool
+	cursor  map[kernel.AgentID]int // next reply index per agent
+	armed   []int                  // faults waiting for the next op of their agent
+	callSeq int
+}
+
+func newWorld(s *Scenario) *world {
+	w := &world{
+		s:      s,
+		rng:    rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)),
+		ops:    make(map[kernel.OpID]*worldOp),
+		timers: make(map[kernel.OpID]bool),
+		cursor: make(map[kernel.AgentID]int),
+	}
+	for i, in := range s.Inputs {
+		w.q.push(item{at: in.At, kind: itemInput, index: i})
+	}
+	for i, f := range s.Faults {
+		w.q.push(item{at: f.At, kind: itemFault, index: i})
+	}
+	return w
+}
+
+func (w *world) schedule(op *worldOp, at time.Duration, ev kernel.Event, note string) {
+	w.q.push(item{at: at, kind: itemWorld, ev: ev, op: op, gen: op.gen, note: note})
+}
+
+// apply reacts to one Step's effects.
+func (w *world) apply(now time.Duration, c Core, effs []kernel.Effect) {
+	for i := range effs {
+		e := &effs[i]
+		switch e.Kind {
+		case kernel.EffStartLLM:
+			w.startLLM(now, c, e)
+		case kernel.EffStartTool:
+			w.startTool(now, c, e)
+		case kernel.EffCancelLLM, kernel.EffCancelTool:
+			w.cancel(now, e.Op)
+		case kernel.EffSetTimer:
+			w.timers[e.Op] = true
+			at := e.At
+			if at < now {
+				at = now
+			}
+			w.q.push(item{at: at, kind: itemTimer, ev: kernel.Event{Kind: kernel.EvTimer, Op: e.Op}})
+		case kernel.EffStopTimer:
+			delete(w.timers, e.Op)
+		}
+	}
+}
+
+func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
+	v := c.View(e.Agent)
+	script := w.s.Agents[v.Script]
+	n := w.cursor[e.Agent]
+	w.cursor[e.Agent] = n + 1
+	reply := Reply{FirstToken: DefaultFirstToken, Rate: DefaultRate}
+	if n < len(script) {
+		reply = script[n]
+	}
+	op := &worldOp{id: e.Op, agent: e.Agent, errAfter: -1, firstToken: reply.FirstToken}
+	op.interval = time.Duration(float64(time.Second) / reply.Rate)
+	if op.interval <= 0 {
+		op.interval = time.Nanosecond
+	}
+	for _, tok := range splitTokens(reply.Text) {
+		op.plan = append(op.plan, chunk{text: tok})
+	}
+	for i, call := range reply.Calls {
+		w.callSeq++
+		id := "call_" + strconv.Itoa(w.callSeq)
+		name, args := w.callWire(call)
+		half := len(args) / 2
+		op.plan = append(op.plan,
+			chunk{call: &kernel.CallDelta{Index: i, ID: id, Name: name}},
+			chunk{call: &kernel.CallDelta{Index: i, Args: args[:half]}},
+			chunk{call: &kernel.CallDelta{Index: i, Args: args[half:]}})
+	}
+	w.ops[e.Op] = op
+	if fi := w.takeArmed(c, e.Agent, false, ""); fi >= 0 {
+		w.applyFault(now, op, fi, true)
+	}
+	if op.hang {
+		return
+	}
+	w.llmNext(op, now+op.firstToken)
+}
+
+// callWire renders a scripted call as the model would stream it.
+func (w *world) callWire(c Call) (name, args string) {
+	if c.Delegate != "" {
+		b, _ := json.Marshal(struct {
+			Task string `json:"task"`
+			Name string `json:"name"`
+		}{c.Prompt, c.Delegate})
+		return "delegate", string(b)
+	}
+	if c.ArgsRaw != "" {
+		return c.Tool, c.ArgsRaw
+	}
+	if c.Args == nil {
+		return c.Tool, "{}"
+	}
+	b, err := json.Marshal(c.Args) // map keys are sorted: deterministic
+	if err != nil {
+		return c.Tool, "{}"
+	}
+	return c.Tool, string(b)
+}
+
+// splitTokens splits text on spaces, keeping each space with the word
+// before it, so the tokens concatenate back to the text.
+func splitTokens(text string) []string {
+	var out []string
+	for len(text) > 0 {
+		i := strings.IndexByte(text, ' ')
+		if i < 0 {
+			out = append(out, text)
+			break
+		}
+		out = append(out, text[:i+1])
+		text = text[i+1:]
+	}
+	return out
+}
+
+// llmNext schedules the request's next event at `at`.
+func (w *world) llmNext(op *worldOp, at time.Duration) {
+	if op.hang || op.done || op.cancelled {
+		return
+	}
+	if op.retries != 0 {
+		op.attempt++
+		if op.retries > 0 {
+			op.retries--
+		}
+		if op.attempt > MaxRetries {
+			op.done = true
+			w.schedule(op, at+op.late, kernel.LLMError(0, op.id, kernel.FailureRateLimit, "429 Too Many Requests after "+strconv.Itoa(MaxRetries)+" retries"), "")
+			return
+		}
+		delay := op.retryAfter + time.Duration(w.rng.Int64N(int64(op.retryAfter)/5+1))
+		w.schedule(op, at, kernel.LLMRetry(0, op.id, op.attempt, delay, "429 Too Many Requests"), "")
+		op.retryAfter = delay // the next event waits for it
+		return
+	}
+	if op.next < len(op.plan) {
+		if op.next == op.errAfter {
+			op.done = true
+			w.schedule(op, at+op.late, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), "")
+			return
+		}
+		c := op.plan[op.next]
+		var ev kernel.Event
+		if c.call != nil {
+			ev = kernel.CallFragment(0, op.id, uint32(op.next+1), *c.call)
+		} else {
+			ev = kernel.TextDelta(0, op.id, uint32(op.next+1), c.text)
+		}
+		w.schedule(op, at, ev, "")
+		if op.dup && !op.dupChunk {
+			op.dupChunk = true
+			w.schedule(op, at, ev, "duplicate")
+		}
+		return
+	}
+	op.done = true
+	w.schedule(op, at+op.late, kernel.LLMEnd(0, op.id), "")
+	if op.dup {
+		w.schedule(op, at+op.late, kernel.LLMEnd(0, op.id), "duplicate")
+	}
+}
+
+// delivered advances a request after one of its events was delivered.
+func (w *world) delivered(op *worldOp, ev kernel.Event, now time.Duration, note string) {
+	if op.tool && ev.Kind == kernel.EvToolResult && note != "duplicate" {
+		op.finished = true
+	}
+	if op.tool || op.cancelled || op.done || note == "duplicate" {
+		return
+	}
+	switch ev.Kind {
+	case kernel.EvLLMDelta:
+		op.next++
+		w.llmNext(op, now+op.interval)
+	case kernel.EvLLMRetry:
+		w.llmNext(op, now+op.retryAfter+op.firstToken)
+	}
+}
+
+func (w *world) startTool(now time.Duration, c Core, e *kernel.Effect) {
+	op := &worldOp{id: e.Op, agent: e.Agent, tool: true, name: e.Call.Name, errAfter: -1}
+	spec, ok := w.s.Tools[e.Call.Name]
+	if !ok {
+		spec = ToolSpec{Error: "unknown tool " + strconv.Quote(e.Call.Name)}
+	}
+	op.spec = spec
+	w.ops[e.Op] = op
+	op.finalAt = now + spec.Duration
+	op.finalEv = kernel.ToolResult(0, op.id, kernel.ToolOK, spec.Result)
+	if spec.Error != "" {
+		op.finalEv = kernel.ToolResult(0, op.id, kernel.ToolError, spec.Error)
+	}
+	if fi := w.takeArmed(c, e.Agent, true, e.Call.Name); fi >= 0 {
+		w.applyFault(now, op, fi, true)
+	}
+	w.scheduleToolFinal(op)
+}
+
+// scheduleToolFinal (re)schedules a tool's result with its dup/late faults.
+func (w *world) scheduleToolFinal(op *worldOp) {
+	op.done = true
+	w.schedule(op, op.finalAt+op.late, op.finalEv, "")
+	if op.dup {
+		w.schedule(op, op.finalAt+op.late, op.finalEv, "duplicate")
+	}
+}
+
+// cancel is the world's answer to a cancel effect.
+func (w *world) cancel(now time.Duration, id kernel.OpID) {
+	op, ok := w.ops[id]
+	if !ok || op.cancelled {
+		return
+	}
+	op.cancelled = true
+	if !op.tool {
+		op.gen++
+		w.schedule(op, now+CancelAckLatency+op.late, kernel.LLMError(0, op.id, kernel.FailureCancelled, "cancelled"), "ack")
+		return
+	}
+	switch op.spec.OnCancel {
+	case CancelIgnore:
+		// Runs to completion: its result arrives as scheduled (F3).
+	case CancelDelay:
+		op.gen++
+		w.schedule(op, now+op.spec.CancelDelay+op.late, kernel.ToolResult(0, op.id, kernel.ToolCancelled, ""), "ack")
+	default:
+		op.gen++
+		w.schedule(op, now+CancelAckLatency+op.late, kernel.ToolResult(0, op.id, kernel.ToolCancelled, ""), "ack")
+	}
+}
+
+// matches reports whether the agent is what a fault or input names: its
+// path, its instance name, or (for a bare name) its script.
+func matches(v View, ref string) bool {
+	if v.Path == ref || v.Name == ref {
+		return true
+	}
+	return !strings.ContainsAny(ref, "/#") && v.Script == ref
+}
+
+// faultFits reports whether fault f can hit an op of this kind (and tool).
+func faultFits(f Fault, tool bool, toolName string) bool {
+	switch f.Fault {
+	case FaultToolPanic:
+		return tool && (f.Tool == "" || f.Tool == toolName)
+	case FaultDuplicate, FaultLate:
+		if f.Tool != "" {
+			return tool && f.Tool == toolName
+		}
+		return true
+	default:
+		return !tool
+	}
+}
+
+// takeArmed returns (and disarms) the first armed fault for a new op.
+func (w *world) takeArmed(c Core, agent kernel.AgentID, tool bool, toolName string) int {
+	if len(w.armed) == 0 {
+		return -1
+	}
+	v := c.View(agent)
+	for i, fi := range w.armed {
+		f := w.s.Faults[fi]
+		if matches(v, f.Agent) && faultFits(f, tool, toolName) {
+			w.armed = append(w.armed[:i], w.armed[i+1:]...)
+			return fi
+		}
+	}
+	return -1
+}
+
+// activate hits the matching op in flight, else arms the fault for the next
+// op the agent starts.
+func (w *world) activate(now time.Duration, c Core, fi int) string {
+	f := w.s.Faults[fi]
+	var best *worldOp
+	// Order-independent: the candidate with the smallest op id wins,
+	// whatever order the map yields them in.
+	for _, op := range w.ops {
+		if op.cancelled || (op.tool && op.finished) || (!op.tool && op.done) || (best != nil && op.id > best.id) {
+			continue
+		}
+		if !matches(c.View(op.agent), f.Agent) || !faultFits(f, op.tool, op.name) {
+			continue
+		}
+		if f.Fault == FaultRateLimit && (op.next > 0 || op.attempt > 0) {
+			continue // only before the first token
+		}
+		best = op
+	}
+	if best == nil {
+		w.armed = append(w.armed, fi)
+		return "fault " + string(f.Fault) + " armed for the next op of " + f.Agent
+	}
+	w.applyFault(now, best, fi, false)
+	return "fault " + string(f.Fault) + " hits op " + strconv.FormatUint(uint64(best.id), 10)
+}
+
+// applyFault changes an op's future: fresh when the op is just starting,
+// otherwise it is in flight and the fault takes effect at now.
+func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
+	f := w.s.Faults[fi]
+	switch f.Fault {
+	case FaultStreamError, FaultDisconnect:
+		op.errKind = kernel.FailureStream
+		if f.Fault == FaultDisconnect {
+			op.errKind = kernel.FailureDisconnect
+		}
+		if !fresh {
+			op.gen++
+			op.done = true
+			w.schedule(op, now, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), "fault")
+			return
+		}
+		op.errAfter = f.After
+		if f.After == 0 {
+			op.errAfter = len(op.plan) / 2
+		}
+		if op.errAfter > len(op.plan) {
+			op.errAfter = len(op.plan)
+		}
+	case FaultHang:
+		op.gen++
+		op.hang = true
+	case FaultRateLimit:
+		op.retries, op.retryAfter = f.Attempts, f.RetryAfter
+		if !fresh {
+			op.gen++
+			w.llmNext(op, now)
+		}
+	case FaultToolPanic:
+		op.finalAt = now + op.spec.Duration/2
+		if !fresh {
+			op.gen++
+			op.finalAt = now
+		}
+		op.finalEv = kernel.ToolResult(0, op.id, kernel.ToolError, "tool panicked: simulated crash")
+		if !fresh {
+			w.scheduleToolFinal(op)
+		}
+	case FaultDuplicate, FaultLate:
+		if f.Fault == FaultDuplicate {
+			op.dup = true
+		} else {
+			op.late = f.Delay
+		}
+		if !fresh && op.tool {
+			op.gen++
+			w.scheduleToolFinal(op)
+		}
+	}
+}
+
+// forget drops the world's record of an op the kernel has ended; items
+// already scheduled for it (late results, duplicates) are still delivered.
+func (w *world) forget(id kernel.OpID) { delete(w.ops, id) }
