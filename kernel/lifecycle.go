@@ -256,6 +256,24 @@ func (l *Log) Oldest() uint64 { return l.first }
 // Capacity is how many events the log retains.
 func (l *Log) Capacity() int { return l.capacity }
 
+// Range calls fn for every held event with Seq ≥ seq, in order, until fn
+// returns false; like From but without copying.
+func (l *Log) Range(seq uint64, fn func(Lifecycle) bool) error {
+	if seq == 0 {
+		seq = 1
+	}
+	if seq < l.first {
+		return fmt.Errorf("from seq %d, oldest held %d: %w", seq, l.first, ErrCompacted)
+	}
+	c := uint64(l.capacity)
+	for s := seq; s < l.next; s++ {
+		if !fn(l.ring[int((s-1)%c)]) {
+			break
+		}
+	}
+	return nil
+}
+
 // From appends to dst every held event with Seq ≥ seq, in order. If seq is
 // older than Oldest it returns ErrCompacted and nothing; a seq at or beyond
 // Next returns dst unchanged.

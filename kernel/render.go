@@ -79,11 +79,29 @@ func (w *jsonWriter) done() string {
 
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString quotes s as a JSON string: ", \ and control characters are
-// escaped, invalid UTF-8 becomes U+FFFD, everything else is kept as UTF-8.
+// AppendJSONString appends s quoted as a JSON string exactly as encoding/json
+// does with HTML escaping off: quote, backslash and control characters are
+// escaped, invalid UTF-8 becomes U+FFFD, U+2028/U+2029 are escaped, the rest
+// is kept as UTF-8. Hot paths (trace lines, tool content) use it instead of
+// reflection.
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
+
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
+		// Copy the longest run that needs no escaping in one append.
+		j := i
+		for j < len(s) {
+			c := s[j]
+			if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
+				break
+			}
+			j++
+		}
+		b = append(b, s[i:j]...)
+		if i = j; i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {
@@ -95,10 +113,8 @@ func appendJSONString(b []byte, s string) []byte {
 				b = append(b, '\\', 'r')
 			case c == '\t':
 				b = append(b, '\\', 't')
-			case c < 0x20:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			default:
-				b = append(b, c)
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}
 			i++
 			continue

@@ -113,7 +113,7 @@ func (k *Kernel) startTurn(a *agent, t fsm.Trigger, inputs []input) {
 	if !inherited {
 		a.turnTimer = k.setTimer(a, TimerTurn, a.deadline, 0)
 	}
-	k.emit(Lifecycle{Kind: LifeTurnStarted, Agent: a.id, Text: inputs[0].text, Since: a.deadline})
+	k.emit(Lifecycle{Kind: LifeTurnStarted, Agent: a.id, Text: inputs[0].text})
 	k.startRequest(a)
 }
 

@@ -16,10 +16,10 @@ import (
 // lives in test code only; production code has no switch for it.
 type brokenCore struct {
 	Core
-	step    func(b *brokenCore, ev kernel.Event) []kernel.Effect
-	view    func(v View) View
-	logFrom func(b *brokenCore, seq uint64) ([]kernel.Lifecycle, error)
-	fake    kernel.OpID
+	step     func(b *brokenCore, ev kernel.Event) []kernel.Effect
+	view     func(v View) View
+	logRange func(b *brokenCore, seq uint64, fn func(kernel.Lifecycle) bool) error
+	fake     kernel.OpID
 	// scratch for the individual breakages
 	deferred  *kernel.Event
 	lastOwn   map[kernel.AgentID]int64
@@ -42,11 +42,11 @@ func (b *brokenCore) View(id kernel.AgentID) View {
 	return v
 }
 
-func (b *brokenCore) LogFrom(seq uint64) ([]kernel.Lifecycle, error) {
-	if b.logFrom != nil {
-		return b.logFrom(b, seq)
+func (b *brokenCore) LogRange(seq uint64, fn func(kernel.Lifecycle) bool) error {
+	if b.logRange != nil {
+		return b.logRange(b, seq, fn)
 	}
-	return b.Core.LogFrom(seq)
+	return b.Core.LogRange(seq, fn)
 }
 
 func (b *brokenCore) fakeOp() kernel.OpID {
@@ -201,9 +201,10 @@ func brokenLoops() []struct {
 			})},
 		{"late-subscriber", "F10: a subscriber that joins late misses lifecycle events", "I9",
 			broken(func(b *brokenCore) {
-				b.logFrom = func(b *brokenCore, seq uint64) ([]kernel.Lifecycle, error) {
-					all, err := b.Core.LogFrom(seq)
-					return slices.DeleteFunc(all, func(l kernel.Lifecycle) bool { return l.Kind == kernel.LifeTurnEnded }), err
+				b.logRange = func(b *brokenCore, seq uint64, fn func(kernel.Lifecycle) bool) error {
+					return b.Core.LogRange(seq, func(l kernel.Lifecycle) bool {
+						return l.Kind == kernel.LifeTurnEnded || fn(l)
+					})
 				}
 			})},
 		{"transcript-valid-after-abort", "F11: cut-off tool calls are left without results", "I4",

@@ -18,9 +18,9 @@ type Core interface {
 	View(kernel.AgentID) View
 	AgentPath(kernel.AgentID) string
 	AgentState(kernel.AgentID) fsm.State
-	// LogFrom replays the lifecycle log from seq, as a late subscriber
+	// LogRange replays the lifecycle log from seq, as a late subscriber
 	// would read it (F10).
-	LogFrom(seq uint64) ([]kernel.Lifecycle, error)
+	LogRange(seq uint64, fn func(kernel.Lifecycle) bool) error
 	// LogOldest is the oldest sequence number the log still holds.
 	LogOldest() uint64
 }
@@ -49,8 +49,8 @@ func (c kernelCore) Target(ev kernel.Event) kernel.AgentID  { return c.k.Target(
 func (c kernelCore) NumAgents() int                         { return c.k.NumAgents() }
 func (c kernelCore) AgentPath(id kernel.AgentID) string     { return c.k.AgentPath(id) }
 func (c kernelCore) AgentState(id kernel.AgentID) fsm.State { return c.k.AgentState(id) }
-func (c kernelCore) LogFrom(seq uint64) ([]kernel.Lifecycle, error) {
-	return c.k.Log().From(seq, nil)
+func (c kernelCore) LogRange(seq uint64, fn func(kernel.Lifecycle) bool) error {
+	return c.k.Log().Range(seq, fn)
 }
 func (c kernelCore) LogOldest() uint64 { return c.k.Log().Oldest() }
 func (c kernelCore) View(id kernel.AgentID) View {
@@ -66,8 +66,16 @@ func (c kernelCore) View(id kernel.AgentID) View {
 // CoreFactory builds the Core for one run.
 type CoreFactory func(kernel.Config) (Core, error)
 
+// SimLogCapacity is the lifecycle ring a simulated kernel keeps: enough for
+// the replay check of F10 over a run's recent history without growing a
+// large ring for every generated world.
+const SimLogCapacity = 256
+
 // KernelCore is the default CoreFactory: the real kernel.
 func KernelCore(cfg kernel.Config) (Core, error) {
+	if cfg.LogCapacity == 0 {
+		cfg.LogCapacity = SimLogCapacity
+	}
 	k, err := kernel.New(cfg)
 	if err != nil {
 		return nil, err

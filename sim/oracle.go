@@ -56,7 +56,7 @@ type oracle struct {
 	timers  map[kernel.OpID]bool
 	callFin map[callKey]int
 	out     []Violation
-	recent  [recentEvents]string
+	recent  [recentEvents]kernel.Event
 	nrecent int
 	matrix  [fsm.NumStates][fsm.NumTriggers]bool
 	table   map[[2]uint8]fsm.State
@@ -83,22 +83,41 @@ type oracle struct {
 	userInput bool
 	inputText string
 	probes    *probeSet
-	lastDesc  string
 	// busy counts agents not Idle; with live ops and timers it tells when the
 	// tree is quiescent, and quietAt when it last became so.
 	busy    int
 	live    int
 	quiet   bool
 	quietAt time.Duration
-	// emitted keeps the lifecycle events seen in effects, to compare with
-	// the replayed log at the end (bounded like the log itself).
-	emitted []kernel.Lifecycle
+	// emitted keeps a hash per lifecycle event seen in effects (index =
+	// seq-1), to compare with the replayed log at the end.
+	emitted []uint64
 	// endedNow are turns that ended in this step, checked after refresh.
 	endedNow []kernel.Lifecycle
 }
 
-// maxEmitted bounds the lifecycle events kept for the replay check.
-const maxEmitted = 1 << 16
+// maxEmitted bounds the lifecycle events hashed for the replay check.
+const maxEmitted = 1 << 20
+
+// lifeHash mixes a lifecycle event's identifying fields into 64 bits. It
+// only has to tell a replayed event from the one emitted with the same
+// sequence number (F10): missing, reordered or substituted events change
+// seq, kind, agent, op or turn; texts are represented by their length, which
+// keeps this off the per-chunk hot path.
+func lifeHash(l kernel.Lifecycle) uint64 {
+	h := uint64(14695981039346656037)
+	for _, v := range [...]uint64{
+		l.Seq, uint64(l.At),
+		uint64(l.Kind) | uint64(l.From)<<8 | uint64(l.To)<<16 | uint64(l.Trigger)<<24 | uint64(l.Outcome)<<32 | uint64(l.Reason)<<40 | uint64(l.End)<<48 | uint64(l.Status)<<56,
+		uint64(uint32(l.Agent)) | uint64(uint32(l.Child))<<32, l.Turn, uint64(l.Op),
+		uint64(len(l.Text)) | uint64(len(l.CallID))<<24 | uint64(len(l.Name))<<48,
+	} {
+		h ^= v
+		h *= 0x9e3779b97f4a7c15
+		h ^= h >> 32
+	}
+	return h
+}
 
 type callKey struct {
 	agent kernel.AgentID
@@ -211,7 +230,11 @@ func (o *oracle) violate(inv string, agent kernel.AgentID, format string, args .
 	v := Violation{Invariant: inv, At: o.now, Agent: path, Detail: fmt.Sprintf(format, args...)}
 	n := min(o.nrecent, recentEvents)
 	for i := o.nrecent - n; i < o.nrecent; i++ {
-		v.Recent = append(v.Recent, o.recent[i%recentEvents])
+		d := o.recent[i%recentEvents].Describe()
+		if len(d) > 160 {
+			d = d[:160] + "…"
+		}
+		v.Recent = append(v.Recent, d)
 	}
 	o.out = append(o.out, v)
 }
@@ -251,11 +274,8 @@ func (o *oracle) before(ev kernel.Event, target kernel.AgentID) {
 	}
 	o.stale, o.staleWhy, o.cancelEv, o.userInput, o.inputText = false, "", nil, false, ""
 	o.endedNow = o.endedNow[:0]
-	o.lastDesc = ev.Describe()
-	if len(o.lastDesc) > 160 {
-		o.lastDesc = o.lastDesc[:160] + "…"
-	}
-	o.recent[o.nrecent%recentEvents] = o.lastDesc
+	// Events are formatted only when a violation quotes them.
+	o.recent[o.nrecent%recentEvents] = ev
 	o.nrecent++
 	if target != kernel.NoAgent {
 		o.touch(target)
@@ -467,11 +487,10 @@ func (o *oracle) after(ev kernel.Event, target kernel.AgentID, effs []kernel.Eff
 			o.interjs = o.interjs[:n-1]
 		}
 	}
-	if len(o.agents) <= 64 {
-		for id := range o.agents {
-			o.touch(kernel.AgentID(id))
-		}
-	}
+	// Only agents named by this step (its target, its effects) are re-read:
+	// every change the kernel makes to an agent comes with an effect naming
+	// it. A core that changed an agent silently is still caught, at the
+	// latest by the full sweep in finish.
 	for i := 0; i < len(o.dirty); i++ {
 		o.refresh(o.dirty[i])
 	}
@@ -524,7 +543,7 @@ func (o *oracle) onStartTool(ev kernel.Event, e *kernel.Effect) {
 
 func (o *oracle) onLife(l kernel.Lifecycle) {
 	if len(o.emitted) < maxEmitted {
-		o.emitted = append(o.emitted, l)
+		o.emitted = append(o.emitted, lifeHash(l))
 	}
 	if l.Agent < 0 {
 		return
@@ -861,28 +880,27 @@ func (o *oracle) checkLog() {
 		return
 	}
 	start := o.c.LogOldest()
-	replay, err := o.c.LogFrom(start)
-	if err != nil {
+	next := start
+	var bad string
+	err := o.c.LogRange(start, func(l kernel.Lifecycle) bool {
+		switch {
+		case l.Seq != next:
+			bad = fmt.Sprintf("a subscriber from seq %d gets seq %d where seq %d was emitted", start, l.Seq, next)
+		case l.Seq > uint64(len(o.emitted)):
+			bad = fmt.Sprintf("replay holds seq %d, never emitted", l.Seq)
+		case lifeHash(l) != o.emitted[l.Seq-1]:
+			bad = fmt.Sprintf("replayed seq %d (%s) differs from what was emitted", l.Seq, l.Describe())
+		}
+		next++
+		return bad == ""
+	})
+	switch {
+	case err != nil:
 		o.violate("I9", kernel.NoAgent, "lifecycle log: replay from seq %d: %v", start, err)
-		return
-	}
-	i := 0
-	for i < len(o.emitted) && o.emitted[i].Seq < start {
-		i++
-	}
-	want := o.emitted[i:]
-	for j := range want {
-		if j >= len(replay) {
-			o.violate("I9", want[j].Agent, "lifecycle log: a subscriber from seq %d misses seq %d (%s) and %d more", start, want[j].Seq, want[j].Kind, len(want)-j-1)
-			return
-		}
-		if replay[j] != want[j] {
-			o.violate("I9", want[j].Agent, "lifecycle log: replayed seq %d is %q, emitted %q", replay[j].Seq, replay[j].Describe(), want[j].Describe())
-			return
-		}
-	}
-	if len(replay) > len(want) {
-		o.violate("I9", kernel.NoAgent, "lifecycle log: replay holds %d events never emitted", len(replay)-len(want))
+	case bad != "":
+		o.violate("I9", kernel.NoAgent, "lifecycle log: %s", bad)
+	case next <= uint64(len(o.emitted)):
+		o.violate("I9", kernel.NoAgent, "lifecycle log: a subscriber from seq %d misses seq %d..%d", start, next, len(o.emitted))
 	}
 }
 

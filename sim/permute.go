@@ -21,10 +21,10 @@ func newPermuter(seed uint64) *permuter {
 // reorder picks which of the items due at the head's instant goes first and
 // returns a note describing the choice ("" when there was none).
 func (p *permuter) reorder(q *queue) string {
-	head := q.peek()
+	head := q.keys[0]
 	var same []int
-	for i := range q.items {
-		if q.items[i].at == head.at {
+	for i := range q.keys {
+		if q.keys[i].at == head.at {
 			same = append(same, i)
 		}
 	}
@@ -33,40 +33,19 @@ func (p *permuter) reorder(q *queue) string {
 	}
 	// Deterministic candidate order: by insertion sequence.
 	for i := 1; i < len(same); i++ {
-		for j := i; j > 0 && q.items[same[j]].seq < q.items[same[j-1]].seq; j-- {
+		for j := i; j > 0 && q.keys[same[j]].seq < q.keys[same[j-1]].seq; j-- {
 			same[j], same[j-1] = same[j-1], same[j]
 		}
 	}
 	pick := p.rng.IntN(len(same))
-	chosen := q.items[same[pick]]
 	if pick != 0 {
-		// Give the chosen item the smallest sequence among them and restore
-		// the heap by removing and re-inserting it.
-		q.items[same[pick]].seq = head.seq
-		q.items[0].seq = chosen.seq
+		// The chosen item takes the smallest sequence among them (the
+		// head's), the head takes the chosen one's; restore the heap.
+		chosen := same[pick]
+		q.keys[chosen].seq, q.keys[0].seq = head.seq, q.keys[chosen].seq
+		q.slab[q.keys[chosen].slot].seq = head.seq
+		q.slab[q.keys[0].slot].seq = q.keys[0].seq
 		q.fix()
 	}
 	return fmt.Sprintf("permute: %d events due at %v; delivering #%d of them first", len(same), head.at, pick+1)
-}
-
-// fix re-establishes the heap property over the whole queue.
-func (q *queue) fix() {
-	n := len(q.items)
-	for i := n/2 - 1; i >= 0; i-- {
-		j := i
-		for {
-			l, r, m := 2*j+1, 2*j+2, j
-			if l < n && less(&q.items[l], &q.items[m]) {
-				m = l
-			}
-			if r < n && less(&q.items[r], &q.items[m]) {
-				m = r
-			}
-			if m == j {
-				break
-			}
-			q.items[j], q.items[m] = q.items[m], q.items[j]
-			j = m
-		}
-	}
 }

@@ -33,16 +33,26 @@ type item struct {
 	note  string
 }
 
-// queue is a binary min-heap of items (hand-written: container/heap's
-// interface calls cost more than the rest of a step).
+// queue is a binary min-heap of small keys over a slab of items: the heap
+// moves 24-byte keys, never the (much larger) items, and popped slots are
+// reused. Hand-written: container/heap's interface calls cost more than the
+// rest of a step.
 type queue struct {
-	items []item
-	seq   uint64
+	keys []qkey
+	slab []item
+	free []int32
+	seq  uint64
 }
 
-func (q *queue) len() int { return len(q.items) }
+type qkey struct {
+	at   time.Duration
+	seq  uint64
+	slot int32
+}
 
-func less(a, b *item) bool {
+func (q *queue) len() int { return len(q.keys) }
+
+func lessKey(a, b *qkey) bool {
 	if a.at != b.at {
 		return a.at < b.at
 	}
@@ -52,40 +62,68 @@ func less(a, b *item) bool {
 func (q *queue) push(it item) {
 	q.seq++
 	it.seq = q.seq
-	q.items = append(q.items, it)
-	i := len(q.items) - 1
+	var slot int32
+	if n := len(q.free); n > 0 {
+		slot = q.free[n-1]
+		q.free = q.free[:n-1]
+		q.slab[slot] = it
+	} else {
+		slot = int32(len(q.slab))
+		q.slab = append(q.slab, it)
+	}
+	q.keys = append(q.keys, qkey{at: it.at, seq: it.seq, slot: slot})
+	q.up(len(q.keys) - 1)
+}
+
+func (q *queue) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !less(&q.items[i], &q.items[p]) {
+		if !lessKey(&q.keys[i], &q.keys[p]) {
 			break
 		}
-		q.items[i], q.items[p] = q.items[p], q.items[i]
+		q.keys[i], q.keys[p] = q.keys[p], q.keys[i]
 		i = p
 	}
 }
 
-func (q *queue) peek() *item { return &q.items[0] }
-
-func (q *queue) pop() item {
-	top := q.items[0]
-	n := len(q.items) - 1
-	q.items[0] = q.items[n]
-	q.items[n] = item{}
-	q.items = q.items[:n]
-	i := 0
+func (q *queue) down(i int) {
+	n := len(q.keys)
 	for {
 		l, r, m := 2*i+1, 2*i+2, i
-		if l < n && less(&q.items[l], &q.items[m]) {
+		if l < n && lessKey(&q.keys[l], &q.keys[m]) {
 			m = l
 		}
-		if r < n && less(&q.items[r], &q.items[m]) {
+		if r < n && lessKey(&q.keys[r], &q.keys[m]) {
 			m = r
 		}
 		if m == i {
-			break
+			return
 		}
-		q.items[i], q.items[m] = q.items[m], q.items[i]
+		q.keys[i], q.keys[m] = q.keys[m], q.keys[i]
 		i = m
 	}
-	return top
+}
+
+// peek returns the next item without removing it.
+func (q *queue) peek() *item { return &q.slab[q.keys[0].slot] }
+
+func (q *queue) pop() item {
+	k := q.keys[0]
+	n := len(q.keys) - 1
+	q.keys[0] = q.keys[n]
+	q.keys = q.keys[:n]
+	if n > 0 {
+		q.down(0)
+	}
+	it := q.slab[k.slot]
+	q.slab[k.slot] = item{}
+	q.free = append(q.free, k.slot)
+	return it
+}
+
+// fix re-establishes the heap property over the whole queue.
+func (q *queue) fix() {
+	for i := len(q.keys)/2 - 1; i >= 0; i-- {
+		q.down(i)
+	}
 }

@@ -1,168 +1,276 @@
 package sim
 
 import (
+	"encoding/json"
+	"strconv"
+	"time"
+
 	"github.com/escapement/escapement/kernel"
-	"go.yaml.in/yaml/v3"
 )
 
-// The canonical YAML form of a scenario: what a trace header embeds, what a
-// generator writes for a failing world, and what Load reads back to the same
-// value (TestYAMLRoundTrip). Maps are written with sorted keys.
-
-type yScenario struct {
-	Name   string              `yaml:"name"`
-	About  string              `yaml:"about,omitempty"`
-	Seed   uint64              `yaml:"seed"`
-	Limits yLimits             `yaml:"limits"`
-	Agents map[string][]yReply `yaml:"agents"`
-	Tools  map[string]yTool    `yaml:"tools,omitempty"`
-	Faults []yFault            `yaml:"faults,omitempty"`
-	Inputs []yInput            `yaml:"inputs,omitempty"`
-	Expect *yExpect            `yaml:"expect,omitempty"`
-}
-
-type yLimits struct {
-	Grace             string `yaml:"grace"`
-	FirstTokenTimeout string `yaml:"first_token_timeout"`
-	StallTimeout      string `yaml:"stall_timeout"`
-	ToolTimeout       string `yaml:"tool_timeout"`
-	TurnTimeout       string `yaml:"turn_timeout"`
-	MaxDepth          int    `yaml:"max_depth"`
-	MaxChildren       int    `yaml:"max_children"`
-	MaxRequests       int    `yaml:"max_requests"`
-	Debounce          string `yaml:"debounce"`
-}
-
-type yReply struct {
-	Text       string  `yaml:"text,omitempty"`
-	FirstToken string  `yaml:"first_token,omitempty"`
-	Rate       float64 `yaml:"rate,omitempty"`
-	Calls      []yCall `yaml:"calls,omitempty"`
-}
-
-type yCall struct {
-	Tool     string         `yaml:"tool,omitempty"`
-	Args     map[string]any `yaml:"args,omitempty"`
-	ArgsRaw  string         `yaml:"args_raw,omitempty"`
-	Delegate string         `yaml:"delegate,omitempty"`
-	Prompt   string         `yaml:"prompt,omitempty"`
-}
-
-type yTool struct {
-	Duration string `yaml:"duration"`
-	Result   string `yaml:"result,omitempty"`
-	Error    string `yaml:"error,omitempty"`
-	OnCancel string `yaml:"on_cancel,omitempty"`
-}
-
-type yFault struct {
-	At         string `yaml:"at"`
-	Agent      string `yaml:"agent"`
-	Fault      string `yaml:"fault"`
-	Tool       string `yaml:"tool,omitempty"`
-	After      int    `yaml:"after,omitempty"`
-	RetryAfter string `yaml:"retry_after,omitempty"`
-	Attempts   int    `yaml:"attempts,omitempty"`
-	Delay      string `yaml:"delay,omitempty"`
-}
-
-type yInput struct {
-	At        string `yaml:"at"`
-	Submit    string `yaml:"submit,omitempty"`
-	Interject string `yaml:"interject,omitempty"`
-	Cancel    string `yaml:"cancel,omitempty"`
-	Turn      uint64 `yaml:"turn,omitempty"`
-	Shutdown  bool   `yaml:"shutdown,omitempty"`
-}
-
-type yExpect struct {
-	Outcomes    map[string]string   `yaml:"outcomes,omitempty"`
-	LLMRequests map[string]int      `yaml:"llm_requests,omitempty"`
-	QuiescentBy string              `yaml:"quiescent_by,omitempty"`
-	History     map[string]yHistory `yaml:"history,omitempty"`
-}
-
-type yHistory struct {
-	Marker   *bool    `yaml:"marker,omitempty"`
-	Partial  *bool    `yaml:"partial,omitempty"`
-	Contains []string `yaml:"contains,omitempty"`
-	Absent   []string `yaml:"absent,omitempty"`
-}
-
-func durStr(d interface{ String() string }) string { return d.String() }
-
-// YAML renders the scenario in the loader's format.
+// YAML renders the scenario in the loader's format, canonically: fixed field
+// order, map keys sorted, defaults omitted. It is what a trace header embeds
+// (so every run computes it), what a generator writes for a failing world,
+// and what Load reads back to the same value (TestYAMLRoundTrip).
+//
+// Structure is block YAML; every leaf is written as JSON (a JSON string is a
+// valid YAML double-quoted scalar, a JSON object a valid flow mapping), so
+// quoting is always right and rendering needs no reflection.
 func (s *Scenario) YAML() []byte {
-	y := yScenario{Name: s.Name, About: s.About, Seed: s.Seed, Limits: limitsYAML(s.Limits)}
-	y.Agents = make(map[string][]yReply, len(s.Agents))
-	for name, script := range s.Agents {
-		replies := make([]yReply, 0, len(script))
+	y := yamlOut{b: make([]byte, 0, 1024)}
+	y.kv(0, "name", s.Name)
+	if s.About != "" {
+		y.kv(0, "about", s.About)
+	}
+	y.raw(0, "seed", strconv.FormatUint(s.Seed, 10))
+	y.key(0, "limits")
+	l := s.Limits
+	y.dur(1, "grace", l.Grace)
+	y.dur(1, "first_token_timeout", l.FirstTokenTimeout)
+	y.dur(1, "stall_timeout", l.StallTimeout)
+	y.dur(1, "tool_timeout", l.ToolTimeout)
+	y.dur(1, "turn_timeout", l.TurnTimeout)
+	y.raw(1, "max_depth", strconv.Itoa(l.MaxDepth))
+	y.raw(1, "max_children", strconv.Itoa(l.MaxChildren))
+	y.raw(1, "max_requests", strconv.Itoa(l.MaxRequests))
+	y.dur(1, "debounce", l.Debounce)
+	y.key(0, "agents")
+	for _, name := range sortedKeys(s.Agents) {
+		script := s.Agents[name]
+		if len(script) == 0 {
+			y.raw(1, y.q(name), "[]")
+			continue
+		}
+		y.key(1, y.q(name))
 		for _, r := range script {
-			yr := yReply{Text: r.Text}
+			y.item(2)
+			n := 0
+			if r.Text != "" {
+				y.kvInline(3, &n, "text", r.Text)
+			}
 			if r.FirstToken != DefaultFirstToken {
-				yr.FirstToken = durStr(r.FirstToken)
+				y.rawInline(3, &n, "first_token", jsonString(r.FirstToken.String()))
 			}
 			if r.Rate != DefaultRate {
-				yr.Rate = r.Rate
+				y.rawInline(3, &n, "rate", strconv.FormatFloat(r.Rate, 'g', -1, 64))
 			}
-			for _, c := range r.Calls {
-				yr.Calls = append(yr.Calls, yCall{Tool: c.Tool, Args: c.Args, ArgsRaw: c.ArgsRaw, Delegate: c.Delegate, Prompt: c.Prompt})
+			if len(r.Calls) > 0 {
+				y.rawInline(3, &n, "calls", "")
+				for _, c := range r.Calls {
+					y.callLine(4, c)
+				}
 			}
-			replies = append(replies, yr)
+			if n == 0 {
+				y.b = append(y.b, "{}\n"...)
+			}
 		}
-		y.Agents[name] = replies
 	}
 	if len(s.Tools) > 0 {
-		y.Tools = make(map[string]yTool, len(s.Tools))
-		for name, t := range s.Tools {
-			yt := yTool{Duration: durStr(t.Duration), Result: t.Result, Error: t.Error}
+		y.key(0, "tools")
+		for _, name := range sortedKeys(s.Tools) {
+			t := s.Tools[name]
+			y.key(1, y.q(name))
+			y.dur(2, "duration", t.Duration)
+			if t.Result != "" {
+				y.kv(2, "result", t.Result)
+			}
+			if t.Error != "" {
+				y.kv(2, "error", t.Error)
+			}
 			switch t.OnCancel {
 			case CancelIgnore:
-				yt.OnCancel = "ignore"
+				y.kv(2, "on_cancel", "ignore")
 			case CancelDelay:
-				yt.OnCancel = "delay " + t.CancelDelay.String()
+				y.kv(2, "on_cancel", "delay "+t.CancelDelay.String())
 			}
-			y.Tools[name] = yt
 		}
 	}
-	for _, f := range s.Faults {
-		yf := yFault{At: durStr(f.At), Agent: f.Agent, Fault: string(f.Fault), Tool: f.Tool, After: f.After, Attempts: f.Attempts}
-		if f.RetryAfter != 0 {
-			yf.RetryAfter = durStr(f.RetryAfter)
+	if len(s.Faults) > 0 {
+		y.key(0, "faults")
+		for _, f := range s.Faults {
+			y.item(1)
+			n := 0
+			y.rawInline(2, &n, "at", jsonString(f.At.String()))
+			y.kvInline(2, &n, "agent", f.Agent)
+			y.kvInline(2, &n, "fault", string(f.Fault))
+			if f.Tool != "" {
+				y.kvInline(2, &n, "tool", f.Tool)
+			}
+			if f.After != 0 {
+				y.rawInline(2, &n, "after", strconv.Itoa(f.After))
+			}
+			if f.RetryAfter != 0 {
+				y.rawInline(2, &n, "retry_after", jsonString(f.RetryAfter.String()))
+			}
+			if f.Attempts != 0 {
+				y.rawInline(2, &n, "attempts", strconv.Itoa(f.Attempts))
+			}
+			if f.Delay != 0 {
+				y.rawInline(2, &n, "delay", jsonString(f.Delay.String()))
+			}
 		}
-		if f.Delay != 0 {
-			yf.Delay = durStr(f.Delay)
-		}
-		y.Faults = append(y.Faults, yf)
 	}
-	for _, in := range s.Inputs {
-		y.Inputs = append(y.Inputs, yInput{At: durStr(in.At), Submit: in.Submit, Interject: in.Interject, Cancel: in.Cancel, Turn: in.Turn, Shutdown: in.Shutdown})
+	if len(s.Inputs) > 0 {
+		y.key(0, "inputs")
+		for _, in := range s.Inputs {
+			y.item(1)
+			n := 0
+			y.rawInline(2, &n, "at", jsonString(in.At.String()))
+			switch {
+			case in.Submit != "":
+				y.kvInline(2, &n, "submit", in.Submit)
+			case in.Interject != "":
+				y.kvInline(2, &n, "interject", in.Interject)
+			case in.Cancel != "":
+				y.kvInline(2, &n, "cancel", in.Cancel)
+				if in.Turn != 0 {
+					y.rawInline(2, &n, "turn", strconv.FormatUint(in.Turn, 10))
+				}
+			case in.Shutdown:
+				y.rawInline(2, &n, "shutdown", "true")
+			}
+		}
 	}
 	e := s.Expect
 	if len(e.Outcomes)+len(e.LLMRequests)+len(e.History) > 0 || e.QuiescentBy > 0 {
-		ye := &yExpect{Outcomes: e.Outcomes, LLMRequests: e.LLMRequests}
-		if e.QuiescentBy > 0 {
-			ye.QuiescentBy = durStr(e.QuiescentBy)
-		}
-		if len(e.History) > 0 {
-			ye.History = map[string]yHistory{}
-			for k, h := range e.History {
-				ye.History[k] = yHistory(h)
+		y.key(0, "expect")
+		if len(e.Outcomes) > 0 {
+			y.key(1, "outcomes")
+			for _, k := range sortedKeys(e.Outcomes) {
+				y.kv(2, y.q(k), e.Outcomes[k])
 			}
 		}
-		y.Expect = ye
+		if len(e.LLMRequests) > 0 {
+			y.key(1, "llm_requests")
+			for _, k := range sortedKeys(e.LLMRequests) {
+				y.raw(2, y.q(k), strconv.Itoa(e.LLMRequests[k]))
+			}
+		}
+		if e.QuiescentBy > 0 {
+			y.dur(1, "quiescent_by", e.QuiescentBy)
+		}
+		if len(e.History) > 0 {
+			y.key(1, "history")
+			for _, k := range sortedKeys(e.History) {
+				h := e.History[k]
+				y.key(2, y.q(k))
+				if h.Marker != nil {
+					y.raw(3, "marker", strconv.FormatBool(*h.Marker))
+				}
+				if h.Partial != nil {
+					y.raw(3, "partial", strconv.FormatBool(*h.Partial))
+				}
+				if len(h.Contains) > 0 {
+					y.raw(3, "contains", jsonValue(h.Contains))
+				}
+				if len(h.Absent) > 0 {
+					y.raw(3, "absent", jsonValue(h.Absent))
+				}
+				if h.Marker == nil && h.Partial == nil && len(h.Contains)+len(h.Absent) == 0 {
+					y.b = y.b[:len(y.b)-1]
+					y.b = append(y.b, " {}\n"...)
+				}
+			}
+		}
 	}
-	b, err := yaml.Marshal(y)
-	if err != nil {
-		panic("sim: marshal scenario: " + err.Error())
-	}
-	return b
+	return y.b
 }
 
-func limitsYAML(l kernel.Limits) yLimits {
-	return yLimits{
-		Grace: durStr(l.Grace), FirstTokenTimeout: durStr(l.FirstTokenTimeout), StallTimeout: durStr(l.StallTimeout),
-		ToolTimeout: durStr(l.ToolTimeout), TurnTimeout: durStr(l.TurnTimeout), MaxDepth: l.MaxDepth,
-		MaxChildren: l.MaxChildren, MaxRequests: l.MaxRequests, Debounce: durStr(l.Debounce),
+type yamlOut struct{ b []byte }
+
+func (y *yamlOut) indent(level int) {
+	for i := 0; i < level; i++ {
+		y.b = append(y.b, "  "...)
 	}
+}
+
+// q quotes a map key (names may contain / and #, which YAML allows, but a
+// quoted key is unambiguous whatever it holds).
+func (y *yamlOut) q(s string) string { return jsonString(s) }
+
+func (y *yamlOut) key(level int, k string) {
+	y.indent(level)
+	y.b = append(y.b, k...)
+	y.b = append(y.b, ":\n"...)
+}
+
+func (y *yamlOut) raw(level int, k, v string) {
+	y.indent(level)
+	y.b = append(y.b, k...)
+	y.b = append(y.b, ": "...)
+	y.b = append(y.b, v...)
+	y.b = append(y.b, '\n')
+}
+
+func (y *yamlOut) kv(level int, k, v string) { y.raw(level, k, jsonString(v)) }
+
+func (y *yamlOut) dur(level int, k string, d time.Duration) { y.raw(level, k, jsonString(d.String())) }
+
+// item starts a list item whose fields follow inline ("- a: 1\n  b: 2").
+func (y *yamlOut) item(level int) {
+	y.indent(level)
+	y.b = append(y.b, "- "...)
+}
+
+// rawInline writes a field of the current list item: the first on the dash's
+// line, the others aligned below it. An empty v opens a nested block.
+func (y *yamlOut) rawInline(level int, n *int, k, v string) {
+	if *n > 0 {
+		y.indent(level)
+	}
+	*n++
+	y.b = append(y.b, k...)
+	if v == "" {
+		y.b = append(y.b, ":\n"...)
+		return
+	}
+	y.b = append(y.b, ": "...)
+	y.b = append(y.b, v...)
+	y.b = append(y.b, '\n')
+}
+
+func (y *yamlOut) kvInline(level int, n *int, k, v string) { y.rawInline(level, n, k, jsonString(v)) }
+
+// callLine writes one call as a flow mapping on one line.
+func (y *yamlOut) callLine(level int, c Call) {
+	y.indent(level)
+	y.b = append(y.b, "- {"...)
+	sep := false
+	field := func(k, v string) {
+		if sep {
+			y.b = append(y.b, ", "...)
+		}
+		sep = true
+		y.b = append(y.b, k...)
+		y.b = append(y.b, ": "...)
+		y.b = append(y.b, v...)
+	}
+	if c.Tool != "" {
+		field("tool", jsonString(c.Tool))
+	}
+	if c.Args != nil {
+		field("args", jsonValue(c.Args))
+	}
+	if c.ArgsRaw != "" {
+		field("args_raw", jsonString(c.ArgsRaw))
+	}
+	if c.Delegate != "" {
+		field("delegate", jsonString(c.Delegate))
+	}
+	if c.Prompt != "" {
+		field("prompt", jsonString(c.Prompt))
+	}
+	y.b = append(y.b, "}\n"...)
+}
+
+func jsonString(s string) string { return string(kernel.AppendJSONString(nil, s)) }
+
+// jsonValue renders decoded YAML values (maps, lists, scalars) as JSON flow;
+// encoding/json sorts map keys, so the output is deterministic.
+func jsonValue(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("sim: render scenario value: " + err.Error())
+	}
+	return string(b)
 }

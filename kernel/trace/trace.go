@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strconv"
 	"time"
 
 	"github.com/escapement/escapement/fsm"
@@ -73,13 +74,39 @@ type Writer struct {
 	enc  *json.Encoder
 	step int
 	err  error
+	// atDigits is the current step's time formatted in nanoseconds.
+	atNS     int64
+	atDigits []byte
+	// paths caches each agent's path and its JSON form (paths never change
+	// once an agent is spawned).
+	paths     []string
+	pathsJSON [][]byte
+}
+
+func (t *Writer) path(tree Tree, id kernel.AgentID) (string, []byte) {
+	if id < 0 {
+		return "", nil
+	}
+	for int(id) >= len(t.paths) {
+		t.paths = append(t.paths, "")
+		t.pathsJSON = append(t.pathsJSON, nil)
+	}
+	if t.paths[id] == "" {
+		t.paths[id] = tree.AgentPath(id)
+		t.pathsJSON[id] = kernel.AppendJSONString(nil, t.paths[id])
+	}
+	return t.paths[id], t.pathsJSON[id]
 }
 
 // NewWriter writes hdr and returns a writer for the steps. w may be
 // io.Discard when only the hash is wanted.
 func NewWriter(w io.Writer, hdr Header) *Writer {
 	h := sha256.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 64<<10)
+	var sink io.Writer = h
+	if w != io.Discard {
+		sink = io.MultiWriter(w, h)
+	}
+	bw := bufio.NewWriterSize(sink, 16<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
 	tw := &Writer{w: bw, h: h, enc: enc}
@@ -94,6 +121,22 @@ func (t *Writer) write(v any) {
 	}
 }
 
+// record writes one record with the hand-written encoder (encode.go),
+// encoding straight into the buffered writer's free space when it fits.
+func (t *Writer) record(r *Record, agentJSON []byte) {
+	if t.err != nil {
+		return
+	}
+	if t.w.Available() < 4096 {
+		t.err = t.w.Flush()
+	}
+	b := appendRecord(t.w.AvailableBuffer(), r, agentJSON, t.atNS, t.atDigits)
+	_, err := t.w.Write(b)
+	if t.err == nil {
+		t.err = err
+	}
+}
+
 // Tree names agents for trace lines; *kernel.Kernel implements it.
 type Tree interface {
 	AgentPath(kernel.AgentID) string
@@ -105,27 +148,31 @@ type Tree interface {
 func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before fsm.State, effects []kernel.Effect) {
 	t.step++
 	at := ev.At.String()
+	t.atNS = int64(ev.At)
+	t.atDigits = strconv.AppendInt(t.atDigits[:0], t.atNS, 10)
 	rec := Record{Type: "event", Step: t.step, At: at, Event: &ev}
+	var agentJSON []byte
 	if target != kernel.NoAgent {
-		rec.Agent, rec.Before, rec.After = tree.AgentPath(target), before.String(), tree.AgentState(target).String()
+		rec.Agent, agentJSON = t.path(tree, target)
+		rec.Before, rec.After = before.String(), tree.AgentState(target).String()
 	}
-	t.write(rec)
+	t.record(&rec, agentJSON)
 	for i := range effects {
-		e := effects[i]
-		r := Record{Type: "effect", Step: t.step, At: at, Effect: &e, Agent: tree.AgentPath(e.Agent)}
-		t.write(r)
+		r := Record{Type: "effect", Step: t.step, At: at, Effect: &effects[i]}
+		r.Agent, agentJSON = t.path(tree, effects[i].Agent)
+		t.record(&r, agentJSON)
 	}
 }
 
 // Note records an annotation at time at.
 func (t *Writer) Note(at time.Duration, note string) {
-	t.write(Record{Type: "note", Step: t.step, At: at.String(), Note: note})
+	t.record(&Record{Type: "note", Step: t.step, At: at.String(), Note: note}, nil)
 }
 
 // Close writes the end line, flushes, and returns the SHA-256 of every byte
 // written (hex) or the first write error.
 func (t *Writer) Close(at time.Duration) (string, error) {
-	t.write(Record{Type: "end", Step: t.step, At: at.String()})
+	t.record(&Record{Type: "end", Step: t.step, At: at.String()}, nil)
 	if t.err == nil {
 		t.err = t.w.Flush()
 	}

@@ -1,0 +1,291 @@
+package trace
+
+import (
+	"strconv"
+
+	"github.com/escapement/escapement/kernel"
+)
+
+// The trace is written on every simulated step (hundreds of thousands of
+// lines per second), so records are encoded by hand here instead of by
+// reflection. The bytes are exactly what encoding/json produces for Record
+// with HTML escaping off (same field order, same omitempty/omitzero rules);
+// TestEncoderMatchesJSON checks that on every record the scenario suite
+// produces, and on hand-made edge cases. Readers decode with encoding/json.
+//
+// Keys are literals carrying their leading comma: the first field of every
+// object is always present, so no "first field" bookkeeping is needed.
+
+type enc struct {
+	b []byte
+	// atNS and atDigits cache the step's time in nanoseconds, formatted
+	// once: the event and every lifecycle record of a step share it.
+	atNS     int64
+	atDigits []byte
+}
+
+// at appends a nanosecond time, reusing the cached digits for the step's.
+func (e *enc) at(v int64) {
+	if v == e.atNS && e.atDigits != nil {
+		e.b = append(e.b, e.atDigits...)
+		return
+	}
+	e.b = strconv.AppendInt(e.b, v, 10)
+}
+
+// lit appends a key literal (e.g. `,"kind":`).
+func (e *enc) lit(s string) { e.b = append(e.b, s...) }
+
+// name appends an enum name or another string known to need no escaping
+// (ASCII letters, digits, '_', '.', '(', ')').
+func (e *enc) name(s string) {
+	e.b = append(e.b, '"')
+	e.b = append(e.b, s...)
+	e.b = append(e.b, '"')
+}
+
+func (e *enc) str(s string) { e.b = kernel.AppendJSONString(e.b, s) }
+
+func (e *enc) i64(v int64) { e.b = strconv.AppendInt(e.b, v, 10) }
+
+func (e *enc) u64(v uint64) { e.b = strconv.AppendUint(e.b, v, 10) }
+
+// appendRecord appends r and a newline. agentJSON is r.Agent already quoted
+// (the writer caches it per agent); atDigits is atNS formatted (may be nil).
+func appendRecord(b []byte, r *Record, agentJSON []byte, atNS int64, atDigits []byte) []byte {
+	e := enc{b: b, atNS: atNS, atDigits: atDigits}
+	e.lit(`{"type":`)
+	e.name(r.Type)
+	e.lit(`,"step":`)
+	e.i64(int64(r.Step))
+	e.lit(`,"at":`)
+	e.name(r.At)
+	if r.Agent != "" {
+		e.lit(`,"agent":`)
+		if agentJSON != nil {
+			e.b = append(e.b, agentJSON...)
+		} else {
+			e.str(r.Agent)
+		}
+	}
+	if r.Before != "" {
+		e.lit(`,"before":`)
+		e.name(r.Before)
+	}
+	if r.After != "" {
+		e.lit(`,"after":`)
+		e.name(r.After)
+	}
+	if r.Event != nil {
+		e.lit(`,"event":`)
+		e.event(r.Event)
+	}
+	if r.Effect != nil {
+		e.lit(`,"effect":`)
+		e.effect(r.Effect)
+	}
+	if r.Note != "" {
+		e.lit(`,"note":`)
+		e.str(r.Note)
+	}
+	e.b = append(e.b, '}', '\n')
+	return e.b
+}
+
+func (e *enc) event(ev *kernel.Event) {
+	e.lit(`{"kind":`)
+	e.name(ev.Kind.String())
+	e.lit(`,"at":`)
+	e.at(int64(ev.At))
+	if ev.Agent != 0 {
+		e.lit(`,"agent":`)
+		e.i64(int64(ev.Agent))
+	}
+	if ev.Turn != 0 {
+		e.lit(`,"turn":`)
+		e.u64(ev.Turn)
+	}
+	if ev.Op != 0 {
+		e.lit(`,"op":`)
+		e.u64(uint64(ev.Op))
+	}
+	if ev.Chunk != 0 {
+		e.lit(`,"chunk":`)
+		e.u64(uint64(ev.Chunk))
+	}
+	if ev.Text != "" {
+		e.lit(`,"text":`)
+		e.str(ev.Text)
+	}
+	if c := ev.Call; c != nil {
+		e.lit(`,"call":{"index":`)
+		e.i64(int64(c.Index))
+		if c.ID != "" {
+			e.lit(`,"id":`)
+			e.str(c.ID)
+		}
+		if c.Name != "" {
+			e.lit(`,"name":`)
+			e.str(c.Name)
+		}
+		if c.Args != "" {
+			e.lit(`,"args":`)
+			e.str(c.Args)
+		}
+		e.b = append(e.b, '}')
+	}
+	if ev.Failure != 0 {
+		e.lit(`,"failure":`)
+		e.name(ev.Failure.String())
+	}
+	if ev.Status != 0 {
+		e.lit(`,"status":`)
+		e.name(ev.Status.String())
+	}
+	if ev.Attempt != 0 {
+		e.lit(`,"attempt":`)
+		e.i64(int64(ev.Attempt))
+	}
+	if ev.Delay != 0 {
+		e.lit(`,"delay":`)
+		e.i64(int64(ev.Delay))
+	}
+	if u := ev.Usage; u != nil {
+		e.lit(`,"usage":{`)
+		comma := false
+		if u.PromptTokens != 0 {
+			e.lit(`"prompt_tokens":`)
+			e.i64(int64(u.PromptTokens))
+			comma = true
+		}
+		if u.CompletionTokens != 0 {
+			if comma {
+				e.b = append(e.b, ',')
+			}
+			e.lit(`"completion_tokens":`)
+			e.i64(int64(u.CompletionTokens))
+		}
+		e.b = append(e.b, '}')
+	}
+	e.b = append(e.b, '}')
+}
+
+func (e *enc) effect(ef *kernel.Effect) {
+	e.lit(`{"kind":`)
+	e.name(ef.Kind.String())
+	e.lit(`,"agent":`)
+	e.i64(int64(ef.Agent))
+	if ef.Op != 0 {
+		e.lit(`,"op":`)
+		e.u64(uint64(ef.Op))
+	}
+	if ef.At != 0 {
+		e.lit(`,"at":`)
+		e.i64(int64(ef.At))
+	}
+	if ef.Timer != 0 {
+		e.lit(`,"timer":`)
+		e.name(ef.Timer.String())
+	}
+	if ef.Call != (kernel.ToolCall{}) {
+		e.lit(`,"call":{"id":`)
+		e.str(ef.Call.ID)
+		e.lit(`,"name":`)
+		e.str(ef.Call.Name)
+		e.lit(`,"arguments":`)
+		e.str(ef.Call.Arguments)
+		e.b = append(e.b, '}')
+	}
+	if ef.Life != (kernel.Lifecycle{}) {
+		e.lit(`,"life":`)
+		e.life(&ef.Life)
+	}
+	if ef.Code != 0 {
+		e.lit(`,"code":`)
+		e.name(ef.Code.String())
+	}
+	if ef.Detail != "" {
+		e.lit(`,"detail":`)
+		e.str(ef.Detail)
+	}
+	e.b = append(e.b, '}')
+}
+
+func (e *enc) life(l *kernel.Lifecycle) {
+	e.lit(`{"seq":`)
+	e.u64(l.Seq)
+	e.lit(`,"at":`)
+	e.at(int64(l.At))
+	e.lit(`,"kind":`)
+	e.name(l.Kind.String())
+	e.lit(`,"agent":`)
+	e.i64(int64(l.Agent))
+	if l.Turn != 0 {
+		e.lit(`,"turn":`)
+		e.u64(l.Turn)
+	}
+	if l.Op != 0 {
+		e.lit(`,"op":`)
+		e.u64(uint64(l.Op))
+	}
+	if l.Child != 0 {
+		e.lit(`,"child":`)
+		e.i64(int64(l.Child))
+	}
+	if l.CallID != "" {
+		e.lit(`,"call_id":`)
+		e.str(l.CallID)
+	}
+	if l.Name != "" {
+		e.lit(`,"name":`)
+		e.str(l.Name)
+	}
+	if l.Text != "" {
+		e.lit(`,"text":`)
+		e.str(l.Text)
+	}
+	if l.From != 0 {
+		e.lit(`,"from":`)
+		e.name(l.From.String())
+	}
+	if l.To != 0 {
+		e.lit(`,"to":`)
+		e.name(l.To.String())
+	}
+	if l.Trigger != 0 {
+		e.lit(`,"trigger":`)
+		e.name(l.Trigger.String())
+	}
+	if l.Outcome != 0 {
+		e.lit(`,"outcome":`)
+		e.name(l.Outcome.String())
+	}
+	if l.Reason != 0 {
+		e.lit(`,"reason":`)
+		e.name(l.Reason.String())
+	}
+	if l.End != 0 {
+		e.lit(`,"end":`)
+		e.name(l.End.String())
+	}
+	if l.Status != 0 {
+		e.lit(`,"status":`)
+		e.name(l.Status.String())
+	}
+	if l.N != 0 {
+		e.lit(`,"n":`)
+		e.i64(int64(l.N))
+	}
+	if l.Queued {
+		e.lit(`,"queued":true`)
+	}
+	if l.Since != 0 {
+		e.lit(`,"since":`)
+		e.i64(int64(l.Since))
+	}
+	if l.Delay != 0 {
+		e.lit(`,"delay":`)
+		e.i64(int64(l.Delay))
+	}
+	e.b = append(e.b, '}')
+}

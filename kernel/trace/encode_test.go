@@ -1,0 +1,77 @@
+package trace_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
+	"github.com/escapement/escapement/scenarios"
+	"github.com/escapement/escapement/sim"
+)
+
+// TestEncoderMatchesJSON: every line the hand-written encoder wrote for the
+// whole scenario suite (plus edge cases) is byte for byte what encoding/json
+// writes for the decoded record.
+func TestEncoderMatchesJSON(t *testing.T) {
+	ss, err := sim.LoadFS(scenarios.FS, ".", "scenarios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all bytes.Buffer
+	for _, s := range ss {
+		if _, err := sim.Run(s, sim.Options{Trace: &all}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Edge cases: every optional field set, odd strings.
+	k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
+	w := trace.NewWriter(&all, trace.Header{Source: "live", Name: "edge"})
+	// Invalid UTF-8 is left out: decoding turns it into U+FFFD before the
+	// re-encode; TestRenderIsJSON compares it against encoding/json raw.
+	odd := "quote \" back \\ nl \n tab \t ctrl \x01 é ✓ sep \u2028 <html>&"
+	evs := []kernel.Event{
+		{Kind: kernel.EvLLMDelta, At: 5, Agent: 3, Turn: 9, Op: 77, Chunk: 4, Text: odd, Call: &kernel.CallDelta{Index: 2, ID: odd, Name: "n", Args: odd},
+			Failure: kernel.FailureStream, Status: kernel.ToolError, Attempt: 2, Delay: time.Second, Usage: &kernel.Usage{PromptTokens: 1, CompletionTokens: 2}},
+		{Kind: kernel.EvLLMEnd, At: 6, Usage: &kernel.Usage{CompletionTokens: 2}},
+		{Kind: kernel.EvLLMEnd, At: 7, Usage: &kernel.Usage{}},
+	}
+	effs := []kernel.Effect{
+		{Kind: kernel.EffStartTool, Agent: 1, Op: 2, At: 3, Timer: kernel.TimerTool, Call: kernel.ToolCall{ID: odd}, Code: kernel.ErrCodeBadInput, Detail: odd},
+		{Kind: kernel.EffEmit, Agent: -1, Life: kernel.Lifecycle{Seq: 1, At: 2, Kind: kernel.LifeCallFinished, Agent: 4, Turn: 5, Op: 6, Child: 7, CallID: odd, Name: odd, Text: odd,
+			From: 1, To: 2, Trigger: 3, Outcome: 2, Reason: 3, End: 1, Status: 4, N: 5, Queued: true, Since: 6, Delay: 7}},
+	}
+	for _, ev := range evs {
+		w.Step(k, ev, kernel.NoAgent, 0, effs)
+	}
+	w.Note(time.Second, odd)
+	if _, err := w.Close(time.Second); err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(all.Bytes(), []byte("\n")), []byte("\n"))
+	checked := 0
+	for i, line := range lines {
+		if bytes.HasPrefix(line, []byte(`{"type":"header"`)) {
+			continue
+		}
+		rec, err := trace.ReadRecord(line)
+		if err != nil {
+			t.Fatalf("line %d: %v\n%s", i+1, err, line)
+		}
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(rec); err != nil {
+			t.Fatal(err)
+		}
+		if got := append(append([]byte(nil), line...), '\n'); !bytes.Equal(got, want.Bytes()) {
+			t.Fatalf("line %d differs from encoding/json\n got %s\nwant %s", i+1, got, want.Bytes())
+		}
+		checked++
+	}
+	if checked < 1000 {
+		t.Fatalf("only %d records checked", checked)
+	}
+}

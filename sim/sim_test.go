@@ -1,0 +1,401 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
+	"github.com/escapement/escapement/scenarios"
+)
+
+func suite(t testing.TB) []*Scenario {
+	t.Helper()
+	ss, err := LoadFS(scenarios.FS, ".", "scenarios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
+func byName(t testing.TB, name string) *Scenario {
+	t.Helper()
+	for _, s := range suite(t) {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no scenario %q", name)
+	return nil
+}
+
+// TestEmbeddedSuite: every embedded scenario passes, and running it twice
+// gives the same trace SHA-256 (I6).
+func TestEmbeddedSuite(t *testing.T) {
+	ss := suite(t)
+	if len(ss) < 25 {
+		t.Fatalf("only %d scenarios", len(ss))
+	}
+	for _, s := range ss {
+		t.Run(s.Name, func(t *testing.T) {
+			r1, err := Run(s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r1.Passed {
+				t.Fatalf("violations: %v", r1.Violations)
+			}
+			r2, _ := Run(s, Options{})
+			if r1.TraceSHA256 != r2.TraceSHA256 || len(r1.TraceSHA256) != 64 {
+				t.Fatalf("trace hash differs between runs: %s vs %s", r1.TraceSHA256, r2.TraceSHA256)
+			}
+		})
+	}
+}
+
+// TestSuiteCoversCatalogue: there is a scenario per failure F1–F14 and per
+// extra situation issue #3 lists.
+func TestSuiteCoversCatalogue(t *testing.T) {
+	names := map[string]bool{}
+	about := ""
+	for _, s := range suite(t) {
+		names[s.Name] = true
+		about += s.About
+	}
+	for i := 1; i <= 14; i++ {
+		if !strings.Contains(about, "F"+itoa(i)+".") {
+			t.Errorf("no scenario describes F%d", i)
+		}
+	}
+	for _, n := range []string{"parallel-delegation-cancel", "timeout-depth4-survived", "slow-steady-leaf-depth4",
+		"tools-ignore-cancel", "interject-while-streaming", "interject-while-tooling", "cancel-single-child",
+		"budget-exhaustion", "max-depth-refused", "rate-limit-then-success"} {
+		if !names[n] {
+			t.Errorf("missing scenario %s", n)
+		}
+	}
+}
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return string(rune('0'+i/10)) + string(rune('0'+i%10))
+}
+
+// TestPermutedOrdersHoldInvariants: whatever order same-instant events are
+// delivered in, no invariant breaks (expectations may legitimately differ).
+func TestPermutedOrdersHoldInvariants(t *testing.T) {
+	notes := 0
+	for _, s := range suite(t) {
+		for seed := uint64(1); seed <= 8; seed++ {
+			c := *s
+			c.Seed = seed
+			var buf bytes.Buffer
+			r, err := Run(&c, Options{Permute: true, Trace: &buf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			notes += strings.Count(buf.String(), `"note":"permute:`)
+			for _, v := range r.Violations {
+				if v.Invariant != "expect" {
+					t.Errorf("%s seed %d: %s", s.Name, seed, v)
+				}
+			}
+		}
+	}
+	if notes == 0 {
+		t.Fatal("permutation mode never had a choice to make")
+	}
+}
+
+// TestYAMLRoundTrip: the canonical YAML loads back to a scenario with the
+// same canonical form and the same run.
+func TestYAMLRoundTrip(t *testing.T) {
+	for _, s := range suite(t) {
+		y := s.YAML()
+		s2, err := Load("roundtrip.yaml", y)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", s.Name, err, y)
+		}
+		if !bytes.Equal(s2.YAML(), y) {
+			t.Fatalf("%s: canonical form changed", s.Name)
+		}
+		r1, _ := Run(s, Options{})
+		r2, _ := Run(s2, Options{})
+		if r1.TraceSHA256 != r2.TraceSHA256 {
+			t.Fatalf("%s: round-tripped scenario runs differently", s.Name)
+		}
+	}
+}
+
+const goodHead = `name: t
+agents:
+  main:
+    - text: hi
+      calls: [{delegate: child, prompt: go}, {tool: grep, args: {p: x}}]
+  child:
+    - text: ok
+tools:
+  grep: {duration: 1s, result: r}
+`
+
+// TestBadScenarios: each kind of bad input names file:line and what is wrong.
+func TestBadScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml, where, msg string
+	}{
+		{"unknown field", "name: t\nagents: {main: []}\nbogus: 1\n", "bad.yaml:3:1:", `unknown field "bogus"`},
+		{"unknown nested field", "name: t\nagents:\n  main:\n    - text: hi\n      colour: red\n", "bad.yaml:5:7:", `unknown field "colour"`},
+		{"wrong type", "name: t\nseed: seven\nagents: {main: []}\n", "bad.yaml:2:7:", "want a whole number"},
+		{"wrong type list", "name: t\nagents: {main: {text: hi}}\n", "bad.yaml:2:16:", "want a list"},
+		{"negative duration", "name: t\nlimits: {grace: -2s}\nagents: {main: []}\n", "bad.yaml:2:17:", "negative duration"},
+		{"not a duration", "name: t\nlimits: {grace: 2}\nagents: {main: []}\n", "bad.yaml:2:17:", "duration in Go syntax"},
+		{"unknown script", "name: t\nagents:\n  main:\n    - calls: [{delegate: ghost, prompt: boo}]\n", "bad.yaml:4:", `unknown script "ghost"`},
+		{"unknown tool", "name: t\nagents:\n  main:\n    - calls: [{tool: hammer}]\n", "bad.yaml:4:", `unknown tool "hammer"`},
+		{"missing name", "agents: {main: []}\n", "bad.yaml:1:1:", "name: required"},
+		{"input unknown agent", goodHead + "inputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: ghost}\n", "bad.yaml:12:", `no script named "ghost"`},
+		{"fault unknown agent", goodHead + "faults:\n  - {at: 0s, agent: nobody, fault: hang}\n", "bad.yaml:11:", `no script named "nobody"`},
+		{"unknown fault", goodHead + "faults:\n  - {at: 0s, agent: main, fault: meteor}\n", "bad.yaml:11:", `unknown fault "meteor"`},
+		{"missing root", "name: t\nagents: {other: []}\n", "bad.yaml:2:", `root script "main" is missing`},
+		{"duplicate key", "name: t\nname: u\nagents: {main: []}\n", "bad.yaml:2:1:", "given twice"},
+		{"syntax", "name: t\nagents: [\n", "bad.yaml:2:", "YAML syntax"},
+		{"bad on_cancel", strings.Replace(goodHead, "result: r}", "result: r, on_cancel: sulk}", 1), "bad.yaml:9:", "on_cancel"},
+		{"inputs out of order", goodHead + "inputs:\n  - {at: 2s, submit: a}\n  - {at: 1s, submit: b}\n", "bad.yaml:12:", "before the previous input"},
+		{"two actions", goodHead + "inputs:\n  - {at: 0s, submit: a, cancel: main}\n", "bad.yaml:11:", "exactly one of"},
+		{"bad outcome", goodHead + "expect:\n  outcomes: {main: exploded}\n", "bad.yaml:11:", `unknown outcome "exploded"`},
+		{"bad limit", "name: t\nlimits: {max_requests: 0}\nagents: {main: []}\n", "bad.yaml:2:", "max_requests"},
+		{"empty", "", "bad.yaml:1:", "empty scenario"},
+		{"two documents", "name: t\nagents: {main: []}\n---\nname: u\n", "bad.yaml:3:", "more than one YAML document"},
+		{"call with both", "name: t\nagents:\n  main:\n    - calls: [{tool: x, delegate: y}]\ntools: {x: {duration: 1s}}\n", "bad.yaml:4:", "exactly one of tool or delegate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load("bad.yaml", []byte(tc.yaml))
+			var le *LoadError
+			if !errors.As(err, &le) {
+				t.Fatalf("want a *LoadError, got %v", err)
+			}
+			if !strings.HasPrefix(err.Error(), tc.where) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("got %q\nwant prefix %q containing %q", err, tc.where, tc.msg)
+			}
+		})
+	}
+}
+
+// TestMaxDepthIsNotBadInput: a chain deeper than max_depth loads; the kernel
+// refuses the delegation at run time.
+func TestMaxDepthIsNotBadInput(t *testing.T) {
+	s, err := Load("deep.yaml", []byte("name: deep\nlimits: {max_depth: 0}\nagents:\n  main:\n    - calls: [{delegate: c, prompt: x}]\n  c: []\ninputs:\n  - {at: 0s, submit: go}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := Run(s, Options{})
+	if !r.Passed || r.Agents != 1 {
+		t.Fatalf("passed=%v agents=%d %v", r.Passed, r.Agents, r.Violations)
+	}
+}
+
+func fuzzSeeds(f *testing.F) {
+	for _, s := range suite(f) {
+		f.Add(s.YAML())
+	}
+	f.Add([]byte(goodHead + "inputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: child}\n"))
+	f.Add([]byte("name: x\nagents: {main: [{text: a b c, rate: 0.001}]}\ninputs: [{at: 0s, submit: s}]\n"))
+	f.Add([]byte("name: x\nagents: &a {main: []}\nexpect: {outcomes: {main: *a}}\n"))
+}
+
+// FuzzLoad: the loader never panics and only returns *LoadError; whatever it
+// accepts is valid and survives the canonical round trip. CI runs it for a
+// few seconds (make fuzz).
+func FuzzLoad(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Load("fuzz.yaml", data)
+		if err != nil {
+			var le *LoadError
+			if !errors.As(err, &le) {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("accepted an invalid scenario: %v", err)
+		}
+		if _, err := Load("again.yaml", s.YAML()); err != nil {
+			t.Fatalf("canonical form does not load: %v\n%s", err, s.YAML())
+		}
+	})
+}
+
+// FuzzRun also runs whatever the loader accepts through the simulator (with
+// small limits): no panic, and the oracle's verdict is deterministic.
+func FuzzRun(f *testing.F) {
+	fuzzSeeds(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Load("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		opt := Options{TimeLimit: time.Hour, MaxEvents: 5000}
+		r1, err := Run(s, opt)
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+		r2, _ := Run(s, opt)
+		if r1.TraceSHA256 != r2.TraceSHA256 {
+			t.Fatal("nondeterministic run")
+		}
+	})
+}
+
+// TestReplay: a recorded trace reproduces byte for byte; an altered one is
+// reported at its first differing line.
+func TestReplay(t *testing.T) {
+	s := byName(t, "cancel-reaches-descendants")
+	var buf bytes.Buffer
+	r, err := Run(s, Options{Trace: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, err := Replay(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rr.Identical || rr.SHA256 != r.TraceSHA256 || rr.FirstDiff != 0 {
+		t.Fatalf("replay: %+v", rr)
+	}
+	lines := strings.Split(buf.String(), "\n")
+	target := -1
+	for i, l := range lines {
+		if strings.Contains(l, `"text":"summarise the README"`) {
+			target = i
+			lines[i] = strings.Replace(l, "summarise the README", "summarise the LICENSE", 1)
+			break
+		}
+	}
+	if target < 0 {
+		t.Fatal("no line to alter")
+	}
+	rr, err = Replay(strings.NewReader(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Identical || rr.FirstDiff != target+1 || !strings.Contains(rr.Want, "LICENSE") || !strings.Contains(rr.Got, "README") {
+		t.Fatalf("altered trace: diff at %d (want %d): %+v", rr.FirstDiff, target+1, rr)
+	}
+	if _, err := Replay(strings.NewReader("not json\n")); err == nil {
+		t.Fatal("garbage accepted")
+	}
+}
+
+// TestReplayLive: a trace recorded by a live driver (here: events fed by
+// hand, as the live driver does) is replayed into a fresh kernel and
+// reproduces byte for byte.
+func TestReplayLive(t *testing.T) {
+	var buf bytes.Buffer
+	lim := kernel.DefaultLimits()
+	k := kernel.MustNew(kernel.Config{Limits: lim, RootName: "main"})
+	w := trace.NewWriter(&buf, trace.Header{Source: "live", Name: "session", Limits: lim, RootName: "main"})
+	feed := func(ev kernel.Event) []kernel.Effect {
+		target := k.Target(ev)
+		before := k.AgentState(target)
+		effs := k.Step(ev)
+		w.Step(k, ev, target, before, effs)
+		return effs
+	}
+	effs := feed(kernel.Submit(time.Millisecond, "hi"))
+	var req kernel.OpID
+	for _, e := range effs {
+		if e.Kind == kernel.EffStartLLM {
+			req = e.Op
+		}
+	}
+	feed(kernel.TextDelta(300*time.Millisecond, req, 1, "Hel"))
+	feed(kernel.Cancel(400*time.Millisecond, kernel.Root))
+	feed(kernel.LLMError(410*time.Millisecond, req, kernel.FailureCancelled, "context canceled"))
+	w.Note(410*time.Millisecond, "user pressed Ctrl-C")
+	if _, err := w.Close(410 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := Replay(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rr.Identical || rr.Source != "live" {
+		t.Fatalf("live replay: %+v", rr)
+	}
+	cut := buf.Bytes()[:bytes.LastIndex(buf.Bytes()[:buf.Len()-1], []byte("\n"))+1]
+	if _, err := Replay(bytes.NewReader(cut)); err == nil || !strings.Contains(err.Error(), "no end line") {
+		t.Fatalf("cut trace: %v", err)
+	}
+}
+
+// TestPerfettoSchema: the export of a depth-3 cancel scenario is valid
+// trace-event JSON with one track per agent.
+func TestPerfettoSchema(t *testing.T) {
+	s := byName(t, "cancel-reaches-descendants")
+	p := NewPerfetto(s.Name)
+	r, err := Run(s, Options{Observe: p.Observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := p.Write(&buf, r.End); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	tracks := map[float64]string{}
+	spans, instants := 0, 0
+	for i, ev := range doc.TraceEvents {
+		for _, k := range []string{"ph", "pid", "name"} {
+			if _, ok := ev[k]; !ok {
+				t.Fatalf("event %d lacks %q: %v", i, k, ev)
+			}
+		}
+		ph, _ := ev["ph"].(string)
+		if ph != "M" {
+			if _, ok := ev["ts"].(float64); !ok {
+				t.Fatalf("event %d: ts is not a number: %v", i, ev)
+			}
+			if _, ok := ev["tid"].(float64); !ok {
+				t.Fatalf("event %d: tid is not a number: %v", i, ev)
+			}
+		}
+		switch ph {
+		case "M":
+			if ev["name"] == "thread_name" {
+				tracks[ev["tid"].(float64)] = ev["args"].(map[string]any)["name"].(string)
+			}
+		case "X":
+			spans++
+			if d, ok := ev["dur"].(float64); !ok || d < 0 {
+				t.Fatalf("span without a duration: %v", ev)
+			}
+		case "i":
+			instants++
+		default:
+			t.Fatalf("unexpected ph %q", ph)
+		}
+	}
+	if len(tracks) != 3 {
+		t.Fatalf("want one track per agent (3), got %v", tracks)
+	}
+	want := map[string]bool{"main": true, "main/task1": true, "main/task1/explore": true}
+	for _, name := range tracks {
+		if !want[name] {
+			t.Fatalf("unexpected track %q", name)
+		}
+	}
+	if spans < 6 || instants < 3 || !strings.Contains(buf.String(), `"interrupted"`) {
+		t.Fatalf("spans=%d instants=%d", spans, instants)
+	}
+}
