@@ -3,7 +3,7 @@ GO        ?= go
 PKGS      ?= ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all test bench lint demo fmt build
+.PHONY: all test bench lint demo fmt build fuzz
 
 all: lint test
 
@@ -31,3 +31,9 @@ fmt:
 # The main job on the embedded default: the built-in scenario suite in the simulator.
 demo:
 	$(GO) run ./cmd/escapement sim
+
+# Fuzz targets, a few seconds each (CI runs this; set FUZZTIME for longer).
+FUZZTIME ?= 8s
+fuzz:
+	$(GO) test ./sim -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
+	$(GO) test ./kernel -run '^$$' -fuzz '^FuzzAppendJSONString$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
