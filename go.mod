@@ -7,6 +7,7 @@ require (
 	github.com/qmuntal/stateless v1.7.2
 	github.com/spf13/cobra v1.10.2
 	go.yaml.in/yaml/v3 v3.0.6
+	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -79,7 +79,7 @@ type oracle struct {
 	stale     bool
 	staleWhy  string
 	cancelEv  *cancelObs
-	deadlines []kernel.AgentID // agents with a pending I3 deadline
+	deadlines []quiesceDeadline // pending I3 deadlines
 	userInput bool
 	inputText string
 	probes    *probeSet
@@ -94,6 +94,10 @@ type oracle struct {
 	emitted []uint64
 	// endedNow are turns that ended in this step, checked after refresh.
 	endedNow []kernel.Lifecycle
+	// lastActivity is the latest user input or fault (scheduled or
+	// injected); liveChecked is set once the liveness bound was judged.
+	lastActivity time.Duration
+	liveChecked  bool
 }
 
 // maxEmitted bounds the lifecycle events hashed for the replay check.
@@ -117,6 +121,21 @@ func lifeHash(l kernel.Lifecycle) uint64 {
 		h ^= h >> 32
 	}
 	return h
+}
+
+// quiesceDeadline is one interrupt's I3 obligation: by `by`, every agent of
+// the subtree has left the turn it was in, and every op in flight then has
+// ended. (A new turn started afterwards by a queued user input is fine.)
+type quiesceDeadline struct {
+	by     time.Duration
+	root   kernel.AgentID
+	agents []agentTurn
+	ops    []kernel.OpID
+}
+
+type agentTurn struct {
+	id   kernel.AgentID
+	turn uint64
 }
 
 type callKey struct {
@@ -158,8 +177,6 @@ type agentObs struct {
 	interruptedTurn uint64
 	markerTurn      uint64
 	markers         int
-	// I3
-	quiesceBy time.Duration
 	// I13 justification for the current turn
 	userCancelled bool
 	parentAborted bool
@@ -281,6 +298,7 @@ func (o *oracle) before(ev kernel.Event, target kernel.AgentID) {
 		o.touch(target)
 	}
 	o.expireDeadlines()
+	o.checkLiveness()
 	root := o.agents[kernel.Root]
 
 	switch ev.Kind {
@@ -327,6 +345,11 @@ func (o *oracle) beforeCancel(ev kernel.Event) {
 	bound := ev.Turn == 0 || ev.Turn == a.turn
 	debounced := ev.Kind == kernel.EvCancel && a.acted && o.now < a.actedAt+o.lim.Debounce
 	ce.shouldAct = isActive(a.state) && bound && !debounced
+	if ce.shouldAct && ev.Kind == kernel.EvCancel {
+		// Recorded now: an agent with nothing in flight settles, and ends
+		// its turn, within this very step (checkCancel verifies it acted).
+		a.userCancelled = true
+	}
 	if ce.shouldAct {
 		for id := range o.agents {
 			x := o.agents[id]
@@ -712,9 +735,6 @@ func (o *oracle) refresh(id kernel.AgentID) {
 			o.violate("I8", id, "stale event (%s) moved the agent %s → %s", o.staleWhy, a.state, v.State)
 		}
 	}
-	if v.State == fsm.Idle && a.quiesceBy != 0 && a.liveOps <= 0 {
-		a.quiesceBy = 0
-	}
 	if (a.state == fsm.Idle) != (v.State == fsm.Idle) {
 		if v.State == fsm.Idle {
 			o.busy--
@@ -930,9 +950,6 @@ func (o *oracle) checkCancel() {
 		return
 	}
 	t.acted, t.actedAt = true, o.now
-	if !ce.wasShutdwn {
-		t.userCancelled = true
-	}
 	for _, id := range ce.activeSub {
 		if s := o.agents[id].state; s != fsm.Interrupted && s != fsm.Idle {
 			o.violate("I2", id, "cancel of %s did not reach this descendant (still %s)", t.path, s)
@@ -949,11 +966,7 @@ func (o *oracle) checkCancel() {
 // Interrupted in this step, and freezes its subtree (I1).
 func (o *oracle) checkDeadlines() {
 	for _, id := range o.entered {
-		a := o.agents[id]
-		if a.quiesceBy == 0 {
-			a.quiesceBy = o.now + o.lim.Grace
-			o.deadlines = append(o.deadlines, id)
-		}
+		d := quiesceDeadline{by: o.now + o.lim.Grace, root: id}
 		for cid := range o.agents {
 			c := o.agents[cid]
 			if c == nil || !o.descends(kernel.AgentID(cid), id) {
@@ -963,38 +976,87 @@ func (o *oracle) checkDeadlines() {
 			if kernel.AgentID(cid) != id && c.endedTurn < c.startedTurn {
 				c.parentAborted = true
 			}
+			if s := o.c.AgentState(kernel.AgentID(cid)); s != fsm.Idle {
+				d.agents = append(d.agents, agentTurn{kernel.AgentID(cid), c.turn})
+			}
 		}
+		for _, opID := range sortedOpIDs(o.ops) {
+			if op := o.ops[opID]; !op.ended && o.descends(op.agent, id) {
+				d.ops = append(d.ops, opID)
+			}
+		}
+		o.deadlines = append(o.deadlines, d)
+	}
+}
+
+// activity notes a user input or fault at t: the liveness bound runs from
+// the last one.
+func (o *oracle) activity(t time.Duration) {
+	if t > o.lastActivity {
+		o.lastActivity = t
+		o.liveChecked = false
+	}
+}
+
+// livenessBound is how long after the last input or fault the tree may
+// still be busy: the pending abort's grace, a whole new turn (an input
+// queued while the tree settled starts one), its grace, and a debounce
+// window. Everything that waits has a deadline, so this is finite.
+func (o *oracle) livenessBound() time.Duration {
+	return o.lastActivity + 2*o.lim.Grace + o.lim.TurnTimeout + o.lim.Debounce
+}
+
+// checkLiveness (Part 5 of the property suites): once time passes the bound
+// with nothing more from the user or the world's faults, every agent must be
+// Idle with nothing in flight; otherwise it names the stuck agents.
+func (o *oracle) checkLiveness() {
+	if o.liveChecked || o.now <= o.livenessBound() || o.quiet {
+		return
+	}
+	o.liveChecked = true
+	var stuck []string
+	for id, a := range o.agents {
+		if a == nil {
+			continue
+		}
+		if s := o.c.AgentState(kernel.AgentID(id)); s != fsm.Idle || a.liveOps > 0 {
+			stuck = append(stuck, fmt.Sprintf("%s=%s(%d ops)", a.path, s, a.liveOps))
+		}
+	}
+	if len(stuck) == 0 && len(o.timers) > 0 {
+		stuck = append(stuck, fmt.Sprintf("%d timer(s) still set", len(o.timers)))
+	}
+	if len(stuck) > 0 {
+		o.violate("liveness", kernel.NoAgent, "not idle %v after the last input or fault (bound %v): %s", o.now-o.lastActivity, o.livenessBound()-o.lastActivity, strings.Join(stuck, ", "))
 	}
 }
 
 // expireDeadlines runs when time has moved past an interrupt's deadline and
-// before anything else happens: the subtree must already be quiescent (I3).
+// before anything else happens: the interrupted turn must be over (I3).
 func (o *oracle) expireDeadlines() {
 	kept := o.deadlines[:0]
-	for _, id := range o.deadlines {
-		a := o.agents[id]
-		if a.quiesceBy == 0 {
+	for _, d := range o.deadlines {
+		if o.now > d.by {
+			o.checkQuiet(d)
 			continue
 		}
-		if o.now > a.quiesceBy {
-			o.checkQuiet(id, a.quiesceBy)
-			a.quiesceBy = 0
-			continue
-		}
-		kept = append(kept, id)
+		kept = append(kept, d)
 	}
 	o.deadlines = kept
 }
 
-// checkQuiet verifies id's subtree is Idle with nothing in flight.
-func (o *oracle) checkQuiet(id kernel.AgentID, by time.Duration) {
-	for cid := range o.agents {
-		c := o.agents[cid]
-		if c == nil || !o.descends(kernel.AgentID(cid), id) {
-			continue
+// checkQuiet verifies one I3 obligation.
+func (o *oracle) checkQuiet(d quiesceDeadline) {
+	for _, at := range d.agents {
+		a := o.agents[at.id]
+		if s := o.c.AgentState(at.id); s != fsm.Idle && a.turn == at.turn {
+			o.violate("I3", at.id, "turn %d still %s at interrupt time + grace (%v)", at.turn, s, d.by)
+			return
 		}
-		if s := o.c.AgentState(kernel.AgentID(cid)); s != fsm.Idle || c.liveOps > 0 {
-			o.violate("I3", kernel.AgentID(cid), "not quiescent by interrupt time + grace (%v): %s with %d op(s) in flight", by, s, c.liveOps)
+	}
+	for _, id := range d.ops {
+		if op := o.ops[id]; !op.ended {
+			o.violate("I3", op.agent, "op %d, in flight at the interrupt, still not ended at interrupt time + grace (%v)", id, d.by)
 			return
 		}
 	}
@@ -1031,10 +1093,8 @@ func (o *oracle) finish() {
 	for i := 0; i < len(o.dirty); i++ {
 		o.refresh(o.dirty[i])
 	}
-	for _, id := range o.deadlines {
-		if a := o.agents[id]; a.quiesceBy != 0 {
-			o.checkQuiet(id, a.quiesceBy)
-		}
+	for _, d := range o.deadlines {
+		o.checkQuiet(d)
 	}
 	for id, a := range o.agents {
 		if a == nil {

@@ -65,10 +65,25 @@ type Result struct {
 	Agents int
 }
 
-// Run runs one scenario to quiescence (or the limits) and checks every
-// invariant after every step. The returned error is for failures of the run
-// itself (a bad core, a trace that cannot be written), not for violations.
-func Run(s *Scenario, opt Options) (*Result, error) {
+// Sim is one simulation in progress. Run drives it to the end; tests that
+// drive it action by action (the rapid state-machine test) use Step,
+// Advance and Input. It is not safe for concurrent use and starts no
+// goroutines.
+type Sim struct {
+	s    *Scenario
+	opt  Options
+	core Core
+	w    *world
+	o    *oracle
+	tw   *trace.Writer
+	perm *permuter
+	res  *Result
+	now  time.Duration
+	stop bool
+}
+
+// New prepares a run of s: the scenario's inputs and faults are queued.
+func New(s *Scenario, opt Options) (*Sim, error) {
 	if opt.TimeLimit == 0 {
 		opt.TimeLimit = 24 * time.Hour
 	}
@@ -94,29 +109,73 @@ func Run(s *Scenario, opt Options) (*Result, error) {
 	if opt.Permute {
 		hdr.Options = map[string]string{"permute": "true"}
 	}
-	tw := trace.NewWriter(out, hdr)
-	w := newWorld(s)
-	o := newOracle(core, s.Limits)
-	res := &Result{Name: s.Name, File: s.File}
-	var perm *permuter
-	if opt.Permute {
-		perm = newPermuter(s.Seed)
+	m := &Sim{
+		s: s, opt: opt, core: core,
+		tw:  trace.NewWriter(out, hdr),
+		w:   newWorld(s),
+		o:   newOracle(core, s.Limits),
+		res: &Result{Name: s.Name, File: s.File},
 	}
-	for w.q.len() > 0 {
-		if perm != nil {
-			if note := perm.reorder(&w.q); note != "" {
-				tw.Note(w.q.peek().at, note)
+	if opt.Permute {
+		m.perm = newPermuter(s.Seed)
+	}
+	for _, in := range s.Inputs {
+		m.o.activity(in.At)
+	}
+	for _, f := range s.Faults {
+		m.o.activity(f.At)
+	}
+	return m, nil
+}
+
+// Run runs one scenario to quiescence (or the limits) and checks every
+// invariant after every step. The returned error is for failures of the run
+// itself (a bad core, a trace that cannot be written), not for violations.
+func Run(s *Scenario, opt Options) (*Result, error) {
+	m, err := New(s, opt)
+	if err != nil {
+		return nil, err
+	}
+	for m.Step() {
+	}
+	return m.Finish()
+}
+
+// Now is the virtual time.
+func (m *Sim) Now() time.Duration { return m.now }
+
+// Pending is how many items (world events, timers, inputs, faults) are queued.
+func (m *Sim) Pending() int { return m.w.q.len() }
+
+// Violations so far.
+func (m *Sim) Violations() []Violation { return m.o.out }
+
+// Core is the agent loop under simulation.
+func (m *Sim) Core() Core { return m.core }
+
+// Step delivers the next queued item, moving the clock to it. It returns
+// false when nothing is left or a limit stopped the run.
+func (m *Sim) Step() bool {
+	for !m.stop && m.w.q.len() > 0 {
+		if m.perm != nil {
+			if note := m.perm.reorder(&m.w.q); note != "" {
+				m.tw.Note(m.w.q.peek().at, note)
 			}
 		}
-		it := w.q.pop()
-		if it.at > opt.TimeLimit {
-			o.now = it.at
-			o.violate("liveness", kernel.NoAgent, "virtual time limit %v reached with work pending", opt.TimeLimit)
-			break
+		if m.w.q.peek().at > m.opt.TimeLimit {
+			m.o.now = m.w.q.peek().at
+			m.o.violate("liveness", kernel.NoAgent, "virtual time limit %v reached with work pending", m.opt.TimeLimit)
+			m.stop = true
+			return false
 		}
-		if res.Events >= opt.MaxEvents {
-			o.violate("limit", kernel.NoAgent, "event budget %d exhausted", opt.MaxEvents)
-			break
+		if m.res.Events >= m.opt.MaxEvents {
+			m.o.violate("limit", kernel.NoAgent, "event budget %d exhausted", m.opt.MaxEvents)
+			m.stop = true
+			return false
+		}
+		it := m.w.q.pop()
+		if it.at > m.now {
+			m.now = it.at
 		}
 		var ev kernel.Event
 		switch it.kind {
@@ -126,57 +185,94 @@ func Run(s *Scenario, opt Options) (*Result, error) {
 			}
 			ev = it.ev
 		case itemTimer:
-			if !w.timers[it.ev.Op] {
+			if !m.w.timers[it.ev.Op] {
 				continue // stopped
 			}
-			delete(w.timers, it.ev.Op)
+			delete(m.w.timers, it.ev.Op)
 			ev = it.ev
 		case itemFault:
-			tw.Note(it.at, w.activate(it.at, core, it.index))
+			m.tw.Note(it.at, m.w.activate(it.at, m.core, it.index))
 			continue
 		case itemInput:
 			var note string
-			ev, note = inputEvent(s.Inputs[it.index], core)
+			ev, note = inputEvent(m.s.Inputs[it.index], m.core)
 			if note != "" {
-				tw.Note(it.at, note)
+				m.tw.Note(it.at, note)
 			}
 			if ev.Kind == kernel.EventNone {
 				continue
 			}
 		}
-		ev.At = it.at
-		target := core.Target(ev)
-		before := core.AgentState(target)
-		o.before(ev, target)
-		effs := core.Step(ev)
-		tw.Step(core, ev, target, before, effs)
-		o.after(ev, target, effs)
-		if opt.Observe != nil {
-			opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: core.AgentState(target), Effects: effs, Core: core})
-		}
-		w.apply(it.at, core, effs)
-		for i := range effs {
-			if effs[i].Kind == kernel.EffEmit && effs[i].Life.Kind == kernel.LifeOpEnded {
-				w.forget(effs[i].Life.Op)
-			}
-		}
-		if it.kind == itemWorld {
-			w.delivered(it.op, ev, it.at, it.note)
-		}
-		res.Events++
-		res.End = it.at
+		m.deliver(ev, &it)
+		return true
 	}
+	return false
+}
+
+// Advance delivers everything due within d and moves the clock by d.
+func (m *Sim) Advance(d time.Duration) {
+	until := m.now + d
+	for !m.stop && m.w.q.len() > 0 && m.w.q.peek().at <= until {
+		m.Step()
+	}
+	if until > m.now {
+		m.now = until
+	}
+}
+
+// Input delivers a user input now (the state-machine test's actions). The
+// input counts as activity for the liveness bound.
+func (m *Sim) Input(in Input) {
+	ev, note := inputEvent(in, m.core)
+	m.o.activity(m.now)
+	if note != "" {
+		m.tw.Note(m.now, note)
+	}
+	if ev.Kind != kernel.EventNone {
+		m.deliver(ev, nil)
+	}
+}
+
+func (m *Sim) deliver(ev kernel.Event, it *item) {
+	ev.At = m.now
+	target := m.core.Target(ev)
+	before := m.core.AgentState(target)
+	m.o.before(ev, target)
+	effs := m.core.Step(ev)
+	m.tw.Step(m.core, ev, target, before, effs)
+	m.o.after(ev, target, effs)
+	if m.opt.Observe != nil {
+		m.opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: m.core.AgentState(target), Effects: effs, Core: m.core})
+	}
+	m.w.apply(m.now, m.core, effs)
+	for i := range effs {
+		if effs[i].Kind == kernel.EffEmit && effs[i].Life.Kind == kernel.LifeOpEnded {
+			m.w.forget(effs[i].Life.Op)
+		}
+	}
+	if it != nil && it.kind == itemWorld {
+		m.w.delivered(it.op, ev, m.now, it.note)
+	}
+	m.res.Events++
+	m.res.End = m.now
+}
+
+// Finish delivers whatever is still queued, runs the end-of-run checks and
+// the expectations, and closes the trace.
+func (m *Sim) Finish() (*Result, error) {
+	for m.Step() {
+	}
+	res, o, core := m.res, m.o, m.core
 	o.finish()
 	res.QuiescentAt = res.End
 	if o.quiet {
 		res.QuiescentAt = o.quietAt
 	}
-	sum, err := tw.Close(res.End)
+	sum, err := m.tw.Close(res.End)
 	if err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
+		return nil, fmt.Errorf("scenario %s: %w", m.s.Name, err)
 	}
 	res.TraceSHA256 = sum
-	res.Violations = o.out
 	res.Probes = o.probes.counts
 	res.Agents = core.NumAgents()
 	res.Outcomes = map[string]string{}
@@ -188,7 +284,7 @@ func Run(s *Scenario, opt Options) (*Result, error) {
 			res.LLMRequests[v.Path] = a.llmRequests
 		}
 	}
-	checkExpect(s, core, o, res)
+	checkExpect(m.s, core, o, res)
 	res.Violations = o.out
 	res.Passed = len(res.Violations) == 0
 	return res, nil

@@ -1,0 +1,281 @@
+// Package gen draws random simulator worlds with pgregory.net/rapid: trees
+// of agents up to a depth, scripts with text, parallel tool calls and
+// delegations, tools that honour, ignore or delay a cancel, swarm-selected
+// faults, and bursts of user inputs at random virtual times.
+//
+// Structure is drawn through rapid, not from one seed fed to a private PRNG,
+// so a failing world shrinks: to fewer levels, scripts, replies, calls,
+// faults and inputs, and to shorter texts and durations. Times sit on a 10ms
+// grid and token intervals are 10–100ms, so inputs, chunks, tool results and
+// timers often fall on the same virtual instant.
+package gen
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim"
+	"pgregory.net/rapid"
+)
+
+// Options bound the worlds a generator draws.
+type Options struct {
+	// MaxDepth is the deepest delegation chain (1..8); worlds draw a depth
+	// from 1 to it.
+	MaxDepth int
+	// MaxInputs bounds the user inputs after the first submission.
+	MaxInputs int
+	// Faults enables fault injection (swarm: each world still draws which
+	// kinds are on and how many).
+	Faults bool
+}
+
+// DefaultOptions are what the property suites use.
+func DefaultOptions(maxDepth int) Options {
+	return Options{MaxDepth: maxDepth, MaxInputs: 10, Faults: true}
+}
+
+var grid = 10 * time.Millisecond
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// World draws a whole scenario: scripts, tools, limits, faults and inputs.
+func World(o Options) *rapid.Generator[*sim.Scenario] {
+	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
+		s := Script(o).Draw(t, "script")
+		s.Inputs = Inputs(s, o).Draw(t, "inputs")
+		return s
+	})
+}
+
+// Script draws a world without user inputs (the state-machine test supplies
+// them as actions).
+func Script(o Options) *rapid.Generator[*sim.Scenario] {
+	if o.MaxDepth < 1 {
+		o.MaxDepth = 1
+	}
+	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
+		depth := rapid.IntRange(1, o.MaxDepth).Draw(t, "depth")
+		s := &sim.Scenario{
+			Name:   "generated",
+			Seed:   uint64(rapid.IntRange(1, 1<<20).Draw(t, "seed")),
+			Agents: map[string]sim.Script{},
+			Tools:  map[string]sim.ToolSpec{},
+		}
+		s.Limits = drawLimits(t, depth)
+		nTools := rapid.IntRange(1, 3).Draw(t, "tools")
+		tools := make([]string, nTools)
+		for i := range tools {
+			tools[i] = "t" + strconv.Itoa(i)
+			s.Tools[tools[i]] = drawTool(t, tools[i])
+		}
+		// Scripts per level: main at 0; one or two per level below.
+		levels := [][]string{{sim.RootScript}}
+		for l := 1; l <= depth; l++ {
+			n := rapid.IntRange(1, 2).Draw(t, fmt.Sprintf("scripts_l%d", l))
+			var names []string
+			for i := 0; i < n; i++ {
+				names = append(names, string(rune('a'+i))+strconv.Itoa(l))
+			}
+			levels = append(levels, names)
+		}
+		for l, names := range levels {
+			for _, name := range names {
+				var next []string
+				if l+1 < len(levels) {
+					next = levels[l+1]
+				}
+				s.Agents[name] = drawScript(t, name, l, next, tools)
+			}
+		}
+		if o.Faults {
+			s.Faults = drawFaults(t, s)
+		}
+		return s
+	})
+}
+
+func drawLimits(t *rapid.T, depth int) kernel.Limits {
+	l := kernel.DefaultLimits()
+	// The first value of each list is the benign default shrinking moves
+	// towards; repeated entries make it likelier, the rest are the harsh
+	// values that make timeouts, refusals and budgets happen.
+	l.Grace = rapid.SampledFrom([]time.Duration{ms(500), ms(100), 2 * time.Second}).Draw(t, "grace")
+	l.FirstTokenTimeout = rapid.SampledFrom([]time.Duration{30 * time.Second, 30 * time.Second, 2 * time.Second, ms(500)}).Draw(t, "first_token_timeout")
+	l.StallTimeout = rapid.SampledFrom([]time.Duration{30 * time.Second, 30 * time.Second, time.Second, ms(200)}).Draw(t, "stall_timeout")
+	l.ToolTimeout = rapid.SampledFrom([]time.Duration{2 * time.Minute, 5 * time.Second, time.Second}).Draw(t, "tool_timeout")
+	l.TurnTimeout = rapid.SampledFrom([]time.Duration{10 * time.Minute, 20 * time.Second, 3 * time.Second}).Draw(t, "turn_timeout")
+	l.Debounce = rapid.SampledFrom([]time.Duration{ms(100), 0, ms(50)}).Draw(t, "debounce")
+	l.MaxDepth = rapid.SampledFrom([]int{8, 8, depth, max(depth-1, 0)}).Draw(t, "max_depth")
+	l.MaxChildren = rapid.SampledFrom([]int{16, 16, 2, 1}).Draw(t, "max_children")
+	l.MaxRequests = rapid.SampledFrom([]int{50, 50, 3, 2, 1}).Draw(t, "max_requests")
+	return l
+}
+
+func drawTool(t *rapid.T, name string) sim.ToolSpec {
+	tool := sim.ToolSpec{
+		Duration: rapid.SampledFrom([]time.Duration{ms(100), 0, ms(10), ms(500), 2 * time.Second, 10 * time.Second, time.Minute}).Draw(t, name+"_duration"),
+		Result:   "r-" + name,
+	}
+	if rapid.IntRange(0, 9).Draw(t, name+"_fails") == 9 {
+		tool.Error, tool.Result = "e-"+name, ""
+	}
+	switch rapid.IntRange(0, 4).Draw(t, name+"_on_cancel") {
+	case 1:
+		tool.OnCancel = sim.CancelIgnore
+	case 2:
+		tool.OnCancel, tool.CancelDelay = sim.CancelDelay, ms(50)
+	case 3:
+		tool.OnCancel, tool.CancelDelay = sim.CancelDelay, ms(500)
+	case 4:
+		tool.OnCancel, tool.CancelDelay = sim.CancelDelay, 5*time.Second
+	}
+	return tool
+}
+
+var words = []string{"alpha ", "beta ", "gamma ", "delta ", "eps ", "zeta ", "eta ", "theta "}
+
+// drawScript draws one agent's replies. Only a script's first reply may
+// delegate (two children at the top levels, one below), which bounds a world
+// at depth 6 to a few dozen agents while keeping parallel delegation.
+func drawScript(t *rapid.T, name string, level int, next, tools []string) sim.Script {
+	n := rapid.IntRange(1, 4).Draw(t, name+"_replies")
+	script := make(sim.Script, n)
+	for i := range script {
+		key := fmt.Sprintf("%s_r%d", name, i)
+		r := sim.Reply{
+			FirstToken: ms(10 * rapid.SampledFrom([]int{20, 1, 5, 10, 100}).Draw(t, key+"_first")),
+			Rate:       float64(rapid.SampledFrom([]int{50, 10, 20, 100}).Draw(t, key+"_rate")),
+		}
+		var text strings.Builder
+		for w := rapid.IntRange(0, 6).Draw(t, key+"_words"); w > 0; w-- {
+			text.WriteString(words[rapid.IntRange(0, len(words)-1).Draw(t, key+"_word")])
+		}
+		r.Text = strings.TrimSpace(text.String())
+		// The first reply of a script above the last level always delegates
+		// to the next level's first script, so the chain reaches the drawn
+		// depth unless shrinking cuts it.
+		if i == 0 && len(next) > 0 {
+			r.Calls = append(r.Calls, sim.Call{Delegate: next[0], Prompt: "task for " + next[0]})
+			if level < 2 && len(next) > 1 && rapid.Bool().Draw(t, key+"_second_child") {
+				r.Calls = append(r.Calls, sim.Call{Delegate: next[1], Prompt: "task for " + next[1]})
+			}
+		}
+		for c := rapid.SampledFrom([]int{1, 0, 2, 3}).Draw(t, key+"_tools"); c > 0; c-- {
+			tool := rapid.SampledFrom(tools).Draw(t, key+"_tool")
+			r.Calls = append(r.Calls, sim.Call{Tool: tool, Args: map[string]any{"n": c}})
+		}
+		if i == n-1 && len(r.Calls) > 0 && rapid.Bool().Draw(t, key+"_end_with_text") {
+			// Keep some turns ending on text rather than the script running out.
+			script = append(script, sim.Reply{Text: "done", FirstToken: ms(10), Rate: 50})
+		}
+		script[i] = r
+	}
+	return script
+}
+
+// drawFaults is swarm testing: each world draws which fault kinds are on
+// (possibly none) and how many of each, so some runs are fault-free and some
+// saturated with one kind.
+func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
+	names := sortedScripts(s)
+	tools := sortedTools(s)
+	var out []sim.Fault
+	for _, kind := range sim.FaultKinds() {
+		// Each kind is on in about one world of four; a world with a kind
+		// on gets one to three of it.
+		if rapid.IntRange(0, 3).Draw(t, "fault_"+string(kind)+"_on") != 3 {
+			continue
+		}
+		for n := rapid.IntRange(1, 3).Draw(t, "fault_"+string(kind)+"_n"); n > 0; n-- {
+			key := "fault_" + string(kind)
+			f := sim.Fault{
+				At:    grid * time.Duration(rapid.IntRange(0, 300).Draw(t, key+"_at")),
+				Agent: rapid.SampledFrom(names).Draw(t, key+"_agent"),
+				Fault: kind,
+			}
+			switch kind {
+			case sim.FaultStreamError, sim.FaultDisconnect:
+				f.After = rapid.IntRange(0, 5).Draw(t, key+"_after")
+			case sim.FaultRateLimit:
+				f.Attempts = rapid.IntRange(1, sim.MaxRetries+1).Draw(t, key+"_attempts")
+				f.RetryAfter = rapid.SampledFrom([]time.Duration{ms(100), time.Second}).Draw(t, key+"_retry_after")
+			case sim.FaultLate:
+				f.Delay = rapid.SampledFrom([]time.Duration{ms(100), time.Second, 5 * time.Second}).Draw(t, key+"_delay")
+			}
+			if kind == sim.FaultToolPanic || ((kind == sim.FaultDuplicate || kind == sim.FaultLate) && rapid.Bool().Draw(t, key+"_on_tool")) {
+				if kind != sim.FaultToolPanic || rapid.Bool().Draw(t, key+"_named") {
+					f.Tool = rapid.SampledFrom(tools).Draw(t, key+"_tool")
+				}
+			}
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// Inputs draws the user's inputs: a submission at 0, then submissions,
+// interjections and cancels (of the root or any script's agent, sometimes
+// bound to a turn), singly or in bursts at the same instant.
+func Inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
+	names := sortedScripts(s)
+	return rapid.Custom(func(t *rapid.T) []sim.Input {
+		ins := []sim.Input{{At: 0, Submit: "s0"}}
+		at := time.Duration(0)
+		for i := 1; i <= rapid.IntRange(0, o.MaxInputs).Draw(t, "n_inputs"); i++ {
+			key := "input" + strconv.Itoa(i)
+			// Gaps come from a spread of phases (so inputs land while the
+			// tree is still growing, deep in work, or winding down) plus a
+			// grid jitter; a burst repeats the previous instant.
+			if !rapid.Bool().Draw(t, key+"_burst") {
+				phase := rapid.SampledFrom([]int{50, 0, 10, 30, 100, 200, 400}).Draw(t, key+"_phase")
+				at += grid * time.Duration(phase+rapid.IntRange(0, 9).Draw(t, key+"_jitter"))
+			}
+			in := sim.Input{At: at}
+			switch rapid.IntRange(0, 3).Draw(t, key+"_kind") {
+			case 0:
+				in.Cancel = sim.RootScript
+			case 1:
+				in.Cancel = rapid.SampledFrom(names).Draw(t, key+"_target")
+				if rapid.IntRange(0, 5).Draw(t, key+"_bound") == 5 {
+					in.Turn = uint64(rapid.IntRange(1, 3).Draw(t, key+"_turn"))
+				}
+			case 2:
+				in.Interject = "i" + strconv.Itoa(i)
+			case 3:
+				in.Submit = "s" + strconv.Itoa(i)
+			}
+			ins = append(ins, in)
+		}
+		return ins
+	})
+}
+
+func sortedScripts(s *sim.Scenario) []string {
+	var names []string
+	for name := range s.Agents {
+		names = append(names, name)
+	}
+	sortStrings(names)
+	return names
+}
+
+func sortedTools(s *sim.Scenario) []string {
+	var names []string
+	for name := range s.Tools {
+		names = append(names, name)
+	}
+	sortStrings(names)
+	return names
+}
+
+func sortStrings(a []string) {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j] < a[j-1]; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
