@@ -124,7 +124,9 @@ type ToolSpec struct {
 type ModelFunc func(ctx context.Context, req Request, sink Sink) error
 
 // Stream calls f.
-func (f ModelFunc) Stream(ctx context.Context, req Request, sink Sink) error { return f(ctx, req, sink) }
+func (f ModelFunc) Stream(ctx context.Context, req Request, sink Sink) error {
+	return f(ctx, req, sink)
+}
 
 // ToolsFunc adapts a function to Tools (in-memory tools in tests).
 type ToolsFunc func(ctx context.Context, call Call) ToolResult
