@@ -282,8 +282,8 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 				sink.Text(d.Refusal)
 				started = true
 			}
-			for pos, tc := range d.ToolCalls {
-				sink.Call(kernel.CallDelta{Index: calls.index(tc, pos), ID: tc.ID, Name: tc.Function.Name, Args: tc.Function.Arguments})
+			for _, tc := range d.ToolCalls {
+				sink.Call(kernel.CallDelta{Index: calls.index(tc), ID: tc.ID, Name: tc.Function.Name, Args: tc.Function.Arguments})
 				started = true
 			}
 			if fc := d.FunctionCall; fc != nil && len(d.ToolCalls) == 0 {
@@ -310,8 +310,8 @@ type callIndexer struct {
 	next, last int
 }
 
-func (c *callIndexer) index(tc oa.ToolCall, pos int) int {
-	i := pos
+func (c *callIndexer) index(tc oa.ToolCall) int {
+	var i int
 	switch {
 	case tc.Index != nil:
 		i = *tc.Index

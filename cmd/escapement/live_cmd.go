@@ -274,18 +274,27 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 			lr.written++ // the kernel prepends the system prompt; it is not the session's
 		}
 	}
-	if lr.session, err = openSession(sessionPath, model); err != nil {
+	session, err := openSession(sessionPath, model)
+	if err != nil {
 		return nil, usageErr("--session: %v", err)
 	}
+	lr.session = session
 	defer func() {
 		if err != nil {
-			lr.session.close()
+			session.close()
 		}
 	}()
 	if f.trace != "" {
-		if lr.traceF, err = os.Create(f.trace); err != nil {
+		traceF, err := os.Create(f.trace)
+		if err != nil {
 			return nil, usageErr("--trace: %v", err)
 		}
+		defer func() {
+			if lr == nil {
+				traceF.Close()
+			}
+		}()
+		lr.traceF = traceF
 		lr.trace = trace.NewWriter(lr.traceF, trace.Header{
 			Source: "live", Name: sessionPath, Limits: f.limits, RootName: "main", System: f.system,
 			Build: "escapement " + runtime.Version(),

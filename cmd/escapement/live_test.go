@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +36,7 @@ func buildBinary(t *testing.T) string {
 	bin := filepath.Join(t.TempDir(), "escapement")
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Fatalf("the end-to-end tests build the binary and need go on PATH: %v", err)
 	}
 	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
@@ -313,6 +312,52 @@ func TestRunInterruptShellE2E(t *testing.T) {
 	if !strings.Contains(p.stdout.String(), "Running it.") {
 		t.Errorf("stdout %q", p.stdout)
 	}
+}
+
+// TestRunSecondInterruptE2E: a second Ctrl-C while the tree is still
+// settling (a shell ignoring SIGINT, a long grace) exits at once with 130,
+// and the shell's process group is killed rather than left behind.
+func TestRunSecondInterruptE2E(t *testing.T) {
+	bin := buildBinary(t)
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		args, _ := json.Marshal(map[string]string{"command": "trap '' INT; echo $$ > pid; sleep 60"})
+		_ = w.Call(0, "call_sh", "shell", string(args), 50)
+		_ = w.End("tool_calls")
+	})
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	p := startBinary(t, bin, srv, dir, "run", "sleep", "--allow-shell", "--workspace", dir,
+		"--grace", "60s", "--session", filepath.Join(dir, "s.jsonl"))
+	var pgid int
+	eventually(t, "the shell's pid file", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return false
+		}
+		pgid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	// Give the first interrupt time to be handled: the shell gets SIGINT,
+	// ignores it, and SIGKILL would follow only after 30s (grace/2).
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-p.done:
+		t.Fatalf("exited after the first Ctrl-C (code %d); the shell ignores SIGINT for 30s", p.code)
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != exitInterrupted {
+		t.Fatalf("exit %d, want 130\nstderr: %s", code, p.stderr)
+	}
+	eventually(t, "the process group to be gone", func() bool {
+		m, _ := proctest.GroupMembers(pgid)
+		return len(m) == 0
+	})
 }
 
 // TestAPIKeyNeverPrinted: a run with --json --trace (and debug logs) that

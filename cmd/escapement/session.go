@@ -81,7 +81,9 @@ func (s *sessionWriter) write(r sessionRecord) {
 	}
 }
 
-func (s *sessionWriter) message(m kernel.Message) { s.write(sessionRecord{Type: "message", Message: &m}) }
+func (s *sessionWriter) message(m kernel.Message) {
+	s.write(sessionRecord{Type: "message", Message: &m})
+}
 
 // turnEnd records a finished turn and makes everything so far durable.
 func (s *sessionWriter) turnEnd(l kernel.Lifecycle) {
