@@ -553,16 +553,10 @@ func cancelLatency(tb testing.TB, srv *fakeopenai.Server, m *openai.Model) time.
 }
 
 func foreverServer() *fakeopenai.Server {
-	var srv *fakeopenai.Server
-	srv = fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
-		closed := w.Forever(ctx, "tick ", 5*time.Millisecond)
-		srv.MarkClosed(lookup(srv, r.N), closed)
+	return fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Forever(ctx, "tick ", 5*time.Millisecond)
 	})
-	return srv
 }
-
-// lookup finds the live record of request n (MarkClosed updates it).
-func lookup(srv *fakeopenai.Server, n int) *fakeopenai.Request { return srv.Ptr(n) }
 
 // TestCancelClosesConnection: cancelling a stream that would never end
 // closes the HTTP connection: the server sees it within a generous bound;

@@ -172,10 +172,8 @@ func checkNoUIText(t *testing.T, files ...string) {
 // stdout, the connection closed on the server's side, and no further request.
 func TestRunInterruptE2E(t *testing.T) {
 	bin := buildBinary(t)
-	var srv *fakeopenai.Server
-	srv = fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
-		closed := w.Forever(ctx, "tok ", 20*time.Millisecond)
-		srv.MarkClosed(srv.Ptr(r.N), closed)
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Forever(ctx, "tok ", 20*time.Millisecond)
 	})
 	t.Cleanup(srv.Close) // after the binary is killed (cleanups run last-in first-out)
 	dir := t.TempDir()
@@ -432,12 +430,10 @@ func TestAPIKeyNeverPrinted(t *testing.T) {
 // a new process (after a simulated crash mid-turn) continuing the history.
 func TestChatE2E(t *testing.T) {
 	bin := buildBinary(t)
-	var srv *fakeopenai.Server
-	srv = fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
 		last := r.Body.Last()
 		if last.Role == "user" && strings.HasPrefix(last.Content, "slow") {
-			closed := w.Forever(ctx, "slowly ", 20*time.Millisecond)
-			srv.MarkClosed(srv.Ptr(r.N), closed)
+			w.Forever(ctx, "slowly ", 20*time.Millisecond)
 			return
 		}
 		_ = w.Answer(fmt.Sprintf("answer to %q (%d messages)", last.Content, len(r.Body.Messages)), 5)
@@ -452,14 +448,22 @@ func TestChatE2E(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The prompt ("> " on stderr) is printed at the start and after every
+	// turn: waiting for it orders the lines after the turns, so the next
+	// line starts a turn rather than interjecting.
+	prompts := func(n int) func() bool {
+		return func() bool { return strings.Count(p.stderr.String(), "> ") >= n }
+	}
 	say("hello")
 	eventually(t, "the first answer", func() bool { return strings.Contains(p.stdout.String(), `answer to "hello" (2 messages)`) })
+	eventually(t, "the prompt after the first turn", prompts(2))
 	say("slow one")
 	eventually(t, "the slow stream", func() bool { return strings.Contains(p.stdout.String(), "slowly slowly ") })
 	say("interjected")
 	eventually(t, "the answer to the interjection", func() bool {
 		return strings.Contains(p.stdout.String(), `answer to "interjected"`)
 	})
+	eventually(t, "the prompt after the second turn", prompts(3))
 	say("slow two")
 	eventually(t, "the second slow stream", func() bool { return len(srv.Requests()) == 4 && strings.Count(p.stdout.String(), "slowly") > 4 })
 	say("/cancel")

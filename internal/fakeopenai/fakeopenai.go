@@ -109,15 +109,15 @@ func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
 	s.changed()
 	s.mu.Unlock()
 
-	w := &Writer{rw: rw}
+	w := &Writer{rw: rw, srv: s, req: req}
 	if f, ok := rw.(http.Flusher); ok {
 		w.flush = f.Flush
 	}
 	s.handler(r.Context(), req, w)
 }
 
-// MarkClosed records that the handler saw the client go away.
-func (s *Server) MarkClosed(req *Request, at time.Time) {
+// markClosed records that the handler saw the client go away.
+func (s *Server) markClosed(req *Request, at time.Time) {
 	s.mu.Lock()
 	req.Closed = at
 	s.changed()
@@ -154,6 +154,8 @@ func (s *Server) WaitFor(ctx context.Context, cond func([]Request) bool) error {
 
 // Writer writes one scripted response.
 type Writer struct {
+	srv     *Server
+	req     *Request
 	rw      http.ResponseWriter
 	flush   func()
 	started bool
@@ -285,26 +287,21 @@ func (w *Writer) Hangup() {
 	}
 }
 
-// Forever streams a text chunk every gap until the client goes away and
-// returns when it noticed (the caller records the time).
-func (w *Writer) Forever(ctx context.Context, text string, gap time.Duration) time.Time {
+// Forever streams a text chunk every gap until the client goes away, and
+// records when it noticed in the request's Closed.
+func (w *Writer) Forever(ctx context.Context, text string, gap time.Duration) {
 	t := time.NewTicker(gap)
 	defer t.Stop()
 	for {
 		if err := w.Text(text); err != nil {
-			return time.Now()
+			w.srv.markClosed(w.req, time.Now())
+			return
 		}
 		select {
 		case <-ctx.Done():
-			return time.Now()
+			w.srv.markClosed(w.req, time.Now())
+			return
 		case <-t.C:
 		}
 	}
-}
-
-// Ptr returns the live record of request n (1-based) for MarkClosed.
-func (s *Server) Ptr(n int) *Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.reqs[n-1]
 }
