@@ -305,9 +305,12 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 // callIndexer maps streamed tool-call fragments to call indices. OpenAI
 // sends an index on every fragment; older Ollama sent whole calls without
 // one, so a fragment without an index that names a call (id or name) starts
-// a new call, and one that does not continues the last.
+// a new call at the lowest index not used yet, and one that does not
+// continues the last. (An absurd index is passed through for the kernel to
+// refuse; it does not push later calls out of range.)
 type callIndexer struct {
-	next, last int
+	used map[int]bool
+	last int
 }
 
 func (c *callIndexer) index(tc oa.ToolCall) int {
@@ -316,14 +319,17 @@ func (c *callIndexer) index(tc oa.ToolCall) int {
 	case tc.Index != nil:
 		i = *tc.Index
 	case tc.ID != "" || tc.Function.Name != "":
-		i = c.next
+		for c.used[i] {
+			i++
+		}
 	default:
 		i = c.last
 	}
-	c.last = i
-	if i >= c.next {
-		c.next = i + 1
+	if c.used == nil {
+		c.used = make(map[int]bool)
 	}
+	c.used[i] = true
+	c.last = i
 	return i
 }
 

@@ -419,7 +419,8 @@ func TestStreamErrorAfterTokens(t *testing.T) {
 // TestMalformedAndOddChunks: malformed tool arguments go back to the model
 // as an error tool result (the kernel's doing; the adapter passes raw
 // fragments), and odd chunks — empty choices, comments, a call without an
-// index, unknown fields, a null content — never crash anything.
+// index, an absurd index (the kernel refuses that fragment), a second
+// choice, unknown fields, a null content — never crash anything.
 func TestMalformedAndOddChunks(t *testing.T) {
 	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
 		if r.Body.Last().Role == "tool" {
@@ -430,6 +431,8 @@ func TestMalformedAndOddChunks(t *testing.T) {
 		_ = w.Raw(`event: something`)
 		_ = w.Raw(`data: {"id":"x","object":"chat.completion.chunk","choices":[]}`)
 		_ = w.Raw(`data: {"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":null},"finish_reason":null}],"weird":{"a":1}}`)
+		_ = w.Raw(`data: {"id":"x","choices":[{"index":1,"delta":{"content":"another choice"},"finish_reason":"stop"}]}`)
+		_ = w.Raw(`data: {"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":99999,"id":"huge","type":"function","function":{"name":"read_file","arguments":"{}"}}]},"finish_reason":null}]}`)
 		_ = w.Call(0, "call_bad", "read_file", `{"path": "a.txt"`, 5) // truncated JSON
 		_ = w.Raw(`data: {"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_noidx","type":"function","function":{"name":"list_dir","arguments":"{\"path\":\".\"}"}}]},"finish_reason":null}]}`)
 		_ = w.End("tool_calls")
