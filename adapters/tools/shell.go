@@ -33,7 +33,10 @@ func (b *Box) shell(ctx context.Context, command string) live.ToolResult {
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setpgid: true,
 		// If escapement itself dies (SIGKILL, crash), the group leader is
-		// killed too instead of running on unowned.
+		// killed too instead of running on unowned. The signal fires when
+		// the forking OS thread ends (go.dev/issue/27505); Go retires a
+		// thread only when a goroutine locked to it exits, and nothing in
+		// this program locks threads.
 		Pdeathsig: syscall.SIGKILL,
 	}
 	if err := cmd.Start(); err != nil {
