@@ -549,8 +549,9 @@ func (lr *liveRun) observe(s live.Step) {
 
 // persist appends the root's new messages and, at the end of a root turn,
 // the turn_end record (then syncs). When a turn ends and the next starts in
-// the same Step (inputs queued while the tree settled), the previous turn's
-// messages end at its marker: the new turn's user messages follow it.
+// the same Step (inputs queued while an interrupted tree settled), the
+// previous turn's messages end at its marker: the new turn's user messages
+// follow it (TestPersistQueuedTurn).
 func (lr *liveRun) persist(s live.Step) {
 	hist := s.Kernel.Agent(kernel.Root).History()
 	var ended *kernel.Lifecycle
@@ -570,9 +571,12 @@ func (lr *liveRun) persist(s live.Step) {
 	if ended != nil {
 		cut := len(hist)
 		if restarted {
-			for j := len(hist) - 1; j >= lr.written; j-- {
+			// The marker was appended when the abort began (often Steps
+			// earlier, and already written); everything after it belongs to
+			// the new turn.
+			for j := len(hist) - 1; j >= 0; j-- {
 				if hist[j].Marker {
-					cut = j + 1
+					cut = max(j+1, lr.written)
 					break
 				}
 			}
