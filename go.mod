@@ -5,7 +5,9 @@ go 1.26
 require (
 	github.com/charmbracelet/log v1.0.0
 	github.com/qmuntal/stateless v1.7.2
+	github.com/sashabaranov/go-openai v1.43.0
 	github.com/spf13/cobra v1.10.2
+	go.uber.org/goleak v1.3.0
 	go.yaml.in/yaml/v3 v3.0.6
 	pgregory.net/rapid v1.3.0
 )

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -53,11 +54,16 @@ type app struct {
 	logger    *log.Logger
 	logLevel  string
 	logFormat string
+	// exit ends the process at once (a second Ctrl-C); signals delivers
+	// interrupts. Both are replaceable so in-process tests never exit or
+	// trap the test binary's signals by accident.
+	exit    func(code int)
+	signals func() (<-chan os.Signal, func())
 }
 
 // run is main without os.Exit, so tests can call it.
 func run(ctx context.Context, args []string, s streams) int {
-	a := &app{streams: s}
+	a := &app{streams: s, exit: os.Exit, signals: signals}
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	root.SetIn(s.in)
@@ -104,7 +110,7 @@ Exit codes: 0 ok, 1 a check failed, 2 usage or input error, 130 interrupted.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageErr("%v", err)
 	})
-	root.AddCommand(newFSMCmd(a), newSimCmd(a))
+	root.AddCommand(newFSMCmd(a), newSimCmd(a), newRunCmd(a), newChatCmd(a))
 	return root
 }
 

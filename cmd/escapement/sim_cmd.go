@@ -239,16 +239,14 @@ Exit codes: 0 identical, 1 different, 2 unreadable trace.`,
 				fmt.Fprintf(a.out, "%s: %s trace of %q reproduced: %d lines identical, sha256 %s\n", args[0], res.Source, res.Name, res.Lines, res.SHA256)
 				return nil
 			}
-			fmt.Fprintf(a.out, "%s: %s trace of %q differs at line %d\n  recorded: %s\n  replayed: %s\n", args[0], res.Source, res.Name, res.FirstDiff, clip(res.Want), clip(res.Got))
+			fmt.Fprintf(a.out, "%s: %s trace of %q differs at line %d\n  recorded: %s\n  replayed: %s\n", args[0], res.Source, res.Name, res.FirstDiff, orNothing(clip(res.Want, 400)), orNothing(clip(res.Got, 400)))
 			return &exitError{code: exitCheckFailed}
 		},
 	}
 }
 
-func clip(s string) string {
-	if len(s) > 400 {
-		return s[:400] + "…"
-	}
+// orNothing marks a missing line in a replay diff.
+func orNothing(s string) string {
 	if s == "" {
 		return "(nothing)"
 	}

@@ -1,0 +1,461 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/kernel"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// script is an in-memory model: it answers each request by the last message
+// of the agent's history (a user text or a tool result), with virtual-time
+// pauses between chunks.
+type script struct {
+	mu       sync.Mutex
+	requests []Request
+	// answer returns the chunks for a request; a chunk is text or a call.
+	answer func(req Request) []chunk
+	gap    time.Duration
+}
+
+type chunk struct {
+	text string
+	call *kernel.CallDelta
+}
+
+func (s *script) Stream(ctx context.Context, req Request, sink Sink) error {
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.mu.Unlock()
+	for _, c := range s.answer(req) {
+		select {
+		case <-time.After(s.gap):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if c.call != nil {
+			sink.Call(*c.call)
+		} else {
+			sink.Text(c.text)
+		}
+	}
+	sink.Usage(kernel.Usage{PromptTokens: 3, CompletionTokens: 2})
+	return nil
+}
+
+func (s *script) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.requests)
+}
+
+func last(req Request) kernel.Message { return req.Messages[len(req.Messages)-1] }
+
+// recorder keeps every step's event and effects (copied: the slice is reused).
+type recorder struct {
+	mu    sync.Mutex
+	steps []Step
+	ended chan kernel.Lifecycle // root turn ends
+}
+
+func newRecorder() *recorder { return &recorder{ended: make(chan kernel.Lifecycle, 16)} }
+
+func (r *recorder) observe(s Step) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s.Effects = append([]kernel.Effect(nil), s.Effects...)
+	s.Kernel = nil
+	r.steps = append(r.steps, s)
+	for _, e := range s.Effects {
+		if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root {
+			r.ended <- e.Life
+		}
+	}
+}
+
+func (r *recorder) lifes(kind kernel.LifeKind) []kernel.Lifecycle {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []kernel.Lifecycle
+	for _, s := range r.steps {
+		for _, e := range s.Effects {
+			if e.Kind == kernel.EffEmit && e.Life.Kind == kind {
+				out = append(out, e.Life)
+			}
+		}
+	}
+	return out
+}
+
+func newDriver(t *testing.T, m Model, tools Tools, rec *recorder, mutate func(*kernel.Config)) *Driver {
+	t.Helper()
+	cfg := kernel.Config{Limits: kernel.DefaultLimits()}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	d, err := New(Config{Kernel: cfg, Model: m, Tools: tools, Observer: rec.observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// start runs d in a goroutine and returns a stop function that shuts it
+// down and waits for Run to return.
+func start(t *testing.T, d *Driver) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- d.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+}
+
+var noTools = ToolsFunc(func(context.Context, Call) ToolResult {
+	return ToolResult{Status: kernel.ToolError, Content: "no tools"}
+})
+
+// TestSynctestToolTurn runs a whole turn — streamed text, a streamed tool
+// call, the tool, the follow-up request — in virtual time, and checks the
+// event clock to the nanosecond: the driver's timing is deterministic under
+// testing/synctest with an in-memory model and tools.
+func TestSynctestToolTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &script{gap: 10 * time.Millisecond, answer: func(req Request) []chunk {
+			if last(req).Role == kernel.RoleTool {
+				return []chunk{{text: "the file says "}, {text: last(req).Content}}
+			}
+			return []chunk{
+				{text: "Let me look."},
+				{call: &kernel.CallDelta{Index: 0, ID: "c1", Name: "read_file"}},
+				{call: &kernel.CallDelta{Index: 0, Args: `{"path":`}},
+				{call: &kernel.CallDelta{Index: 0, Args: `"a.txt"}`}},
+			}
+		}}
+		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+			time.Sleep(time.Second)
+			return ToolResult{Status: kernel.ToolOK, Content: "hello from " + c.Arguments}
+		})
+		rec := newRecorder()
+		d := newDriver(t, m, tools, rec, nil)
+		stop := start(t, d)
+		if err := d.Submit(t.Context(), "read a.txt"); err != nil {
+			t.Fatal(err)
+		}
+		end := <-rec.ended
+		stop()
+		if end.Outcome != kernel.OutcomeCompleted {
+			t.Fatalf("outcome %s", end.Outcome)
+		}
+		// 4 chunks, 1 s tool, 2 chunks: 40ms + 1s + 20ms of virtual time.
+		if want := 1060 * time.Millisecond; end.At != want {
+			t.Errorf("turn ended at %v, want %v", end.At, want)
+		}
+		h := d.Kernel().Agent(kernel.Root).History()
+		if err := kernel.ValidateTranscript(h, false); err != nil {
+			t.Fatal(err)
+		}
+		got := h[len(h)-1].Content
+		if want := `the file says hello from {"path":"a.txt"}`; got != want {
+			t.Errorf("answer %q, want %q", got, want)
+		}
+		if m.count() != 2 {
+			t.Errorf("%d requests, want 2", m.count())
+		}
+		var ends []kernel.Event
+		for _, s := range rec.steps {
+			if s.Event.Kind == kernel.EvLLMEnd {
+				ends = append(ends, s.Event)
+			}
+		}
+		if len(ends) != 2 || ends[0].Usage == nil || ends[0].Usage.CompletionTokens != 2 {
+			t.Errorf("usage not carried on the stream end: %+v", ends)
+		}
+	})
+}
+
+// TestSynctestCancelAbandonsStubbornTool: a tool that ignores its cancel is
+// abandoned exactly Grace after the cancel (F3, I3), the turn ends
+// interrupted then, no request follows (F1), and Run still waits for the
+// tool's goroutine before it returns.
+func TestSynctestCancelAbandonsStubbornTool(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &script{gap: time.Millisecond, answer: func(req Request) []chunk {
+			return []chunk{{call: &kernel.CallDelta{Index: 0, ID: "c1", Name: "slow", Args: `{}`}}}
+		}}
+		var toolEnded time.Time
+		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+			time.Sleep(10 * time.Second) // ignores ctx
+			toolEnded = time.Now()
+			return ToolResult{Status: kernel.ToolOK, Content: "too late"}
+		})
+		rec := newRecorder()
+		d := newDriver(t, m, tools, rec, func(c *kernel.Config) { c.Grace = 2 * time.Second })
+		stop := start(t, d)
+		t0 := time.Now()
+		if err := d.Submit(t.Context(), "go"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		if err := d.Cancel(t.Context(), kernel.Root, 0); err != nil {
+			t.Fatal(err)
+		}
+		end := <-rec.ended
+		if end.Outcome != kernel.OutcomeInterrupted || end.Reason != kernel.ReasonUserCancel {
+			t.Fatalf("turn ended %s/%s", end.Outcome, end.Reason)
+		}
+		if want := 3 * time.Second; end.At != want {
+			t.Errorf("turn ended at %v, want cancel (1s) + grace (2s) = %v", end.At, want)
+		}
+		stop()
+		// The tool started after the 1ms chunk and sleeps 10s; Run returns
+		// only after its goroutine has ended.
+		if toolEnded.IsZero() || time.Since(t0) != 10*time.Second+time.Millisecond {
+			t.Errorf("Run returned at %v, before the abandoned tool's goroutine ended", time.Since(t0))
+		}
+		if n := len(rec.lifes(kernel.LifeOpEnded)); n != 2 {
+			t.Errorf("%d op ends, want 2 (request, abandoned tool)", n)
+		}
+		var abandoned bool
+		for _, l := range rec.lifes(kernel.LifeOpEnded) {
+			abandoned = abandoned || l.End == kernel.OpAbandoned
+		}
+		if !abandoned {
+			t.Error("the stubborn tool was not abandoned")
+		}
+		if m.count() != 1 {
+			t.Errorf("%d requests after the interrupt, want 1 (F1)", m.count())
+		}
+	})
+}
+
+// TestSynctestCancelStream: a cancel mid-stream reaches the model's context
+// at once, the partial text is kept (F7), and the tree is quiescent at the
+// cancel's instant (the model acknowledged without delay).
+func TestSynctestCancelStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &script{gap: 100 * time.Millisecond, answer: func(Request) []chunk {
+			return []chunk{{text: "one "}, {text: "two "}, {text: "three "}, {text: "four"}}
+		}}
+		rec := newRecorder()
+		d := newDriver(t, m, noTools, rec, nil)
+		stop := start(t, d)
+		defer stop()
+		if err := d.Submit(t.Context(), "count"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(250 * time.Millisecond)
+		if err := d.Cancel(t.Context(), kernel.Root, 1); err != nil {
+			t.Fatal(err)
+		}
+		end := <-rec.ended
+		if end.At != 250*time.Millisecond || end.Text != "one two " {
+			t.Errorf("turn ended at %v with %q; want 250ms with the partial %q", end.At, end.Text, "one two ")
+		}
+		var hist []kernel.Message
+		if err := d.Inspect(t.Context(), func(k *kernel.Kernel) {
+			hist = k.Agent(kernel.Root).History()
+			if !k.Quiescent() {
+				t.Error("not quiescent after the interrupted turn ended")
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(hist) != 3 || !hist[1].Partial || !hist[2].Marker {
+			t.Errorf("history %+v; want user, partial assistant, marker", hist)
+		}
+		// A cancel bound to the ended turn is a no-op (F14).
+		if err := d.Cancel(t.Context(), kernel.Root, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestSynctestSayInterjects: a line said while the root streams becomes an
+// interjection (the stream is cut and restarted with it), a line said while
+// it is Idle starts a turn.
+func TestSynctestSayInterjects(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := &script{gap: 100 * time.Millisecond, answer: func(req Request) []chunk {
+			return []chunk{{text: "re: " + last(req).Content}}
+		}}
+		rec := newRecorder()
+		d := newDriver(t, m, noTools, rec, nil)
+		stop := start(t, d)
+		defer stop()
+		if err := d.Say(t.Context(), "first"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if err := d.Say(t.Context(), "also this"); err != nil {
+			t.Fatal(err)
+		}
+		end := <-rec.ended
+		if end.Outcome != kernel.OutcomeCompleted || end.Text != "re: also this" {
+			t.Fatalf("turn ended %s %q", end.Outcome, end.Text)
+		}
+		if got := len(rec.lifes(kernel.LifeInterjected)); got != 1 {
+			t.Errorf("%d interjections, want 1", got)
+		}
+		if err := d.Say(t.Context(), "next"); err != nil {
+			t.Fatal(err)
+		}
+		if end := <-rec.ended; end.Turn != 2 || end.Text != "re: next" {
+			t.Errorf("second turn %d %q", end.Turn, end.Text)
+		}
+		// Submit while busy is refused by the kernel and says so.
+		if err := d.Submit(t.Context(), "a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Submit(t.Context(), "b"); !errors.Is(err, ErrRejected) {
+			t.Errorf("submit while streaming: %v, want ErrRejected", err)
+		}
+		<-rec.ended
+	})
+}
+
+// TestShutdownMidTurn: ending Run's context aborts the running turn with
+// reason shutdown, cancels the stream and returns once everything ended.
+func TestShutdownMidTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+			sink.Text("partial")
+			<-ctx.Done()
+			return ctx.Err()
+		})
+		rec := newRecorder()
+		d := newDriver(t, m, noTools, rec, nil)
+		stop := start(t, d)
+		if err := d.Submit(t.Context(), "go"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		stop()
+		end := <-rec.ended
+		if end.Outcome != kernel.OutcomeInterrupted || end.Reason != kernel.ReasonShutdown {
+			t.Errorf("turn ended %s/%s, want interrupted/shutdown", end.Outcome, end.Reason)
+		}
+		if !d.Kernel().Quiescent() {
+			t.Error("Run returned before the kernel was quiescent")
+		}
+		if err := d.Submit(t.Context(), "late"); !errors.Is(err, ErrStopped) {
+			t.Errorf("submit after stop: %v, want ErrStopped", err)
+		}
+	})
+}
+
+// TestPanicsBecomeResults: a panicking tool is an error result for the
+// model; a panicking model fails the request; neither crashes the process.
+func TestPanicsBecomeResults(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		n := 0
+		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+			n++
+			switch n {
+			case 1:
+				sink.Call(kernel.CallDelta{Index: 0, ID: "c1", Name: "boom", Args: "{}"})
+				return nil
+			case 2:
+				if c := last(req).Content; !strings.Contains(c, "tool boom panicked: kaboom") {
+					return fmt.Errorf("tool result %q lacks the panic", c)
+				}
+				panic("model bug")
+			}
+			return nil
+		})
+		tools := ToolsFunc(func(context.Context, Call) ToolResult { panic("kaboom") })
+		rec := newRecorder()
+		d := newDriver(t, m, tools, rec, nil)
+		stop := start(t, d)
+		defer stop()
+		if err := d.Submit(t.Context(), "go"); err != nil {
+			t.Fatal(err)
+		}
+		end := <-rec.ended
+		if end.Outcome != kernel.OutcomeFailed {
+			t.Fatalf("outcome %s, want failed", end.Outcome)
+		}
+		var detail string
+		for _, s := range rec.steps {
+			if s.Event.Kind == kernel.EvLLMError {
+				detail = s.Event.Text
+				if s.Event.Failure != kernel.FailureBadResponse {
+					t.Errorf("failure %s, want bad_response", s.Event.Failure)
+				}
+			}
+		}
+		if !strings.Contains(detail, "model panicked: model bug") {
+			t.Errorf("error detail %q", detail)
+		}
+	})
+}
+
+// TestTimersFireInOrder: the stall watchdog of a silent stream fires in
+// virtual time at exactly its deadline, and the abort is typed (F13).
+func TestTimersFireInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+			sink.Text("hi")
+			<-ctx.Done() // then silence
+			return ctx.Err()
+		})
+		rec := newRecorder()
+		d := newDriver(t, m, noTools, rec, func(c *kernel.Config) { c.StallTimeout = 5 * time.Second })
+		stop := start(t, d)
+		defer stop()
+		if err := d.Submit(t.Context(), "go"); err != nil {
+			t.Fatal(err)
+		}
+		end := <-rec.ended
+		if end.Reason != kernel.ReasonStallTimeout || end.At != 5*time.Second {
+			t.Errorf("turn ended %s at %v, want stall_timeout at 5s", end.Reason, end.At)
+		}
+	})
+}
+
+// TestRealClock runs one short turn on the real clock (no synctest): the
+// same driver, real goroutines and timers.
+func TestRealClock(t *testing.T) {
+	m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		sink.Text("real")
+		return nil
+	})
+	rec := newRecorder()
+	d := newDriver(t, m, noTools, rec, nil)
+	stop := start(t, d)
+	if err := d.Submit(context.Background(), "hi"); err != nil {
+		t.Fatal(err)
+	}
+	end := <-rec.ended
+	stop()
+	if end.Text != "real" {
+		t.Errorf("text %q", end.Text)
+	}
+	prev := time.Duration(-1)
+	for _, s := range rec.steps {
+		if s.Event.At < prev {
+			t.Fatalf("event time went backwards: %v after %v", s.Event.At, prev)
+		}
+		prev = s.Event.At
+		if s.Target != kernel.NoAgent && s.Event.Kind == kernel.EvSubmit && s.Before != fsm.Idle {
+			t.Errorf("submit saw root in %s", s.Before)
+		}
+	}
+	if err := d.Run(context.Background()); err == nil {
+		t.Error("second Run did not fail")
+	}
+}

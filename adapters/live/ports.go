@@ -1,0 +1,138 @@
+package live
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/escapement/escapement/kernel"
+)
+
+// Model is the driver's port to a language model. The OpenAI-compatible
+// adapter (adapters/openai) implements it over HTTP; tests implement it in
+// memory (ModelFunc), so the driver runs unchanged under testing/synctest.
+type Model interface {
+	// Stream sends req as one chat request and reports what arrives through
+	// sink, in order, from the calling goroutine. It returns nil when the
+	// stream finished normally, an error (ideally a *FailureError naming the
+	// kernel failure class) when it failed, and promptly after ctx is
+	// cancelled (the driver then reports the cancel's acknowledgement
+	// itself). Retries before the first token are the model's business; it
+	// reports each through sink.Retry.
+	Stream(ctx context.Context, req Request, sink Sink) error
+}
+
+// Request is one chat request the kernel asked for (EffStartLLM).
+type Request struct {
+	Op    kernel.OpID
+	Agent kernel.AgentID
+	// Path names the agent ("main/explore") for logs.
+	Path string
+	// Messages is a read-only view of the agent's history: the adapter sends
+	// Role, Content, ToolCalls and ToolCallID and nothing else.
+	Messages []kernel.Message
+}
+
+// Sink receives one stream's output. Each call becomes one kernel event; it
+// blocks while the kernel's goroutine is busy (back-pressure, so a fast
+// stream cannot queue unbounded memory) and returns at once, dropping the
+// value, once the driver has stopped.
+type Sink interface {
+	// Text is a streamed text delta.
+	Text(text string)
+	// Call is a streamed tool-call fragment, passed through raw: the kernel
+	// assembles fragments and answers malformed arguments itself (F12, F11).
+	Call(d kernel.CallDelta)
+	// Retry reports that the request is being retried before its first
+	// token: which attempt comes next, after what delay, and why.
+	Retry(attempt int, delay time.Duration, cause string)
+	// Usage records token accounting; it rides on the stream's end event.
+	Usage(u kernel.Usage)
+}
+
+// FailureError is a model error that names the kernel failure class it must
+// be reported as (rate limit, server, disconnect, stream, bad response).
+type FailureError struct {
+	Failure kernel.Failure
+	Err     error
+}
+
+// Fail wraps err with the failure class the driver reports to the kernel.
+func Fail(f kernel.Failure, err error) error { return &FailureError{Failure: f, Err: err} }
+
+func (e *FailureError) Error() string {
+	if e.Err == nil {
+		return e.Failure.String()
+	}
+	return e.Err.Error()
+}
+
+func (e *FailureError) Unwrap() error { return e.Err }
+
+// failureOf classifies a Stream error for the kernel. A stream that fails
+// without saying how is a stream error once chunks arrived (the kernel must
+// not assume the answer is whole) and a server error before.
+func failureOf(err error, chunks uint32) kernel.Failure {
+	var fe *FailureError
+	if errors.As(err, &fe) && fe.Failure != kernel.FailureNone {
+		return fe.Failure
+	}
+	if chunks > 0 {
+		return kernel.FailureStream
+	}
+	return kernel.FailureServer
+}
+
+// Tools is the driver's port to tool execution. adapters/tools implements it
+// with real files and processes; tests implement it in memory (ToolsFunc).
+// The kernel handles the delegate tool itself: Run never sees it.
+type Tools interface {
+	// Run executes call and returns its result. It must return promptly
+	// after ctx is cancelled (with ToolCancelled, or whatever actually
+	// happened): the driver's Run waits for every tool goroutine before it
+	// returns. Unknown tools and bad arguments are ToolError results, never
+	// panics.
+	Run(ctx context.Context, call Call) ToolResult
+}
+
+// Call is one tool call the kernel started (EffStartTool).
+type Call struct {
+	Op    kernel.OpID
+	Agent kernel.AgentID
+	Path  string
+	kernel.ToolCall
+}
+
+// ToolResult is what a tool produced: Content goes to the model as the tool
+// message; Status says how the tool ended.
+type ToolResult struct {
+	Status  kernel.ToolStatus
+	Content string
+}
+
+// ToolSpec describes one tool to the model: a name, what it is for, and the
+// JSON Schema of its arguments (an OpenAI function definition).
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+}
+
+// ModelFunc adapts a function to Model (in-memory models in tests).
+type ModelFunc func(ctx context.Context, req Request, sink Sink) error
+
+// Stream calls f.
+func (f ModelFunc) Stream(ctx context.Context, req Request, sink Sink) error {
+	return f(ctx, req, sink)
+}
+
+// ToolsFunc adapts a function to Tools (in-memory tools in tests).
+type ToolsFunc func(ctx context.Context, call Call) ToolResult
+
+// Run calls f.
+func (f ToolsFunc) Run(ctx context.Context, call Call) ToolResult { return f(ctx, call) }
+
+// panicText describes a recovered panic for a result or an error.
+func panicText(what string, v any) string { return fmt.Sprintf("%s panicked: %v", what, v) }

@@ -1,0 +1,604 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/kernel"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const apiKey = "sk-test-SECRET-0123456789"
+
+// sink records what a stream produced.
+type sink struct {
+	mu      sync.Mutex
+	text    strings.Builder
+	calls   []kernel.CallDelta
+	retries []string
+	delays  []time.Duration
+	usage   *kernel.Usage
+	first   chan struct{}
+	once    sync.Once
+}
+
+func newSink() *sink { return &sink{first: make(chan struct{})} }
+
+func (s *sink) Text(t string) {
+	s.mu.Lock()
+	s.text.WriteString(t)
+	s.mu.Unlock()
+	s.once.Do(func() { close(s.first) })
+}
+func (s *sink) Call(d kernel.CallDelta) {
+	s.mu.Lock()
+	s.calls = append(s.calls, d)
+	s.mu.Unlock()
+}
+func (s *sink) Retry(attempt int, delay time.Duration, cause string) {
+	s.mu.Lock()
+	s.retries = append(s.retries, fmt.Sprintf("%d %s", attempt, cause))
+	s.delays = append(s.delays, delay)
+	s.mu.Unlock()
+}
+func (s *sink) Usage(u kernel.Usage) { s.mu.Lock(); s.usage = &u; s.mu.Unlock() }
+
+// assembled concatenates call fragments the way the kernel does.
+func (s *sink) assembled() []kernel.ToolCall {
+	var out []kernel.ToolCall
+	for _, d := range s.calls {
+		for len(out) <= d.Index {
+			out = append(out, kernel.ToolCall{})
+		}
+		c := &out[d.Index]
+		if d.ID != "" {
+			c.ID = d.ID
+		}
+		if d.Name != "" {
+			c.Name = d.Name
+		}
+		c.Arguments += d.Args
+	}
+	return out
+}
+
+func newModel(t *testing.T, srv *fakeopenai.Server, mutate func(*openai.Config)) *openai.Model {
+	t.Helper()
+	box, err := tools.New(tools.Config{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close() })
+	cfg := openai.Config{APIKey: apiKey, BaseURL: srv.BaseURL(), Model: "fake-model", Tools: box.Specs(),
+		RetryBase: 10 * time.Millisecond, Jitter: func() float64 { return 0.5 }}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	m, err := openai.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func request(msgs ...kernel.Message) live.Request {
+	if len(msgs) == 0 {
+		msgs = []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}}
+	}
+	return live.Request{Op: 1, Path: "main", Messages: msgs}
+}
+
+func failure(err error) kernel.Failure {
+	var fe *live.FailureError
+	if errors.As(err, &fe) {
+		return fe.Failure
+	}
+	return kernel.FailureNone
+}
+
+func TestPlainText(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Raw(": keep-alive")
+		_ = w.Answer("Hello, world!", 4)
+	})
+	defer srv.Close()
+	m := newModel(t, srv, nil)
+	s := newSink()
+	history := []kernel.Message{
+		{Role: kernel.RoleSystem, Content: "be brief"},
+		{Role: kernel.RoleUser, Content: "read it"},
+		{Role: kernel.RoleAssistant, Content: "cut off", Partial: true},
+		{Role: kernel.RoleAssistant, ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "read_file", Arguments: `{"path":"a"}`}}},
+		{Role: kernel.RoleTool, ToolCallID: "c1", Content: "", Synthetic: true},
+		{Role: kernel.RoleUser, Content: "<turn_aborted …>", Marker: true},
+	}
+	if err := m.Stream(context.Background(), request(history...), s); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.text.String(); got != "Hello, world!" {
+		t.Errorf("text %q", got)
+	}
+	if s.usage == nil || s.usage.PromptTokens != 10 {
+		t.Errorf("usage %+v", s.usage)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	r := reqs[0]
+	if r.Path != "/v1/chat/completions" || r.Auth != "Bearer "+apiKey || !r.Body.Stream || r.Body.Model != "fake-model" ||
+		r.Body.StreamOptions == nil || !r.Body.StreamOptions.IncludeUsage {
+		t.Errorf("request %s auth=%q body=%+v", r.Path, r.Auth, r.Body)
+	}
+	// Role, Content, ToolCalls (type function) and ToolCallID; no kernel flags.
+	raw := string(r.Raw)
+	for _, flag := range []string{"partial", "marker", "synthetic", "interjection"} {
+		if strings.Contains(raw, `"`+flag+`"`) {
+			t.Errorf("kernel flag %q sent to the model: %s", flag, raw)
+		}
+	}
+	msgs := r.Body.Messages
+	if len(msgs) != 6 || msgs[3].ToolCalls[0].Type != "function" || msgs[3].ToolCalls[0].Function.Name != "read_file" ||
+		msgs[4].ToolCallID != "c1" || msgs[4].Content != "(empty)" || msgs[0].Role != "system" {
+		t.Errorf("messages %+v", msgs)
+	}
+	var tl []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name       string          `json:"name"`
+			Parameters json.RawMessage `json:"parameters"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal(r.Body.Tools, &tl); err != nil || len(tl) != 5 || tl[0].Type != "function" || tl[4].Function.Name != "delegate" {
+		t.Errorf("tools %s (%v)", r.Body.Tools, err)
+	}
+}
+
+// TestToolCallsSplit: a call whose arguments arrive one byte per chunk is
+// passed through as raw fragments that assemble to the whole call.
+func TestToolCallsSplit(t *testing.T) {
+	args := `{"path":"src/main.go"}`
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Text("Reading.")
+		_ = w.Call(0, "call_abc", "read_file", args, 1)
+		_ = w.End("tool_calls")
+	})
+	defer srv.Close()
+	s := newSink()
+	if err := newModel(t, srv, nil).Stream(context.Background(), request(), s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.calls) != len(args)+1 {
+		t.Errorf("%d fragments, want %d (raw pass-through)", len(s.calls), len(args)+1)
+	}
+	got := s.assembled()
+	if len(got) != 1 || got[0] != (kernel.ToolCall{ID: "call_abc", Name: "read_file", Arguments: args}) {
+		t.Errorf("assembled %+v", got)
+	}
+}
+
+// TestParallelToolCalls: two calls interleaved by index in one message run
+// in parallel through the live driver, and the follow-up request carries
+// both results.
+func TestParallelToolCalls(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.Body.Last().Role == "tool" {
+			_ = w.Answer("both done", 100)
+			return
+		}
+		_ = w.CallStart(0, "call_a", "grep")
+		_ = w.CallStart(1, "call_b", "grep")
+		_ = w.CallArgs(1, `{"pattern":"b",`)
+		_ = w.CallArgs(0, `{"pattern":"a",`)
+		_ = w.CallArgs(0, `"path":"."}`)
+		_ = w.CallArgs(1, `"path":"."}`)
+		_ = w.End("tool_calls")
+	})
+	defer srv.Close()
+	var (
+		mu      sync.Mutex
+		running int
+		peak    int
+		both    = make(chan struct{})
+		once    sync.Once
+	)
+	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+		mu.Lock()
+		running++
+		peak = max(peak, running)
+		if running == 2 {
+			once.Do(func() { close(both) })
+		}
+		mu.Unlock()
+		select { // both calls must be running at once
+		case <-both:
+		case <-time.After(10 * time.Second):
+		}
+		mu.Lock()
+		running--
+		mu.Unlock()
+		return live.ToolResult{Status: kernel.ToolOK, Content: "result of " + c.ID}
+	})
+	end, k := runTurn(t, newModel(t, srv, nil), tl, "search")
+	if end.Outcome != kernel.OutcomeCompleted || end.Text != "both done" {
+		t.Fatalf("turn %s %q", end.Outcome, end.Text)
+	}
+	if peak != 2 {
+		t.Errorf("peak concurrency %d, want 2", peak)
+	}
+	reqs := srv.Requests()
+	msgs := reqs[1].Body.Messages
+	results := map[string]string{}
+	for _, m := range msgs {
+		if m.Role == "tool" {
+			results[m.ToolCallID] = m.Content
+		}
+	}
+	if results["call_a"] != "result of call_a" || results["call_b"] != "result of call_b" {
+		t.Errorf("results %v", results)
+	}
+	if err := kernel.ValidateTranscript(k.Agent(kernel.Root).History(), false); err != nil {
+		t.Error(err)
+	}
+}
+
+// runTurn runs one turn through the live driver and returns the root's
+// turn end and the kernel (after Run returned).
+func runTurn(t *testing.T, m live.Model, tl live.Tools, prompt string, mutate ...func(*kernel.Config)) (kernel.Lifecycle, *kernel.Kernel) {
+	t.Helper()
+	ended := make(chan kernel.Lifecycle, 1)
+	cfg := kernel.Config{Limits: kernel.DefaultLimits()}
+	for _, f := range mutate {
+		f(&cfg)
+	}
+	d, err := live.New(live.Config{Kernel: cfg, Model: m, Tools: tl, Observer: func(s live.Step) {
+		for _, e := range s.Effects {
+			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root {
+				ended <- e.Life
+			}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- d.Run(ctx) }()
+	if err := d.Submit(ctx, prompt); err != nil {
+		t.Fatal(err)
+	}
+	var end kernel.Lifecycle
+	select {
+	case end = <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("turn did not end")
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	return end, d.Kernel()
+}
+
+// TestRateLimitThenSuccess: a 429 with Retry-After is retried after the
+// delay the server asked for, reported as a retry, then succeeds.
+func TestRateLimitThenSuccess(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.N == 1 {
+			w.Status(http.StatusTooManyRequests, `{"error":{"message":"Rate limit reached","type":"requests"}}`, "Retry-After", "1")
+			return
+		}
+		_ = w.Answer("ok", 10)
+	})
+	defer srv.Close()
+	s := newSink()
+	if err := newModel(t, srv, nil).Stream(context.Background(), request(), s); err != nil {
+		t.Fatal(err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || s.text.String() != "ok" {
+		t.Fatalf("%d requests, text %q", len(reqs), s.text.String())
+	}
+	if len(s.retries) != 1 || s.delays[0] != time.Second || !strings.Contains(s.retries[0], "2 HTTP 429: Rate limit reached") {
+		t.Errorf("retries %v delays %v", s.retries, s.delays)
+	}
+	// Honoured: the retry did not come before the second the server asked for.
+	if gap := reqs[1].At.Sub(reqs[0].At); gap < time.Second {
+		t.Errorf("retried after %v, before Retry-After: 1", gap)
+	}
+}
+
+// TestServerErrorsBackoff: 5xx and dropped connections before the first
+// token are retried with jittered exponential backoff; a client error is
+// not retried; exhausting the retries fails with the typed class.
+func TestServerErrorsBackoff(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		switch r.N {
+		case 1:
+			w.Status(http.StatusServiceUnavailable, `{"error":{"message":"overloaded","type":"server_error"}}`)
+		case 2:
+			w.Hangup()
+		case 3:
+			w.Status(http.StatusBadGateway, `<html>bad gateway</html>`)
+		default:
+			_ = w.Answer("finally", 3)
+		}
+	})
+	defer srv.Close()
+	s := newSink()
+	if err := newModel(t, srv, nil).Stream(context.Background(), request(), s); err != nil {
+		t.Fatal(err)
+	}
+	// Backoff 10ms<<n with jitter pinned to 0.5: 7.5ms, 15ms, 30ms.
+	want := []time.Duration{7500 * time.Microsecond, 15 * time.Millisecond, 30 * time.Millisecond}
+	if !slices.Equal(s.delays, want) || s.text.String() != "finally" {
+		t.Errorf("delays %v (want %v), retries %v, text %q", s.delays, want, s.retries, s.text.String())
+	}
+	if !strings.Contains(s.retries[2], "HTTP 502: <html>bad gateway</html>") {
+		t.Errorf("retry cause %q", s.retries[2])
+	}
+
+	bad := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Status(http.StatusNotFound, `{"error":"model \"nope\" not found"}`)
+	})
+	defer bad.Close()
+	err := newModel(t, bad, nil).Stream(context.Background(), request(), newSink())
+	if failure(err) != kernel.FailureBadResponse || !strings.Contains(err.Error(), `HTTP 404: {"error":"model \"nope\" not found"}`) || len(bad.Requests()) != 1 {
+		t.Errorf("404: %v (%s), %d requests", err, failure(err), len(bad.Requests()))
+	}
+
+	down := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Status(http.StatusInternalServerError, `{"error":{"message":"boom"}}`)
+	})
+	defer down.Close()
+	err = newModel(t, down, func(c *openai.Config) { c.MaxRetries = 2 }).Stream(context.Background(), request(), newSink())
+	if failure(err) != kernel.FailureServer || !strings.Contains(err.Error(), "gave up after 3 attempts") || len(down.Requests()) != 3 {
+		t.Errorf("500s: %v (%s), %d requests", err, failure(err), len(down.Requests()))
+	}
+
+	// Nothing listening: connection errors are retried, then disconnect.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	m, _ := openai.New(openai.Config{BaseURL: "http://" + addr + "/v1", Model: "m", MaxRetries: 1, RetryBase: time.Millisecond})
+	s = newSink()
+	err = m.Stream(context.Background(), request(), s)
+	if failure(err) != kernel.FailureDisconnect || len(s.retries) != 1 {
+		t.Errorf("refused: %v (%s), retries %v", err, failure(err), s.retries)
+	}
+}
+
+// TestStreamErrorAfterTokens: once tokens reached the kernel, a failure is
+// a typed stream error and is never retried (it would duplicate them).
+func TestStreamErrorAfterTokens(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(w *fakeopenai.Writer)
+	}{
+		{"error event", func(w *fakeopenai.Writer) {
+			_ = w.Raw(`data: {"error":{"message":"internal server error","type":"server_error","code":500}}`)
+		}},
+		{"hangup", func(w *fakeopenai.Writer) { w.Hangup() }},
+		{"no finish reason", func(w *fakeopenai.Writer) { _ = w.Done() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+				_ = w.Text("Half an ")
+				_ = w.Text("answer")
+				tc.fail(w)
+			})
+			defer srv.Close()
+			s := newSink()
+			err := newModel(t, srv, nil).Stream(context.Background(), request(), s)
+			if failure(err) != kernel.FailureStream || !strings.Contains(err.Error(), "stream broke after tokens arrived") {
+				t.Errorf("err %v (%s), want a stream failure", err, failure(err))
+			}
+			if s.text.String() != "Half an answer" || len(srv.Requests()) != 1 || len(s.retries) != 0 {
+				t.Errorf("text %q, %d requests, retries %v", s.text.String(), len(srv.Requests()), s.retries)
+			}
+		})
+	}
+}
+
+// TestMalformedAndOddChunks: malformed tool arguments go back to the model
+// as an error tool result (the kernel's doing; the adapter passes raw
+// fragments), and odd chunks — empty choices, comments, a call without an
+// index, an absurd index (the kernel refuses that fragment), a second
+// choice, unknown fields, a null content — never crash anything.
+func TestMalformedAndOddChunks(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.Body.Last().Role == "tool" {
+			_ = w.Answer("sorry, fixed", 100)
+			return
+		}
+		_ = w.Raw(": ping")
+		_ = w.Raw(`event: something`)
+		_ = w.Raw(`data: {"id":"x","object":"chat.completion.chunk","choices":[]}`)
+		_ = w.Raw(`data: {"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":null},"finish_reason":null}],"weird":{"a":1}}`)
+		_ = w.Raw(`data: {"id":"x","choices":[{"index":1,"delta":{"content":"another choice"},"finish_reason":"stop"}]}`)
+		_ = w.Raw(`data: {"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"index":99999,"id":"huge","type":"function","function":{"name":"read_file","arguments":"{}"}}]},"finish_reason":null}]}`)
+		_ = w.Call(0, "call_bad", "read_file", `{"path": "a.txt"`, 5) // truncated JSON
+		_ = w.Raw(`data: {"id":"x","choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_noidx","type":"function","function":{"name":"list_dir","arguments":"{\"path\":\".\"}"}}]},"finish_reason":null}]}`)
+		_ = w.End("tool_calls")
+	})
+	defer srv.Close()
+	var ran []string
+	var mu sync.Mutex
+	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+		mu.Lock()
+		ran = append(ran, c.Name+" "+c.Arguments)
+		mu.Unlock()
+		return live.ToolResult{Status: kernel.ToolOK, Content: "listing"}
+	})
+	end, _ := runTurn(t, newModel(t, srv, nil), tl, "go")
+	if end.Outcome != kernel.OutcomeCompleted || end.Text != "sorry, fixed" {
+		t.Fatalf("turn %s %q", end.Outcome, end.Text)
+	}
+	if len(ran) != 1 || ran[0] != `list_dir {"path":"."}` {
+		t.Errorf("tools run: %v (the malformed call must not run; the index-less one must)", ran)
+	}
+	var toolMsgs []fakeopenai.Message
+	for _, m := range srv.Requests()[1].Body.Messages {
+		if m.Role == "tool" {
+			toolMsgs = append(toolMsgs, m)
+		}
+	}
+	sort.Slice(toolMsgs, func(i, j int) bool { return toolMsgs[i].ToolCallID < toolMsgs[j].ToolCallID })
+	if len(toolMsgs) != 2 || toolMsgs[0].ToolCallID != "call_bad" || !strings.Contains(toolMsgs[0].Content, "arguments are not valid JSON") {
+		t.Errorf("tool messages %+v", toolMsgs)
+	}
+}
+
+// TestDelegationThreeDeep: main delegates to a child, which delegates to a
+// grandchild, which delegates to a great-grandchild — every agent talking
+// to the same server — and each typed result travels back up.
+func TestDelegationThreeDeep(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		task := r.Body.FirstUser()
+		if last := r.Body.Last(); last.Role == "tool" {
+			_ = w.Answer("done with "+task+" because "+last.Content, 16)
+			return
+		}
+		var level int
+		fmt.Sscanf(task, "level %d", &level)
+		if level == 3 {
+			_ = w.Answer("leaf reached", 4)
+			return
+		}
+		args := fmt.Sprintf(`{"task":"level %d","name":"L%d"}`, level+1, level+1)
+		_ = w.Call(0, fmt.Sprintf("call_%d", level), "delegate", args, 7)
+		_ = w.End("tool_calls")
+	})
+	defer srv.Close()
+	end, k := runTurn(t, newModel(t, srv, nil), live.ToolsFunc(func(context.Context, live.Call) live.ToolResult {
+		t.Error("delegate reached the tools")
+		return live.ToolResult{}
+	}), "level 0")
+	if end.Outcome != kernel.OutcomeCompleted {
+		t.Fatalf("outcome %s", end.Outcome)
+	}
+	if k.NumAgents() != 4 {
+		t.Fatalf("%d agents, want 4", k.NumAgents())
+	}
+	leaf := k.Agent(3)
+	if leaf.Path() != "main/L1/L2/L3" || leaf.Depth() != 3 || leaf.Summary() != "leaf reached" {
+		t.Errorf("leaf %s depth %d %q", leaf.Path(), leaf.Depth(), leaf.Summary())
+	}
+	for id := kernel.AgentID(0); id < 4; id++ {
+		if err := kernel.ValidateTranscript(k.Agent(id).History(), false); err != nil {
+			t.Errorf("agent %d: %v", id, err)
+		}
+	}
+	if !strings.Contains(end.Text, `"type":"agent_result"`) || !strings.Contains(end.Text, `"agent":"L1"`) {
+		t.Errorf("root answer lacks L1's typed result: %s", end.Text)
+	}
+	if n := len(srv.Requests()); n != 7 {
+		t.Errorf("%d requests, want 7 (one delegating and one closing per level, one leaf)", n)
+	}
+}
+
+// TestAPIKeyRedacted: a server that echoes the key in its error body does
+// not get it into the error text.
+func TestAPIKeyRedacted(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Status(http.StatusUnauthorized, `{"error":{"message":"Incorrect API key provided: `+strings.TrimPrefix(r.Auth, "Bearer ")+`"}}`)
+	})
+	defer srv.Close()
+	err := newModel(t, srv, nil).Stream(context.Background(), request(), newSink())
+	if err == nil || strings.Contains(err.Error(), apiKey) || !strings.Contains(err.Error(), "[redacted]") {
+		t.Errorf("error %q", err)
+	}
+}
+
+// cancelLatency runs one stream against a server that streams forever,
+// cancels it after the first token, and returns how long the server took
+// to see the connection close.
+func cancelLatency(tb testing.TB, srv *fakeopenai.Server, m *openai.Model) time.Duration {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := newSink()
+	errc := make(chan error, 1)
+	go func() { errc <- m.Stream(ctx, request(), s) }()
+	select {
+	case <-s.first:
+	case <-time.After(10 * time.Second):
+		tb.Fatal("no first token")
+	}
+	n := len(srv.Requests())
+	cancelledAt := time.Now()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		tb.Fatalf("Stream after cancel: %v", err)
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second) // generous bound
+	defer wcancel()
+	err := srv.WaitFor(wctx, func(rs []fakeopenai.Request) bool { return !rs[n-1].Closed.IsZero() })
+	if err != nil {
+		tb.Fatalf("server never saw the connection close: %v", err)
+	}
+	return srv.Requests()[n-1].Closed.Sub(cancelledAt)
+}
+
+func foreverServer() *fakeopenai.Server {
+	return fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Forever(ctx, "tick ", 5*time.Millisecond)
+	})
+}
+
+// TestCancelClosesConnection: cancelling a stream that would never end
+// closes the HTTP connection: the server sees it within a generous bound;
+// the median over 20 runs is logged (see BenchmarkCancelToServerClose).
+func TestCancelClosesConnection(t *testing.T) {
+	srv := foreverServer()
+	defer srv.Close()
+	m := newModel(t, srv, nil)
+	var lat []time.Duration
+	for range 20 {
+		lat = append(lat, cancelLatency(t, srv, m))
+	}
+	slices.Sort(lat)
+	t.Logf("cancel → server sees close: median %v, min %v, max %v over %d runs", lat[len(lat)/2], lat[0], lat[len(lat)-1], len(lat))
+	if lat[len(lat)-1] > 2*time.Second {
+		t.Errorf("slowest close took %v (bound 2s)", lat[len(lat)-1])
+	}
+}
+
+// BenchmarkCancelToServerClose measures the cancel → server-sees-close
+// latency (one cancelled stream per op) and reports its median and mean:
+//
+//	go test -run '^$' -bench CancelToServerClose -benchtime 50x -count 5 ./adapters/openai/
+func BenchmarkCancelToServerClose(b *testing.B) {
+	srv := foreverServer()
+	defer srv.Close()
+	m, err := openai.New(openai.Config{BaseURL: srv.BaseURL(), Model: "m"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lat []time.Duration
+	for b.Loop() {
+		lat = append(lat, cancelLatency(b, srv, m))
+	}
+	var total time.Duration
+	for _, l := range lat {
+		total += l
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "median-close-ns")
+	b.ReportMetric(float64(total.Nanoseconds())/float64(len(lat)), "mean-close-ns")
+}

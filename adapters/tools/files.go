@@ -1,0 +1,256 @@
+package tools
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/escapement/escapement/adapters/live"
+)
+
+// Bounds on what one call reads (a limit on everything).
+const (
+	maxGrepMatches  = 200
+	maxGrepFileSize = 4 << 20
+	maxGrepLine     = 300
+	maxDirEntries   = 1000
+)
+
+func (b *Box) readFile(p string) (string, error) {
+	rel, err := b.rel(p)
+	if err != nil {
+		return "", err
+	}
+	f, err := b.root.Open(rel)
+	if err != nil {
+		return "", b.fsErr(p, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", b.fsErr(p, err)
+	}
+	if st.IsDir() {
+		return "", fmt.Errorf("%s is a directory (use list_dir)", p)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(b.cfg.OutputLimit)+1))
+	if err != nil {
+		return "", b.fsErr(p, err)
+	}
+	if len(data) > b.cfg.OutputLimit {
+		return fmt.Sprintf("%s\n[truncated: %s is %d bytes; showing the first %d]", data[:b.cfg.OutputLimit], p, st.Size(), b.cfg.OutputLimit), nil
+	}
+	if len(data) == 0 {
+		return "(empty file)", nil
+	}
+	return string(data), nil
+}
+
+func (b *Box) writeFile(p, content string) (string, error) {
+	rel, err := b.rel(p)
+	if err != nil {
+		return "", err
+	}
+	if rel == "." {
+		return "", fmt.Errorf("%q is the workspace itself, not a file", p)
+	}
+	if dir := filepath.Dir(rel); dir != "." {
+		if err := b.root.MkdirAll(dir, 0o755); err != nil {
+			return "", b.fsErr(p, err)
+		}
+	}
+	if err := b.root.WriteFile(rel, []byte(content), 0o644); err != nil {
+		return "", b.fsErr(p, err)
+	}
+	return fmt.Sprintf("wrote %d bytes to %s", len(content), rel), nil
+}
+
+func (b *Box) listDir(p string) (string, error) {
+	rel, err := b.rel(p)
+	if err != nil {
+		return "", err
+	}
+	// Open through the root first: it resolves (and polices) symlinks in
+	// the path, which fs.ReadDir on Root.FS does too, but this gives the
+	// escape its clear error.
+	f, err := b.root.Open(rel)
+	if err != nil {
+		return "", b.fsErr(p, err)
+	}
+	entries, err := f.ReadDir(-1)
+	f.Close()
+	if err != nil {
+		return "", b.fsErr(p, err)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	var sb strings.Builder
+	for i, e := range entries {
+		if i == maxDirEntries {
+			fmt.Fprintf(&sb, "[%d more entries not shown]\n", len(entries)-i)
+			break
+		}
+		name := e.Name()
+		switch {
+		case e.IsDir():
+			sb.WriteString(name + "/\n")
+		case e.Type()&fs.ModeSymlink != 0:
+			target, _ := b.root.Readlink(path.Join(filepath.ToSlash(rel), name))
+			fmt.Fprintf(&sb, "%s -> %s\n", name, target)
+		default:
+			size := int64(-1)
+			if info, err := e.Info(); err == nil {
+				size = info.Size()
+			}
+			fmt.Fprintf(&sb, "%s (%d bytes)\n", name, size)
+		}
+	}
+	if sb.Len() == 0 {
+		return "(empty directory)", nil
+	}
+	return capText(sb.String(), b.cfg.OutputLimit), nil
+}
+
+// grep searches a file or a directory tree (skipping .git, binary and very
+// large files) for an RE2 pattern and prints path:line: text.
+func (b *Box) grep(ctx context.Context, pattern, p string) (string, error) {
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return "", fmt.Errorf("bad pattern: %v", err)
+	}
+	rel, err := b.rel(p)
+	if err != nil {
+		return "", err
+	}
+	if _, err := b.root.Stat(rel); err != nil {
+		return "", b.fsErr(p, err)
+	}
+	fsys := b.root.FS()
+	var sb strings.Builder
+	matches, skipped := 0, 0
+	walkErr := fs.WalkDir(fsys, filepath.ToSlash(rel), func(name string, d fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			skipped++
+			return nil
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" && name != filepath.ToSlash(rel) {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil // symlinks are not followed
+		}
+		n, err := grepFile(fsys, name, re, &sb, maxGrepMatches-matches)
+		if err != nil {
+			skipped++
+		}
+		matches += n
+		if matches >= maxGrepMatches {
+			fmt.Fprintf(&sb, "[stopped after %d matches]\n", maxGrepMatches)
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if walkErr != nil {
+		return "", walkErr
+	}
+	if matches == 0 {
+		sb.WriteString("no matches\n")
+	}
+	if skipped > 0 {
+		fmt.Fprintf(&sb, "[%d unreadable files skipped]\n", skipped)
+	}
+	return capText(sb.String(), b.cfg.OutputLimit), nil
+}
+
+func grepFile(fsys fs.FS, name string, re *regexp.Regexp, out *strings.Builder, budget int) (int, error) {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || st.Size() > maxGrepFileSize {
+		return 0, err
+	}
+	br := bufio.NewReader(f)
+	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
+		return 0, nil // binary
+	}
+	sc := bufio.NewScanner(br)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	n, line := 0, 0
+	for sc.Scan() && n < budget {
+		line++
+		if re.Match(sc.Bytes()) {
+			n++
+			fmt.Fprintf(out, "%s:%d: %s\n", name, line, truncate(sc.Text(), maxGrepLine))
+		}
+	}
+	return n, sc.Err()
+}
+
+// capText keeps the head of an over-long result and says how much was cut.
+func capText(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + fmt.Sprintf("\n[truncated: %d more bytes]", len(s)-limit)
+}
+
+// Specs are the JSON Schema function definitions the model sees: the file
+// tools, shell when it is allowed, and the kernel's delegate tool.
+func (b *Box) Specs() []live.ToolSpec {
+	specs := []live.ToolSpec{
+		{Name: "read_file", Description: "Read a text file of the workspace. Paths are relative to the workspace root.",
+			Parameters: schema(`{"path":{"type":"string","description":"file path relative to the workspace"}}`, "path")},
+		{Name: "write_file", Description: "Create or overwrite a file of the workspace (parent directories are created).",
+			Parameters: schema(`{"path":{"type":"string","description":"file path relative to the workspace"},"content":{"type":"string","description":"the whole new content"}}`, "path", "content")},
+		{Name: "list_dir", Description: "List a directory of the workspace: dirs end in /, files show their size.",
+			Parameters: schema(`{"path":{"type":"string","description":"directory relative to the workspace; \".\" for its root"}}`, "path")},
+		{Name: "grep", Description: "Search files under a path for a regular expression (RE2 syntax); prints path:line: text.",
+			Parameters: schema(`{"pattern":{"type":"string","description":"RE2 regular expression"},"path":{"type":"string","description":"file or directory relative to the workspace; \".\" for all"}}`, "pattern", "path")},
+	}
+	if b.cfg.AllowShell {
+		specs = append(specs, live.ToolSpec{Name: "shell", Description: "Run a bash command in the workspace directory (stdin is closed; output is capped). Reports exit status and duration.",
+			Parameters: schema(`{"command":{"type":"string","description":"the command line for bash -c"}}`, "command")})
+	}
+	return append(specs, DelegateSpec(b.cfg.DelegateTool))
+}
+
+// DelegateSpec is the schema of the kernel's delegation tool: the kernel,
+// not this package, spawns the sub-agent.
+func DelegateSpec(name string) live.ToolSpec {
+	if name == "" {
+		name = "delegate"
+	}
+	return live.ToolSpec{Name: name, Description: "Hand a self-contained task to a sub-agent with its own context; its typed result (outcome, summary) comes back as this call's result. Sub-agents can run in parallel.",
+		Parameters: schema(`{"task":{"type":"string","description":"what the sub-agent must do, with everything it needs to know"},"name":{"type":"string","description":"a short name for the sub-agent"}}`, "task")}
+}
+
+func schema(properties string, required ...string) json.RawMessage {
+	req, _ := json.Marshal(required)
+	return json.RawMessage(`{"type":"object","properties":` + properties + `,"required":` + string(req) + `,"additionalProperties":false}`)
+}
+
+func (b *Box) names() []string {
+	var names []string
+	for _, s := range b.Specs() {
+		if s.Name != b.cfg.DelegateTool {
+			names = append(names, s.Name)
+		}
+	}
+	return names
+}

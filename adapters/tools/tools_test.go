@@ -1,0 +1,248 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/proctest"
+	"github.com/escapement/escapement/kernel"
+)
+
+func newBox(t *testing.T, shell bool) (*Box, string) {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := New(Config{Workspace: dir, AllowShell: shell, KillGrace: 300 * time.Millisecond, OutputLimit: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, b.Workspace()
+}
+
+func call(name string, args any) live.Call {
+	raw, ok := args.(string)
+	if !ok {
+		b, _ := json.Marshal(args)
+		raw = string(b)
+	}
+	return live.Call{ToolCall: kernel.ToolCall{ID: "c", Name: name, Arguments: raw}}
+}
+
+func run(t *testing.T, b *Box, name string, args any) live.ToolResult {
+	t.Helper()
+	return b.Run(context.Background(), call(name, args))
+}
+
+func TestFiles(t *testing.T) {
+	b, dir := newBox(t, false)
+	if r := run(t, b, "write_file", map[string]string{"path": "src/a.go", "content": "package a\nfunc Hello() {}\n"}); r.Status != kernel.ToolOK || !strings.Contains(r.Content, "wrote 26 bytes to src/a.go") {
+		t.Fatalf("write_file: %+v", r)
+	}
+	if r := run(t, b, "read_file", map[string]string{"path": "src/a.go"}); r.Content != "package a\nfunc Hello() {}\n" {
+		t.Errorf("read_file: %+v", r)
+	}
+	// An absolute path inside the workspace is fine.
+	if r := run(t, b, "read_file", map[string]string{"path": filepath.Join(dir, "src", "a.go")}); r.Status != kernel.ToolOK {
+		t.Errorf("absolute path inside: %+v", r)
+	}
+	if r := run(t, b, "list_dir", map[string]string{"path": "."}); r.Content != "src/\n" {
+		t.Errorf("list_dir: %q", r.Content)
+	}
+	if r := run(t, b, "list_dir", map[string]string{"path": "src"}); r.Content != "a.go (26 bytes)\n" {
+		t.Errorf("list_dir src: %q", r.Content)
+	}
+	if r := run(t, b, "grep", map[string]string{"pattern": `func \w+`, "path": "."}); r.Content != "src/a.go:2: func Hello() {}\n" {
+		t.Errorf("grep: %q", r.Content)
+	}
+	if r := run(t, b, "grep", map[string]string{"pattern": `nothing`, "path": "src/a.go"}); r.Content != "no matches\n" {
+		t.Errorf("grep no match: %q", r.Content)
+	}
+	big := strings.Repeat("x", 5000)
+	run(t, b, "write_file", map[string]string{"path": "big.txt", "content": big})
+	if r := run(t, b, "read_file", map[string]string{"path": "big.txt"}); !strings.Contains(r.Content, "[truncated: big.txt is 5000 bytes; showing the first 1024]") {
+		t.Errorf("read_file not capped: %d bytes", len(r.Content))
+	}
+}
+
+// TestEscapesRefused: "..", absolute paths elsewhere and symlinks out of the
+// workspace are refused with an error that says which, for every file tool.
+func TestEscapesRefused(t *testing.T) {
+	b, dir := newBox(t, false)
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("TOPSECRET"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(dir, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(dir, filepath.Join(outside, "secret"))
+	for _, tc := range []struct {
+		tool string
+		args map[string]string
+		how  string
+	}{
+		{"read_file", map[string]string{"path": "../secret"}, "(..)"},
+		{"read_file", map[string]string{"path": rel}, "(..)"},
+		{"read_file", map[string]string{"path": "a/../../x"}, "(..)"},
+		{"read_file", map[string]string{"path": "/etc/passwd"}, "(absolute path)"},
+		{"read_file", map[string]string{"path": filepath.Join(outside, "secret")}, "(absolute path)"},
+		{"read_file", map[string]string{"path": "out/secret"}, "(symlink)"},
+		{"read_file", map[string]string{"path": "link"}, "(symlink)"},
+		{"write_file", map[string]string{"path": "out/new", "content": "x"}, "(symlink)"},
+		{"write_file", map[string]string{"path": "../new", "content": "x"}, "(..)"},
+		{"write_file", map[string]string{"path": "/tmp/new", "content": "x"}, "(absolute path)"},
+		{"list_dir", map[string]string{"path": ".."}, "(..)"},
+		{"list_dir", map[string]string{"path": "out"}, "(symlink)"},
+		{"list_dir", map[string]string{"path": "/"}, "(absolute path)"},
+		{"grep", map[string]string{"pattern": "SECRET", "path": "out"}, "(symlink)"},
+		{"grep", map[string]string{"pattern": "SECRET", "path": ".."}, "(..)"},
+	} {
+		r := run(t, b, tc.tool, tc.args)
+		if r.Status != kernel.ToolError || !strings.Contains(r.Content, "leaves the workspace "+tc.how) || strings.Contains(r.Content, "TOPSECRET") {
+			t.Errorf("%s %v: %+v; want a refusal mentioning %s", tc.tool, tc.args, r, tc.how)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(outside, "new")); err == nil {
+		t.Error("a write escaped the workspace")
+	}
+	// grep over the whole workspace does not follow the symlinks out.
+	if r := run(t, b, "grep", map[string]string{"pattern": "SECRET", "path": "."}); strings.Contains(r.Content, "TOPSECRET") {
+		t.Errorf("grep followed a symlink out: %q", r.Content)
+	}
+}
+
+func TestBadCallsAreErrorResults(t *testing.T) {
+	b, _ := newBox(t, false)
+	for _, tc := range []struct {
+		name, args, want string
+	}{
+		{"rm_rf", `{}`, `unknown tool "rm_rf" (available: read_file, write_file, list_dir, grep)`},
+		{"read_file", `{"path": 3}`, `arguments must be {"path": string}`},
+		{"read_file", `{}`, `arguments must be {"path": string}; got {}`},
+		{"read_file", `not json`, `arguments must be {"path": string}`},
+		{"write_file", `{"path":"a"}`, `{"path": string, "content": string}`},
+		{"grep", `{"pattern":"("}`, `bad pattern`},
+		{"read_file", `{"path":"missing.txt"}`, `missing.txt: no such file or directory`},
+		{"shell", `{"command":"echo hi"}`, `shell is disabled; the user can enable it with --allow-shell`},
+	} {
+		r := run(t, b, tc.name, tc.args)
+		if r.Status != kernel.ToolError || !strings.Contains(r.Content, tc.want) {
+			t.Errorf("%s %s: %+v; want error containing %q", tc.name, tc.args, r, tc.want)
+		}
+	}
+	for _, s := range b.Specs() {
+		if s.Name == "shell" {
+			t.Error("shell is published while disabled")
+		}
+		if !json.Valid(s.Parameters) {
+			t.Errorf("%s: invalid schema", s.Name)
+		}
+	}
+}
+
+func TestShell(t *testing.T) {
+	b, _ := newBox(t, true)
+	r := run(t, b, "shell", map[string]string{"command": "echo out; echo err >&2; exit 3"})
+	if r.Status != kernel.ToolOK || !strings.HasPrefix(r.Content, "exit status 3 in ") || !strings.Contains(r.Content, "out\nerr\n") {
+		t.Errorf("shell: %+v", r)
+	}
+	r = run(t, b, "shell", map[string]string{"command": "head -c 5000 /dev/zero | tr '\\0' a; echo END"})
+	if !strings.Contains(r.Content, "bytes of output not shown") || !strings.HasSuffix(r.Content, "END\n") {
+		t.Errorf("output not capped head+tail: %d bytes", len(r.Content))
+	}
+	r = run(t, b, "shell", map[string]string{"command": "cat; echo done"})
+	if !strings.Contains(r.Content, "done") {
+		t.Errorf("stdin not closed: %+v", r)
+	}
+	// A background job left behind is killed with its group when the
+	// command ends: nothing outlives its tool call.
+	r = run(t, b, "shell", map[string]string{"command": "sleep 30 & echo $!"})
+	pid := lastInt(t, r.Content)
+	// SIGKILL was sent before Run returned; its delivery is asynchronous,
+	// so allow the kernel a (generous) moment to finish the process off.
+	for i := 0; proctest.Alive(pid); i++ {
+		if i == 500 {
+			t.Fatalf("background job %d outlived its tool call by 5s", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func lastInt(t *testing.T, s string) int {
+	t.Helper()
+	f := strings.Fields(s)
+	n, err := strconv.Atoi(f[len(f)-1])
+	if err != nil {
+		t.Fatalf("no pid in %q", s)
+	}
+	return n
+}
+
+// waitPid reads a pid a command wrote to a file.
+func waitPid(t *testing.T, path string) int {
+	t.Helper()
+	for range 500 {
+		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
+			n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", path)
+	return 0
+}
+
+// TestShellCancel: a cancelled shell's whole process group gets SIGINT; a
+// group that ignores it is SIGKILLed after the kill grace; either way the
+// group is gone when Run returns, and the result says cancelled (F3).
+func TestShellCancel(t *testing.T) {
+	for _, tc := range []struct {
+		name, command string
+		killed        bool
+	}{
+		{"polite", "echo $$ > pid; sleep 30; echo never", false},
+		{"stubborn", "trap '' INT; echo $$ > pid; sleep 30 & sleep 30; echo never", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, dir := newBox(t, true)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan live.ToolResult, 1)
+			go func() { done <- b.Run(ctx, call("shell", map[string]string{"command": tc.command})) }()
+			pgid := waitPid(t, filepath.Join(dir, "pid"))
+			if m, _ := proctest.GroupMembers(pgid); len(m) == 0 {
+				t.Fatalf("group %d not running", pgid)
+			}
+			cancel()
+			r := <-done
+			if r.Status != kernel.ToolCancelled || !strings.Contains(r.Content, "SIGINT sent to the process group") ||
+				strings.Contains(r.Content, "SIGKILL") != tc.killed || strings.Contains(r.Content, "never") {
+				t.Errorf("result %+v", r)
+			}
+			// SIGKILL was sent to the group before Run returned; delivery is
+			// asynchronous, so give the members a generous moment to die.
+			for i := 0; ; i++ {
+				m, err := proctest.GroupMembers(pgid)
+				if err == nil && len(m) == 0 {
+					break
+				}
+				if i == 500 {
+					t.Fatalf("process group %d still has %v 5s after Run returned (%v)", pgid, m, err)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
+	}
+}

@@ -1,0 +1,678 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
+	"github.com/spf13/cobra"
+)
+
+// defaultModel is used when neither --model nor $OPENAI_MODEL names one.
+const defaultModel = "gpt-4o-mini"
+
+// liveFlags are the flags shared by run and chat.
+type liveFlags struct {
+	json       bool
+	trace      string
+	system     string
+	session    string
+	resume     string
+	workspace  string
+	allowShell bool
+	model      string
+	baseURL    string
+	limits     kernel.Limits
+}
+
+func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
+	d := kernel.DefaultLimits()
+	fl := cmd.Flags()
+	fl.BoolVar(&f.json, "json", false, "print lifecycle events as JSON Lines on stdout (for scripts) instead of the answer text")
+	fl.StringVar(&f.trace, "trace", "", "write the kernel trace (JSON Lines, the kernel/trace format) to `FILE`")
+	fl.StringVar(&f.system, "system", "", "system prompt of the root agent")
+	fl.StringVar(&f.session, "session", "", "append the transcript to `FILE` (default: a new file under $XDG_STATE_HOME/escapement/sessions)")
+	if chat {
+		fl.StringVar(&f.resume, "resume", "", "continue the session in `FILE`, appending to it")
+	}
+	fl.StringVar(&f.workspace, "workspace", ".", "directory the tools work in; paths that leave it are refused")
+	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
+	fl.StringVar(&f.model, "model", "", "model name (default $OPENAI_MODEL, else "+defaultModel+")")
+	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root (default $OPENAI_BASE_URL, else "+openai.DefaultBaseURL+")")
+	fl.IntVar(&f.limits.MaxDepth, "max-depth", d.MaxDepth, "deepest delegation level (the root is 0)")
+	fl.IntVar(&f.limits.MaxChildren, "max-children", d.MaxChildren, "delegations per agent per turn")
+	fl.IntVar(&f.limits.MaxRequests, "max-requests", d.MaxRequests, "LLM requests per agent per turn")
+	fl.DurationVar(&f.limits.Grace, "grace", d.Grace, "time a cancelled stream or tool gets to stop before it is abandoned")
+	fl.DurationVar(&f.limits.FirstTokenTimeout, "first-token-timeout", d.FirstTokenTimeout, "silence allowed from a request's start to its first chunk")
+	fl.DurationVar(&f.limits.StallTimeout, "stall-timeout", d.StallTimeout, "silence allowed between two chunks of a stream")
+	fl.DurationVar(&f.limits.ToolTimeout, "tool-timeout", d.ToolTimeout, "time one tool call may take")
+	fl.DurationVar(&f.limits.TurnTimeout, "turn-timeout", d.TurnTimeout, "time one turn may take (children get at most their parent's remaining time)")
+	fl.DurationVar(&f.limits.Debounce, "debounce", d.Debounce, "window in which repeated cancels are coalesced")
+}
+
+// validate names the flag of the first bad value.
+func (f *liveFlags) validate() error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{
+		{"grace", f.limits.Grace}, {"first-token-timeout", f.limits.FirstTokenTimeout},
+		{"stall-timeout", f.limits.StallTimeout}, {"tool-timeout", f.limits.ToolTimeout},
+		{"turn-timeout", f.limits.TurnTimeout},
+	} {
+		if d.v <= 0 {
+			return usageErr("--%s must be positive, got %v", d.flag, d.v)
+		}
+	}
+	if f.limits.Debounce < 0 {
+		return usageErr("--debounce must not be negative, got %v", f.limits.Debounce)
+	}
+	if l := f.limits.MaxDepth; l < 0 || l > kernel.MaxDepthCeiling {
+		return usageErr("--max-depth must be in 0..%d, got %d", kernel.MaxDepthCeiling, l)
+	}
+	if l := f.limits.MaxChildren; l < 0 || l > kernel.MaxChildrenCeiling {
+		return usageErr("--max-children must be in 0..%d, got %d", kernel.MaxChildrenCeiling, l)
+	}
+	if l := f.limits.MaxRequests; l < 1 || l > kernel.MaxRequestsCeiling {
+		return usageErr("--max-requests must be in 1..%d, got %d", kernel.MaxRequestsCeiling, l)
+	}
+	if f.resume != "" && f.session != "" && f.session != f.resume {
+		return usageErr("--session and --resume name different files; --resume appends to the file it resumes")
+	}
+	return nil
+}
+
+func newRunCmd(a *app) *cobra.Command {
+	f := &liveFlags{}
+	cmd := &cobra.Command{
+		Use:   "run PROMPT",
+		Short: "Run one turn against an OpenAI-compatible endpoint",
+		Long: `Run one turn of the root agent against an OpenAI-compatible endpoint:
+the answer streams to stdout, tool and delegation activity to stderr.
+
+Ctrl-C cancels the turn (streams and tools are cancelled, shells get SIGINT
+then SIGKILL) and exits 130 once the whole tree has stopped; a second Ctrl-C
+exits at once. The endpoint comes from --base-url or $OPENAI_BASE_URL, the key
+from $OPENAI_API_KEY (never a flag, never logged).
+
+Exit codes: 0 completed, 1 the turn failed or timed out, 2 usage or input
+error, 130 interrupted.`,
+		Example: `  OPENAI_BASE_URL=http://localhost:11434/v1 escapement run --model llama3.1 "list the Go files here"
+  escapement run --allow-shell --workspace ./repo "run the tests and summarise failures"
+  escapement run --json --trace run.jsonl "hello" | jq -c 'select(.kind=="turn_ended")'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(args[0]) == "" {
+				return usageErr("the prompt is empty")
+			}
+			lr, err := a.setupLive(f)
+			if err != nil {
+				return err
+			}
+			return lr.runOnce(cmd.Context(), args[0])
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
+func newChatCmd(a *app) *cobra.Command {
+	f := &liveFlags{}
+	cmd := &cobra.Command{
+		Use:   "chat",
+		Short: "A headless REPL on stdin/stdout against an OpenAI-compatible endpoint",
+		Long: `Chat with the root agent: each line on stdin is a message. A line typed
+while a turn runs is an interjection (it joins the running turn); "/cancel"
+or Ctrl-C cancels the turn and returns to the prompt; a second Ctrl-C before
+the tree has stopped exits at once; Ctrl-D (end of input) exits after the
+running turn.
+
+The transcript is appended to the session file as it happens and synced at
+the end of every turn; --resume FILE continues a session (a crash loses at
+most the turn in flight).`,
+		Example: `  OPENAI_BASE_URL=http://localhost:8080/v1 escapement chat --session work.jsonl
+  escapement chat --resume work.jsonl`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lr, err := a.setupLive(f)
+			if err != nil {
+				return err
+			}
+			return lr.chat(cmd.Context())
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}
+
+// lockedWriter serialises writes from the kernel's goroutine (answers,
+// activity) and the command's (prompts).
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// turnState is the root's turn as the observer last saw it; the command's
+// goroutine reads it when notified (coalesced, so the kernel's goroutine
+// never blocks on the command's).
+type turnState struct {
+	mu    sync.Mutex
+	busy  bool
+	turn  uint64
+	ended uint64 // turns ended so far
+	last  kernel.Lifecycle
+}
+
+func (s *turnState) get() (busy bool, turn, ended uint64, last kernel.Lifecycle) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy, s.turn, s.ended, s.last
+}
+
+// liveRun is one live session: the driver and everything it writes.
+type liveRun struct {
+	a       *app
+	flags   *liveFlags
+	out     io.Writer
+	errw    io.Writer
+	driver  *live.Driver
+	box     *tools.Box
+	session *sessionWriter
+	trace   *trace.Writer
+	traceF  *os.File
+	state   turnState
+	notify  chan struct{}
+
+	// Kernel goroutine only.
+	written   int  // root messages already in the session file
+	midLine   bool // the root's answer text did not end with a newline
+	printed   bool // root text was printed in this turn
+	jsonLines *json.Encoder
+}
+
+func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	kcfg := kernel.Config{Limits: f.limits, System: f.system}
+	var loaded *loadedSession
+	sessionPath := f.session
+	if f.resume != "" {
+		if loaded, err = loadSession(f.resume); err != nil {
+			return nil, usageErr("%v", err)
+		}
+		kcfg.History = loaded.history
+		sessionPath = f.resume
+	}
+	if err := kcfg.Validate(); err != nil {
+		if loaded != nil {
+			return nil, usageErr("--resume %s: %v", f.resume, err)
+		}
+		return nil, usageErr("%v", err)
+	}
+	if sessionPath == "" {
+		if sessionPath, err = defaultSessionPath(); err != nil {
+			return nil, usageErr("%v", err)
+		}
+	} else if loaded == nil {
+		// A new session must not append to another session's transcript:
+		// resuming would splice two unrelated histories together.
+		if st, err := os.Stat(sessionPath); err == nil && st.Size() > 0 {
+			return nil, usageErr("--session %s already holds a session; continue it with `escapement chat --resume %s` or name a new file", sessionPath, sessionPath)
+		}
+	}
+	box, err := tools.New(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, KillGrace: f.limits.Grace / 2})
+	if err != nil {
+		return nil, usageErr("--workspace: %v", err)
+	}
+	defer func() {
+		if err != nil {
+			box.Close()
+		}
+	}()
+	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
+	m, err := openai.New(openai.Config{
+		APIKey:  os.Getenv("OPENAI_API_KEY"),
+		BaseURL: firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL),
+		Model:   model,
+		Tools:   box.Specs(),
+	})
+	if err != nil {
+		return nil, usageErr("--base-url/--model: %v", err)
+	}
+	errw := &lockedWriter{w: a.err}
+	lr = &liveRun{a: a, flags: f, out: &lockedWriter{w: a.out}, errw: errw, box: box, notify: make(chan struct{}, 1)}
+	if loaded != nil {
+		if loaded.discarded > 0 || loaded.torn {
+			if err := truncateSession(f.resume, loaded.keep); err != nil {
+				return nil, usageErr("--resume: %v", err)
+			}
+			fmt.Fprintf(errw, "escapement: %s: dropped %d message(s) of a turn that never finished\n", f.resume, loaded.discarded)
+		}
+		lr.written = len(loaded.history)
+		if f.system != "" && (len(loaded.history) == 0 || loaded.history[0].Role != kernel.RoleSystem) {
+			lr.written++ // the kernel prepends the system prompt; it is not the session's
+		}
+	}
+	session, err := openSession(sessionPath, model)
+	if err != nil {
+		return nil, usageErr("--session: %v", err)
+	}
+	lr.session = session
+	defer func() {
+		if err != nil {
+			session.close()
+		}
+	}()
+	if f.trace != "" {
+		traceF, err := os.Create(f.trace)
+		if err != nil {
+			return nil, usageErr("--trace: %v", err)
+		}
+		defer func() {
+			if lr == nil {
+				traceF.Close()
+			}
+		}()
+		lr.traceF = traceF
+		lr.trace = trace.NewWriter(lr.traceF, trace.Header{
+			Source: "live", Name: sessionPath, Limits: f.limits, RootName: "main", System: f.system,
+			Build: "escapement " + runtime.Version(),
+		})
+	}
+	if f.json {
+		lr.jsonLines = json.NewEncoder(lr.out)
+		lr.jsonLines.SetEscapeHTML(false)
+	}
+	if lr.driver, err = live.New(live.Config{Kernel: kcfg, Model: m, Tools: box, Observer: lr.observe}); err != nil {
+		return nil, usageErr("%v", err)
+	}
+	fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
+	return lr, nil
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if strings.TrimSpace(v) != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// signals delivers SIGINT and SIGTERM for the command's lifetime.
+func signals() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// start runs the driver; stop shuts it down, waits for every goroutine, and
+// closes the trace, the session and the workspace.
+func (lr *liveRun) start(ctx context.Context) (stop func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- lr.driver.Run(ctx) }()
+	return func() error {
+		cancel()
+		err := <-errc
+		if lr.trace != nil {
+			if _, terr := lr.trace.Close(lr.driver.Kernel().Now()); terr != nil && err == nil {
+				err = terr
+			}
+			if cerr := lr.traceF.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("--trace: %w", cerr)
+			}
+		}
+		if serr := lr.session.close(); serr != nil && err == nil {
+			err = serr
+		}
+		lr.box.Close()
+		if err != nil {
+			return &exitError{code: exitCheckFailed, err: err}
+		}
+		return nil
+	}
+}
+
+// hardExit is the second Ctrl-C: kill every running shell group at once
+// (they would otherwise outlive us in their own process groups) and exit.
+func (lr *liveRun) hardExit() {
+	lr.box.KillAll()
+	lr.a.exit(exitInterrupted)
+}
+
+// runOnce is `escapement run`: one turn, then exit with its outcome.
+func (lr *liveRun) runOnce(ctx context.Context, prompt string) (err error) {
+	sigs, stopSignals := lr.a.signals()
+	defer stopSignals()
+	stop := lr.start(ctx)
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	if err := lr.driver.Submit(ctx, prompt); err != nil {
+		return &exitError{code: exitCheckFailed, err: err}
+	}
+	cancelled := false
+	for {
+		select {
+		case <-lr.notify:
+			if _, _, ended, last := lr.state.get(); ended > 0 {
+				return outcomeErr(last)
+			}
+		case <-sigs:
+			if cancelled {
+				lr.hardExit()
+				return &exitError{code: exitInterrupted}
+			}
+			cancelled = true
+			if err := lr.driver.Cancel(ctx, kernel.Root, 1); err != nil {
+				return &exitError{code: exitCheckFailed, err: err}
+			}
+		case <-ctx.Done():
+			return &exitError{code: exitInterrupted, err: ctx.Err()}
+		}
+	}
+}
+
+// outcomeErr maps a root turn's end to the exit code.
+func outcomeErr(l kernel.Lifecycle) error {
+	switch l.Outcome {
+	case kernel.OutcomeCompleted:
+		return nil
+	case kernel.OutcomeInterrupted:
+		return &exitError{code: exitInterrupted}
+	default:
+		return &exitError{code: exitCheckFailed}
+	}
+}
+
+// chat is `escapement chat`.
+func (lr *liveRun) chat(ctx context.Context) (err error) {
+	sigs, stopSignals := lr.a.signals()
+	defer stopSignals()
+	stop := lr.start(ctx)
+	defer func() {
+		if serr := stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	lines := make(chan string)
+	readerDone := make(chan struct{})
+	defer close(readerDone)
+	go func() { // ends at end of input, or when chat returns and it next sends
+		defer close(lines)
+		sc := bufio.NewScanner(lr.a.in)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-readerDone:
+				return
+			}
+		}
+	}()
+	prompt := func() { fmt.Fprint(lr.errw, "> ") }
+	prompt()
+	var (
+		eof           bool
+		cancelledTurn uint64
+		seenEnded     uint64
+	)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				eof, lines = true, nil
+				if busy, _, _, _ := lr.state.get(); !busy {
+					return nil
+				}
+				continue // Ctrl-D exits once the running turn is over
+			}
+			text := strings.TrimSpace(line)
+			switch {
+			case text == "":
+				continue
+			case text == "/cancel":
+				busy, turn, _, _ := lr.state.get()
+				if !busy {
+					fmt.Fprintln(lr.errw, "escapement: no turn is running")
+					prompt()
+					continue
+				}
+				cancelledTurn = turn
+				if err := lr.driver.Cancel(ctx, kernel.Root, turn); err != nil {
+					fmt.Fprintf(lr.errw, "escapement: %v\n", err)
+				}
+			case text == "/quit" || text == "/exit":
+				return nil
+			default:
+				if err := lr.driver.Say(ctx, line); err != nil {
+					fmt.Fprintf(lr.errw, "escapement: %v\n", err)
+				}
+			}
+		case <-lr.notify:
+			busy, _, ended, _ := lr.state.get()
+			if busy || ended == seenEnded {
+				continue
+			}
+			seenEnded = ended
+			if eof {
+				return nil
+			}
+			prompt()
+		case <-sigs:
+			busy, turn, _, _ := lr.state.get()
+			switch {
+			case !busy:
+				fmt.Fprintln(lr.errw, "\n(no turn is running; Ctrl-D or /quit exits)")
+				prompt()
+			case cancelledTurn == turn:
+				lr.hardExit()
+				return &exitError{code: exitInterrupted}
+			default:
+				cancelledTurn = turn
+				if err := lr.driver.Cancel(ctx, kernel.Root, turn); err != nil {
+					fmt.Fprintf(lr.errw, "escapement: %v\n", err)
+				}
+			}
+		case <-ctx.Done():
+			return &exitError{code: exitInterrupted, err: ctx.Err()}
+		}
+	}
+}
+
+// observe runs on the kernel's goroutine after every Step: it writes the
+// trace, appends the root's new messages to the session, shows the step,
+// and updates the turn state.
+func (lr *liveRun) observe(s live.Step) {
+	if lr.trace != nil {
+		lr.trace.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
+	}
+	if lr.a.logger != nil {
+		lr.a.logger.Debug("step", "event", s.Event.Describe(), "effects", len(s.Effects))
+	}
+	lr.persist(s)
+	for i := range s.Effects {
+		lr.show(s.Kernel, &s.Effects[i])
+	}
+	changed := false
+	for i := range s.Effects {
+		e := &s.Effects[i]
+		if e.Kind != kernel.EffEmit || e.Life.Agent != kernel.Root {
+			continue
+		}
+		switch e.Life.Kind {
+		case kernel.LifeTurnStarted:
+			lr.state.mu.Lock()
+			lr.state.busy, lr.state.turn = true, e.Life.Turn
+			lr.state.mu.Unlock()
+			changed = true
+		case kernel.LifeTurnEnded:
+			lr.state.mu.Lock()
+			lr.state.busy = false
+			lr.state.ended++
+			lr.state.last = e.Life
+			lr.state.mu.Unlock()
+			changed = true
+		}
+	}
+	if changed {
+		select {
+		case lr.notify <- struct{}{}:
+		default: // a notification is already pending
+		}
+	}
+}
+
+// persist appends the root's new messages and, at the end of a root turn,
+// the turn_end record (then syncs). When a turn ends and the next starts in
+// the same Step (inputs queued while an interrupted tree settled), the
+// previous turn's messages end at its marker: the new turn's user messages
+// follow it (TestPersistQueuedTurn).
+func (lr *liveRun) persist(s live.Step) {
+	hist := s.Kernel.Agent(kernel.Root).History()
+	var ended *kernel.Lifecycle
+	restarted := false
+	for i := range s.Effects {
+		e := &s.Effects[i]
+		if e.Kind != kernel.EffEmit || e.Life.Agent != kernel.Root {
+			continue
+		}
+		switch {
+		case e.Life.Kind == kernel.LifeTurnEnded:
+			ended = &e.Life
+		case e.Life.Kind == kernel.LifeTurnStarted && ended != nil:
+			restarted = true
+		}
+	}
+	if ended != nil {
+		cut := len(hist)
+		if restarted {
+			// The marker was appended when the abort began (often Steps
+			// earlier, and already written); everything after it belongs to
+			// the new turn.
+			for j := len(hist) - 1; j >= 0; j-- {
+				if hist[j].Marker {
+					cut = max(j+1, lr.written)
+					break
+				}
+			}
+		}
+		for ; lr.written < cut; lr.written++ {
+			lr.session.message(hist[lr.written])
+		}
+		lr.session.turnEnd(*ended)
+	}
+	for ; lr.written < len(hist); lr.written++ {
+		lr.session.message(hist[lr.written])
+	}
+	if lr.session.err != nil && lr.a.logger != nil {
+		lr.a.logger.Error("session file", "err", lr.session.err)
+	}
+}
+
+// show prints one effect for the human (or, with --json, each lifecycle
+// event for scripts). UI text goes to stderr only, never to a transcript.
+func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
+	if e.Kind == kernel.EffError {
+		if lr.a.logger != nil {
+			lr.a.logger.Warn("kernel refused an input", "detail", e.Detail)
+		}
+		return
+	}
+	if lr.jsonLines != nil {
+		if e.Kind == kernel.EffEmit {
+			_ = lr.jsonLines.Encode(e.Life)
+			lr.showTurnEnd(e)
+		}
+		return
+	}
+	path := func(id kernel.AgentID) string {
+		if id < 0 || int(id) >= k.NumAgents() {
+			return "?"
+		}
+		return k.Agent(id).Path()
+	}
+	switch e.Kind {
+	case kernel.EffStartTool:
+		fmt.Fprintf(lr.errw, "[%s] %s %s\n", path(e.Agent), e.Call.Name, clip(e.Call.Arguments, 160))
+		return
+	case kernel.EffEmit:
+	default:
+		return
+	}
+	l := &e.Life
+	switch l.Kind {
+	case kernel.LifeDelta:
+		if l.Agent == kernel.Root {
+			fmt.Fprint(lr.out, l.Text)
+			lr.printed = true
+			lr.midLine = !strings.HasSuffix(l.Text, "\n")
+		}
+	case kernel.LifeRetry:
+		fmt.Fprintf(lr.errw, "[%s] retry %d in %v: %s\n", path(l.Agent), l.N, l.Delay.Round(time.Millisecond), clip(l.Text, 160))
+	case kernel.LifeDelegated:
+		fmt.Fprintf(lr.errw, "[%s] delegate → %s: %s\n", path(l.Agent), path(l.Child), clip(l.Text, 160))
+	case kernel.LifeCallFinished:
+		switch l.Status {
+		case kernel.CallChild:
+			fmt.Fprintf(lr.errw, "[%s] ← %s: %s\n", path(l.Agent), path(l.Child), l.Outcome)
+		case kernel.CallOK:
+			fmt.Fprintf(lr.errw, "[%s] ← %s ok\n", path(l.Agent), l.Name)
+		default:
+			fmt.Fprintf(lr.errw, "[%s] ← %s %s (%s)\n", path(l.Agent), l.Name, l.Status, l.Reason)
+		}
+	case kernel.LifeCallDropped:
+		fmt.Fprintf(lr.errw, "[%s] dropped half-streamed call %s\n", path(l.Agent), l.Name)
+	case kernel.LifeTimedOut:
+		fmt.Fprintf(lr.errw, "[%s] %s\n", path(l.Agent), l.Reason)
+	case kernel.LifeTurnEnded:
+		if l.Agent == kernel.Root && lr.printed && lr.midLine {
+			fmt.Fprintln(lr.out)
+		}
+		lr.showTurnEnd(e)
+	}
+}
+
+// showTurnEnd prints the UI line for a root turn that did not complete.
+func (lr *liveRun) showTurnEnd(e *kernel.Effect) {
+	l := &e.Life
+	if l.Kind != kernel.LifeTurnEnded || l.Agent != kernel.Root {
+		return
+	}
+	lr.printed, lr.midLine = false, false
+	if ui := kernel.UIText(l.Outcome, l.Reason); ui != "" {
+		fmt.Fprintln(lr.errw, ui)
+	}
+}
+
+func clip(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

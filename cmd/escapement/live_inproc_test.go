@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/kernel"
+)
+
+// TestLiveUsageErrors: bad flags and bad files are usage errors (exit 2)
+// that name the flag, the file and the line.
+func TestLiveUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", dir)
+	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte(`{"type":"session","format":1}`+"\n"+`{"type":"message","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"turn_end","turn":1}`+"\n"+`{"type":"mystery"}`+"\n"), 0o644)
+	invalid := filepath.Join(dir, "invalid.jsonl")
+	os.WriteFile(invalid, []byte(`{"type":"session","format":1}`+"\n"+`{"type":"message","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"message","message":{"role":"assistant"}}`+"\n"+`{"type":"turn_end","turn":1}`+"\n"), 0o644)
+	existing := filepath.Join(dir, "existing.jsonl")
+	os.WriteFile(existing, []byte(`{"type":"session","format":1}`+"\n"), 0o644)
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"run"}, "accepts 1 arg(s)"},
+		{[]string{"run", "  "}, "the prompt is empty"},
+		{[]string{"run", "hi", "--grace", "0s"}, "--grace must be positive"},
+		{[]string{"run", "hi", "--stall-timeout", "-1s"}, "--stall-timeout must be positive"},
+		{[]string{"run", "hi", "--max-requests", "0"}, "--max-requests must be in 1.."},
+		{[]string{"run", "hi", "--max-depth", "-1"}, "--max-depth must be in 0.."},
+		{[]string{"run", "hi", "--turn-timeout", "soon"}, `invalid argument "soon" for "--turn-timeout"`},
+		{[]string{"run", "hi", "--workspace", filepath.Join(dir, "nope")}, "--workspace: workspace"},
+		{[]string{"run", "hi", "--base-url", "ftp://example"}, "--base-url/--model: openai: base URL"},
+		{[]string{"run", "hi", "--session", existing}, "already holds a session"},
+		{[]string{"run", "hi", "--trace", filepath.Join(dir, "no", "such", "dir", "t.jsonl")}, "--trace:"},
+		{[]string{"chat", "--resume", bad}, bad + ":4: unknown record type \"mystery\""},
+		{[]string{"chat", "--resume", invalid}, invalid + ":3: empty assistant message"},
+		{[]string{"chat", "--resume", filepath.Join(dir, "missing.jsonl")}, "--resume: open"},
+		{[]string{"chat", "--resume", existing, "--session", bad}, "--session and --resume name different files"},
+	} {
+		code, _, stderr := runCLI(t, tc.args...)
+		if code != exitUsage || !strings.Contains(stderr, tc.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 mentioning %q", tc.args, code, stderr, tc.msg)
+		}
+	}
+}
+
+// TestRunInProcess runs `escapement run` in-process (under -race): a tool
+// call, its activity on stderr, the answer on stdout, the session file.
+func TestRunInProcess(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.Body.Last().Role == "tool" {
+			_ = w.Answer("The workspace holds "+r.Body.Last().Content, 4)
+			return
+		}
+		_ = w.Text("Looking.\n")
+		_ = w.Call(0, "c1", "list_dir", `{"path":"."}`, 3)
+		_ = w.End("tool_calls")
+	})
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello"), 0o644)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	t.Setenv("OPENAI_API_KEY", "")
+	sess := filepath.Join(t.TempDir(), "state", "s.jsonl")
+	code, out, stderr := runCLI(t, "run", "what is here?", "--workspace", dir, "--session", sess, "--system", "sys")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr %s", code, stderr)
+	}
+	if out != "Looking.\nThe workspace holds notes.txt (5 bytes)\n" {
+		t.Errorf("stdout %q", out)
+	}
+	if !strings.Contains(stderr, `[main] list_dir {"path":"."}`) || !strings.Contains(stderr, "[main] ← list_dir ok") {
+		t.Errorf("stderr %q", stderr)
+	}
+	ls, err := loadSession(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ls.turns != 1 || len(ls.history) != 5 || ls.history[0].Content != "sys" || ls.history[4].Role != kernel.RoleAssistant {
+		t.Errorf("session: %d turns, history %+v", ls.turns, ls.history)
+	}
+	if srv.Requests()[0].Auth != "" {
+		t.Error("an Authorization header was sent without a key")
+	}
+}

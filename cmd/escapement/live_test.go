@@ -1,0 +1,528 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/internal/proctest"
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
+)
+
+const testKey = "sk-e2e-DO-NOT-LEAK-4f9c2a7b"
+
+// buildBinary builds the CLI into dir (the end-to-end tests run the real
+// binary: real signals, real process groups, real exit codes).
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "escapement")
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the end-to-end tests build the binary and need go on PATH: %v", err)
+	}
+	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// syncBuffer is a bytes.Buffer safe for a copier goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// proc is a running binary.
+type proc struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout *syncBuffer
+	stderr *syncBuffer
+	done   chan struct{}
+	code   int
+}
+
+func startBinary(t *testing.T, bin string, srv *fakeopenai.Server, dir string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state"),
+		"OPENAI_API_KEY=" + testKey, "OPENAI_BASE_URL=" + srv.BaseURL(),
+	}
+	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
+	var err error
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			p.code = 0
+		case errors.As(err, &ee):
+			p.code = ee.ExitCode()
+		default:
+			p.code = -1
+		}
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait waits (generously) for the process to exit and returns its code.
+func (p *proc) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(30 * time.Second):
+		t.Fatalf("process did not exit\nstdout: %s\nstderr: %s", p.stdout, p.stderr)
+		return 0
+	}
+}
+
+// eventually polls cond (generous bound: these wait for real processes).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func readSession(t *testing.T, path string) []sessionRecord {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []sessionRecord
+	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		var r sessionRecord
+		if err := json.Unmarshal(line, &r); err != nil {
+			t.Fatalf("session line %q: %v", line, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func checkNoUIText(t *testing.T, files ...string) {
+	t.Helper()
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		for _, ui := range kernel.UIStrings() {
+			if bytes.Contains(data, []byte(ui)) {
+				t.Errorf("%s contains the UI string %q (I12)", f, ui)
+			}
+		}
+	}
+}
+
+// TestRunInterruptE2E is F1 in the real world: `escapement run` against a
+// slow stream, SIGINT after the first tokens → exit 130, the partial text on
+// stdout, the connection closed on the server's side, and no further request.
+func TestRunInterruptE2E(t *testing.T) {
+	bin := buildBinary(t)
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Forever(ctx, "tok ", 20*time.Millisecond)
+	})
+	t.Cleanup(srv.Close) // after the binary is killed (cleanups run last-in first-out)
+	dir := t.TempDir()
+	sess, tr := filepath.Join(dir, "s.jsonl"), filepath.Join(dir, "t.jsonl")
+	p := startBinary(t, bin, srv, dir, "run", "count for me", "--session", sess, "--trace", tr)
+	eventually(t, "the first tokens on stdout", func() bool { return strings.Contains(p.stdout.String(), "tok tok ") })
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != exitInterrupted {
+		t.Fatalf("exit %d, want 130\nstderr: %s", code, p.stderr)
+	}
+	out := p.stdout.String()
+	if !strings.HasPrefix(out, "tok tok ") {
+		t.Errorf("stdout %q lacks the partial text", out)
+	}
+	if !strings.Contains(p.stderr.String(), kernel.UIInterrupted) {
+		t.Errorf("stderr lacks the UI text: %s", p.stderr)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests, want exactly 1 (no request after the interrupt, F1)", len(reqs))
+	}
+	// The process has exited, so its socket is closed; the handler saw it.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.WaitFor(ctx, func(rs []fakeopenai.Request) bool { return !rs[0].Closed.IsZero() }); err != nil {
+		t.Error("the server never saw the connection close")
+	}
+	// The session has the partial answer (flagged), the marker, and the
+	// turn's end; no UI text anywhere in the files.
+	recs := readSession(t, sess)
+	last := recs[len(recs)-1]
+	if last.Type != "turn_end" || last.Outcome != kernel.OutcomeInterrupted || last.Reason != kernel.ReasonUserCancel {
+		t.Errorf("last session record %+v", last)
+	}
+	var partial, marker bool
+	for _, r := range recs {
+		if r.Message != nil {
+			partial = partial || (r.Message.Partial && strings.HasPrefix(r.Message.Content, "tok tok "))
+			marker = marker || r.Message.Marker
+		}
+	}
+	if !partial || !marker {
+		t.Errorf("session lacks the partial text (%v) or the marker (%v)", partial, marker)
+	}
+	checkNoUIText(t, sess, tr)
+	f, err := os.Open(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	sc.Scan()
+	h, err := trace.ReadHeader(sc.Bytes())
+	if err != nil || h.Source != "live" || h.Limits != kernel.DefaultLimits() {
+		t.Errorf("trace header %+v (%v)", h, err)
+	}
+	var lastRec trace.Record
+	for sc.Scan() {
+		if lastRec, err = trace.ReadRecord(sc.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lastRec.Type != "end" {
+		t.Errorf("trace does not end with an end record: %+v", lastRec)
+	}
+}
+
+// TestRunInterruptShellE2E: the interrupt arrives while a shell tool runs a
+// `sleep 30` that ignores SIGINT: the whole process group is gone within
+// the grace period (SIGINT, then SIGKILL), the run exits 130, and no request
+// follows the interrupt.
+func TestRunInterruptShellE2E(t *testing.T) {
+	bin := buildBinary(t)
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Text("Running it.")
+		args, _ := json.Marshal(map[string]string{"command": "trap '' INT; echo $$ > pid; sleep 30 & sleep 30"})
+		_ = w.Call(0, "call_sh", "shell", string(args), 9)
+		_ = w.End("tool_calls")
+	})
+	t.Cleanup(srv.Close) // after the binary is killed (cleanups run last-in first-out)
+	dir := t.TempDir()
+	const grace = 2 * time.Second
+	p := startBinary(t, bin, srv, dir, "run", "sleep", "--allow-shell", "--workspace", dir,
+		"--grace", grace.String(), "--session", filepath.Join(dir, "s.jsonl"))
+	var pgid int
+	eventually(t, "the shell's pid file", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return false
+		}
+		pgid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	eventually(t, "both sleeps running", func() bool {
+		m, _ := proctest.GroupMembers(pgid)
+		return len(m) >= 3 // bash and two sleeps
+	})
+	sigAt := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var goneAt time.Time
+	for goneAt.IsZero() {
+		m, err := proctest.GroupMembers(pgid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m) == 0 {
+			goneAt = time.Now()
+		} else if time.Since(sigAt) > 20*time.Second {
+			t.Fatalf("process group %d still has %v", pgid, m)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if code := p.wait(t); code != exitInterrupted {
+		t.Fatalf("exit %d, want 130\nstderr: %s", code, p.stderr)
+	}
+	t.Logf("SIGINT → process group gone: %v; grace %v", goneAt.Sub(sigAt), grace)
+	if d := goneAt.Sub(sigAt); d > grace {
+		t.Errorf("the process group outlived the grace period: gone %v after SIGINT", d)
+	}
+	if m, _ := proctest.GroupMembers(pgid); len(m) != 0 {
+		t.Errorf("process group %d has %v after exit", pgid, m)
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Errorf("%d requests, want 1 (F1)", n)
+	}
+	if !strings.Contains(p.stderr.String(), "[main] shell ") || !strings.Contains(p.stderr.String(), kernel.UIInterrupted) {
+		t.Errorf("stderr: %s", p.stderr)
+	}
+	if !strings.Contains(p.stdout.String(), "Running it.") {
+		t.Errorf("stdout %q", p.stdout)
+	}
+}
+
+// TestRunSecondInterruptE2E: a second Ctrl-C while the tree is still
+// settling (a shell ignoring SIGINT, a long grace) exits at once with 130,
+// and the shell's process group is killed rather than left behind.
+func TestRunSecondInterruptE2E(t *testing.T) {
+	bin := buildBinary(t)
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		args, _ := json.Marshal(map[string]string{"command": "trap '' INT; echo $$ > pid; sleep 60"})
+		_ = w.Call(0, "call_sh", "shell", string(args), 50)
+		_ = w.End("tool_calls")
+	})
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	p := startBinary(t, bin, srv, dir, "run", "sleep", "--allow-shell", "--workspace", dir,
+		"--grace", "60s", "--session", filepath.Join(dir, "s.jsonl"))
+	var pgid int
+	eventually(t, "the shell's pid file", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "pid"))
+		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
+			return false
+		}
+		pgid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	// Give the first interrupt time to be handled: the shell gets SIGINT,
+	// ignores it, and SIGKILL would follow only after 30s (grace/2).
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-p.done:
+		t.Fatalf("exited after the first Ctrl-C (code %d); the shell ignores SIGINT for 30s", p.code)
+	default:
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.wait(t); code != exitInterrupted {
+		t.Fatalf("exit %d, want 130\nstderr: %s", code, p.stderr)
+	}
+	eventually(t, "the process group to be gone", func() bool {
+		m, _ := proctest.GroupMembers(pgid)
+		return len(m) == 0
+	})
+}
+
+// TestAPIKeyNeverPrinted: a run with --json --trace (and debug logs) that
+// uses a tool, meets a 429 whose body echoes the key, and a run whose 401
+// echoes it: the key is in no output and no file.
+func TestAPIKeyNeverPrinted(t *testing.T) {
+	bin := buildBinary(t)
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		key := strings.TrimPrefix(r.Auth, "Bearer ")
+		switch {
+		case r.Body.FirstUser() == "unauthorized":
+			w.Status(401, `{"error":{"message":"Incorrect API key provided: `+key+`","type":"invalid_request_error"}}`)
+		case r.N == 1:
+			_ = w.Call(0, "c1", "list_dir", `{"path":"."}`, 4)
+			_ = w.End("tool_calls")
+		case r.N == 2:
+			w.Status(429, `{"error":{"message":"slow down, `+key+`"}}`, "Retry-After", "0.01")
+		default:
+			_ = w.Answer("all good", 3)
+		}
+	})
+	t.Cleanup(srv.Close) // after the binary is killed (cleanups run last-in first-out)
+	dir := t.TempDir()
+	files := func(name string) (string, string) {
+		return filepath.Join(dir, name+"-session.jsonl"), filepath.Join(dir, name+"-trace.jsonl")
+	}
+	s1, t1 := files("ok")
+	p := startBinary(t, bin, srv, dir, "--log-level", "debug", "run", "look around", "--json", "--trace", t1, "--session", s1, "--workspace", dir)
+	p.stdin.Close()
+	if code := p.wait(t); code != exitOK {
+		t.Fatalf("exit %d\nstderr: %s", code, p.stderr)
+	}
+	s2, t2 := files("unauth")
+	q := startBinary(t, bin, srv, dir, "--log-level", "debug", "run", "unauthorized", "--json", "--trace", t2, "--session", s2)
+	if code := q.wait(t); code != exitCheckFailed {
+		t.Fatalf("401 run: exit %d, want 1\nstderr: %s", code, q.stderr)
+	}
+	if got := srv.Requests()[0].Auth; got != "Bearer "+testKey {
+		t.Fatalf("the key was not sent: %q", got)
+	}
+	outputs := map[string]string{"stdout": p.stdout.String(), "stderr": p.stderr.String(), "401 stdout": q.stdout.String(), "401 stderr": q.stderr.String()}
+	for _, f := range []string{s1, t1, s2, t2} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		outputs[f] = string(b)
+	}
+	for name, text := range outputs {
+		if strings.Contains(text, testKey) {
+			t.Errorf("%s contains the API key", name)
+		}
+	}
+	// The echoed key was there to leak: the redaction is what stopped it.
+	if !strings.Contains(outputs[t2], "[redacted]") || !strings.Contains(outputs["stderr"], "retry") {
+		t.Errorf("expected the redacted 401 in the trace and a retry on stderr\ntrace: %s\nstderr: %s", outputs[t2], outputs["stderr"])
+	}
+	// --json: stdout is JSON Lines of lifecycle events only.
+	for _, line := range strings.Split(strings.TrimSpace(outputs["stdout"]), "\n") {
+		var l kernel.Lifecycle
+		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Seq == 0 {
+			t.Errorf("stdout line %q is not a lifecycle event (%v)", line, err)
+		}
+	}
+	if !strings.Contains(outputs["stdout"], `"kind":"turn_ended"`) {
+		t.Error("no turn_ended event on stdout")
+	}
+}
+
+// TestChatE2E drives `escapement chat` through its stdin: a turn, an
+// interjection that cuts a running stream, a /cancel, and then --resume in
+// a new process (after a simulated crash mid-turn) continuing the history.
+func TestChatE2E(t *testing.T) {
+	bin := buildBinary(t)
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		last := r.Body.Last()
+		if last.Role == "user" && strings.HasPrefix(last.Content, "slow") {
+			w.Forever(ctx, "slowly ", 20*time.Millisecond)
+			return
+		}
+		_ = w.Answer(fmt.Sprintf("answer to %q (%d messages)", last.Content, len(r.Body.Messages)), 5)
+	})
+	t.Cleanup(srv.Close) // after the binary is killed (cleanups run last-in first-out)
+	dir := t.TempDir()
+	sess := filepath.Join(dir, "chat.jsonl")
+	p := startBinary(t, bin, srv, dir, "chat", "--session", sess, "--system", "be terse")
+	say := func(line string) {
+		t.Helper()
+		if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The prompt ("> " on stderr) is printed at the start and after every
+	// turn: waiting for it orders the lines after the turns, so the next
+	// line starts a turn rather than interjecting.
+	prompts := func(n int) func() bool {
+		return func() bool { return strings.Count(p.stderr.String(), "> ") >= n }
+	}
+	say("hello")
+	eventually(t, "the first answer", func() bool { return strings.Contains(p.stdout.String(), `answer to "hello" (2 messages)`) })
+	eventually(t, "the prompt after the first turn", prompts(2))
+	say("slow one")
+	eventually(t, "the slow stream", func() bool { return strings.Contains(p.stdout.String(), "slowly slowly ") })
+	say("interjected")
+	eventually(t, "the answer to the interjection", func() bool {
+		return strings.Contains(p.stdout.String(), `answer to "interjected"`)
+	})
+	eventually(t, "the prompt after the second turn", prompts(3))
+	say("slow two")
+	eventually(t, "the second slow stream", func() bool { return len(srv.Requests()) == 4 && strings.Count(p.stdout.String(), "slowly") > 4 })
+	say("/cancel")
+	eventually(t, "the UI text", func() bool { return strings.Contains(p.stderr.String(), kernel.UIInterrupted) })
+	p.stdin.Close()
+	if code := p.wait(t); code != exitOK {
+		t.Fatalf("exit %d\nstderr: %s", code, p.stderr)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 4 || reqs[1].Closed.IsZero() || reqs[3].Closed.IsZero() {
+		t.Fatalf("%d requests; the slow streams' connections closed: %v %v", len(reqs), !reqs[1].Closed.IsZero(), !reqs[3].Closed.IsZero())
+	}
+	// The interjection restarted the request with the partial text and the
+	// user's line: system, hello, answer, slow one, partial, interjected.
+	if m := reqs[2].Body.Messages; len(m) != 6 || m[4].Role != "assistant" || !strings.HasPrefix(m[4].Content, "slowly") || m[5].Content != "interjected" {
+		t.Errorf("request after the interjection: %+v", m)
+	}
+	recs := readSession(t, sess)
+	var ends []kernel.Outcome
+	for _, r := range recs {
+		if r.Type == "turn_end" {
+			ends = append(ends, r.Outcome)
+		}
+	}
+	if fmt.Sprint(ends) != "[completed completed interrupted]" {
+		t.Errorf("turn ends %v", ends)
+	}
+	checkNoUIText(t, sess)
+
+	// A crash in the middle of a turn: a message without its turn_end and
+	// a torn line. Resuming drops both and continues from the last turn.
+	f, err := os.OpenFile(sess, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "%s\n{\"type\":\"mess", `{"type":"message","message":{"role":"user","content":"lost in the crash"}}`)
+	f.Close()
+	q := startBinary(t, bin, srv, dir, "chat", "--resume", sess, "--system", "be terse")
+	if _, err := io.WriteString(q.stdin, "again\n"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the resumed answer", func() bool { return strings.Contains(q.stdout.String(), `answer to "again"`) })
+	q.stdin.Close()
+	if code := q.wait(t); code != exitOK {
+		t.Fatalf("resume: exit %d\nstderr: %s", code, q.stderr)
+	}
+	if !strings.Contains(q.stderr.String(), "dropped 1 message(s) of a turn that never finished") {
+		t.Errorf("resume stderr: %s", q.stderr)
+	}
+	m := srv.Requests()[4].Body.Messages
+	var contents []string
+	for _, x := range m {
+		contents = append(contents, x.Role+":"+clip(x.Content, 12))
+	}
+	if len(m) != 11 || m[0].Content != "be terse" || m[len(m)-1].Content != "again" || strings.Contains(fmt.Sprint(contents), "lost in the crash") ||
+		!strings.HasPrefix(m[len(m)-2].Content, kernel.MarkerPrefix) {
+		t.Errorf("resumed request: %v", contents)
+	}
+	if _, err := loadSession(sess); err != nil {
+		t.Errorf("the session does not load after the resumed run: %v", err)
+	}
+}

@@ -1,0 +1,307 @@
+// Package fakeopenai is a scriptable OpenAI-protocol chat-completions server
+// for tests: it listens on loopback (net/http/httptest), records every
+// request, and lets a test script each response as real SSE bytes — text
+// deltas, tool-call fragments, finish reasons, usage, error statuses, error
+// events, abrupt disconnects, or a stream that never ends.
+package fakeopenai
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Message is a chat message as the server received it.
+type Message struct {
+	Role       string `json:"role"`
+	Content    string `json:"content"`
+	ToolCallID string `json:"tool_call_id"`
+	ToolCalls  []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// Body is the decoded request body.
+type Body struct {
+	Model         string          `json:"model"`
+	Stream        bool            `json:"stream"`
+	Messages      []Message       `json:"messages"`
+	Tools         json.RawMessage `json:"tools"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// Last is the last message of the request.
+func (b Body) Last() Message { return b.Messages[len(b.Messages)-1] }
+
+// FirstUser is the first user message's content (a child's task).
+func (b Body) FirstUser() string {
+	for _, m := range b.Messages {
+		if m.Role == "user" {
+			return m.Content
+		}
+	}
+	return ""
+}
+
+// Request is one recorded request.
+type Request struct {
+	N      int // 1-based arrival order
+	Path   string
+	Auth   string
+	Raw    []byte
+	Body   Body
+	At     time.Time
+	Closed time.Time // when the handler saw the client go away (zero: never)
+}
+
+// Handler scripts one response. It runs in the server's goroutine for the
+// request; ctx is done when the client closes the connection.
+type Handler func(ctx context.Context, req *Request, w *Writer)
+
+// Server is the fake endpoint.
+type Server struct {
+	*httptest.Server
+	handler Handler
+
+	mu   sync.Mutex
+	reqs []*Request
+	cond chan struct{} // closed and replaced on every change
+}
+
+// New starts a server on loopback; URL()+"/v1" is its base URL.
+func New(h Handler) *Server {
+	s := &Server{handler: h, cond: make(chan struct{})}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// BaseURL is the OpenAI base URL of the server.
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+func (s *Server) changed() {
+	close(s.cond)
+	s.cond = make(chan struct{})
+}
+
+func (s *Server) serve(rw http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	req := &Request{Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Raw: raw, At: time.Now()}
+	if err := json.Unmarshal(raw, &req.Body); err != nil {
+		http.Error(rw, `{"error":{"message":"bad json"}}`, http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.reqs = append(s.reqs, req)
+	req.N = len(s.reqs)
+	s.changed()
+	s.mu.Unlock()
+
+	w := &Writer{rw: rw, srv: s, req: req}
+	if f, ok := rw.(http.Flusher); ok {
+		w.flush = f.Flush
+	}
+	s.handler(r.Context(), req, w)
+}
+
+// markClosed records that the handler saw the client go away.
+func (s *Server) markClosed(req *Request, at time.Time) {
+	s.mu.Lock()
+	req.Closed = at
+	s.changed()
+	s.mu.Unlock()
+}
+
+// Requests returns a snapshot of the recorded requests.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.reqs))
+	for i, r := range s.reqs {
+		out[i] = *r
+	}
+	return out
+}
+
+// WaitFor blocks until cond holds for the recorded requests or ctx ends.
+func (s *Server) WaitFor(ctx context.Context, cond func([]Request) bool) error {
+	for {
+		s.mu.Lock()
+		ch := s.cond
+		s.mu.Unlock()
+		if cond(s.Requests()) {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("fakeopenai: condition not met: %w", ctx.Err())
+		}
+	}
+}
+
+// Writer writes one scripted response.
+type Writer struct {
+	srv     *Server
+	req     *Request
+	rw      http.ResponseWriter
+	flush   func()
+	started bool
+	chunkN  int
+}
+
+func (w *Writer) start() {
+	if w.started {
+		return
+	}
+	w.started = true
+	h := w.rw.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.rw.WriteHeader(http.StatusOK)
+}
+
+// Raw writes one line (plus the blank line that ends an SSE event when it
+// is a data line) and flushes it.
+func (w *Writer) Raw(line string) error {
+	w.start()
+	sep := "\n"
+	if strings.HasPrefix(line, "data:") {
+		sep = "\n\n"
+	}
+	if _, err := io.WriteString(w.rw, line+sep); err != nil {
+		return err
+	}
+	if w.flush != nil {
+		w.flush()
+	}
+	return nil
+}
+
+func (w *Writer) chunk(choice string) error {
+	w.chunkN++
+	return w.Raw(fmt.Sprintf(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"fake","choices":[%s]}`, choice))
+}
+
+// Text sends a content delta.
+func (w *Writer) Text(s string) error {
+	b, _ := json.Marshal(s)
+	return w.chunk(fmt.Sprintf(`{"index":0,"delta":{"content":%s},"finish_reason":null}`, b))
+}
+
+// CallStart sends a tool call's first fragment (index, id, name, empty
+// arguments), as OpenAI does.
+func (w *Writer) CallStart(index int, id, name string) error {
+	return w.chunk(fmt.Sprintf(`{"index":0,"delta":{"tool_calls":[{"index":%d,"id":%q,"type":"function","function":{"name":%q,"arguments":""}}]},"finish_reason":null}`, index, id, name))
+}
+
+// CallArgs sends an argument fragment of call index.
+func (w *Writer) CallArgs(index int, frag string) error {
+	b, _ := json.Marshal(frag)
+	return w.chunk(fmt.Sprintf(`{"index":0,"delta":{"tool_calls":[{"index":%d,"function":{"arguments":%s}}]},"finish_reason":null}`, index, b))
+}
+
+// Call sends a whole call split into argument fragments of size n.
+func (w *Writer) Call(index int, id, name, args string, n int) error {
+	if err := w.CallStart(index, id, name); err != nil {
+		return err
+	}
+	for len(args) > 0 {
+		k := min(n, len(args))
+		if err := w.CallArgs(index, args[:k]); err != nil {
+			return err
+		}
+		args = args[k:]
+	}
+	return nil
+}
+
+// Finish sends the finish reason.
+func (w *Writer) Finish(reason string) error {
+	return w.chunk(fmt.Sprintf(`{"index":0,"delta":{},"finish_reason":%q}`, reason))
+}
+
+// Usage sends the usage chunk (empty choices).
+func (w *Writer) Usage(prompt, completion int) error {
+	return w.Raw(fmt.Sprintf(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"fake","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, prompt, completion, prompt+completion))
+}
+
+// Done sends [DONE].
+func (w *Writer) Done() error { return w.Raw("data: [DONE]") }
+
+// End finishes a normal answer: finish reason, usage, [DONE].
+func (w *Writer) End(reason string) error {
+	if err := w.Finish(reason); err != nil {
+		return err
+	}
+	if err := w.Usage(10, w.chunkN); err != nil {
+		return err
+	}
+	return w.Done()
+}
+
+// Answer streams text in pieces of n bytes and ends it.
+func (w *Writer) Answer(text string, n int) error {
+	for len(text) > 0 {
+		k := min(n, len(text))
+		if err := w.Text(text[:k]); err != nil {
+			return err
+		}
+		text = text[k:]
+	}
+	return w.End("stop")
+}
+
+// Status answers with an HTTP error status, extra headers and a body.
+func (w *Writer) Status(code int, body string, headers ...string) {
+	for i := 0; i+1 < len(headers); i += 2 {
+		w.rw.Header().Set(headers[i], headers[i+1])
+	}
+	w.rw.Header().Set("Content-Type", "application/json")
+	w.rw.WriteHeader(code)
+	_, _ = io.WriteString(w.rw, body)
+}
+
+// Hangup closes the connection abruptly (no [DONE], no finish reason).
+func (w *Writer) Hangup() {
+	w.start()
+	if w.flush != nil {
+		w.flush()
+	}
+	if hj, ok := w.rw.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+		}
+	}
+}
+
+// Forever streams a text chunk every gap until the client goes away, and
+// records when it noticed in the request's Closed.
+func (w *Writer) Forever(ctx context.Context, text string, gap time.Duration) {
+	t := time.NewTicker(gap)
+	defer t.Stop()
+	for {
+		if err := w.Text(text); err != nil {
+			w.srv.markClosed(w.req, time.Now())
+			return
+		}
+		select {
+		case <-ctx.Done():
+			w.srv.markClosed(w.req, time.Now())
+			return
+		case <-t.C:
+		}
+	}
+}
