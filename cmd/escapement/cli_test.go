@@ -16,8 +16,14 @@ var update = flag.Bool("update", false, "rewrite golden files and the README's g
 // runCLI runs the CLI in-process and returns exit code, stdout, stderr.
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
+	return runCLIWithInput(t, "", args...)
+}
+
+// runCLIWithInput is runCLI with stdin.
+func runCLIWithInput(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, streams{in: strings.NewReader(""), out: &out, err: &errb})
+	code := run(context.Background(), args, streams{in: strings.NewReader(stdin), out: &out, err: &errb})
 	return code, out.String(), errb.String()
 }
 

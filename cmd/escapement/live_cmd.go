@@ -296,7 +296,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		}()
 		lr.traceF = traceF
 		lr.trace = trace.NewWriter(lr.traceF, trace.Header{
-			Source: "live", Name: sessionPath, Limits: f.limits, RootName: "main", System: f.system,
+			Source: "live", Name: sessionPath, Limits: f.limits, RootName: "main", System: f.system, History: kcfg.History,
 			Build: "escapement " + runtime.Version(),
 		})
 	}

@@ -89,3 +89,42 @@ func TestRunInProcess(t *testing.T) {
 		t.Error("an Authorization header was sent without a key")
 	}
 }
+
+// TestLiveTraceReplaysInSimulator: record real, replay simulated. A live run
+// (against the loopback server, with a tool call and a resumed history)
+// writes a trace that `escapement sim replay` reproduces byte for byte from
+// its recorded events alone.
+func TestLiveTraceReplaysInSimulator(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.Body.Last().Role == "tool" {
+			_ = w.Answer("Found "+r.Body.Last().Content, 3)
+			return
+		}
+		_ = w.Text("Looking.\n")
+		_ = w.Call(0, "c1", "list_dir", `{"path":"."}`, 3)
+		_ = w.End("tool_calls")
+	})
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a"), 0o644)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("XDG_STATE_HOME", t.TempDir())
+	sess := filepath.Join(t.TempDir(), "s.jsonl")
+	tr1 := filepath.Join(t.TempDir(), "first.jsonl")
+	if code, _, errb := runCLI(t, "run", "what is here?", "--workspace", dir, "--session", sess, "--trace", tr1); code != exitOK {
+		t.Fatalf("run: exit %d %s", code, errb)
+	}
+	// A resumed session: its trace header carries the seeded history.
+	tr2 := filepath.Join(t.TempDir(), "second.jsonl")
+	code, _, errb := runCLIWithInput(t, "again\n", "chat", "--resume", sess, "--workspace", dir, "--trace", tr2)
+	if code != exitOK {
+		t.Fatalf("chat: exit %d %s", code, errb)
+	}
+	for _, tr := range []string{tr1, tr2} {
+		code, out, errb := runCLI(t, "sim", "replay", tr)
+		if code != exitOK || !strings.Contains(out, "live trace") || !strings.Contains(out, "reproduced") {
+			t.Fatalf("replay %s: exit %d\n%s%s", tr, code, out, errb)
+		}
+	}
+}

@@ -48,6 +48,9 @@ type Header struct {
 	RootName    string        `json:"root_name,omitempty"`
 	System      string        `json:"system,omitempty"`
 	ChildSystem string        `json:"child_system,omitempty"`
+	// History is the root's seeded history (a resumed live session), so a
+	// replay starts from the same transcript.
+	History []kernel.Message `json:"history,omitempty"`
 	// Build names the binary that wrote the trace (for reproduction notes).
 	Build string `json:"build,omitempty"`
 }
