@@ -20,11 +20,14 @@ type brokenCore struct {
 	view     func(v View) View
 	logRange func(b *brokenCore, seq uint64, fn func(kernel.Lifecycle) bool) error
 	fake     kernel.OpID
+	cfg      kernel.Config
 	// scratch for the individual breakages
-	deferred  *kernel.Event
-	lastOwn   map[kernel.AgentID]int64
-	fired     map[kernel.AgentID]bool
-	fragments map[kernel.OpID][]kernel.CallDelta
+	deferred *kernel.Event
+	lastOwn  map[kernel.AgentID]int64
+	fired    map[kernel.AgentID]bool
+	// interrupted is the last turn each agent was seen interrupted in.
+	interrupted map[kernel.AgentID]uint64
+	fragments   map[kernel.OpID][]kernel.CallDelta
 }
 
 func (b *brokenCore) Step(ev kernel.Event) []kernel.Effect {
@@ -66,7 +69,7 @@ func broken(setup func(b *brokenCore)) CoreFactory {
 		if err != nil {
 			return nil, err
 		}
-		b := &brokenCore{Core: c, lastOwn: map[kernel.AgentID]int64{}, fired: map[kernel.AgentID]bool{}, fragments: map[kernel.OpID][]kernel.CallDelta{}}
+		b := &brokenCore{Core: c, cfg: cfg, lastOwn: map[kernel.AgentID]int64{}, fired: map[kernel.AgentID]bool{}, interrupted: map[kernel.AgentID]uint64{}, fragments: map[kernel.OpID][]kernel.CallDelta{}}
 		setup(b)
 		return b, nil
 	}
@@ -91,27 +94,32 @@ func brokenLoops() []struct {
 		invariant string
 		core      CoreFactory
 	}{
-		{"followup-after-grandchild-tool", "F1: asks the model again once its tools finished, despite the interrupt", "I1",
+		{"followup-after-grandchild-tool", "F1: asks the model again once the interrupted subtree's work finished", "I1",
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					target := b.Target(ev)
 					before := b.AgentState(target)
 					out := b.inner(ev)
-					if ev.Kind == kernel.EvToolResult && before == fsm.Interrupted {
-						out = append(out, kernel.Effect{Kind: kernel.EffStartLLM, Agent: target, Op: b.fakeOp(), Messages: b.Core.View(target).History})
+					// A tool returned, or a cancelled stream stopped, in an
+					// interrupted agent: the loop goes on to "the next
+					// request" with no check in between (the post-mortem).
+					finished := ev.Kind == kernel.EvToolResult || ev.Kind == kernel.EvLLMError || ev.Kind == kernel.EvLLMEnd
+					if finished && before == fsm.Interrupted {
+						out = append(out, kernel.Effect{Kind: kernel.EffStartLLM, Agent: kernel.Root, Op: b.fakeOp(), Messages: b.Core.View(kernel.Root).History})
 					}
 					return out
 				}
 			})},
-		{"cancel-reaches-descendants", "F2: the interrupt reaches only the agent it was aimed at", "I2",
+		{"cancel-reaches-descendants", "F2: an abort reaches only the agent it hit, never its children", "I2",
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					target := b.Target(ev)
 					out := b.inner(ev)
-					if ev.Kind != kernel.EvCancel {
+					if ev.Kind != kernel.EvCancel && ev.Kind != kernel.EvTimer {
 						return out
 					}
 					return slices.DeleteFunc(out, func(e kernel.Effect) bool {
-						return (e.Kind == kernel.EffCancelLLM || e.Kind == kernel.EffCancelTool) && e.Agent != ev.Agent
+						return (e.Kind == kernel.EffCancelLLM || e.Kind == kernel.EffCancelTool) && e.Agent != target
 					})
 				}
 			})},
@@ -136,7 +144,7 @@ func brokenLoops() []struct {
 						if _, ok := b.lastOwn[a]; !ok {
 							b.lastOwn[a] = int64(ev.At)
 						}
-						if b.AgentState(a) == fsm.Delegating && !b.fired[a] && int64(ev.At)-b.lastOwn[a] >= int64(kernel.DefaultLimits().StallTimeout) {
+						if b.AgentState(a) == fsm.Delegating && !b.fired[a] && int64(ev.At)-b.lastOwn[a] >= int64(b.cfg.StallTimeout) {
 							b.fired[a] = true
 							out = append(out, emit(a, kernel.Lifecycle{Kind: kernel.LifeTimedOut, Reason: kernel.ReasonStallTimeout, At: ev.At}))
 						}
@@ -174,10 +182,21 @@ func brokenLoops() []struct {
 		{"interject-and-rapid-esc", "F8: every Esc press fires another interrupt", "I11",
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
-					before := b.AgentState(b.Target(ev))
+					if ev.Kind != kernel.EvCancel || ev.Agent < 0 || int(ev.Agent) >= b.NumAgents() {
+						return b.inner(ev)
+					}
+					turn := b.Core.View(ev.Agent).Turn
+					already := b.interrupted[ev.Agent] == turn && turn != 0
 					out := b.inner(ev)
-					if ev.Kind == kernel.EvCancel && before == fsm.Interrupted {
-						out = append(out, emit(ev.Agent, kernel.Lifecycle{Kind: kernel.LifeInterrupted, Reason: kernel.ReasonUserCancel, Turn: b.Core.View(ev.Agent).Turn}))
+					for _, e := range out {
+						if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeInterrupted {
+							b.interrupted[e.Agent] = e.Life.Turn
+						}
+					}
+					if already {
+						// No idempotency, no debounce: the press interrupts
+						// the same turn again.
+						out = append(out, emit(ev.Agent, kernel.Lifecycle{Kind: kernel.LifeInterrupted, Reason: kernel.ReasonUserCancel, Turn: turn}))
 					}
 					return out
 				}

@@ -94,6 +94,9 @@ type oracle struct {
 	emitted []uint64
 	// endedNow are turns that ended in this step, checked after refresh.
 	endedNow []kernel.Lifecycle
+	// partials are texts streamed by requests cut (or failed) in this
+	// step, which the same step must keep as partial messages (F7, I10).
+	partials []partialObs
 	// lastActivity is the latest user input or fault (scheduled or
 	// injected); liveChecked is set once the liveness bound was judged.
 	lastActivity time.Duration
@@ -136,6 +139,13 @@ type quiesceDeadline struct {
 type agentTurn struct {
 	id   kernel.AgentID
 	turn uint64
+}
+
+type partialObs struct {
+	agent kernel.AgentID
+	text  string
+	why   string
+	kept  bool
 }
 
 type callKey struct {
@@ -291,6 +301,7 @@ func (o *oracle) before(ev kernel.Event, target kernel.AgentID) {
 	}
 	o.stale, o.staleWhy, o.cancelEv, o.userInput, o.inputText = false, "", nil, false, ""
 	o.endedNow = o.endedNow[:0]
+	o.partials = o.partials[:0]
 	// Events are formatted only when a violation quotes them.
 	o.recent[o.nrecent%recentEvents] = ev
 	o.nrecent++
@@ -440,6 +451,9 @@ func (o *oracle) beforeWorld(ev kernel.Event) {
 		op.terminal = true
 		if op.cancels == 0 && ev.Failure != kernel.FailureCancelled {
 			o.agents[op.agent].llmFailed = true
+			if len(op.text) > 0 {
+				o.partials = append(o.partials, partialObs{agent: op.agent, text: string(op.text), why: "a stream failure"})
+			}
 		}
 	case kernel.EvToolResult:
 		op.terminal = true
@@ -492,6 +506,9 @@ func (o *oracle) after(ev kernel.Event, target kernel.AgentID, effs []kernel.Eff
 				if op.cancels > 1 {
 					o.violate("I2", e.Agent, "op %d cancelled %d times (exactly one cancel per op)", e.Op, op.cancels)
 				}
+				if e.Kind == kernel.EffCancelLLM && op.cancels == 1 && !op.terminal && len(op.text) > 0 {
+					o.partials = append(o.partials, partialObs{agent: op.agent, text: string(op.text), why: "its cancel"})
+				}
 			}
 		case kernel.EffSetTimer:
 			o.timers[e.Op] = true
@@ -518,6 +535,11 @@ func (o *oracle) after(ev kernel.Event, target kernel.AgentID, effs []kernel.Eff
 		o.refresh(o.dirty[i])
 	}
 	o.checkMarkers()
+	for _, p := range o.partials {
+		if !p.kept {
+			o.violate("I10", p.agent, "text %q streamed before %s was not kept as a partial message", clip(p.text, 60), p.why)
+		}
+	}
 	o.checkCancel()
 	o.checkDeadlines()
 	quiet := o.busy == 0 && o.live == 0 && len(o.timers) == 0
@@ -767,6 +789,13 @@ func (o *oracle) refresh(id kernel.AgentID) {
 	}
 }
 
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
 func sameMessage(x, y kernel.Message) bool {
 	return x.Role == y.Role && x.Content == y.Content && x.ToolCallID == y.ToolCallID &&
 		len(x.ToolCalls) == len(y.ToolCalls) && x.Partial == y.Partial && x.Marker == y.Marker
@@ -809,6 +838,14 @@ func (o *oracle) checkMessage(id kernel.AgentID, a *agentObs, i int, h []kernel.
 	case kernel.RoleAssistant:
 		if m.Content == "" && len(m.ToolCalls) == 0 {
 			o.violate("I4", id, "empty assistant message at %d", i)
+		}
+		if m.Partial {
+			for j := range o.partials {
+				if p := &o.partials[j]; !p.kept && p.agent == id && p.text == m.Content {
+					p.kept = true
+					break
+				}
+			}
 		}
 		for _, c := range m.ToolCalls {
 			if _, dup := a.ids[c.ID]; dup || c.ID == "" {
@@ -981,8 +1018,16 @@ func (o *oracle) checkDeadlines() {
 			}
 		}
 		for _, opID := range sortedOpIDs(o.ops) {
-			if op := o.ops[opID]; !op.ended && o.descends(op.agent, id) {
-				d.ops = append(d.ops, opID)
+			op := o.ops[opID]
+			if op.ended || !o.descends(op.agent, id) {
+				continue
+			}
+			d.ops = append(d.ops, opID)
+			// Whatever aborted the subtree (a cancel, a timeout, a
+			// shutdown), every op still in flight in it got its cancel in
+			// this same step (I2).
+			if op.cancels == 0 {
+				o.violate("I2", op.agent, "op %d in flight under the aborted %s got no cancel", opID, o.agents[id].path)
 			}
 		}
 		o.deadlines = append(o.deadlines, d)

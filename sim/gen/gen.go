@@ -12,6 +12,7 @@ package gen
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +24,8 @@ import (
 
 // Options bound the worlds a generator draws.
 type Options struct {
-	// MaxDepth is the deepest delegation chain (1..8); worlds draw a depth
-	// from 1 to it.
+	// MaxDepth is the deepest delegation chain (0..8); worlds draw a depth
+	// from 0 (the root alone) to it.
 	MaxDepth int
 	// MaxInputs bounds the user inputs after the first submission.
 	MaxInputs int
@@ -35,7 +36,7 @@ type Options struct {
 
 // DefaultOptions are what the property suites use.
 func DefaultOptions(maxDepth int) Options {
-	return Options{MaxDepth: maxDepth, MaxInputs: 10, Faults: true}
+	return Options{MaxDepth: maxDepth, MaxInputs: 14, Faults: true}
 }
 
 var grid = 10 * time.Millisecond
@@ -54,11 +55,11 @@ func World(o Options) *rapid.Generator[*sim.Scenario] {
 // Script draws a world without user inputs (the state-machine test supplies
 // them as actions).
 func Script(o Options) *rapid.Generator[*sim.Scenario] {
-	if o.MaxDepth < 1 {
-		o.MaxDepth = 1
+	if o.MaxDepth < 0 {
+		o.MaxDepth = 0
 	}
 	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
-		depth := rapid.IntRange(1, o.MaxDepth).Draw(t, "depth")
+		depth := rapid.IntRange(0, o.MaxDepth).Draw(t, "depth")
 		s := &sim.Scenario{
 			Name:   "generated",
 			Seed:   uint64(rapid.IntRange(1, 1<<20).Draw(t, "seed")),
@@ -70,7 +71,7 @@ func Script(o Options) *rapid.Generator[*sim.Scenario] {
 		tools := make([]string, nTools)
 		for i := range tools {
 			tools[i] = "t" + strconv.Itoa(i)
-			s.Tools[tools[i]] = drawTool(t, tools[i])
+			s.Tools[tools[i]] = drawTool(t, tools[i], s.Limits)
 		}
 		// Scripts per level: main at 0; one or two per level below.
 		levels := [][]string{{sim.RootScript}}
@@ -88,7 +89,7 @@ func Script(o Options) *rapid.Generator[*sim.Scenario] {
 				if l+1 < len(levels) {
 					next = levels[l+1]
 				}
-				s.Agents[name] = drawScript(t, name, l, next, tools)
+				s.Agents[name] = drawScript(t, name, l, next, tools, s.Limits)
 			}
 		}
 		if o.Faults {
@@ -105,7 +106,7 @@ func drawLimits(t *rapid.T, depth int) kernel.Limits {
 	// values that make timeouts, refusals and budgets happen.
 	l.Grace = rapid.SampledFrom([]time.Duration{ms(500), ms(100), 2 * time.Second}).Draw(t, "grace")
 	l.FirstTokenTimeout = rapid.SampledFrom([]time.Duration{30 * time.Second, 30 * time.Second, 2 * time.Second, ms(500)}).Draw(t, "first_token_timeout")
-	l.StallTimeout = rapid.SampledFrom([]time.Duration{30 * time.Second, 30 * time.Second, time.Second, ms(200)}).Draw(t, "stall_timeout")
+	l.StallTimeout = rapid.SampledFrom([]time.Duration{30 * time.Second, time.Second, ms(200), 30 * time.Second, time.Second}).Draw(t, "stall_timeout")
 	l.ToolTimeout = rapid.SampledFrom([]time.Duration{2 * time.Minute, 5 * time.Second, time.Second}).Draw(t, "tool_timeout")
 	l.TurnTimeout = rapid.SampledFrom([]time.Duration{10 * time.Minute, 20 * time.Second, 3 * time.Second}).Draw(t, "turn_timeout")
 	l.Debounce = rapid.SampledFrom([]time.Duration{ms(100), 0, ms(50)}).Draw(t, "debounce")
@@ -115,15 +116,17 @@ func drawLimits(t *rapid.T, depth int) kernel.Limits {
 	return l
 }
 
-func drawTool(t *rapid.T, name string) sim.ToolSpec {
+func drawTool(t *rapid.T, name string, l kernel.Limits) sim.ToolSpec {
 	tool := sim.ToolSpec{
-		Duration: rapid.SampledFrom([]time.Duration{ms(100), 0, ms(10), ms(500), 2 * time.Second, 10 * time.Second, time.Minute}).Draw(t, name+"_duration"),
+		// One choice is exactly the tool deadline: result and timeout then
+		// race at the same instant.
+		Duration: rapid.SampledFrom([]time.Duration{ms(100), 0, ms(10), ms(500), 2 * time.Second, 10 * time.Second, time.Minute, l.ToolTimeout}).Draw(t, name+"_duration"),
 		Result:   "r-" + name,
 	}
 	if rapid.IntRange(0, 9).Draw(t, name+"_fails") == 9 {
 		tool.Error, tool.Result = "e-"+name, ""
 	}
-	switch rapid.IntRange(0, 4).Draw(t, name+"_on_cancel") {
+	switch rapid.SampledFrom([]int{0, 1, 2, 3, 4, 1}).Draw(t, name+"_on_cancel") {
 	case 1:
 		tool.OnCancel = sim.CancelIgnore
 	case 2:
@@ -141,17 +144,25 @@ var words = []string{"alpha ", "beta ", "gamma ", "delta ", "eps ", "zeta ", "et
 // drawScript draws one agent's replies. Only a script's first reply may
 // delegate (two children at the top levels, one below), which bounds a world
 // at depth 6 to a few dozen agents while keeping parallel delegation.
-func drawScript(t *rapid.T, name string, level int, next, tools []string) sim.Script {
+func drawScript(t *rapid.T, name string, level int, next, tools []string, lim kernel.Limits) sim.Script {
 	n := rapid.IntRange(1, 4).Draw(t, name+"_replies")
 	script := make(sim.Script, n)
 	for i := range script {
 		key := fmt.Sprintf("%s_r%d", name, i)
+		// One first-token choice is exactly the first-token deadline: the
+		// chunk and the timeout race at the same instant.
 		r := sim.Reply{
-			FirstToken: ms(10 * rapid.SampledFrom([]int{20, 1, 5, 10, 100}).Draw(t, key+"_first")),
+			FirstToken: rapid.SampledFrom([]time.Duration{ms(200), ms(10), ms(50), ms(100), time.Second, lim.FirstTokenTimeout}).Draw(t, key+"_first"),
 			Rate:       float64(rapid.SampledFrom([]int{50, 10, 20, 100}).Draw(t, key+"_rate")),
 		}
+		// A delegating first reply says little before its calls, so the tree
+		// grows before the user's inputs arrive; other replies say more.
+		lengths := []int{3, 0, 1, 6, 12}
+		if i == 0 && len(next) > 0 {
+			lengths = []int{1, 0, 2}
+		}
 		var text strings.Builder
-		for w := rapid.IntRange(0, 6).Draw(t, key+"_words"); w > 0; w-- {
+		for w := rapid.SampledFrom(lengths).Draw(t, key+"_words"); w > 0; w-- {
 			text.WriteString(words[rapid.IntRange(0, len(words)-1).Draw(t, key+"_word")])
 		}
 		r.Text = strings.TrimSpace(text.String())
@@ -219,39 +230,123 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 
 // Inputs draws the user's inputs: a submission at 0, then submissions,
 // interjections and cancels (of the root or any script's agent, sometimes
-// bound to a turn), singly or in bursts at the same instant.
+// bound to a turn), singly or in bursts. About half the times are anchors —
+// instants the scripts make interesting (a chunk of a first reply along the
+// delegation chain, a stream's end, a tool's result or deadline, a first-
+// token deadline) or just after one — so inputs land mid-stream and on the
+// same instant as chunks, results and timers; the rest come from a spread of
+// phases.
 func Inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 	names := sortedScripts(s)
+	anchors := Anchors(s, 128)
 	return rapid.Custom(func(t *rapid.T) []sim.Input {
 		ins := []sim.Input{{At: 0, Submit: "s0"}}
 		at := time.Duration(0)
-		for i := 1; i <= rapid.IntRange(0, o.MaxInputs).Draw(t, "n_inputs"); i++ {
-			key := "input" + strconv.Itoa(i)
-			// Gaps come from a spread of phases (so inputs land while the
-			// tree is still growing, deep in work, or winding down) plus a
-			// grid jitter; a burst repeats the previous instant.
-			if !rapid.Bool().Draw(t, key+"_burst") {
-				phase := rapid.SampledFrom([]int{50, 0, 10, 30, 100, 200, 400}).Draw(t, key+"_phase")
-				at += grid * time.Duration(phase+rapid.IntRange(0, 9).Draw(t, key+"_jitter"))
+		n := 0
+		// Episodes: an instant, then a burst of inputs at it or just after.
+		for e := 0; e < rapid.IntRange(0, (o.MaxInputs+1)/2).Draw(t, "episodes") && n < o.MaxInputs; e++ {
+			key := "episode" + strconv.Itoa(e)
+			var when time.Duration
+			switch {
+			case len(anchors) > 0 && rapid.Bool().Draw(t, key+"_anchored"):
+				when = anchors[rapid.IntRange(0, len(anchors)-1).Draw(t, key+"_anchor")] +
+					rapid.SampledFrom([]time.Duration{0, ms(1), grid}).Draw(t, key+"_after")
+			case e == 0 && len(s.Agents) > 1:
+				// Without an anchor, the first episode usually waits for the
+				// tree to grow.
+				phase := rapid.SampledFrom([]int{100, 60, 150, 0, 30, 250}).Draw(t, key+"_phase")
+				when = at + grid*time.Duration(phase+rapid.IntRange(0, 9).Draw(t, key+"_jitter"))
+			default:
+				phase := rapid.SampledFrom([]int{30, 0, 10, 50, 20, 100, 200, 400}).Draw(t, key+"_phase")
+				when = at + grid*time.Duration(phase+rapid.IntRange(0, 9).Draw(t, key+"_jitter"))
 			}
-			in := sim.Input{At: at}
-			switch rapid.IntRange(0, 3).Draw(t, key+"_kind") {
-			case 0:
-				in.Cancel = sim.RootScript
-			case 1:
-				in.Cancel = rapid.SampledFrom(names).Draw(t, key+"_target")
-				if rapid.IntRange(0, 5).Draw(t, key+"_bound") == 5 {
-					in.Turn = uint64(rapid.IntRange(1, 3).Draw(t, key+"_turn"))
+			at = max(at, when)
+			kind := rapid.SampledFrom([]int{0, 2, 1, 3, 2}).Draw(t, key+"_kind")
+			burst := rapid.SampledFrom([]int{1, 2, 3, 1}).Draw(t, key+"_burst")
+			for b := 0; b < burst && n < o.MaxInputs; b++ {
+				n++
+				bkey := key + "_" + strconv.Itoa(b)
+				in := sim.Input{At: when}
+				if b > 0 {
+					// The same key pressed again (rapid Esc), or something else.
+					in.At += grid * time.Duration(rapid.SampledFrom([]int{0, 3, 0, 1, 6, 12}).Draw(t, bkey+"_gap"))
+					if !rapid.Bool().Draw(t, bkey+"_same") {
+						kind = rapid.SampledFrom([]int{0, 2, 1, 3}).Draw(t, bkey+"_kind")
+					}
 				}
-			case 2:
-				in.Interject = "i" + strconv.Itoa(i)
-			case 3:
-				in.Submit = "s" + strconv.Itoa(i)
+				switch kind {
+				case 0:
+					in.Cancel = sim.RootScript
+				case 1:
+					in.Cancel = rapid.SampledFrom(names).Draw(t, bkey+"_target")
+					if rapid.IntRange(0, 5).Draw(t, bkey+"_bound") == 5 {
+						in.Turn = uint64(rapid.IntRange(1, 3).Draw(t, bkey+"_turn"))
+					}
+				case 2:
+					in.Interject = "i" + strconv.Itoa(n)
+				case 3:
+					in.Submit = "s" + strconv.Itoa(n)
+				}
+				ins = append(ins, in)
 			}
-			ins = append(ins, in)
 		}
+		// Inputs happen in time order; equal times keep their drawn order.
+		sort.SliceStable(ins, func(a, b int) bool { return ins[a].At < ins[b].At })
 		return ins
 	})
+}
+
+// Anchors computes up to limit instants the scripts make interesting, by
+// following the first reply of each script down the delegation chain from a
+// submission at 0, as the simulator would run it undisturbed: every chunk's
+// arrival, each stream's end, each tool's result and deadline, and each
+// request's first-token deadline. Sorted, without duplicates.
+func Anchors(s *sim.Scenario, limit int) []time.Duration {
+	seen := map[time.Duration]bool{}
+	var out []time.Duration
+	add := func(d time.Duration) {
+		if !seen[d] && len(out) < limit {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	var visit func(script string, start time.Duration, depth int)
+	visit = func(script string, start time.Duration, depth int) {
+		replies := s.Agents[script]
+		if len(replies) == 0 || depth > 8 || len(out) >= limit {
+			return
+		}
+		r := replies[0]
+		interval := time.Duration(float64(time.Second) / r.Rate)
+		chunks := len(strings.Fields(r.Text)) + 3*len(r.Calls)
+		first := start + r.FirstToken
+		// The first few chunks and the last: enough to land mid-stream and
+		// on a chunk, without crowding out the deeper levels.
+		for k := 0; k < chunks; k++ {
+			if k < 3 || k == chunks-1 {
+				add(first + time.Duration(k)*interval)
+			}
+		}
+		end := first + time.Duration(chunks)*interval
+		add(end)
+		add(start + s.Limits.FirstTokenTimeout)
+		for _, c := range r.Calls {
+			if c.Tool != "" {
+				d := s.Tools[c.Tool].Duration
+				add(end + d/2) // the tool is running: the agent is Tooling
+				add(end + d)
+				add(end + s.Limits.ToolTimeout)
+			}
+		}
+		for _, c := range r.Calls {
+			if c.Delegate != "" {
+				visit(c.Delegate, end, depth+1)
+			}
+		}
+	}
+	visit(sim.RootScript, 0, 0)
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	return out
 }
 
 func sortedScripts(s *sim.Scenario) []string {

@@ -1,0 +1,281 @@
+package sim_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/gen"
+	"pgregory.net/rapid"
+)
+
+// The property suites (issue #5). Together they run more than 1000 rapid
+// checks in `make test`: six depths of random worlds, permuted worlds, the
+// state-machine test, and the determinism re-run; `make soak` raises
+// RAPID_CHECKS for all of them.
+
+// failureDir is where a failing world is written as a scenario file that
+// `escapement sim` reproduces.
+func failureDir() string {
+	if d := os.Getenv("ESCAPEMENT_FAILURES"); d != "" {
+		return d
+	}
+	return filepath.Join(os.TempDir(), "escapement-failures")
+}
+
+// writeFailure saves the world and returns the command that reproduces it.
+func writeFailure(s *sim.Scenario, r *sim.Result) string {
+	y := s.YAML()
+	sum := sha256.Sum256(y)
+	c := s.Clone()
+	c.Name = "failure-" + hex.EncodeToString(sum[:6])
+	if len(r.Violations) > 0 {
+		c.About = "Found by the property suites: " + r.Violations[0].String()
+	}
+	dir := failureDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "(could not write the world: " + err.Error() + ")"
+	}
+	path := filepath.Join(dir, c.Name+".yaml")
+	if err := os.WriteFile(path, c.YAML(), 0o644); err != nil {
+		return "(could not write the world: " + err.Error() + ")"
+	}
+	return "escapement sim " + path
+}
+
+func worldProperty(depth int, permute bool) func(*rapid.T) {
+	return func(t *rapid.T) {
+		s := gen.World(gen.DefaultOptions(depth)).Draw(t, "world")
+		r, err := sim.Run(s, sim.Options{Permute: permute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Passed {
+			t.Fatalf("%d violation(s); first: %s\nworld: %d agents, %d events\nreproduce: %s\n%s",
+				len(r.Violations), r.Violations[0], r.Agents, r.Events, writeFailure(s, r), s.YAML())
+		}
+	}
+}
+
+// TestWorlds: random worlds of depth 1..6 break no invariant.
+func TestWorlds(t *testing.T) {
+	for depth := 1; depth <= 6; depth++ {
+		t.Run("depth="+strconv.Itoa(depth), rapid.MakeCheck(worldProperty(depth, false)))
+	}
+}
+
+// TestWorldsPermuted: the same with same-instant events delivered in an
+// order drawn from the world's seed (Part 4).
+func TestWorldsPermuted(t *testing.T) {
+	rapid.Check(t, worldProperty(6, true))
+}
+
+// TestRerunDeterminism (Part 8): a sample of generated worlds run twice give
+// the same trace hash.
+func TestRerunDeterminism(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := gen.World(gen.DefaultOptions(6)).Draw(t, "world")
+		permute := rapid.Bool().Draw(t, "permute")
+		r1, err1 := sim.Run(s, sim.Options{Permute: permute})
+		r2, err2 := sim.Run(s.Clone(), sim.Options{Permute: permute})
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if r1.TraceSHA256 != r2.TraceSHA256 {
+			t.Fatalf("same world, two traces: %s, %s\nreproduce: %s", r1.TraceSHA256, r2.TraceSHA256, writeFailure(s, r1))
+		}
+	})
+}
+
+// TestStateMachine (Part 2): the user's inputs and the passage of time are
+// rapid actions — submit, cancel (of any agent that exists), interject,
+// advance the clock, deliver the next pending world event — with the oracle
+// as the invariant after every action.
+func TestStateMachine(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := gen.Script(gen.DefaultOptions(4)).Draw(t, "world")
+		m, err := sim.New(s, sim.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts := 0
+		text := func(kind string) string {
+			texts++
+			return kind + strconv.Itoa(texts)
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"submit":    func(t *rapid.T) { m.Input(sim.Input{Submit: text("s")}) },
+			"interject": func(t *rapid.T) { m.Input(sim.Input{Interject: text("i")}) },
+			"cancel": func(t *rapid.T) {
+				n := m.Core().NumAgents()
+				id := rapid.IntRange(0, n-1).Draw(t, "agent")
+				m.Input(sim.Input{Cancel: m.Core().AgentPath(kernelID(id))})
+			},
+			"advance": func(t *rapid.T) {
+				m.Advance(rapid.SampledFrom([]time.Duration{10 * time.Millisecond, 0, 100 * time.Millisecond, time.Second, 30 * time.Second}).Draw(t, "by"))
+			},
+			"deliver": func(t *rapid.T) {
+				if m.Pending() == 0 {
+					t.Skip("nothing pending")
+				}
+				m.Step()
+			},
+			"": func(t *rapid.T) {
+				if v := m.Violations(); len(v) > 0 {
+					t.Fatalf("%s", v[0])
+				}
+			},
+		})
+		r, err := m.Finish()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Passed {
+			t.Fatalf("at the end: %s", r.Violations[0])
+		}
+	})
+}
+
+// TestProbesReached (Part 6): over a fixed set of seeds every probe is
+// reached, so the generators cannot silently stop covering a situation.
+func TestProbesReached(t *testing.T) {
+	n := 2000
+	if testing.Short() {
+		n = 400
+	}
+	g := gen.World(gen.DefaultOptions(6))
+	counts := map[sim.Probe]int{}
+	for seed := 0; seed < n; seed++ {
+		r, err := sim.Run(g.Example(seed), sim.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Passed {
+			t.Fatalf("seed %d: %s", seed, r.Violations[0])
+		}
+		for p, c := range r.Probes {
+			counts[p] += c
+		}
+	}
+	for _, p := range sim.Probes() {
+		t.Logf("%-28s %d", p, counts[p])
+		if counts[p] == 0 && !testing.Short() {
+			t.Errorf("probe %s never reached in %d worlds", p, n)
+		}
+	}
+}
+
+// recordingTB lets a test run rapid.Check and look at the outcome instead of
+// failing: it records errors and logs, and stops on FailNow.
+type recordingTB struct {
+	name   string
+	logs   []string
+	errs   []string
+	failed bool
+}
+
+var errFailNow = errors.New("recordingTB: FailNow")
+
+func (r *recordingTB) Helper()      {}
+func (r *recordingTB) Name() string { return r.name }
+func (r *recordingTB) Logf(format string, args ...any) {
+	r.logs = append(r.logs, fmt.Sprintf(format, args...))
+}
+func (r *recordingTB) Log(args ...any)                  { r.logs = append(r.logs, fmt.Sprint(args...)) }
+func (r *recordingTB) Skipf(format string, args ...any) { r.Logf(format, args...); panic(errFailNow) }
+func (r *recordingTB) Skip(args ...any)                 { r.Log(args...); panic(errFailNow) }
+func (r *recordingTB) SkipNow()                         { panic(errFailNow) }
+func (r *recordingTB) Errorf(format string, args ...any) {
+	r.failed = true
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+func (r *recordingTB) Error(args ...any) {
+	r.failed = true
+	r.errs = append(r.errs, fmt.Sprint(args...))
+}
+func (r *recordingTB) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	panic(errFailNow)
+}
+func (r *recordingTB) Fatal(args ...any) { r.Error(args...); panic(errFailNow) }
+func (r *recordingTB) FailNow()          { r.failed = true; panic(errFailNow) }
+func (r *recordingTB) Fail()             { r.failed = true }
+func (r *recordingTB) Failed() bool      { return r.failed }
+
+// checkRecorded runs rapid.Check against a recording TB.
+func checkRecorded(rec *recordingTB, prop func(*rapid.T)) {
+	defer func() {
+		if v := recover(); v != nil && v != errFailNow {
+			panic(v)
+		}
+	}()
+	rapid.Check(rec, prop)
+}
+
+var (
+	afterTests = regexp.MustCompile(`failed after (\d+) tests`)
+	shrunkLine = regexp.MustCompile(`^SHRUNK agents=(\d+) events=(\d+) scripts=(\d+) replies=(\d+) calls=(\d+) inputs=(\d+) faults=(\d+)`)
+)
+
+// TestOracleTeethRapid (Part 7): for every F-bug, a deliberately broken
+// agent loop runs against random worlds; rapid must find a violation of the
+// invariant that names it within the default number of checks, and shrink
+// the world to a small one.
+func TestOracleTeethRapid(t *testing.T) {
+	for _, bl := range sim.BrokenLoops() {
+		id := bl.Failure[:strings.Index(bl.Failure, ":")]
+		t.Run(id, func(t *testing.T) {
+			t.Parallel()
+			rec := &recordingTB{name: "TestOracleTeethRapid_" + id}
+			t.Cleanup(func() { os.RemoveAll(filepath.Join("testdata", "rapid", rec.name)) })
+			start := time.Now()
+			checkRecorded(rec, func(rt *rapid.T) {
+				s := gen.World(gen.DefaultOptions(4)).Draw(rt, "world")
+				r, err := sim.Run(s, sim.Options{Core: bl.Core})
+				if err != nil {
+					rt.Fatal(err)
+				}
+				for _, v := range r.Violations {
+					if v.Invariant == bl.Invariant {
+						scripts, replies, calls, inputs, faults := s.Size()
+						rt.Logf("SHRUNK agents=%d events=%d scripts=%d replies=%d calls=%d inputs=%d faults=%d\n%s",
+							r.Agents, r.Events, scripts, replies, calls, inputs, faults, s.YAML())
+						rt.Fatalf("%s: %s", bl.Failure, v)
+					}
+				}
+			})
+			if !rec.failed {
+				t.Fatalf("%s: rapid found no %s violation in %d checks", bl.Failure, bl.Invariant, 100)
+			}
+			found := afterTests.FindStringSubmatch(strings.Join(rec.errs, "\n"))
+			var size []string
+			for _, l := range rec.logs {
+				if m := shrunkLine.FindStringSubmatch(l); m != nil {
+					size = m
+				}
+			}
+			if found == nil || size == nil {
+				t.Fatalf("could not read rapid's report:\n%s\n%s", strings.Join(rec.errs, "\n"), strings.Join(rec.logs, "\n"))
+			}
+			agents, _ := strconv.Atoi(size[1])
+			events, _ := strconv.Atoi(size[2])
+			t.Logf("%s → %s found after %s checks, shrunk to %d agent(s), %d events (scripts=%s replies=%s calls=%s inputs=%s faults=%s) in %v",
+				bl.Failure, bl.Invariant, found[1], agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
+			if agents > 5 || events > 80 {
+				t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", agents, events, strings.Join(rec.logs, "\n"))
+			}
+		})
+	}
+}
+
+func kernelID(i int) kernel.AgentID { return kernel.AgentID(i) }
