@@ -3,7 +3,7 @@ GO        ?= go
 PKGS      ?= ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all test bench lint demo fmt build fuzz
+.PHONY: all test bench lint demo fmt build fuzz soak
 
 all: lint test
 
@@ -37,3 +37,13 @@ FUZZTIME ?= 8s
 fuzz:
 	$(GO) test ./sim -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
 	$(GO) test ./kernel -run '^$$' -fuzz '^FuzzAppendJSONString$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
+
+# The long run: the property suites at SOAK_CHECKS checks each (ten
+# properties: 10 x 10,000 = 100,000 checks by default), then a sweep of
+# SOAK_WORLDS generated worlds at depth 6. Not part of CI.
+SOAK_CHECKS ?= 10000
+SOAK_WORLDS ?= 100000
+soak:
+	RAPID_CHECKS=$(SOAK_CHECKS) $(GO) test ./sim -count 1 -timeout 0 -v \
+		-run '^(TestWorlds|TestWorldsPermuted|TestRerunDeterminism|TestStateMachine)$$' | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]'
+	$(GO) run ./cmd/escapement sim sweep --seeds $(SOAK_WORLDS) --depth 6

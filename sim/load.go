@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -202,11 +204,7 @@ func (d *decoder) fields(n *yaml.Node, where string, handlers map[string]func(v 
 		}
 		h, ok := handlers[k.Value]
 		if !ok {
-			known := make([]string, 0, len(handlers))
-			for name := range handlers {
-				known = append(known, name)
-			}
-			sort.Strings(known)
+			known := slices.Sorted(maps.Keys(handlers))
 			return d.errf(k, "%s: unknown field %q (known: %s)", where, k.Value, strings.Join(known, ", "))
 		}
 		if seen[k.Value] {

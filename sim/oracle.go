@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -296,9 +297,7 @@ func (o *oracle) before(ev kernel.Event, target kernel.AgentID) {
 	o.step++
 	o.dirty = o.dirty[:0]
 	o.entered = o.entered[:0]
-	for k := range o.trans {
-		delete(o.trans, k)
-	}
+	clear(o.trans)
 	o.stale, o.staleWhy, o.cancelEv, o.userInput, o.inputText = false, "", nil, false, ""
 	o.endedNow = o.endedNow[:0]
 	o.partials = o.partials[:0]
@@ -1183,11 +1182,4 @@ func (o *oracle) finish() {
 	}
 }
 
-func sortedOpIDs[V any](m map[kernel.OpID]V) []kernel.OpID {
-	ids := make([]kernel.OpID, 0, len(m))
-	for id := range m {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func sortedOpIDs[V any](m map[kernel.OpID]V) []kernel.OpID { return slices.Sorted(maps.Keys(m)) }

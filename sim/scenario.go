@@ -12,8 +12,9 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -221,7 +222,7 @@ func (s *Scenario) applyDefaults() {
 	if s.Seed == 0 {
 		s.Seed = 1
 	}
-	for name, sc := range s.Agents {
+	for name, sc := range s.Agents { // determinism: each script on its own
 		for i := range sc {
 			if sc[i].FirstToken == 0 {
 				sc[i].FirstToken = DefaultFirstToken
@@ -434,14 +435,7 @@ func faultList() string {
 
 // sortedKeys returns a map's keys in order: map iteration order must never
 // reach an output (I6).
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // KernelConfig is the kernel configuration a run of s uses.
 func (s *Scenario) KernelConfig() kernel.Config {

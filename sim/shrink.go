@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"strings"
 	"time"
 )
@@ -10,7 +11,7 @@ import (
 func (s *Scenario) Clone() *Scenario {
 	c := *s
 	c.Agents = make(map[string]Script, len(s.Agents))
-	for name, script := range s.Agents {
+	for name, script := range s.Agents { // determinism: a copy, entry by entry
 		cp := make(Script, len(script))
 		for i, r := range script {
 			r.Calls = append([]Call(nil), r.Calls...)
@@ -18,9 +19,9 @@ func (s *Scenario) Clone() *Scenario {
 		}
 		c.Agents[name] = cp
 	}
-	c.Tools = make(map[string]ToolSpec, len(s.Tools))
-	for name, t := range s.Tools {
-		c.Tools[name] = t
+	c.Tools = maps.Clone(s.Tools)
+	if c.Tools == nil {
+		c.Tools = map[string]ToolSpec{}
 	}
 	c.Faults = append([]Fault(nil), s.Faults...)
 	c.Inputs = append([]Input(nil), s.Inputs...)
@@ -30,7 +31,7 @@ func (s *Scenario) Clone() *Scenario {
 
 // Size is what the shrinker minimises, roughly in order of importance.
 func (s *Scenario) Size() (scripts, replies, calls, inputs, faults int) {
-	for _, script := range s.Agents {
+	for _, script := range s.Agents { // determinism: sums
 		scripts++
 		replies += len(script)
 		for _, r := range script {
@@ -134,7 +135,7 @@ func Shrink(s *Scenario, fails func(*Scenario) bool, budget int) *Scenario {
 func pruneUnreferenced(s *Scenario) *Scenario {
 	usedScripts := map[string]bool{RootScript: true}
 	usedTools := map[string]bool{}
-	for _, script := range s.Agents {
+	for _, script := range s.Agents { // determinism: building sets
 		for _, r := range script {
 			for _, c := range r.Calls {
 				usedScripts[c.Delegate] = true

@@ -352,8 +352,8 @@ func (w *world) takeArmed(c Core, agent kernel.AgentID, tool bool, toolName stri
 func (w *world) activate(now time.Duration, c Core, fi int) string {
 	f := w.s.Faults[fi]
 	var best *worldOp
-	// Order-independent: the candidate with the smallest op id wins,
-	// whatever order the map yields them in.
+	// determinism: the candidate with the smallest op id wins, whatever
+	// order the map yields them in.
 	for _, op := range w.ops {
 		if op.cancelled || (op.tool && op.finished) || (!op.tool && op.done) || (best != nil && op.id > best.id) {
 			continue

@@ -12,6 +12,8 @@ package gen
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -349,28 +351,6 @@ func Anchors(s *sim.Scenario, limit int) []time.Duration {
 	return out
 }
 
-func sortedScripts(s *sim.Scenario) []string {
-	var names []string
-	for name := range s.Agents {
-		names = append(names, name)
-	}
-	sortStrings(names)
-	return names
-}
+func sortedScripts(s *sim.Scenario) []string { return slices.Sorted(maps.Keys(s.Agents)) }
 
-func sortedTools(s *sim.Scenario) []string {
-	var names []string
-	for name := range s.Tools {
-		names = append(names, name)
-	}
-	sortStrings(names)
-	return names
-}
-
-func sortStrings(a []string) {
-	for i := 1; i < len(a); i++ {
-		for j := i; j > 0 && a[j] < a[j-1]; j-- {
-			a[j], a[j-1] = a[j-1], a[j]
-		}
-	}
-}
+func sortedTools(s *sim.Scenario) []string { return slices.Sorted(maps.Keys(s.Tools)) }

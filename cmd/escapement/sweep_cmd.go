@@ -1,0 +1,280 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/sweep"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+type sweepFlags struct {
+	seeds, from, depth, jobs, recheck int
+	shard, out, summary               string
+}
+
+func newSweepCmd(a *app) *cobra.Command {
+	var f sweepFlags
+	cmd := &cobra.Command{
+		Use:   "sweep --seeds N [--from S] [--depth D] [--jobs J] [--shard i/n]",
+		Short: "Run N generated worlds from consecutive seeds and report what they found",
+		Long: `Generate N random worlds from consecutive seeds (the property suites'
+generators, drawn deterministically from each seed), run each in the
+simulator with the oracle, and report worlds/s, events/s, violations and how
+often each reachability probe was reached. Every failing world is shrunk and
+written to --out as a scenario file that 'escapement sim FILE' reproduces.
+Every --recheck-every'th world runs twice and its trace hashes must match.
+
+A sweep is deterministic: the same seeds give the same summary (and digest).
+--shard i/n runs every n-th seed starting at the i-th; without it,
+$JOB_COMPLETION_INDEX (a Kubernetes indexed job) with the shard count in
+$ESCAPEMENT_SHARDS does the same. Write each shard's --summary and combine
+them with 'escapement sim sweep merge'.
+
+Exit codes: 0 clean, 1 a violation (or, for a whole sweep, a probe never
+reached), 2 usage error, 130 interrupted.`,
+		Example: `  escapement sim sweep --seeds 10000 --depth 6 --jobs 2
+  escapement sim sweep --seeds 100000 --from 1 --shard 3/8 --summary shard3.json --out failures/
+  escapement sim sweep merge shard*.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runSweep(cmd.Context(), f) },
+	}
+	cmd.Flags().IntVar(&f.seeds, "seeds", 1000, "number of worlds (consecutive seeds)")
+	cmd.Flags().IntVar(&f.from, "from", 1, "first seed")
+	cmd.Flags().IntVar(&f.depth, "depth", 6, "deepest delegation chain a world may draw (0..8)")
+	cmd.Flags().IntVar(&f.jobs, "jobs", runtime.NumCPU(), "worlds run in parallel")
+	cmd.Flags().StringVar(&f.shard, "shard", "", "run shard i of n (i/n); default $JOB_COMPLETION_INDEX/$ESCAPEMENT_SHARDS")
+	cmd.Flags().StringVar(&f.out, "out", "sweep-failures", "directory for shrunk failing worlds")
+	cmd.Flags().StringVar(&f.summary, "summary", "", "write the summary as JSON to FILE (for merge)")
+	cmd.Flags().IntVar(&f.recheck, "recheck-every", 10, "re-run every Nth world and compare trace hashes (0: never)")
+	cmd.AddCommand(newSweepMergeCmd(a))
+	return cmd
+}
+
+// shardFromEnv reads a Kubernetes indexed job's shard.
+func shardFromEnv() (string, error) {
+	idx, ok := os.LookupEnv("JOB_COMPLETION_INDEX")
+	if !ok {
+		return "", nil
+	}
+	n, ok := os.LookupEnv("ESCAPEMENT_SHARDS")
+	if !ok {
+		return "", fmt.Errorf("JOB_COMPLETION_INDEX=%s is set but ESCAPEMENT_SHARDS (the shard count) is not", idx)
+	}
+	return idx + "/" + n, nil
+}
+
+func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
+	p := sweep.Plan{From: f.from, Seeds: f.seeds, Depth: f.depth, Shards: 1, RecheckEvery: f.recheck}
+	shard := f.shard
+	if shard == "" {
+		s, err := shardFromEnv()
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		shard = s
+	}
+	if shard != "" {
+		i, n, err := sweep.ParseShard(shard)
+		if err != nil {
+			return usageErr("--shard: %v", err)
+		}
+		p.Shard, p.Shards = i, n
+	}
+	if err := p.Validate(); err != nil {
+		return usageErr("%v", err)
+	}
+	if f.jobs < 1 {
+		return usageErr("--jobs must be at least 1, got %d", f.jobs)
+	}
+	seeds := p.SeedList()
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+
+	var bar *progressbar.ProgressBar
+	if fd, ok := a.err.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(fd.Fd())) {
+		bar = progressbar.NewOptions(len(seeds), progressbar.OptionSetWriter(a.err), progressbar.OptionSetDescription("sweep"),
+			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("worlds"),
+			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+	}
+
+	started := time.Now()
+	sum := sweep.NewSummary(p)
+	work := make(chan int)
+	type result struct {
+		w   sweep.World
+		err error
+	}
+	results := make(chan result)
+	var wg sync.WaitGroup
+	for j := 0; j < f.jobs; j++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := p.Generator()
+			for k := range work {
+				w, err := sweep.RunWorld(g, p, seeds[k], p.RecheckEvery > 0 && k%p.RecheckEvery == 0, nil)
+				select {
+				case results <- result{w, err}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() {
+		defer close(work)
+		for k := range seeds {
+			select {
+			case work <- k:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		wg.Wait()
+		close(results)
+	}()
+	var firstErr error
+	for r := range results {
+		if r.err != nil {
+			if firstErr == nil {
+				firstErr = r.err
+			}
+			continue
+		}
+		file := ""
+		if r.w.Shrunk != nil {
+			var err error
+			if file, err = writeWorld(f.out, r.w.Shrunk); err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+		sum.Add(r.w, file)
+		if bar != nil {
+			_ = bar.Add(1)
+		}
+	}
+	sum.Wall = time.Since(started)
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(a.err, "escapement: sweep interrupted after %d of %d worlds\n", sum.Worlds, len(seeds))
+		return &exitError{code: exitInterrupted}
+	}
+	if f.summary != "" {
+		b, _ := json.MarshalIndent(sum, "", "  ")
+		if err := os.WriteFile(f.summary, append(b, '\n'), 0o644); err != nil {
+			return usageErr("--summary: %v", err)
+		}
+	}
+	printSweep(a.out, sum, f.jobs)
+	if len(sum.Failures) > 0 || (p.Shards == 1 && len(sum.Unreached()) > 0) {
+		return &exitError{code: exitCheckFailed}
+	}
+	return nil
+}
+
+func writeWorld(dir string, s *sim.Scenario) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("--out: %w", err)
+	}
+	path := filepath.Join(dir, s.Name+".yaml")
+	if err := os.WriteFile(path, s.YAML(), 0o644); err != nil {
+		return "", fmt.Errorf("--out: %w", err)
+	}
+	return path, nil
+}
+
+func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
+	p := s.Plan
+	secs := s.Wall.Seconds()
+	if secs <= 0 {
+		secs = 1e-9
+	}
+	shard := ""
+	if p.Shards > 1 || len(s.ShardsMerged) > 1 {
+		shard = fmt.Sprintf(", shards %v of %d", s.ShardsMerged, p.Shards)
+	}
+	jobsText := ""
+	if jobs > 0 {
+		jobsText = ", " + strconv.Itoa(jobs) + " jobs"
+	}
+	fmt.Fprintf(w, "sweep: %d worlds (seeds %d..%d, depth %d%s%s) in %v: %.0f worlds/s, %d events (%.0f events/s), %d violation(s), probes %d/%d reached, digest %s\n",
+		s.Worlds, p.From, p.From+p.Seeds-1, p.Depth, shard, jobsText, s.Wall.Round(time.Millisecond),
+		float64(s.Worlds)/secs, s.Events, float64(s.Events)/secs, len(s.Failures),
+		len(sim.Probes())-len(s.Unreached()), len(sim.Probes()), s.Digest[:16])
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROBE\tREACHED")
+	for _, pr := range sim.Probes() {
+		mark := ""
+		if s.Probes[string(pr)] == 0 {
+			mark = "  <- never reached"
+		}
+		fmt.Fprintf(tw, "%s\t%d%s\n", pr, s.Probes[string(pr)], mark)
+	}
+	_ = tw.Flush()
+	for _, f := range s.Failures {
+		fmt.Fprintf(w, "FAIL seed %d: %s @%s %s: %s\n", f.Seed, f.Invariant, f.At, f.Agent, f.Detail)
+		if f.File != "" {
+			fmt.Fprintf(w, "     shrunk to %d agent(s), %d events: escapement sim %s\n", f.Agents, f.Events, f.File)
+		}
+	}
+}
+
+func newSweepMergeCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "merge SUMMARY...",
+		Short: "Combine the summaries of a sharded sweep",
+		Long: `Combine shard summaries (sweep --summary) of one plan into the summary one
+machine would have produced: counts, failures and probes add up, digests
+combine. Fails when a shard is missing or given twice, on any violation, and
+when a probe was never reached.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var parts []*sweep.Summary
+			for _, path := range args {
+				b, err := os.ReadFile(path)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				var s sweep.Summary
+				if err := json.Unmarshal(b, &s); err != nil {
+					return usageErr("%s: %v", path, err)
+				}
+				parts = append(parts, &s)
+			}
+			m, err := sweep.Merge(parts)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			printSweep(a.out, m, 0)
+			if !m.Complete() {
+				fmt.Fprintf(a.out, "incomplete: shards %v of %d merged\n", m.ShardsMerged, m.Plan.Shards)
+				return &exitError{code: exitCheckFailed}
+			}
+			if len(m.Failures) > 0 || len(m.Unreached()) > 0 {
+				return &exitError{code: exitCheckFailed}
+			}
+			return nil
+		},
+	}
+}

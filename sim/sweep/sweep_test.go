@@ -1,0 +1,124 @@
+package sweep
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim"
+)
+
+func TestSeedListShards(t *testing.T) {
+	all := Plan{From: 5, Seeds: 10, Shards: 1}.SeedList()
+	var union []int
+	for i := 0; i < 3; i++ {
+		union = append(union, Plan{From: 5, Seeds: 10, Shard: i, Shards: 3}.SeedList()...)
+	}
+	slices.Sort(union)
+	if !slices.Equal(all, union) || len(all) != 10 || all[0] != 5 {
+		t.Fatalf("shards %v do not partition %v", union, all)
+	}
+	for _, bad := range []string{"3/3", "-1/2", "1", "a/b", "0/0"} {
+		if _, _, err := ParseShard(bad); err == nil {
+			t.Errorf("shard %q accepted", bad)
+		}
+	}
+}
+
+// TestMergeEqualsWhole: shard summaries merge into exactly the summary of
+// the whole sweep (digest, counts, probes), in any order.
+func TestMergeEqualsWhole(t *testing.T) {
+	whole := Plan{From: 1, Seeds: 60, Depth: 4, Shards: 1}
+	run := func(p Plan) *Summary {
+		s := NewSummary(p)
+		g := p.Generator()
+		for _, seed := range p.SeedList() {
+			w, err := RunWorld(g, p, seed, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Add(w, "")
+		}
+		return s
+	}
+	w := run(whole)
+	var parts []*Summary
+	for i := 2; i >= 0; i-- {
+		p := whole
+		p.Shard, p.Shards = i, 3
+		parts = append(parts, run(p))
+	}
+	m, err := Merge(parts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Digest != w.Digest || m.Worlds != w.Worlds || m.Events != w.Events || !m.Complete() {
+		t.Fatalf("merged %+v\nwhole %+v", m, w)
+	}
+	for k, v := range w.Probes {
+		if m.Probes[k] != v {
+			t.Fatalf("probe %s: merged %d, whole %d", k, m.Probes[k], v)
+		}
+	}
+	if again := run(whole); again.Digest != w.Digest {
+		t.Fatal("the same seeds gave a different digest")
+	}
+	if _, err := Merge([]*Summary{parts[0], parts[0]}); err == nil {
+		t.Fatal("a shard merged twice was accepted")
+	}
+}
+
+// markerless is a broken loop (test code): its histories lose their
+// markers, which the oracle reports as I13.
+func markerless(cfg kernel.Config) (sim.Core, error) {
+	c, err := sim.KernelCore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return stripMarkers{c}, nil
+}
+
+type stripMarkers struct{ sim.Core }
+
+func (s stripMarkers) View(id kernel.AgentID) sim.View {
+	v := s.Core.View(id)
+	v.History = slices.DeleteFunc(slices.Clone(v.History), func(m kernel.Message) bool { return m.Marker })
+	return v
+}
+
+// TestFailingWorldIsShrunk: a sweep against a broken loop reports the
+// failure and shrinks the world; the shrunk world still fails the same way
+// and is a valid scenario file.
+func TestFailingWorldIsShrunk(t *testing.T) {
+	p := Plan{From: 1, Seeds: 40, Depth: 4, Shards: 1}
+	g := p.Generator()
+	for _, seed := range p.SeedList() {
+		w, err := RunWorld(g, p, seed, true, markerless)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Violations) == 0 {
+			continue
+		}
+		if w.Shrunk == nil || w.Violations[0].Invariant != "I13" {
+			t.Fatalf("seed %d: %v, shrunk %v", seed, w.Violations, w.Shrunk != nil)
+		}
+		orig := g.Example(seed)
+		s1, r1, c1, _, _ := orig.Size()
+		s2, r2, c2, _, _ := w.Shrunk.Size()
+		if s2+r2+c2 >= s1+r1+c1 && s1+r1+c1 > 3 {
+			t.Fatalf("not shrunk: %d+%d+%d from %d+%d+%d", s2, r2, c2, s1, r1, c1)
+		}
+		back, err := sim.Load("shrunk.yaml", w.Shrunk.YAML())
+		if err != nil {
+			t.Fatalf("shrunk world does not load: %v", err)
+		}
+		r, _ := sim.Run(back, sim.Options{Core: markerless})
+		if r.Passed || r.Violations[0].Invariant != "I13" {
+			t.Fatalf("shrunk world does not reproduce: %v", r.Violations)
+		}
+		t.Logf("seed %d shrunk to %d agents, %d events", seed, w.ShrunkAgents, w.ShrunkEvents)
+		return
+	}
+	t.Fatal("no failing world in 40 seeds")
+}
