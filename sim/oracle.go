@@ -304,9 +304,6 @@ func (o *oracle) before(ev kernel.Event, target kernel.AgentID) {
 	// Events are formatted only when a violation quotes them.
 	o.recent[o.nrecent%recentEvents] = ev
 	o.nrecent++
-	if target != kernel.NoAgent {
-		o.touch(target)
-	}
 	o.expireDeadlines()
 	o.checkLiveness()
 	root := o.agents[kernel.Root]
@@ -480,9 +477,15 @@ func (o *oracle) touch(id kernel.AgentID) {
 func (o *oracle) after(ev kernel.Event, target kernel.AgentID, effs []kernel.Effect) {
 	o.checkRootTurn(ev, effs)
 	rejected := false
+	if o.stale && target != kernel.NoAgent {
+		o.touch(target) // I8: a stale event must not have changed it
+	}
 	for i := range effs {
 		e := &effs[i]
-		if e.Agent >= 0 {
+		// Agents named by structural effects are re-read below. Progress
+		// (a chunk, a retry, a timer) cannot change an agent's state or
+		// history, so it does not force a re-read.
+		if e.Agent >= 0 && !progressOnly(e) {
 			o.touch(e.Agent)
 		}
 		if o.stale && !(e.Kind == kernel.EffEmit && (e.Life.Kind == kernel.LifeStale || e.Life.Kind == kernel.LifeLate)) {
@@ -546,6 +549,21 @@ func (o *oracle) after(ev kernel.Event, target kernel.AgentID, effs []kernel.Eff
 		o.quietAt = o.now
 	}
 	o.quiet = quiet
+}
+
+// progressOnly reports effects that never accompany a change of an agent's
+// state or history.
+func progressOnly(e *kernel.Effect) bool {
+	switch e.Kind {
+	case kernel.EffSetTimer, kernel.EffStopTimer:
+		return true
+	case kernel.EffEmit:
+		switch e.Life.Kind {
+		case kernel.LifeDelta, kernel.LifeRetry, kernel.LifeStale, kernel.LifeLate, kernel.LifeOpEnded:
+			return true
+		}
+	}
+	return false
 }
 
 func (o *oracle) onStartLLM(e *kernel.Effect) {

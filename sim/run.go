@@ -245,11 +245,6 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 		m.opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: m.core.AgentState(target), Effects: effs, Core: m.core})
 	}
 	m.w.apply(m.now, m.core, effs)
-	for i := range effs {
-		if effs[i].Kind == kernel.EffEmit && effs[i].Life.Kind == kernel.LifeOpEnded {
-			m.w.forget(effs[i].Life.Op)
-		}
-	}
 	if it != nil && it.kind == itemWorld {
 		m.w.delivered(it.op, ev, m.now, it.note)
 	}

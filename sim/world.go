@@ -112,6 +112,12 @@ func (w *world) apply(now time.Duration, c Core, effs []kernel.Effect) {
 			w.q.push(item{at: at, kind: itemTimer, ev: kernel.Event{Kind: kernel.EvTimer, Op: e.Op}})
 		case kernel.EffStopTimer:
 			delete(w.timers, e.Op)
+		case kernel.EffEmit:
+			if e.Life.Kind == kernel.LifeOpEnded {
+				// Items already scheduled for it (late results,
+				// duplicates) are still delivered.
+				delete(w.ops, e.Life.Op)
+			}
 		}
 	}
 }
@@ -428,7 +434,3 @@ func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 		}
 	}
 }
-
-// forget drops the world's record of an op the kernel has ended; items
-// already scheduled for it (late results, duplicates) are still delivered.
-func (w *world) forget(id kernel.OpID) { delete(w.ops, id) }

@@ -51,15 +51,21 @@ func (e *enc) i64(v int64) { e.b = strconv.AppendInt(e.b, v, 10) }
 func (e *enc) u64(v uint64) { e.b = strconv.AppendUint(e.b, v, 10) }
 
 // appendRecord appends r and a newline. agentJSON is r.Agent already quoted
-// (the writer caches it per agent); atDigits is atNS formatted (may be nil).
-func appendRecord(b []byte, r *Record, agentJSON []byte, atNS int64, atDigits []byte) []byte {
+// (the writer caches it per agent); atDigits is atNS formatted (may be nil);
+// atText, when set, is the record's time in duration syntax (r.At unset).
+func appendRecord(b []byte, r *Record, agentJSON []byte, atNS int64, atDigits, atText []byte) []byte {
 	e := enc{b: b, atNS: atNS, atDigits: atDigits}
 	e.lit(`{"type":`)
 	e.name(r.Type)
 	e.lit(`,"step":`)
 	e.i64(int64(r.Step))
-	e.lit(`,"at":`)
-	e.name(r.At)
+	e.lit(`,"at":"`)
+	if atText != nil {
+		e.b = append(e.b, atText...)
+	} else {
+		e.b = append(e.b, r.At...)
+	}
+	e.b = append(e.b, '"')
 	if r.Agent != "" {
 		e.lit(`,"agent":`)
 		if agentJSON != nil {

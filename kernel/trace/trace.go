@@ -10,7 +10,7 @@
 package trace
 
 import (
-	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -70,16 +70,19 @@ type Record struct {
 	Note string `json:"note,omitempty"`
 }
 
-// Writer writes a trace and hashes what it wrote.
+// Writer writes a trace and hashes what it wrote. Records are encoded
+// straight into its own buffer, which goes to the hash (and the file) in
+// blocks of flushAt bytes.
 type Writer struct {
-	w    *bufio.Writer
+	sink io.Writer // the file, if any
 	h    hash.Hash
-	enc  *json.Encoder
+	buf  []byte
 	step int
 	err  error
 	// atDigits is the current step's time formatted in nanoseconds.
 	atNS     int64
 	atDigits []byte
+	atText   []byte // the step's time in duration syntax
 	// paths caches each agent's path and its JSON form (paths never change
 	// once an agent is spawned).
 	paths     []string
@@ -104,39 +107,40 @@ func (t *Writer) path(tree Tree, id kernel.AgentID) (string, []byte) {
 // NewWriter writes hdr and returns a writer for the steps. w may be
 // io.Discard when only the hash is wanted.
 func NewWriter(w io.Writer, hdr Header) *Writer {
-	h := sha256.New()
-	var sink io.Writer = h
+	tw := &Writer{h: sha256.New(), buf: make([]byte, 0, flushAt+4096)}
 	if w != io.Discard {
-		sink = io.MultiWriter(w, h)
+		tw.sink = w
 	}
-	bw := bufio.NewWriterSize(sink, 16<<10)
-	enc := json.NewEncoder(bw)
-	enc.SetEscapeHTML(false)
-	tw := &Writer{w: bw, h: h, enc: enc}
 	hdr.Type, hdr.Format = "header", FormatVersion
-	tw.write(hdr)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(hdr); err != nil {
+		tw.err = err
+	}
+	tw.buf = append(tw.buf, b.Bytes()...)
 	return tw
 }
 
-func (t *Writer) write(v any) {
-	if t.err == nil {
-		t.err = t.enc.Encode(v)
-	}
-}
+// flushAt is the buffered size at which the writer hashes and writes out.
+const flushAt = 64 << 10
 
-// record writes one record with the hand-written encoder (encode.go),
-// encoding straight into the buffered writer's free space when it fits.
-func (t *Writer) record(r *Record, agentJSON []byte) {
-	if t.err != nil {
+func (t *Writer) flush() {
+	if len(t.buf) == 0 {
 		return
 	}
-	if t.w.Available() < 4096 {
-		t.err = t.w.Flush()
+	t.h.Write(t.buf)
+	if t.sink != nil && t.err == nil {
+		_, t.err = t.sink.Write(t.buf)
 	}
-	b := appendRecord(t.w.AvailableBuffer(), r, agentJSON, t.atNS, t.atDigits)
-	_, err := t.w.Write(b)
-	if t.err == nil {
-		t.err = err
+	t.buf = t.buf[:0]
+}
+
+// record appends one record with the hand-written encoder (encode.go).
+func (t *Writer) record(r *Record, agentJSON []byte, atText []byte) {
+	t.buf = appendRecord(t.buf, r, agentJSON, t.atNS, t.atDigits, atText)
+	if len(t.buf) >= flushAt {
+		t.flush()
 	}
 }
 
@@ -150,35 +154,33 @@ type Tree interface {
 // captured by the caller before Step) and after, and the effects.
 func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before fsm.State, effects []kernel.Effect) {
 	t.step++
-	at := ev.At.String()
 	t.atNS = int64(ev.At)
 	t.atDigits = strconv.AppendInt(t.atDigits[:0], t.atNS, 10)
-	rec := Record{Type: "event", Step: t.step, At: at, Event: &ev}
+	t.atText = appendDuration(t.atText[:0], ev.At)
+	rec := Record{Type: "event", Step: t.step, Event: &ev}
 	var agentJSON []byte
 	if target != kernel.NoAgent {
 		rec.Agent, agentJSON = t.path(tree, target)
 		rec.Before, rec.After = before.String(), tree.AgentState(target).String()
 	}
-	t.record(&rec, agentJSON)
+	t.record(&rec, agentJSON, t.atText)
 	for i := range effects {
-		r := Record{Type: "effect", Step: t.step, At: at, Effect: &effects[i]}
+		r := Record{Type: "effect", Step: t.step, Effect: &effects[i]}
 		r.Agent, agentJSON = t.path(tree, effects[i].Agent)
-		t.record(&r, agentJSON)
+		t.record(&r, agentJSON, t.atText)
 	}
 }
 
 // Note records an annotation at time at.
 func (t *Writer) Note(at time.Duration, note string) {
-	t.record(&Record{Type: "note", Step: t.step, At: at.String(), Note: note}, nil)
+	t.record(&Record{Type: "note", Step: t.step, At: at.String(), Note: note}, nil, nil)
 }
 
 // Close writes the end line, flushes, and returns the SHA-256 of every byte
 // written (hex) or the first write error.
 func (t *Writer) Close(at time.Duration) (string, error) {
-	t.record(&Record{Type: "end", Step: t.step, At: at.String()}, nil)
-	if t.err == nil {
-		t.err = t.w.Flush()
-	}
+	t.record(&Record{Type: "end", Step: t.step, At: at.String()}, nil, nil)
+	t.flush()
 	if t.err != nil {
 		return "", fmt.Errorf("write trace: %w", t.err)
 	}

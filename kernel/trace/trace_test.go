@@ -80,3 +80,17 @@ func TestWriterDeterministic(t *testing.T) {
 		t.Fatalf("only %d records", n)
 	}
 }
+
+func TestAppendDuration(t *testing.T) {
+	vals := []time.Duration{0, 1, 999, 1000, 1500, 999999, time.Millisecond, 1234567, time.Second, 1500 * time.Millisecond,
+		59*time.Second + 1, time.Minute, 61 * time.Second, time.Hour + 2*time.Minute + 3*time.Second + 4*time.Millisecond,
+		-5 * time.Second, -1, 1<<63 - 1, -1 << 63, 2337 * time.Millisecond}
+	for i := 0; i < 2000; i++ {
+		vals = append(vals, time.Duration(int64(i)*int64(i)*int64(i)*7919+int64(i)))
+	}
+	for _, d := range vals {
+		if got := string(appendDuration(nil, d)); got != d.String() {
+			t.Fatalf("%d: got %q want %q", int64(d), got, d.String())
+		}
+	}
+}
