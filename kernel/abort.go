@@ -20,10 +20,11 @@ func (k *Kernel) onCancel(ev Event) {
 		k.emit(Lifecycle{Kind: LifeIgnored, Agent: a.id, Text: "cancel for turn " + strconv.FormatUint(ev.Turn, 10) + ", which has ended"})
 		return
 	}
-	if a.cancelActed && k.now < a.cancelActedAt+k.cfg.Debounce {
-		// Leading-edge debounce: the first cancel already acted at once; a
-		// repeat inside the window is coalesced into it (F8, I11).
-		k.emit(Lifecycle{Kind: LifeIgnored, Agent: a.id, Text: "repeated cancel inside the debounce window"})
+	if a.cancelActedTurn == a.turn && a.turn != 0 && k.now < a.cancelActedAt+k.cfg.Debounce {
+		// Leading-edge debounce: the first cancel of this turn already acted
+		// at once; a repeat inside the window is coalesced into it (F8,
+		// I11). A cancel of a newer turn is never coalesced.
+		k.emit(Lifecycle{Kind: LifeIgnored, Agent: a.id, Text: "repeated cancel of this turn inside the debounce window"})
 		return
 	}
 	switch a.state {
@@ -40,7 +41,7 @@ func (k *Kernel) onCancel(ev Event) {
 			k.emit(Lifecycle{Kind: LifeIgnored, Agent: a.id, Text: "already interrupted"})
 		}
 	default:
-		a.cancelActed, a.cancelActedAt = true, k.now
+		a.cancelActedTurn, a.cancelActedAt = a.turn, k.now
 		k.abortSubtree(a, fsm.Cancel, ReasonUserCancel)
 	}
 }

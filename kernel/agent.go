@@ -70,8 +70,10 @@ type agent struct {
 	// parentCall is this agent's index in its parent's open calls.
 	parentCall int32
 
-	cancelActedAt time.Duration
-	cancelActed   bool
+	// The last cancel that acted: when, and on which turn. Repeats of that
+	// turn inside the debounce window are coalesced into it (F8).
+	cancelActedAt   time.Duration
+	cancelActedTurn uint64
 }
 
 // input is a user text waiting to start a turn.

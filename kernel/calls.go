@@ -12,7 +12,7 @@ import (
 // spawns a child, a tool starts, and a malformed call is answered at once.
 func (k *Kernel) dispatchCall(a *agent, i int) {
 	c := a.open[i].call
-	if c.Name == "" {
+	if c.Name == NamelessCall {
 		k.closeCall(a, i, fsm.ToolResult, CallMalformed, ReasonMalformed, toolErrorContent(CallMalformed, ReasonMalformed, "tool call has no name"), NoAgent, OutcomeNone, true)
 		return
 	}
@@ -31,6 +31,10 @@ func (k *Kernel) dispatchCall(a *agent, i int) {
 	k.setOpTimer(id, k.setTimer(a, TimerTool, k.now+k.cfg.ToolTimeout, id))
 	k.emit(Lifecycle{Kind: LifeToolStarted, Agent: a.id, Op: id, CallID: c.ID, Name: c.Name})
 }
+
+// NamelessCall is the name a tool call streamed without one is given in
+// history (it is answered as malformed, never run).
+const NamelessCall = "missing_name"
 
 // delegateArgs is the delegate tool's argument object.
 type delegateArgs struct {
@@ -59,7 +63,7 @@ func (k *Kernel) delegate(a *agent, i int) {
 		k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxChildren, refusalContent(ReasonMaxChildren, k.cfg.MaxChildren), NoAgent, OutcomeNone, true)
 		return
 	case len(k.agents) >= k.cfg.MaxAgents:
-		k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxChildren, refusalContent(ReasonMaxChildren, k.cfg.MaxAgents), NoAgent, OutcomeNone, true)
+		k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxAgents, refusalContent(ReasonMaxAgents, k.cfg.MaxAgents), NoAgent, OutcomeNone, true)
 		return
 	}
 	// A parent spawns only on StreamDelegations, which the FSM declares only
@@ -81,8 +85,8 @@ func (k *Kernel) delegate(a *agent, i int) {
 }
 
 // closeCall gives call i its one result (I13) as a tool message. trigger is
-// fired first (ToolResult or ChildOutcome); pass fsm.Settled as "no trigger"
-// when the close is part of an abort the caller already fired.
+// fired first (ToolResult or ChildOutcome); pass noTrigger when the close is
+// part of an abort whose trigger the caller already fired.
 func (k *Kernel) closeCall(a *agent, i int, trigger fsm.Trigger, status CallStatus, reason Reason, content string, child AgentID, outcome Outcome, synthetic bool) {
 	oc := &a.open[i]
 	if oc.closed {

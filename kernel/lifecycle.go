@@ -50,11 +50,13 @@ const (
 	// LifeTurnEnded: Agent's turn Turn ended with Outcome and Reason (I13);
 	// Text is the final or partial text.
 	LifeTurnEnded
-	// LifeLate: an event for an op that was cancelled, timed out or abandoned
-	// arrived and was dropped (F3); Text describes it.
+	// LifeLate: an event for an op that was cancelled or timed out (its call
+	// already answered) arrived and was dropped (F3); Text describes it. An
+	// event for an op already abandoned or ended is LifeStale.
 	LifeLate
-	// LifeStale: an event named an op the kernel no longer tracks (or a
-	// duplicate chunk); it changed nothing (I8).
+	// LifeStale: an event named an op the kernel no longer tracks (ended or
+	// abandoned: Agent is then NoAgent, Op and Text identify it), or a
+	// duplicate chunk; it changed nothing (I8).
 	LifeStale
 	// LifeIgnored: an input was legal but a no-op: a cancel for an ended turn,
 	// a repeated cancel, a cancel inside the debounce window (F14, I11).

@@ -257,12 +257,13 @@ func declaredCases() map[[2]fsm.State]transitionCase {
 			if count(out, EffStartLLM, -1) != 0 || !expectLife(t, out, LifeInterjected).Queued {
 				t.Fatal("a submit while settling must wait for the tree to settle")
 			}
+			h.state(Root, fsm.Interrupted) // the row itself: Interrupted --Submit--> Interrupted
 			m := h.mark()
 			h.wait(h.k.Config().Grace)
 			if count(h.since(m), EffStartLLM, Root) != 1 {
 				t.Fatal("queued submission did not start a turn after settling")
 			}
-			h.do(Cancel(0, Root)) // leave it Interrupted for the row's check
+			h.do(Cancel(0, Root)) // back to Interrupted for the row's final check
 		}},
 		key(fsm.Interrupted, fsm.Interject): {run: func(t *testing.T, h *harness) {
 			interruptedWithStubbornTool(h)

@@ -127,6 +127,7 @@ func (k *Kernel) startRequest(a *agent) {
 	a.req = id
 	a.inflight++
 	a.reqStart, a.gotChunk, a.lastChunkNo = k.now, false, 0
+	a.cut = "" // text cut from an earlier request is not this one's
 	a.text = a.text[:0]
 	a.drafts = a.drafts[:0]
 	n := len(a.history)
@@ -153,16 +154,16 @@ func (k *Kernel) onDelta(ev Event) {
 		k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "chunk after cancel dropped"})
 		return
 	}
+	if ev.Call != nil && (ev.Call.Index < 0 || ev.Call.Index >= k.cfg.MaxCalls) {
+		k.reject(a.id, fmt.Sprintf("tool-call fragment index %d outside 0..%d", ev.Call.Index, k.cfg.MaxCalls-1))
+		return
+	}
 	if ev.Chunk != 0 {
 		if ev.Chunk <= a.lastChunkNo {
 			k.emit(Lifecycle{Kind: LifeStale, Agent: a.id, Op: ev.Op, Text: "duplicate chunk " + strconv.FormatUint(uint64(ev.Chunk), 10)})
 			return
 		}
 		a.lastChunkNo = ev.Chunk
-	}
-	if ev.Call != nil && (ev.Call.Index < 0 || ev.Call.Index >= k.cfg.MaxCalls) {
-		k.reject(a.id, fmt.Sprintf("tool-call fragment index %d outside 0..%d", ev.Call.Index, k.cfg.MaxCalls-1))
-		return
 	}
 	if !k.fire(a, fsm.Delta) {
 		return
@@ -204,23 +205,38 @@ func (k *Kernel) rearmWatchdog(a *agent, at time.Duration) {
 	k.ops[a.req] = o
 }
 
-// onLLMEnd: a stream finished.
-func (k *Kernel) onLLMEnd(ev Event) {
+// requestEnded is the common gate of a request's terminal event (its end or
+// its failure): a stale event is recorded, a cancelled request's answer is
+// its acknowledgement (it ends the op and may settle the agent), and an
+// agent that cannot take trigger t gets the undeclared pair reported. It
+// returns the agent whose live request just ended, or nil.
+func (k *Kernel) requestEnded(ev Event, t fsm.Trigger) *agent {
 	o, ok := k.gate(ev, opLLM)
 	if !ok {
-		return
+		return nil
 	}
 	a := k.agents[o.agent]
 	if o.cancelling {
 		k.endOp(a, ev.Op, o, OpCancelled)
 		k.settleUp(a)
-		return
+		return nil
 	}
-	if !k.m.CanFire(a.state, fsm.StreamText) {
-		k.fire(a, fsm.StreamText) // reports the undeclared pair
-		return
+	if !k.m.CanFire(a.state, t) {
+		k.fire(a, t) // reports the undeclared pair
+		return nil
 	}
 	k.endOp(a, ev.Op, o, OpCompleted)
+	return a
+}
+
+// onLLMEnd: a stream finished.
+func (k *Kernel) onLLMEnd(ev Event) {
+	// StreamText stands for the three stream-end triggers: all are declared
+	// from Streaming only.
+	a := k.requestEnded(ev, fsm.StreamText)
+	if a == nil {
+		return
+	}
 	text := string(a.text)
 	calls := k.finishDrafts(a, ev.Op)
 	if len(calls) == 0 {
@@ -268,6 +284,12 @@ func (k *Kernel) finishDrafts(a *agent, req OpID) []ToolCall {
 			continue
 		}
 		c := ToolCall{ID: d.id, Name: d.name, Arguments: string(d.args)}
+		if c.Name == "" {
+			// A call streamed without a name cannot run, and a transcript
+			// with a nameless call is invalid (F11): it keeps a placeholder
+			// name and is answered as malformed (dispatchCall).
+			c.Name = NamelessCall
+		}
 		if c.ID == "" {
 			c.ID = "call_" + strconv.FormatUint(uint64(req), 10) + "_" + strconv.Itoa(i)
 		}
@@ -292,21 +314,10 @@ func (k *Kernel) finishDrafts(a *agent, req OpID) []ToolCall {
 
 // onLLMError: a request failed (or acknowledged its cancel).
 func (k *Kernel) onLLMError(ev Event) {
-	o, ok := k.gate(ev, opLLM)
-	if !ok {
+	a := k.requestEnded(ev, fsm.StreamFailed)
+	if a == nil {
 		return
 	}
-	a := k.agents[o.agent]
-	if o.cancelling {
-		k.endOp(a, ev.Op, o, OpCancelled)
-		k.settleUp(a)
-		return
-	}
-	if !k.m.CanFire(a.state, fsm.StreamFailed) {
-		k.fire(a, fsm.StreamFailed)
-		return
-	}
-	k.endOp(a, ev.Op, o, OpCompleted)
 	if !k.fire(a, fsm.StreamFailed) {
 		return
 	}
@@ -418,8 +429,9 @@ func (k *Kernel) endTurn(a *agent, outcome Outcome, reason Reason, text string) 
 
 // finishTurn records a's outcome (exactly once per turn, I13) and hands it to
 // the parent. It returns the parent when the parent is Interrupted and may now
-// settle: callers loop instead of recursing, so a 10,000-deep chain settles in
-// constant stack.
+// settle: callers loop instead of recursing, so a 10,000-deep chain of
+// interrupted agents settles in constant stack. (A parent that resumes may end
+// its own turn on the spot — a budget — which recurses once per such level.)
 func (k *Kernel) finishTurn(a *agent, outcome Outcome, reason Reason, text string) *agent {
 	a.outcome, a.reason, a.summary = outcome, reason, text
 	k.stopTimer(a.turnTimer)

@@ -38,7 +38,7 @@ type Limits struct {
 	// TurnTimeout bounds a whole turn. A child's turn deadline is the earlier of
 	// its own and its parent's (child ≤ parent's remaining time).
 	TurnTimeout time.Duration `json:"turn_timeout"`
-	// Debounce is the window in which repeated cancels of one agent are
+	// Debounce is the window in which repeated cancels of the same turn are
 	// coalesced (leading edge: the first acts at once), and after an
 	// interjection cuts a stream, how long more interjections may join before
 	// the request restarts.
@@ -242,12 +242,15 @@ const (
 	ReasonMalformed
 	// ReasonToolError: the tool reported an error (or crashed).
 	ReasonToolError
+	// ReasonMaxAgents: a delegation was refused because the tree holds as
+	// many agents as Config.MaxAgents allows.
+	ReasonMaxAgents
 )
 
 var reasonNames = [...]string{
 	"", "user_cancel", "parent_cancelled", "first_token_timeout", "stall_timeout",
 	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
-	"max_depth", "max_children", "malformed", "tool_error",
+	"max_depth", "max_children", "malformed", "tool_error", "max_agents",
 }
 
 func (r Reason) String() string {

@@ -269,6 +269,37 @@ func brokenLoops() []struct {
 					return out
 				}
 			})},
+		{"timeout-depth4-survived", "F13: a child's timeout reaches its parent as an interruption by the user", "I13",
+			broken(func(b *brokenCore) {
+				// The lie is told consistently — in the parent's lifecycle
+				// and in the tool message its model reads — so only the
+				// child's own end shows the truth.
+				lie := func(s string) string {
+					for _, r := range []kernel.Reason{kernel.ReasonFirstTokenTimeout, kernel.ReasonStallTimeout, kernel.ReasonTurnTimeout} {
+						s = strings.ReplaceAll(s, `"outcome":"timed_out","reason":"`+r.String()+`"`, `"outcome":"interrupted","reason":"user_cancel"`)
+					}
+					return s
+				}
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for i := range out {
+						if l := &out[i].Life; out[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeCallFinished && l.Outcome == kernel.OutcomeTimedOut {
+							l.Reason, l.Outcome = kernel.ReasonUserCancel, kernel.OutcomeInterrupted
+						}
+					}
+					return out
+				}
+				b.view = func(v View) View {
+					h := slices.Clone(v.History)
+					for i, m := range h {
+						if m.Role == kernel.RoleTool {
+							h[i].Content = lie(m.Content)
+						}
+					}
+					v.History = h
+					return v
+				}
+			})},
 		{"late-interrupts-are-no-ops", "F14: an interrupt arriving after completion produces a second outcome", "I13",
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
@@ -323,6 +354,148 @@ func TestOracleCatchesBrokenLoops(t *testing.T) {
 	for i := 1; i <= 14; i++ {
 		if f := "F" + strconv.Itoa(i); !covered[f] {
 			t.Errorf("no broken loop for %s", f)
+		}
+	}
+}
+
+// TestOracleCatchesBrokenInvariants: the invariants no catalogue failure
+// names first get broken loops of their own. Each scenario passes with the
+// kernel and fails with the named invariant first when one step is broken.
+func TestOracleCatchesBrokenInvariants(t *testing.T) {
+	suite, err := LoadFS(scenarios.FS, ".", "scenarios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*Scenario{}
+	for _, s := range suite {
+		byName[s.Name] = s
+	}
+	cases := []struct {
+		scenario, what, invariant string
+		core                      CoreFactory
+	}{
+		{"interject-while-streaming", "a turn starts by a trigger the table does not declare from Idle", "I7",
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for i := range out {
+						if l := &out[i].Life; out[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeTransition && l.From == fsm.Idle && l.Trigger == fsm.Submit {
+							l.Trigger = fsm.Delta
+						}
+					}
+					return out
+				}
+			})},
+		{"parallel-delegation-cancel", "agents change state with no transition event (an FSM bypassed)", "I7",
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					return slices.DeleteFunc(b.inner(ev), func(e kernel.Effect) bool {
+						return e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTransition && e.Life.To == fsm.Idle
+					})
+				}
+			})},
+		{"faults-duplicate-late", "a late or duplicate event wakes the model again", "I8",
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for _, e := range out {
+						if e.Kind == kernel.EffEmit && (e.Life.Kind == kernel.LifeLate || e.Life.Kind == kernel.LifeStale) && e.Agent >= 0 {
+							return append(out, kernel.Effect{Kind: kernel.EffStartLLM, Agent: e.Agent, Op: b.fakeOp(), Messages: b.Core.View(e.Agent).History})
+						}
+					}
+					return out
+				}
+			})},
+	}
+	for _, c := range cases {
+		t.Run(c.invariant+"/"+c.scenario, func(t *testing.T) {
+			s := byName[c.scenario]
+			if s == nil {
+				t.Fatalf("no scenario %q", c.scenario)
+			}
+			if good, err := Run(s, Options{}); err != nil || !good.Passed {
+				t.Fatalf("the scenario must pass with the real kernel: %v %v", err, good.Violations)
+			}
+			res, err := Run(s, Options{Core: c.core})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Passed || res.Violations[0].Invariant != c.invariant {
+				t.Fatalf("%s: want %s first, got %v", c.what, c.invariant, res.Violations)
+			}
+			t.Logf("%s → %s", c.what, res.Violations[0])
+		})
+	}
+}
+
+// TestRecheckCatchesNondeterminism (I6): a core that cancels a subtree's ops
+// in an order that changes from run to run — what iterating a Go map does —
+// passes every per-step invariant, and only the second run's different
+// trace gives it away.
+func TestRecheckCatchesNondeterminism(t *testing.T) {
+	suite, err := LoadFS(scenarios.FS, ".", "scenarios")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s *Scenario
+	for _, x := range suite {
+		if x.Name == "parallel-delegation-cancel" {
+			s = x
+		}
+	}
+	runs := 0 // state shared by every core the factory builds: the bug
+	flaky := func(cfg kernel.Config) (Core, error) {
+		runs++
+		flip := runs%2 == 0
+		return broken(func(b *brokenCore) {
+			b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+				out := b.inner(ev)
+				if flip {
+					var at []int
+					for i, e := range out {
+						if e.Kind == kernel.EffCancelLLM || e.Kind == kernel.EffCancelTool {
+							at = append(at, i)
+						}
+					}
+					for i, j := 0, len(at)-1; i < j; i, j = i+1, j-1 {
+						out[at[i]], out[at[j]] = out[at[j]], out[at[i]]
+					}
+				}
+				return out
+			}
+		})(cfg)
+	}
+	for _, c := range []struct {
+		core CoreFactory
+		want bool
+	}{{nil, false}, {flaky, true}} {
+		first, err := Run(s, Options{Core: c.core})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !first.Passed {
+			t.Fatalf("a per-step invariant failed; this test is about I6 alone: %v", first.Violations)
+		}
+		v, err := Recheck(s, Options{Core: c.core}, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v != nil; got != c.want {
+			t.Fatalf("core %v: recheck violation = %v, want one: %v", c.core != nil, v, c.want)
+		}
+		if v != nil {
+			if v.Invariant != "I6" {
+				t.Fatalf("got %s", v)
+			}
+			t.Logf("map-order cancels → %s", v)
+		}
+	}
+	// The flipped order on its own breaks no per-step invariant (runs 3
+	// and 4: the fourth core flips).
+	for i := 0; i < 2; i++ {
+		r, err := Run(s, Options{Core: flaky})
+		if err != nil || !r.Passed {
+			t.Fatalf("run %d: %v %v", runs, err, r.Violations)
 		}
 	}
 }

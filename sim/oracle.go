@@ -55,7 +55,7 @@ type oracle struct {
 	agents  []*agentObs
 	ops     map[kernel.OpID]*opObs
 	timers  map[kernel.OpID]bool
-	callFin map[callKey]int
+	callFin map[callKey]*callFinObs
 	out     []Violation
 	recent  [recentEvents]kernel.Event
 	nrecent int
@@ -167,6 +167,13 @@ type cancelObs struct {
 	inflight   []kernel.OpID
 	beforeInt  bool
 	wasShutdwn bool
+	turn       uint64 // the target's turn when the cancel arrived
+}
+
+// callFinObs is what the oracle knows of one call's terminal result.
+type callFinObs struct {
+	n int              // CallFinished events seen (exactly one, I13)
+	l kernel.Lifecycle // the first of them
 }
 
 type agentObs struct {
@@ -197,10 +204,20 @@ type agentObs struct {
 	lastReq       kernel.OpID
 	endedTurn     uint64
 	startedTurn   uint64
+	// how the last turn ended, and which call of the parent is owed that
+	// end as its typed result (a call closed before the child settled)
+	endOutcome kernel.Outcome
+	endReason  kernel.Reason
+	owed       *callFinObs
+	// the reason of the current turn's interrupt (LifeInterrupted)
+	abortReason kernel.Reason
+	// delegated maps a call id to the child spawned for it
+	delegated map[string]kernel.AgentID
 	// expectations
 	llmRequests int
-	// debounce bookkeeping for cancels that acted
-	acted       bool
+	// debounce bookkeeping: the last cancel that acted, and on which turn
+	// (only repeats of that turn are coalesced)
+	actedTurn   uint64
 	actedAt     time.Duration
 	liveOps     int
 	interrupted bool
@@ -215,6 +232,8 @@ type opObs struct {
 	lastChunkAt time.Duration
 	terminal    bool
 	endedOK     bool
+	result      kernel.ToolStatus // a tool's delivered result (when terminal)
+	timedOut    bool              // a tool_timeout fired for this op
 	cancels     int
 	ended       bool
 	text        []byte
@@ -233,7 +252,7 @@ func newOracle(c Core, lim kernel.Limits) *oracle {
 		lim: lim, c: c,
 		ops:       make(map[kernel.OpID]*opObs),
 		timers:    make(map[kernel.OpID]bool),
-		callFin:   make(map[callKey]int),
+		callFin:   make(map[callKey]*callFinObs),
 		matrix:    fsm.Matrix(),
 		table:     make(map[[2]uint8]fsm.State),
 		userTexts: make(map[string]int),
@@ -348,9 +367,9 @@ func (o *oracle) beforeCancel(ev kernel.Event) {
 		o.shutdown = true
 	}
 	a := o.agents[target]
-	ce := &cancelObs{target: target, beforeInt: a.state == fsm.Interrupted, wasShutdwn: ev.Kind == kernel.EvShutdown}
+	ce := &cancelObs{target: target, beforeInt: a.state == fsm.Interrupted, wasShutdwn: ev.Kind == kernel.EvShutdown, turn: a.turn}
 	bound := ev.Turn == 0 || ev.Turn == a.turn
-	debounced := ev.Kind == kernel.EvCancel && a.acted && o.now < a.actedAt+o.lim.Debounce
+	debounced := ev.Kind == kernel.EvCancel && a.turn != 0 && a.actedTurn == a.turn && o.now < a.actedAt+o.lim.Debounce
 	ce.shouldAct = isActive(a.state) && bound && !debounced
 	if ce.shouldAct && ev.Kind == kernel.EvCancel {
 		// Recorded now: an agent with nothing in flight settles, and ends
@@ -445,7 +464,9 @@ func (o *oracle) beforeWorld(ev kernel.Event) {
 		op.endedOK = op.cancels == 0
 	case kernel.EvLLMError:
 		op.terminal = true
-		if op.cancels == 0 && ev.Failure != kernel.FailureCancelled {
+		if op.cancels == 0 {
+			// Any failure nobody asked for — even one the provider calls
+			// "cancelled" — is a stream failure of this turn.
 			o.agents[op.agent].llmFailed = true
 			if len(op.text) > 0 {
 				o.partials = append(o.partials, partialObs{agent: op.agent, text: string(op.text), why: "a stream failure"})
@@ -453,6 +474,7 @@ func (o *oracle) beforeWorld(ev kernel.Event) {
 		}
 	case kernel.EvToolResult:
 		op.terminal = true
+		op.result = ev.Status
 		if op.cancels > 0 && ev.Status != kernel.ToolCancelled {
 			o.probes.hit(ProbeLateResultAfterCancel)
 		}
@@ -643,7 +665,7 @@ func (o *oracle) onLife(l kernel.Lifecycle) {
 		if a.interrupted && a.interruptedTurn == l.Turn {
 			o.violate("I11", l.Agent, "turn %d interrupted twice", l.Turn)
 		}
-		a.interrupted, a.interruptedTurn = true, l.Turn
+		a.interrupted, a.interruptedTurn, a.abortReason = true, l.Turn, l.Reason
 	case kernel.LifeTurnStarted:
 		if l.Turn <= a.startedTurn {
 			o.violate("I13", l.Agent, "turn %d started again", l.Turn)
@@ -651,20 +673,31 @@ func (o *oracle) onLife(l kernel.Lifecycle) {
 		a.startedTurn = l.Turn
 		a.turnStart = o.now
 		a.userCancelled, a.parentAborted, a.timedOut, a.llmFailed, a.requestsTurn = false, false, kernel.ReasonNone, false, 0
-		a.interrupted = false
+		a.interrupted, a.abortReason = false, kernel.ReasonNone
 	case kernel.LifeTurnEnded:
 		o.checkTurnEnd(l, a)
 		o.endedNow = append(o.endedNow, l)
 	case kernel.LifeCallFinished:
 		k := callKey{l.Agent, l.CallID}
-		o.callFin[k]++
-		if o.callFin[k] > 1 {
-			o.violate("I13", l.Agent, "call %s has %d terminal results", l.CallID, o.callFin[k])
+		f := o.callFin[k]
+		if f == nil {
+			f = &callFinObs{l: l}
+			o.callFin[k] = f
 		}
+		f.n++
+		if f.n > 1 {
+			o.violate("I13", l.Agent, "call %s has %d terminal results", l.CallID, f.n)
+			break
+		}
+		o.checkCallResult(l, a, f)
 		if l.Reason == kernel.ReasonToolTimeout {
 			o.probes.hit(ProbeToolTimeout)
 		}
 	case kernel.LifeDelegated:
+		if a.delegated == nil {
+			a.delegated = make(map[string]kernel.AgentID)
+		}
+		a.delegated[l.CallID] = l.Child
 		o.touch(l.Child)
 		c := o.observe(l.Child)
 		if a.frozen || a.state == fsm.Interrupted {
@@ -693,6 +726,9 @@ func (o *oracle) checkTimeout(l kernel.Lifecycle, a *agentObs) {
 	case kernel.ReasonToolTimeout:
 		if op == nil || !op.tool || op.terminal || o.now-op.start < o.lim.ToolTimeout {
 			o.violate("I5", l.Agent, "tool timeout not justified: the tool %s", o.opStory(op))
+		}
+		if op != nil {
+			op.timedOut = true
 		}
 		o.probeRace(l.Agent, true)
 		return
@@ -729,6 +765,14 @@ func (o *oracle) checkTurnEnd(l kernel.Lifecycle, a *agentObs) {
 		return
 	}
 	a.endedTurn = l.Turn
+	a.endOutcome, a.endReason = l.Outcome, l.Reason
+	if f := a.owed; f != nil {
+		// The parent's call was closed when the abort cut it; the child
+		// settled only now. What the parent's model was told must be how
+		// the child's turn really ended (F13).
+		a.owed = nil
+		o.checkChildResult(f, a)
+	}
 	if kernel.OutcomeOf(l.Reason) != l.Outcome {
 		o.violate("I13", l.Agent, "outcome %s with reason %q", l.Outcome, l.Reason)
 	}
@@ -883,6 +927,7 @@ func (o *oracle) checkMessage(id kernel.AgentID, a *agentObs, i int, h []kernel.
 		default:
 			a.open[m.ToolCallID] = true
 			a.openCount--
+			o.checkToolContent(id, m)
 		}
 	default:
 		o.violate("I4", id, "unknown role %q at %d", m.Role, i)
@@ -1003,7 +1048,7 @@ func (o *oracle) checkCancel() {
 		o.violate("I2", ce.target, "cancel did not interrupt its target (still %s)", t.state)
 		return
 	}
-	t.acted, t.actedAt = true, o.now
+	t.actedTurn, t.actedAt = ce.turn, o.now
 	for _, id := range ce.activeSub {
 		if s := o.agents[id].state; s != fsm.Interrupted && s != fsm.Idle {
 			o.violate("I2", id, "cancel of %s did not reach this descendant (still %s)", t.path, s)
@@ -1169,8 +1214,12 @@ func (o *oracle) finish() {
 			o.violate("I13", kernel.AgentID(id), "turn %d has no terminal outcome", a.startedTurn)
 		}
 		for _, c := range a.calls {
-			if o.callFin[callKey{kernel.AgentID(id), c}] != 1 {
-				o.violate("I13", kernel.AgentID(id), "call %s has %d terminal results", c, o.callFin[callKey{kernel.AgentID(id), c}])
+			n := 0
+			if f := o.callFin[callKey{kernel.AgentID(id), c}]; f != nil {
+				n = f.n
+			}
+			if n != 1 {
+				o.violate("I13", kernel.AgentID(id), "call %s has %d terminal results", c, n)
 			}
 		}
 	}

@@ -103,16 +103,23 @@ type ToolSpec struct {
 type FaultKind string
 
 // Fault kinds. A fault hits the agent's request (or tool call) in flight at
-// At, else the next one it starts.
+// At, else the next one it starts. A fault that hits an op already in flight
+// takes effect at At: a stream error or disconnect fails the stream at once
+// (After counts only for a fresh request), a hang silences it, a rate limit
+// sends its retries from At, a tool panic crashes the tool at At, and a
+// duplicate or late fault reschedules the op's final event.
 const (
-	// FaultStreamError: the stream fails after After tokens (typed stream error).
+	// FaultStreamError: the stream fails after After chunks (a typed stream
+	// error); After 0 means halfway, and an After past the reply's last
+	// chunk fails it just before its end.
 	FaultStreamError FaultKind = "stream_error"
-	// FaultDisconnect: the connection drops after After tokens.
+	// FaultDisconnect: the connection drops after After chunks (as above).
 	FaultDisconnect FaultKind = "disconnect"
 	// FaultHang: the stream goes silent and never ends on its own.
 	FaultHang FaultKind = "hang"
-	// FaultRateLimit: Attempts rate-limit retries (each RetryAfter) before the
-	// first token; the request then succeeds. Attempts < 0: it never does.
+	// FaultRateLimit: Attempts rate-limit retries before the first token,
+	// each waiting RetryAfter plus up to 20% seeded jitter (the base does not
+	// grow); the request then succeeds. Attempts < 0: it never does.
 	FaultRateLimit FaultKind = "rate_limit"
 	// FaultToolPanic: the tool crashes halfway through.
 	FaultToolPanic FaultKind = "tool_panic"

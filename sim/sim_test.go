@@ -399,3 +399,58 @@ func TestPerfettoSchema(t *testing.T) {
 		t.Fatalf("spans=%d instants=%d", spans, instants)
 	}
 }
+
+// TestWorldFaultsFire: a stream fault armed before its request starts
+// fires wherever After puts it — past the reply's last chunk, or in a reply
+// with no text — instead of the stream ending cleanly; and rate-limit retries wait the fault's base plus jitter,
+// never a compounding delay.
+func TestWorldFaultsFire(t *testing.T) {
+	for _, c := range []struct {
+		name, reply, fault string
+	}{
+		{"error after the last chunk", `text: "two words"`, `{at: 0s, agent: main, fault: stream_error, after: 99}`},
+		{"disconnect after the last chunk", `text: "two words"`, `{at: 0s, agent: main, fault: disconnect, after: 99}`},
+		{"error in a calls-only reply", `calls: [{tool: t, args: {}}]`, `{at: 0s, agent: main, fault: stream_error}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := "name: f\nagents:\n  main:\n    - " + c.reply + "\ntools:\n  t: {duration: 1s, result: ok}\nfaults:\n  - " + c.fault +
+				"\ninputs:\n  - {at: 1ms, submit: go}\nexpect:\n  outcomes: {main: failed}\n"
+			s, err := Load("f.yaml", []byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := Run(s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Passed {
+				t.Fatalf("%v", r.Violations)
+			}
+		})
+	}
+	t.Run("rate limit does not compound", func(t *testing.T) {
+		src := "name: r\nagents:\n  main:\n    - text: ok\nfaults:\n  - {at: 0s, agent: main, fault: rate_limit, attempts: 4, retry_after: 1s}\n" +
+			"limits:\n  first_token_timeout: 1m\ninputs:\n  - {at: 0s, submit: go}\nexpect:\n  outcomes: {main: completed}\n"
+		s, err := Load("r.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var delays []time.Duration
+		r, err := Run(s, Options{Observe: func(st StepInfo) {
+			if st.Event.Kind == kernel.EvLLMRetry {
+				delays = append(delays, st.Event.Delay)
+			}
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Passed || len(delays) != MaxRetries {
+			t.Fatalf("passed=%v retries=%d: %v", r.Passed, len(delays), r.Violations)
+		}
+		for i, d := range delays {
+			if d < time.Second || d > 1200*time.Millisecond {
+				t.Errorf("retry %d waits %v, want 1s..1.2s", i+1, d)
+			}
+		}
+	})
+}

@@ -44,7 +44,8 @@ type worldOp struct {
 	errKind    kernel.Failure
 	retries    int // rate-limit retries still to send
 	attempt    int
-	retryAfter time.Duration
+	retryAfter time.Duration // the fault's base Retry-After
+	retryWait  time.Duration // the jittered wait of the last retry sent
 	hang       bool
 
 	// Tool call.
@@ -212,17 +213,21 @@ func (w *world) llmNext(op *worldOp, at time.Duration) {
 			w.schedule(op, at+op.late, kernel.LLMError(0, op.id, kernel.FailureRateLimit, "429 Too Many Requests after "+strconv.Itoa(MaxRetries)+" retries"), "")
 			return
 		}
-		delay := op.retryAfter + time.Duration(w.rng.Int64N(int64(op.retryAfter)/5+1))
-		w.schedule(op, at, kernel.LLMRetry(0, op.id, op.attempt, delay, "429 Too Many Requests"), "")
-		op.retryAfter = delay // the next event waits for it
+		// Up to 20% jitter on the fault's base each time; the base itself
+		// never grows (a server's Retry-After does not compound).
+		op.retryWait = op.retryAfter + time.Duration(w.rng.Int64N(int64(op.retryAfter)/5+1))
+		w.schedule(op, at, kernel.LLMRetry(0, op.id, op.attempt, op.retryWait, "429 Too Many Requests"), "")
+		return
+	}
+	// The error is checked before the end of the plan: a stream error
+	// placed after its last chunk (or in an empty reply) still fires instead
+	// of a clean end.
+	if op.next == op.errAfter {
+		op.done = true
+		w.schedule(op, at+op.late, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), "")
 		return
 	}
 	if op.next < len(op.plan) {
-		if op.next == op.errAfter {
-			op.done = true
-			w.schedule(op, at+op.late, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), "")
-			return
-		}
 		c := op.plan[op.next]
 		var ev kernel.Event
 		if c.call != nil {
@@ -257,7 +262,7 @@ func (w *world) delivered(op *worldOp, ev kernel.Event, now time.Duration, note 
 		op.next++
 		w.llmNext(op, now+op.interval)
 	case kernel.EvLLMRetry:
-		w.llmNext(op, now+op.retryAfter+op.firstToken)
+		w.llmNext(op, now+op.retryWait+op.firstToken)
 	}
 }
 
