@@ -99,8 +99,9 @@ func TestRerunDeterminism(t *testing.T) {
 }
 
 // TestStateMachine (Part 2): the user's inputs and the passage of time are
-// rapid actions — submit, cancel (of any agent that exists), interject,
-// advance the clock, deliver the next pending world event — with the oracle
+// rapid actions — submit, cancel (of any agent that exists, sometimes bound
+// to a turn), interject, a rare shutdown, advance the clock, deliver the next
+// pending world event — with the oracle
 // as the invariant after every action.
 func TestStateMachine(t *testing.T) {
 	for _, depth := range []int{3, 6} {
@@ -126,7 +127,20 @@ func stateMachine(depth int) func(*rapid.T) {
 			"cancel": func(t *rapid.T) {
 				n := m.Core().NumAgents()
 				id := rapid.IntRange(0, n-1).Draw(t, "agent")
-				m.Input(sim.Input{Cancel: m.Core().AgentPath(kernelID(id))})
+				in := sim.Input{Cancel: m.Core().AgentPath(kernelID(id))}
+				if rapid.IntRange(0, 3).Draw(t, "bound") == 0 {
+					// A cancel bound to a turn — the current one, an
+					// ended one, or one not started yet (F14).
+					cur := int(m.Core().View(kernelID(id)).Turn)
+					in.Turn = uint64(rapid.IntRange(max(1, cur-1), cur+1).Draw(t, "turn"))
+				}
+				m.Input(in)
+			},
+			"shutdown": func(t *rapid.T) {
+				if rapid.IntRange(0, 19).Draw(t, "rare") != 0 {
+					t.Skip("shutdown is rare: it ends the session")
+				}
+				m.Input(sim.Input{Shutdown: true})
 			},
 			"advance": func(t *rapid.T) {
 				m.Advance(rapid.SampledFrom([]time.Duration{10 * time.Millisecond, 0, 100 * time.Millisecond, time.Second, 30 * time.Second}).Draw(t, "by"))

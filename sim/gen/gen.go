@@ -34,11 +34,14 @@ type Options struct {
 	// Faults enables fault injection (swarm: each world still draws which
 	// kinds are on and how many).
 	Faults bool
+	// Shutdowns lets an episode (rarely) shut the session down: every turn
+	// is aborted with reason shutdown and later input is refused.
+	Shutdowns bool
 }
 
 // DefaultOptions are what the property suites use.
 func DefaultOptions(maxDepth int) Options {
-	return Options{MaxDepth: maxDepth, MaxInputs: 14, Faults: true}
+	return Options{MaxDepth: maxDepth, MaxInputs: 14, Faults: true, Shutdowns: true}
 }
 
 var grid = 10 * time.Millisecond
@@ -264,6 +267,9 @@ func Inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 			}
 			at = max(at, when)
 			kind := rapid.SampledFrom([]int{0, 2, 1, 3, 2}).Draw(t, key+"_kind")
+			if o.Shutdowns && rapid.IntRange(0, 15).Draw(t, key+"_shutdown") == 0 {
+				kind = 4 // rare: it ends the session
+			}
 			burst := rapid.SampledFrom([]int{1, 2, 3, 1}).Draw(t, key+"_burst")
 			for b := 0; b < burst && n < o.MaxInputs; b++ {
 				n++
@@ -288,6 +294,8 @@ func Inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 					in.Interject = "i" + strconv.Itoa(n)
 				case 3:
 					in.Submit = "s" + strconv.Itoa(n)
+				case 4:
+					in.Shutdown = true
 				}
 				ins = append(ins, in)
 			}
