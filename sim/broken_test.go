@@ -8,7 +8,6 @@ import (
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
-	"github.com/escapement/escapement/scenarios"
 )
 
 // brokenCore is a deliberately broken agent loop: the real kernel with one
@@ -318,22 +317,11 @@ func brokenLoops() []struct {
 // scenario passes with the kernel and fails — exit 1, the right invariant
 // named first — when that one step of the behaviour is broken.
 func TestOracleCatchesBrokenLoops(t *testing.T) {
-	suite, err := LoadFS(scenarios.FS, ".", "scenarios")
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]*Scenario{}
-	for _, s := range suite {
-		byName[s.Name] = s
-	}
 	covered := map[string]bool{}
 	for _, bl := range brokenLoops() {
 		covered[bl.failure[:strings.Index(bl.failure, ":")]] = true
 		t.Run(bl.scenario, func(t *testing.T) {
-			s, ok := byName[bl.scenario]
-			if !ok {
-				t.Fatalf("no scenario %q", bl.scenario)
-			}
+			s := byName(t, bl.scenario)
 			good, err := Run(s, Options{})
 			if err != nil || !good.Passed {
 				t.Fatalf("the scenario must pass with the real kernel: %v %v", err, good.Violations)
@@ -362,14 +350,6 @@ func TestOracleCatchesBrokenLoops(t *testing.T) {
 // names first get broken loops of their own. Each scenario passes with the
 // kernel and fails with the named invariant first when one step is broken.
 func TestOracleCatchesBrokenInvariants(t *testing.T) {
-	suite, err := LoadFS(scenarios.FS, ".", "scenarios")
-	if err != nil {
-		t.Fatal(err)
-	}
-	byName := map[string]*Scenario{}
-	for _, s := range suite {
-		byName[s.Name] = s
-	}
 	cases := []struct {
 		scenario, what, invariant string
 		core                      CoreFactory
@@ -409,10 +389,7 @@ func TestOracleCatchesBrokenInvariants(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.invariant+"/"+c.scenario, func(t *testing.T) {
-			s := byName[c.scenario]
-			if s == nil {
-				t.Fatalf("no scenario %q", c.scenario)
-			}
+			s := byName(t, c.scenario)
 			if good, err := Run(s, Options{}); err != nil || !good.Passed {
 				t.Fatalf("the scenario must pass with the real kernel: %v %v", err, good.Violations)
 			}
@@ -433,16 +410,7 @@ func TestOracleCatchesBrokenInvariants(t *testing.T) {
 // passes every per-step invariant, and only the second run's different
 // trace gives it away.
 func TestRecheckCatchesNondeterminism(t *testing.T) {
-	suite, err := LoadFS(scenarios.FS, ".", "scenarios")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s *Scenario
-	for _, x := range suite {
-		if x.Name == "parallel-delegation-cancel" {
-			s = x
-		}
-	}
+	s := byName(t, "parallel-delegation-cancel")
 	runs := 0 // state shared by every core the factory builds: the bug
 	flaky := func(cfg kernel.Config) (Core, error) {
 		runs++
