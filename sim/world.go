@@ -137,8 +137,16 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 	if op.interval <= 0 {
 		op.interval = time.Nanosecond
 	}
-	for _, tok := range splitTokens(reply.Text) {
+	// One allocation for the whole plan: a chunk per token, three per call.
+	tokens := 0
+	if reply.Text != "" {
+		tokens = strings.Count(reply.Text, " ") + 1
+	}
+	op.plan = make([]chunk, 0, tokens+3*len(reply.Calls))
+	for text := reply.Text; len(text) > 0; {
+		tok := nextToken(text)
 		op.plan = append(op.plan, chunk{text: tok})
+		text = text[len(tok):]
 	}
 	for i, call := range reply.Calls {
 		w.callSeq++
@@ -182,20 +190,14 @@ func (w *world) callWire(c Call) (name, args string) {
 	return c.Tool, string(b)
 }
 
-// splitTokens splits text on spaces, keeping each space with the word
-// before it, so the tokens concatenate back to the text.
-func splitTokens(text string) []string {
-	var out []string
-	for len(text) > 0 {
-		i := strings.IndexByte(text, ' ')
-		if i < 0 {
-			out = append(out, text)
-			break
-		}
-		out = append(out, text[:i+1])
-		text = text[i+1:]
+// nextToken is text's first token: up to and including its first space (the
+// space stays with the word before it, so tokens concatenate back to the
+// text), or all of text.
+func nextToken(text string) string {
+	if i := strings.IndexByte(text, ' '); i >= 0 {
+		return text[:i+1]
 	}
-	return out
+	return text
 }
 
 // llmNext schedules the request's next event at `at`.

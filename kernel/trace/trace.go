@@ -123,7 +123,7 @@ func NewWriter(w io.Writer, hdr Header) *Writer {
 }
 
 // flushAt is the buffered size at which the writer hashes and writes out.
-const flushAt = 64 << 10
+const flushAt = 16 << 10 // large enough for efficient hashing and writes, small enough that a short run does not allocate much
 
 func (t *Writer) flush() {
 	if len(t.buf) == 0 {
