@@ -10,27 +10,24 @@ import (
 
 // onCancel: the user cancels an agent's turn.
 func (k *Kernel) onCancel(ev Event) {
-	if ev.Agent < 0 || int(ev.Agent) >= len(k.agents) {
+	a := k.agentAt(ev.Agent)
+	if a == nil {
 		k.reject(NoAgent, fmt.Sprintf("cancel: agent %d: %v", ev.Agent, ErrUnknownAgent))
 		return
 	}
-	a := k.agents[ev.Agent]
 	if ev.Turn != 0 && ev.Turn != a.turn {
 		// Bound to a turn that has ended: a no-op (F14).
 		k.emit(Lifecycle{Kind: LifeIgnored, Agent: a.id, Text: "cancel for turn " + strconv.FormatUint(ev.Turn, 10) + ", which has ended"})
 		return
 	}
-	if a.cancelActedTurn == a.turn && a.turn != 0 && k.now < a.cancelActedAt+k.cfg.Debounce {
-		// Leading-edge debounce: the first cancel of this turn already acted
-		// at once; a repeat inside the window is coalesced into it (F8,
-		// I11). A cancel of a newer turn is never coalesced.
-		k.emit(Lifecycle{Kind: LifeIgnored, Agent: a.id, Text: "repeated cancel of this turn inside the debounce window"})
-		return
-	}
 	switch a.state {
 	case fsm.Idle, fsm.Interrupted:
 		// Declared no-ops (Idle: ignore; Interrupted: coalesced); firing
-		// keeps every input on a declared edge.
+		// keeps every input on a declared edge. This is the whole of the
+		// cancel debounce (F8, I11): the first cancel acts at once, and
+		// every repeat of the same turn finds it Interrupted (or, once
+		// settled, Idle), so no timing window is needed. A cancel of a
+		// newer turn finds that turn running and acts.
 		from := a.state
 		if !k.fire(a, fsm.Cancel) {
 			return
@@ -41,7 +38,6 @@ func (k *Kernel) onCancel(ev Event) {
 			k.emit(Lifecycle{Kind: LifeIgnored, Agent: a.id, Text: "already interrupted"})
 		}
 	default:
-		a.cancelActedTurn, a.cancelActedAt = a.turn, k.now
 		k.abortSubtree(a, fsm.Cancel, ReasonUserCancel)
 	}
 }
@@ -126,7 +122,9 @@ func (k *Kernel) abortOne(x *agent, t fsm.Trigger, r Reason) {
 	if !k.fire(x, t) {
 		return
 	}
-	x.abort = r
+	// Only the abort's own cut is the turn's partial: text an earlier
+	// interjection cut is already in history and is not reported again.
+	x.abort, x.cut = r, ""
 	k.emit(Lifecycle{Kind: LifeInterrupted, Agent: x.id, Reason: r})
 	k.stopTimer(x.turnTimer)
 	k.stopTimer(x.restartTimer)
@@ -134,7 +132,7 @@ func (k *Kernel) abortOne(x *agent, t fsm.Trigger, r Reason) {
 	switch from {
 	case fsm.Streaming:
 		if x.req != 0 {
-			k.cutRequest(x)
+			x.cut = k.cutRequest(x)
 		}
 	case fsm.Tooling, fsm.Delegating:
 		for i := range x.open {

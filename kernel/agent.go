@@ -38,7 +38,7 @@ type agent struct {
 	delegated  int
 	turnKids   []AgentID // children spawned in this turn (the only ones that can be live)
 	abort      Reason    // why the turn is being aborted (Interrupted)
-	cut        string    // text cut off by the abort, for the parent's result
+	cut        string    // text the abort cut off (set by abortOne), for the parent's result
 	failDetail string
 
 	// Current LLM request (req == 0: none running).
@@ -69,11 +69,6 @@ type agent struct {
 	liveChildren int
 	// parentCall is this agent's index in its parent's open calls.
 	parentCall int32
-
-	// The last cancel that acted: when, and on which turn. Repeats of that
-	// turn inside the debounce window are coalesced into it (F8).
-	cancelActedAt   time.Duration
-	cancelActedTurn uint64
 }
 
 // input is a user text waiting to start a turn.
@@ -96,6 +91,9 @@ type openCall struct {
 	op     OpID    // tool op, 0 for delegations and immediate results
 	child  AgentID // NoAgent unless a delegation spawned a child
 	closed bool
+	// nameless: the model streamed this call without a name (history
+	// shows NamelessCall); it is answered as malformed, never run.
+	nameless bool
 }
 
 func (k *Kernel) newAgent(parent *agent, script string) *agent {

@@ -12,7 +12,7 @@ import (
 // spawns a child, a tool starts, and a malformed call is answered at once.
 func (k *Kernel) dispatchCall(a *agent, i int) {
 	c := a.open[i].call
-	if c.Name == NamelessCall {
+	if a.open[i].nameless {
 		k.closeCall(a, i, fsm.ToolResult, CallMalformed, ReasonMalformed, toolErrorContent(CallMalformed, ReasonMalformed, "tool call has no name"), NoAgent, OutcomeNone, true)
 		return
 	}
@@ -106,28 +106,11 @@ const noTrigger = fsm.Trigger(255)
 
 // onToolResult: a tool op answered.
 func (k *Kernel) onToolResult(ev Event) {
-	o, ok := k.gate(ev, opTool)
-	if !ok {
-		return
-	}
-	a := k.agents[o.agent]
-	if o.cancelling {
-		// Its call already has a result (cancelled or timed out). This is the
-		// acknowledgement, or a late result that must not reach the model (F3).
-		end := OpCancelled
-		if ev.Status != ToolCancelled {
-			k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "result after cancel dropped: " + truncate(ev.Text, 80)})
-		}
-		k.endOp(a, ev.Op, o, end)
-		k.settleUp(a)
+	a, o := k.opEnded(ev, opTool)
+	if a == nil {
 		return
 	}
 	i := int(o.call)
-	if !k.m.CanFire(a.state, fsm.ToolResult) {
-		k.fire(a, fsm.ToolResult)
-		return
-	}
-	k.endOp(a, ev.Op, o, OpCompleted)
 	status, reason, content := CallOK, ReasonNone, ev.Text
 	switch ev.Status {
 	case ToolError:

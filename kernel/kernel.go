@@ -152,6 +152,37 @@ func (k *Kernel) gate(ev Event, want opKind) (op, bool) {
 	return o, true
 }
 
+// opEnded is the common gate of an op's terminal event: a stream's end or
+// failure, a tool's result. A stale event is recorded. A cancelled op's
+// answer is its acknowledgement — or, for a tool, a late result that must
+// not reach the model (F3) — and ends the op, which may settle the agent.
+// Otherwise the op ends completed and opEnded returns its agent and op for
+// the caller to apply the result; nil when there is nothing to apply.
+func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
+	o, ok := k.gate(ev, kind)
+	if !ok {
+		return nil, op{}
+	}
+	a := k.agents[o.agent]
+	if o.cancelling {
+		if kind == opTool && ev.Status != ToolCancelled {
+			k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "result after cancel dropped: " + truncate(ev.Text, 80)})
+		}
+		k.endOp(a, ev.Op, o, OpCancelled)
+		k.settleUp(a)
+		return nil, op{}
+	}
+	// An op nobody cancelled lives only while its agent waits for it: a
+	// request while Streaming, a tool while Tooling or Delegating. Every
+	// way out of those states cancels the op first (cutRequest, graceOp).
+	if live := (kind == opLLM && a.state == fsm.Streaming && a.req == ev.Op) ||
+		(kind == opTool && (a.state == fsm.Tooling || a.state == fsm.Delegating)); !live {
+		panic(fmt.Sprintf("kernel: %s op %d of %s is live in state %s", kindName(kind), ev.Op, a.path, a.state))
+	}
+	k.endOp(a, ev.Op, o, OpCompleted)
+	return a, o
+}
+
 func kindName(k opKind) string {
 	switch k {
 	case opLLM:
@@ -289,7 +320,7 @@ func (k *Kernel) Target(ev Event) AgentID {
 	case EvSubmit, EvInterject, EvShutdown:
 		return Root
 	case EvCancel:
-		if ev.Agent >= 0 && int(ev.Agent) < len(k.agents) {
+		if k.agentAt(ev.Agent) != nil {
 			return ev.Agent
 		}
 		return NoAgent
@@ -300,18 +331,27 @@ func (k *Kernel) Target(ev Event) AgentID {
 	return NoAgent
 }
 
+// agentAt is the agent id names, or nil when it names none (ids come from
+// outside: events, shells, traces).
+func (k *Kernel) agentAt(id AgentID) *agent {
+	if id < 0 || int(id) >= len(k.agents) {
+		return nil
+	}
+	return k.agents[id]
+}
+
 // AgentPath is the path of id, or "" when id names no agent.
 func (k *Kernel) AgentPath(id AgentID) string {
-	if id < 0 || int(id) >= len(k.agents) {
-		return ""
+	if a := k.agentAt(id); a != nil {
+		return a.path
 	}
-	return k.agents[id].path
+	return ""
 }
 
 // AgentState is the state of id (Idle when id names no agent).
 func (k *Kernel) AgentState(id AgentID) fsm.State {
-	if id < 0 || int(id) >= len(k.agents) {
-		return fsm.Idle
+	if a := k.agentAt(id); a != nil {
+		return a.state
 	}
-	return k.agents[id].state
+	return fsm.Idle
 }

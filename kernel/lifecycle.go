@@ -59,7 +59,7 @@ const (
 	// duplicate chunk; it changed nothing (I8).
 	LifeStale
 	// LifeIgnored: an input was legal but a no-op: a cancel for an ended turn,
-	// a repeated cancel, a cancel inside the debounce window (F14, I11).
+	// a repeated cancel of a turn already interrupted (F14, I11).
 	LifeIgnored
 	// LifeRejected: an input was refused (see the matching EffError).
 	LifeRejected

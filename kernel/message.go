@@ -134,7 +134,6 @@ func ValidateTranscript(msgs []Message, openTail bool) error {
 func countFalse(m map[string]bool) int {
 	n := 0
 	for _, v := range m { // determinism: a count, whatever the order
-
 		if !v {
 			n++
 		}

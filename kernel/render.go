@@ -113,6 +113,10 @@ func appendJSONString(b []byte, s string) []byte {
 				b = append(b, '\\', 'r')
 			case c == '\t':
 				b = append(b, '\\', 't')
+			case c == '\b':
+				b = append(b, '\\', 'b')
+			case c == '\f':
+				b = append(b, '\\', 'f')
 			default:
 				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 			}

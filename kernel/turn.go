@@ -94,7 +94,7 @@ func (k *Kernel) startTurn(a *agent, t fsm.Trigger, inputs []input) {
 	a.outcome, a.reason, a.summary = OutcomeNone, ReasonNone, ""
 	a.requests, a.delegated = 0, 0
 	a.turnKids = a.turnKids[:0]
-	a.abort, a.cut, a.failDetail = ReasonNone, "", ""
+	a.abort, a.failDetail = ReasonNone, ""
 	a.open, a.pending, a.queued = nil, 0, nil
 	for _, in := range inputs {
 		a.history = append(a.history, Message{Role: RoleUser, Content: in.text, Interjection: in.interjection})
@@ -127,7 +127,6 @@ func (k *Kernel) startRequest(a *agent) {
 	a.req = id
 	a.inflight++
 	a.reqStart, a.gotChunk, a.lastChunkNo = k.now, false, 0
-	a.cut = "" // text cut from an earlier request is not this one's
 	a.text = a.text[:0]
 	a.drafts = a.drafts[:0]
 	n := len(a.history)
@@ -205,41 +204,15 @@ func (k *Kernel) rearmWatchdog(a *agent, at time.Duration) {
 	k.ops[a.req] = o
 }
 
-// requestEnded is the common gate of a request's terminal event (its end or
-// its failure): a stale event is recorded, a cancelled request's answer is
-// its acknowledgement (it ends the op and may settle the agent), and an
-// agent that cannot take trigger t gets the undeclared pair reported. It
-// returns the agent whose live request just ended, or nil.
-func (k *Kernel) requestEnded(ev Event, t fsm.Trigger) *agent {
-	o, ok := k.gate(ev, opLLM)
-	if !ok {
-		return nil
-	}
-	a := k.agents[o.agent]
-	if o.cancelling {
-		k.endOp(a, ev.Op, o, OpCancelled)
-		k.settleUp(a)
-		return nil
-	}
-	if !k.m.CanFire(a.state, t) {
-		k.fire(a, t) // reports the undeclared pair
-		return nil
-	}
-	k.endOp(a, ev.Op, o, OpCompleted)
-	return a
-}
-
 // onLLMEnd: a stream finished.
 func (k *Kernel) onLLMEnd(ev Event) {
-	// StreamText stands for the three stream-end triggers: all are declared
-	// from Streaming only.
-	a := k.requestEnded(ev, fsm.StreamText)
+	a, _ := k.opEnded(ev, opLLM)
 	if a == nil {
 		return
 	}
 	text := string(a.text)
-	calls := k.finishDrafts(a, ev.Op)
-	if len(calls) == 0 {
+	open := k.finishDrafts(a, ev.Op)
+	if len(open) == 0 {
 		if !k.fire(a, fsm.StreamText) {
 			return
 		}
@@ -250,22 +223,20 @@ func (k *Kernel) onLLMEnd(ev Event) {
 		return
 	}
 	trigger := fsm.StreamTools
-	for _, c := range calls {
-		if c.Name == k.cfg.DelegateTool {
+	calls := make([]ToolCall, len(open))
+	for i := range open {
+		calls[i] = open[i].call
+		if !open[i].nameless && calls[i].Name == k.cfg.DelegateTool {
 			trigger = fsm.StreamDelegations
-			break
 		}
 	}
 	if !k.fire(a, trigger) {
 		return
 	}
 	a.history = append(a.history, Message{Role: RoleAssistant, Content: text, ToolCalls: calls})
-	a.open = make([]openCall, len(calls))
-	a.pending = len(calls)
-	for i, c := range calls {
-		a.open[i] = openCall{call: c, child: NoAgent}
-	}
-	for i := range calls {
+	a.open = open
+	a.pending = len(open)
+	for i := range open {
 		k.dispatchCall(a, i)
 	}
 	if a.pending == 0 {
@@ -273,21 +244,24 @@ func (k *Kernel) onLLMEnd(ev Event) {
 	}
 }
 
-// finishDrafts turns the streamed fragments into calls. Every draft here
-// belongs to a finished stream (F12). Missing ids are generated; ids already
-// used in this agent's history get a suffix (F11).
-func (k *Kernel) finishDrafts(a *agent, req OpID) []ToolCall {
-	var calls []ToolCall
+// finishDrafts turns the streamed fragments into the calls to open. Every
+// draft here belongs to a finished stream (F12). Missing ids are generated;
+// ids already used in this agent's history get a suffix (F11).
+func (k *Kernel) finishDrafts(a *agent, req OpID) []openCall {
+	var open []openCall
 	for i := range a.drafts {
 		d := &a.drafts[i]
 		if !d.present {
 			continue
 		}
 		c := ToolCall{ID: d.id, Name: d.name, Arguments: string(d.args)}
-		if c.Name == "" {
+		nameless := c.Name == ""
+		if nameless {
 			// A call streamed without a name cannot run, and a transcript
-			// with a nameless call is invalid (F11): it keeps a placeholder
-			// name and is answered as malformed (dispatchCall).
+			// with a nameless call is invalid (F11): history shows a
+			// placeholder name, and the call is answered as malformed
+			// (dispatchCall) — decided by the flag, so a real tool that
+			// happens to bear the placeholder's name is unaffected.
 			c.Name = NamelessCall
 		}
 		if c.ID == "" {
@@ -306,15 +280,15 @@ func (k *Kernel) finishDrafts(a *agent, req OpID) []ToolCall {
 			}
 		}
 		a.usedIDs[c.ID] = struct{}{}
-		calls = append(calls, c)
+		open = append(open, openCall{call: c, child: NoAgent, nameless: nameless})
 	}
 	a.drafts = a.drafts[:0]
-	return calls
+	return open
 }
 
 // onLLMError: a request failed (or acknowledged its cancel).
 func (k *Kernel) onLLMError(ev Event) {
-	a := k.requestEnded(ev, fsm.StreamFailed)
+	a, _ := k.opEnded(ev, opLLM)
 	if a == nil {
 		return
 	}
@@ -343,13 +317,14 @@ func (k *Kernel) onLLMRetry(ev Event) {
 	k.emit(Lifecycle{Kind: LifeRetry, Agent: o.agent, Op: ev.Op, N: ev.Attempt, Delay: ev.Delay, Text: ev.Text})
 }
 
-// cutRequest cancels the agent's live request and keeps what it streamed.
-func (k *Kernel) cutRequest(a *agent) {
+// cutRequest cancels the agent's live request, keeps what it streamed as a
+// partial message, and returns that text.
+func (k *Kernel) cutRequest(a *agent) string {
 	id := a.req
 	k.out = append(k.out, Effect{Kind: EffCancelLLM, Agent: a.id, Op: id})
 	k.graceOp(a, id)
 	a.req = 0
-	a.cut = k.keepPartial(a)
+	return k.keepPartial(a)
 }
 
 // graceOp marks a cancelled op and gives it Grace to acknowledge (F3).

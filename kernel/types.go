@@ -38,10 +38,10 @@ type Limits struct {
 	// TurnTimeout bounds a whole turn. A child's turn deadline is the earlier of
 	// its own and its parent's (child ≤ parent's remaining time).
 	TurnTimeout time.Duration `json:"turn_timeout"`
-	// Debounce is the window in which repeated cancels of the same turn are
-	// coalesced (leading edge: the first acts at once), and after an
-	// interjection cuts a stream, how long more interjections may join before
-	// the request restarts.
+	// Debounce is how long, after an interjection cuts a stream, more
+	// interjections may join before the request restarts. (Repeated cancels
+	// need no window: the first acts at once and the FSM coalesces the rest,
+	// see onCancel.)
 	Debounce time.Duration `json:"debounce"`
 	// MaxDepth is the deepest an agent may sit (the root is depth 0). A
 	// delegation that would go deeper gets an error tool result.

@@ -167,7 +167,6 @@ type cancelObs struct {
 	inflight   []kernel.OpID
 	beforeInt  bool
 	wasShutdwn bool
-	turn       uint64 // the target's turn when the cancel arrived
 }
 
 // callFinObs is what the oracle knows of one call's terminal result.
@@ -215,10 +214,6 @@ type agentObs struct {
 	delegated map[string]kernel.AgentID
 	// expectations
 	llmRequests int
-	// debounce bookkeeping: the last cancel that acted, and on which turn
-	// (only repeats of that turn are coalesced)
-	actedTurn   uint64
-	actedAt     time.Duration
 	liveOps     int
 	interrupted bool
 }
@@ -367,10 +362,11 @@ func (o *oracle) beforeCancel(ev kernel.Event) {
 		o.shutdown = true
 	}
 	a := o.agents[target]
-	ce := &cancelObs{target: target, beforeInt: a.state == fsm.Interrupted, wasShutdwn: ev.Kind == kernel.EvShutdown, turn: a.turn}
+	ce := &cancelObs{target: target, beforeInt: a.state == fsm.Interrupted, wasShutdwn: ev.Kind == kernel.EvShutdown}
 	bound := ev.Turn == 0 || ev.Turn == a.turn
-	debounced := ev.Kind == kernel.EvCancel && a.turn != 0 && a.actedTurn == a.turn && o.now < a.actedAt+o.lim.Debounce
-	ce.shouldAct = isActive(a.state) && bound && !debounced
+	// A cancel acts exactly when its turn is running: a repeat of a turn
+	// already cancelled finds it Interrupted or ended (F8, I11).
+	ce.shouldAct = isActive(a.state) && bound
 	if ce.shouldAct && ev.Kind == kernel.EvCancel {
 		// Recorded now: an agent with nothing in flight settles, and ends
 		// its turn, within this very step (checkCancel verifies it acted).
@@ -1048,7 +1044,6 @@ func (o *oracle) checkCancel() {
 		o.violate("I2", ce.target, "cancel did not interrupt its target (still %s)", t.state)
 		return
 	}
-	t.actedTurn, t.actedAt = ce.turn, o.now
 	for _, id := range ce.activeSub {
 		if s := o.agents[id].state; s != fsm.Interrupted && s != fsm.Idle {
 			o.violate("I2", id, "cancel of %s did not reach this descendant (still %s)", t.path, s)
