@@ -119,30 +119,36 @@ type Config struct {
 	// ChildSystem is every child's system prompt; none when empty.
 	ChildSystem string
 	// DelegateTool is the tool name the kernel treats as a delegation;
-	// "delegate" when empty. Its arguments are {"task": string, "name"?: string}.
+	// DefaultDelegateTool when empty. Its arguments are {"task": string, "name"?: string}.
 	DelegateTool string
 	// LogCapacity is how many lifecycle events the replay log keeps; 16384 when 0.
 	LogCapacity int
 	// MaxAgents bounds the agents the tree may hold over its life; a delegation
-	// beyond it is refused like max_children. 1<<20 when 0.
+	// beyond it is refused with reason max_agents. DefaultMaxAgents when 0.
 	MaxAgents int
 	// MaxCalls bounds the tool calls accepted in one assistant message;
 	// fragments for higher indices are refused as bad input. 1024 when 0.
 	MaxCalls int
 }
 
+// Defaults of Config fields left zero.
+const (
+	DefaultDelegateTool = "delegate"
+	DefaultMaxAgents    = 1 << 20
+)
+
 func (c Config) withDefaults() Config {
 	if c.RootName == "" {
 		c.RootName = "main"
 	}
 	if c.DelegateTool == "" {
-		c.DelegateTool = "delegate"
+		c.DelegateTool = DefaultDelegateTool
 	}
 	if c.LogCapacity == 0 {
 		c.LogCapacity = 1 << 14
 	}
 	if c.MaxAgents == 0 {
-		c.MaxAgents = 1 << 20
+		c.MaxAgents = DefaultMaxAgents
 	}
 	if c.MaxCalls == 0 {
 		c.MaxCalls = 1024

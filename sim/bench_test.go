@@ -37,9 +37,9 @@ func depth6Scenario() *Scenario {
 }
 
 func TestDepth6ScenarioPasses(t *testing.T) {
-	r, err := Run(depth6Scenario(), Options{})
-	if err != nil || !r.Passed || r.Agents != 7 {
-		t.Fatalf("err=%v agents=%d violations=%v", err, r.Agents, r.Violations)
+	r := mustRun(t, depth6Scenario(), Options{})
+	if !r.Passed || r.Agents != 7 {
+		t.Fatalf("agents=%d violations=%v", r.Agents, r.Violations)
 	}
 	if r.Events < 500 {
 		t.Fatalf("only %d events", r.Events)
@@ -54,14 +54,14 @@ func TestDepth6ScenarioPasses(t *testing.T) {
 func BenchmarkSimEvents(b *testing.B) {
 	s := depth6Scenario()
 	var events []kernel.Event
-	ref, _ := Run(s, Options{Observe: func(si StepInfo) { events = append(events, si.Event) }})
+	ref := mustRun(b, s, Options{Observe: func(si StepInfo) { events = append(events, si.Event) }})
 	b.Run("sim+oracle", func(b *testing.B) {
 		b.ReportAllocs()
 		n := 0
 		for b.Loop() {
-			r, err := Run(s, Options{})
-			if err != nil || !r.Passed {
-				b.Fatal(err, r.Violations)
+			r := mustRun(b, s, Options{})
+			if !r.Passed {
+				b.Fatal(r.Violations)
 			}
 			n += r.Events
 		}

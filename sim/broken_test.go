@@ -79,20 +79,58 @@ func emit(agent kernel.AgentID, l kernel.Lifecycle) kernel.Effect {
 	return kernel.Effect{Kind: kernel.EffEmit, Agent: agent, Life: l}
 }
 
+// hiding is a loop whose histories lack the messages drop matches.
+func hiding(drop func(kernel.Message) bool) CoreFactory {
+	return broken(func(b *brokenCore) {
+		b.view = func(v View) View {
+			v.History = slices.DeleteFunc(slices.Clone(v.History), drop)
+			return v
+		}
+	})
+}
+
+// rewriting returns a view hook that edits every message of a history copy.
+func rewriting(edit func(m *kernel.Message)) func(View) View {
+	return func(v View) View {
+		h := slices.Clone(v.History)
+		for i := range h {
+			edit(&h[i])
+		}
+		v.History = h
+		return v
+	}
+}
+
+// assertCaught: scenario passes with the kernel and, run with core, fails —
+// exit 1 — with invariant named first. It returns that first violation.
+func assertCaught(t *testing.T, scenario string, core CoreFactory, invariant, what string) Violation {
+	t.Helper()
+	s := byName(t, scenario)
+	good, err := Run(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !good.Passed {
+		t.Fatalf("the scenario must pass with the real kernel: %v", good.Violations)
+	}
+	res, err := Run(s, Options{Core: core})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Passed || ExitCode([]*Result{res}) != 1 {
+		t.Fatalf("%s: the oracle did not catch it", what)
+	}
+	if got := res.Violations[0]; got.Invariant != invariant {
+		t.Fatalf("%s: first violation is %s, want %s\nall: %v", what, got, invariant, res.Violations)
+	}
+	t.Logf("%s → %s", what, res.Violations[0])
+	return res.Violations[0]
+}
+
 // brokenLoops maps each F-scenario to the broken loop that reintroduces its
 // failure and the invariant the oracle must name.
-func brokenLoops() []struct {
-	scenario  string
-	failure   string
-	invariant string
-	core      CoreFactory
-} {
-	return []struct {
-		scenario  string
-		failure   string
-		invariant string
-		core      CoreFactory
-	}{
+func brokenLoops() []BrokenLoop {
+	return []BrokenLoop{
 		{"followup-after-grandchild-tool", "F1: asks the model again once the interrupted subtree's work finished", "I1",
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
@@ -153,31 +191,16 @@ func brokenLoops() []struct {
 			})},
 		{"child-outcome-typed", "F5: the UI string comes back from a child as its tool result", "I12",
 			broken(func(b *brokenCore) {
-				b.view = func(v View) View {
-					h := slices.Clone(v.History)
-					for i, m := range h {
-						if m.Role == kernel.RoleTool && strings.Contains(m.Content, `"outcome":"interrupted"`) {
-							h[i].Content = kernel.UIInterrupted
-						}
+				b.view = rewriting(func(m *kernel.Message) {
+					if m.Role == kernel.RoleTool && strings.Contains(m.Content, `"outcome":"interrupted"`) {
+						m.Content = kernel.UIInterrupted
 					}
-					v.History = h
-					return v
-				}
+				})
 			})},
 		{"marker-next-turn", "F6: the interrupted turn leaves no marker", "I13",
-			broken(func(b *brokenCore) {
-				b.view = func(v View) View {
-					v.History = slices.DeleteFunc(slices.Clone(v.History), func(m kernel.Message) bool { return m.Marker })
-					return v
-				}
-			})},
+			hiding(func(m kernel.Message) bool { return m.Marker })},
 		{"partial-kept", "F7: the partial streamed answer is dropped", "I10",
-			broken(func(b *brokenCore) {
-				b.view = func(v View) View {
-					v.History = slices.DeleteFunc(slices.Clone(v.History), func(m kernel.Message) bool { return m.Partial })
-					return v
-				}
-			})},
+			hiding(func(m kernel.Message) bool { return m.Partial })},
 		{"interject-and-rapid-esc", "F8: every Esc press fires another interrupt", "I11",
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
@@ -226,12 +249,7 @@ func brokenLoops() []struct {
 				}
 			})},
 		{"transcript-valid-after-abort", "F11: cut-off tool calls are left without results", "I4",
-			broken(func(b *brokenCore) {
-				b.view = func(v View) View {
-					v.History = slices.DeleteFunc(slices.Clone(v.History), func(m kernel.Message) bool { return m.Synthetic })
-					return v
-				}
-			})},
+			hiding(func(m kernel.Message) bool { return m.Synthetic })},
 		{"half-streamed-call-dropped", "F12: a half-streamed tool call is executed with truncated arguments", "I14",
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
@@ -288,16 +306,11 @@ func brokenLoops() []struct {
 					}
 					return out
 				}
-				b.view = func(v View) View {
-					h := slices.Clone(v.History)
-					for i, m := range h {
-						if m.Role == kernel.RoleTool {
-							h[i].Content = lie(m.Content)
-						}
+				b.view = rewriting(func(m *kernel.Message) {
+					if m.Role == kernel.RoleTool {
+						m.Content = lie(m.Content)
 					}
-					v.History = h
-					return v
-				}
+				})
 			})},
 		{"late-interrupts-are-no-ops", "F14: an interrupt arriving after completion produces a second outcome", "I13",
 			broken(func(b *brokenCore) {
@@ -319,24 +332,9 @@ func brokenLoops() []struct {
 func TestOracleCatchesBrokenLoops(t *testing.T) {
 	covered := map[string]bool{}
 	for _, bl := range brokenLoops() {
-		covered[bl.failure[:strings.Index(bl.failure, ":")]] = true
-		t.Run(bl.scenario, func(t *testing.T) {
-			s := byName(t, bl.scenario)
-			good, err := Run(s, Options{})
-			if err != nil || !good.Passed {
-				t.Fatalf("the scenario must pass with the real kernel: %v %v", err, good.Violations)
-			}
-			res, err := Run(s, Options{Core: bl.core})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Passed || ExitCode([]*Result{res}) != 1 {
-				t.Fatalf("%s: the oracle did not catch it", bl.failure)
-			}
-			if got := res.Violations[0]; got.Invariant != bl.invariant {
-				t.Fatalf("%s: first violation is %s, want %s\nall: %v", bl.failure, got, bl.invariant, res.Violations)
-			}
-			t.Logf("%s → %s", bl.failure, res.Violations[0])
+		covered[bl.Failure[:strings.Index(bl.Failure, ":")]] = true
+		t.Run(bl.Scenario, func(t *testing.T) {
+			assertCaught(t, bl.Scenario, bl.Core, bl.Invariant, bl.Failure)
 		})
 	}
 	for i := 1; i <= 14; i++ {
@@ -347,8 +345,8 @@ func TestOracleCatchesBrokenLoops(t *testing.T) {
 }
 
 // TestOracleCatchesBrokenInvariants: the invariants no catalogue failure
-// names first get broken loops of their own. Each scenario passes with the
-// kernel and fails with the named invariant first when one step is broken.
+// names first (I7, I8), and checks no catalogue loop reaches (a text nobody
+// typed, a refusal without its limit), get broken loops of their own.
 func TestOracleCatchesBrokenInvariants(t *testing.T) {
 	cases := []struct {
 		scenario, what, invariant string
@@ -374,6 +372,44 @@ func TestOracleCatchesBrokenInvariants(t *testing.T) {
 					})
 				}
 			})},
+		{"interject-while-streaming", "the root's history gains a user text nobody typed", "I10",
+			broken(func(b *brokenCore) {
+				b.view = func(v View) View {
+					if v.Parent != kernel.NoAgent || len(v.History) < 2 {
+						return v
+					}
+					h := slices.Clone(v.History)
+					v.History = slices.Insert(h, 2, kernel.Message{Role: kernel.RoleUser, Content: "rm -rf / (never typed)"})
+					return v
+				}
+			})},
+		{"max-depth-refused", "a refusal names a limit that was not reached", "I13",
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for i := range out {
+						if l := &out[i].Life; out[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeCallFinished && l.Reason == kernel.ReasonMaxDepth {
+							l.Reason = kernel.ReasonMaxChildren
+						}
+					}
+					return out
+				}
+				b.view = rewriting(func(m *kernel.Message) {
+					m.Content = strings.Replace(m.Content, `"reason":"max_depth"`, `"reason":"max_children"`, 1)
+				})
+			})},
+		{"interject-while-tooling", "a well-formed call is answered as malformed", "I13",
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for i := range out {
+						if l := &out[i].Life; out[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeCallFinished && l.Status == kernel.CallOK {
+							l.Status, l.Reason = kernel.CallMalformed, kernel.ReasonMalformed
+						}
+					}
+					return out
+				}
+			})},
 		{"faults-duplicate-late", "a late or duplicate event wakes the model again", "I8",
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
@@ -389,18 +425,7 @@ func TestOracleCatchesBrokenInvariants(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.invariant+"/"+c.scenario, func(t *testing.T) {
-			s := byName(t, c.scenario)
-			if good, err := Run(s, Options{}); err != nil || !good.Passed {
-				t.Fatalf("the scenario must pass with the real kernel: %v %v", err, good.Violations)
-			}
-			res, err := Run(s, Options{Core: c.core})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Passed || res.Violations[0].Invariant != c.invariant {
-				t.Fatalf("%s: want %s first, got %v", c.what, c.invariant, res.Violations)
-			}
-			t.Logf("%s → %s", c.what, res.Violations[0])
+			assertCaught(t, c.scenario, c.core, c.invariant, c.what)
 		})
 	}
 }
@@ -461,9 +486,8 @@ func TestRecheckCatchesNondeterminism(t *testing.T) {
 	// The flipped order on its own breaks no per-step invariant (runs 3
 	// and 4: the fourth core flips).
 	for i := 0; i < 2; i++ {
-		r, err := Run(s, Options{Core: flaky})
-		if err != nil || !r.Passed {
-			t.Fatalf("run %d: %v %v", runs, err, r.Violations)
+		if r := mustRun(t, s, Options{Core: flaky}); !r.Passed {
+			t.Fatalf("run %d: %v", runs, r.Violations)
 		}
 	}
 }

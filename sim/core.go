@@ -1,8 +1,6 @@
 package sim
 
 import (
-	"time"
-
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 )
@@ -27,20 +25,15 @@ type Core interface {
 
 // View is what the oracle may see of an agent.
 type View struct {
-	Path     string
-	Name     string
-	Script   string
-	Parent   kernel.AgentID
-	State    fsm.State
-	Turn     uint64
-	Outcome  kernel.Outcome
-	Reason   kernel.Reason
-	History  []kernel.Message
-	Deadline time.Duration
+	Path    string
+	Name    string
+	Script  string
+	Parent  kernel.AgentID
+	State   fsm.State
+	Turn    uint64
+	Outcome kernel.Outcome
+	History []kernel.Message
 }
-
-// NewCore wraps a kernel as a Core.
-func NewCore(k *kernel.Kernel) Core { return kernelCore{k} }
 
 type kernelCore struct{ k *kernel.Kernel }
 
@@ -55,11 +48,10 @@ func (c kernelCore) LogRange(seq uint64, fn func(kernel.Lifecycle) bool) error {
 func (c kernelCore) LogOldest() uint64 { return c.k.Log().Oldest() }
 func (c kernelCore) View(id kernel.AgentID) View {
 	a := c.k.Agent(id)
-	o, r := a.Outcome()
+	o, _ := a.Outcome()
 	return View{
 		Path: a.Path(), Name: a.Name(), Script: a.Script(), Parent: a.Parent(),
-		State: a.State(), Turn: a.Turn(), Outcome: o, Reason: r,
-		History: a.History(), Deadline: a.Deadline(),
+		State: a.State(), Turn: a.Turn(), Outcome: o, History: a.History(),
 	}
 }
 

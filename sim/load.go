@@ -641,7 +641,7 @@ func (d *decoder) expect(n *yaml.Node, e *Expect) error {
 					return d.errf(kv[1], "expect.outcomes.%s: %v", kv[0].Value, err)
 				}
 				e.Outcomes[kv[0].Value] = s
-				e.lines[kv[0].Value] = kv[0].Line
+				e.lines["outcomes."+kv[0].Value] = kv[0].Line
 			}
 			return nil
 		},
@@ -657,7 +657,7 @@ func (d *decoder) expect(n *yaml.Node, e *Expect) error {
 					return err
 				}
 				e.LLMRequests[kv[0].Value] = x
-				e.lines[kv[0].Value] = kv[0].Line
+				e.lines["llm_requests."+kv[0].Value] = kv[0].Line
 			}
 			return nil
 		},
@@ -704,7 +704,7 @@ func (d *decoder) expect(n *yaml.Node, e *Expect) error {
 					return err
 				}
 				e.History[kv[0].Value] = h
-				e.lines[kv[0].Value] = kv[0].Line
+				e.lines["history."+kv[0].Value] = kv[0].Line
 			}
 			return nil
 		},

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -49,22 +50,27 @@ const recentEvents = 8
 // and each agent's View — never from kernel internals, so a broken agent loop
 // cannot hide from it.
 type oracle struct {
-	lim     kernel.Limits
-	c       Core
-	now     time.Duration
-	agents  []*agentObs
-	ops     map[kernel.OpID]*opObs
-	timers  map[kernel.OpID]bool
-	callFin map[callKey]*callFinObs
-	out     []Violation
-	recent  [recentEvents]kernel.Event
-	nrecent int
-	matrix  [fsm.NumStates][fsm.NumTriggers]bool
-	table   map[[2]uint8]fsm.State
+	lim kernel.Limits
+	// the configuration beyond Limits that refusals are judged by
+	delegateTool string
+	maxAgents    int
+	c            Core
+	now          time.Duration
+	agents       []*agentObs
+	ops          map[kernel.OpID]*opObs
+	timers       map[kernel.OpID]bool
+	callFin      map[callKey]*callFinObs
+	out          []Violation
+	recent       [recentEvents]kernel.Event
+	nrecent      int
+	table        map[[2]uint8]fsm.State
 
 	// user texts submitted or interjected, by text: how many times each must
 	// appear in the root's history (I10).
 	userTexts map[string]int
+	// rootTexts counts each user text (not markers) in the root's history
+	// as its messages arrive (I10).
+	rootTexts map[string]int
 	interjs   []interjObs
 	shutdown  bool
 	// pendingUser counts user inputs that arrived while the root was
@@ -86,10 +92,12 @@ type oracle struct {
 	probes    *probeSet
 	// busy counts agents not Idle; with live ops and timers it tells when the
 	// tree is quiescent, and quietAt when it last became so.
-	busy    int
-	live    int
-	quiet   bool
-	quietAt time.Duration
+	busy int
+	// inFlight holds the ops started and not yet ended (o.ops keeps every
+	// op ever started, to recognise stale events).
+	inFlight map[kernel.OpID]*opObs
+	quiet    bool
+	quietAt  time.Duration
 	// emitted keeps a hash per lifecycle event seen in effects (index =
 	// seq-1), to compare with the replayed log at the end.
 	emitted []uint64
@@ -132,7 +140,6 @@ func lifeHash(l kernel.Lifecycle) uint64 {
 // ended. (A new turn started afterwards by a queued user input is fine.)
 type quiesceDeadline struct {
 	by     time.Duration
-	root   kernel.AgentID
 	agents []agentTurn
 	ops    []kernel.OpID
 }
@@ -164,7 +171,6 @@ type cancelObs struct {
 	target     kernel.AgentID
 	shouldAct  bool
 	activeSub  []kernel.AgentID
-	inflight   []kernel.OpID
 	beforeInt  bool
 	wasShutdwn bool
 }
@@ -210,6 +216,8 @@ type agentObs struct {
 	owed       *callFinObs
 	// the reason of the current turn's interrupt (LifeInterrupted)
 	abortReason kernel.Reason
+	// children spawned in the current turn (MaxChildren refusals)
+	spawnedTurn int
 	// delegated maps a call id to the child spawned for it
 	delegated map[string]kernel.AgentID
 	// expectations
@@ -233,7 +241,6 @@ type opObs struct {
 	ended       bool
 	text        []byte
 	frags       []fragObs
-	name        string
 }
 
 type fragObs struct {
@@ -242,17 +249,20 @@ type fragObs struct {
 	seen bool
 }
 
-func newOracle(c Core, lim kernel.Limits) *oracle {
+func newOracle(c Core, cfg kernel.Config) *oracle {
 	o := &oracle{
-		lim: lim, c: c,
-		ops:       make(map[kernel.OpID]*opObs),
-		timers:    make(map[kernel.OpID]bool),
-		callFin:   make(map[callKey]*callFinObs),
-		matrix:    fsm.Matrix(),
-		table:     make(map[[2]uint8]fsm.State),
-		userTexts: make(map[string]int),
-		trans:     make(map[kernel.AgentID][]kernel.Lifecycle),
-		probes:    newProbeSet(),
+		lim: cfg.Limits, c: c,
+		delegateTool: cmp.Or(cfg.DelegateTool, kernel.DefaultDelegateTool),
+		maxAgents:    cmp.Or(cfg.MaxAgents, kernel.DefaultMaxAgents),
+		ops:          make(map[kernel.OpID]*opObs),
+		inFlight:     make(map[kernel.OpID]*opObs),
+		timers:       make(map[kernel.OpID]bool),
+		callFin:      make(map[callKey]*callFinObs),
+		table:        make(map[[2]uint8]fsm.State),
+		userTexts:    make(map[string]int),
+		rootTexts:    make(map[string]int),
+		trans:        make(map[kernel.AgentID][]kernel.Lifecycle),
+		probes:       newProbeSet(),
 	}
 	for _, t := range fsm.Table() {
 		o.table[[2]uint8{uint8(t.From), uint8(t.Trigger)}] = t.To
@@ -380,12 +390,6 @@ func (o *oracle) beforeCancel(ev kernel.Event) {
 			}
 			ce.activeSub = append(ce.activeSub, kernel.AgentID(id))
 			o.touch(kernel.AgentID(id))
-		}
-		for _, opID := range sortedOpIDs(o.ops) {
-			op := o.ops[opID]
-			if !op.ended && op.cancels == 0 && !(op.tool && op.terminal) && o.descends(op.agent, target) && isActive(o.agents[op.agent].state) {
-				ce.inflight = append(ce.inflight, opID)
-			}
 		}
 		o.probeCancel(target, a)
 	} else if a.state == fsm.Interrupted {
@@ -562,7 +566,7 @@ func (o *oracle) after(ev kernel.Event, target kernel.AgentID, effs []kernel.Eff
 	}
 	o.checkCancel()
 	o.checkDeadlines()
-	quiet := o.busy == 0 && o.live == 0 && len(o.timers) == 0
+	quiet := o.busy == 0 && len(o.inFlight) == 0 && len(o.timers) == 0
 	if quiet && !o.quiet {
 		o.quietAt = o.now
 	}
@@ -593,8 +597,8 @@ func (o *oracle) onStartLLM(e *kernel.Effect) {
 	a.llmRequests++
 	a.lastReq = e.Op
 	a.liveOps++
-	o.live++
 	o.ops[e.Op] = &opObs{agent: e.Agent, start: o.now}
+	o.inFlight[e.Op] = o.ops[e.Op]
 	if err := kernel.ValidateTranscript(e.Messages, false); err != nil {
 		o.violate("I4", e.Agent, "request %d sends an invalid transcript: %v", e.Op, err)
 	}
@@ -606,8 +610,8 @@ func (o *oracle) onStartLLM(e *kernel.Effect) {
 func (o *oracle) onStartTool(ev kernel.Event, e *kernel.Effect) {
 	a := o.observe(e.Agent)
 	a.liveOps++
-	o.live++
-	o.ops[e.Op] = &opObs{agent: e.Agent, tool: true, start: o.now, name: e.Call.Name}
+	o.ops[e.Op] = &opObs{agent: e.Agent, tool: true, start: o.now}
+	o.inFlight[e.Op] = o.ops[e.Op]
 	req := o.ops[ev.Op]
 	if ev.Kind != kernel.EvLLMEnd || req == nil || req.agent != e.Agent || !req.endedOK {
 		o.violate("I14", e.Agent, "tool call %s started outside the end of its own finished stream (event %s)", e.Call.ID, ev.Kind)
@@ -631,9 +635,9 @@ func (o *oracle) onLife(l kernel.Lifecycle) {
 	a := o.observe(l.Agent)
 	switch l.Kind {
 	case kernel.LifeTransition:
-		if !o.matrix[l.From][l.Trigger] {
+		if to, declared := o.table[[2]uint8{uint8(l.From), uint8(l.Trigger)}]; !declared {
 			o.violate("I7", l.Agent, "transition %s --%s--> %s is not declared", l.From, l.Trigger, l.To)
-		} else if to := o.table[[2]uint8{uint8(l.From), uint8(l.Trigger)}]; to != l.To {
+		} else if to != l.To {
 			o.violate("I7", l.Agent, "transition %s --%s--> %s; the table says %s", l.From, l.Trigger, l.To, to)
 		}
 		o.trans[l.Agent] = append(o.trans[l.Agent], l)
@@ -650,7 +654,7 @@ func (o *oracle) onLife(l kernel.Lifecycle) {
 		default:
 			op.ended = true
 			o.agents[op.agent].liveOps--
-			o.live--
+			delete(o.inFlight, l.Op)
 			if l.End == kernel.OpAbandoned {
 				o.probes.hit(ProbeAbandoned)
 			}
@@ -669,7 +673,7 @@ func (o *oracle) onLife(l kernel.Lifecycle) {
 		a.startedTurn = l.Turn
 		a.turnStart = o.now
 		a.userCancelled, a.parentAborted, a.timedOut, a.llmFailed, a.requestsTurn = false, false, kernel.ReasonNone, false, 0
-		a.interrupted, a.abortReason = false, kernel.ReasonNone
+		a.interrupted, a.abortReason, a.spawnedTurn = false, kernel.ReasonNone, 0
 	case kernel.LifeTurnEnded:
 		o.checkTurnEnd(l, a)
 		o.endedNow = append(o.endedNow, l)
@@ -694,13 +698,14 @@ func (o *oracle) onLife(l kernel.Lifecycle) {
 			a.delegated = make(map[string]kernel.AgentID)
 		}
 		a.delegated[l.CallID] = l.Child
+		a.spawnedTurn++
 		o.touch(l.Child)
 		c := o.observe(l.Child)
 		if a.frozen || a.state == fsm.Interrupted {
 			c.frozen = true
 			o.violate("I1", l.Child, "child spawned under an interrupted parent")
 		}
-		if depth := strings.Count(c.path, "/"); depth >= 4 {
+		if depthOf(c.path) >= 4 {
 			o.probes.hit(ProbeDepth4Delegation)
 		}
 	}
@@ -943,13 +948,9 @@ func (o *oracle) checkUI(id kernel.AgentID, m kernel.Message) {
 // partial text it cut.
 func (o *oracle) checkInterjection(i int, h []kernel.Message) {
 	text := h[i].Content
-	n := 0
-	for _, m := range h[:i+1] {
-		if m.Role == kernel.RoleUser && !m.Marker && m.Content == text {
-			n++
-		}
-	}
-	if want, ok := o.userTexts[text]; ok && n > want {
+	o.rootTexts[text]++
+	if n, want := o.rootTexts[text], o.userTexts[text]; n > want {
+		// Covers want 0: a text nobody typed.
 		o.violate("I10", kernel.Root, "user text %q appears %d times, given %d", text, n, want)
 	}
 	for j := range o.interjs {
@@ -1049,18 +1050,16 @@ func (o *oracle) checkCancel() {
 			o.violate("I2", id, "cancel of %s did not reach this descendant (still %s)", t.path, s)
 		}
 	}
-	for _, opID := range ce.inflight {
-		if op := o.ops[opID]; op.cancels == 0 && !op.ended {
-			o.violate("I2", op.agent, "op %d in flight under the cancelled %s got no cancel", opID, t.path)
-		}
-	}
 }
 
 // checkDeadlines starts the I3 deadline of every agent that entered
 // Interrupted in this step, and freezes its subtree (I1).
 func (o *oracle) checkDeadlines() {
 	for _, id := range o.entered {
-		d := quiesceDeadline{by: o.now + o.lim.Grace, root: id}
+		if p := o.agents[id].parent; p != kernel.NoAgent && slices.Contains(o.entered, p) {
+			continue // aborted with its parent: the parent's subtree covers it
+		}
+		d := quiesceDeadline{by: o.now + o.lim.Grace}
 		for cid := range o.agents {
 			c := o.agents[cid]
 			if c == nil || !o.descends(kernel.AgentID(cid), id) {
@@ -1074,9 +1073,9 @@ func (o *oracle) checkDeadlines() {
 				d.agents = append(d.agents, agentTurn{kernel.AgentID(cid), c.turn})
 			}
 		}
-		for _, opID := range sortedOpIDs(o.ops) {
-			op := o.ops[opID]
-			if op.ended || !o.descends(op.agent, id) {
+		for _, opID := range sortedOpIDs(o.inFlight) {
+			op := o.inFlight[opID]
+			if !o.descends(op.agent, id) {
 				continue
 			}
 			d.ops = append(d.ops, opID)
@@ -1228,16 +1227,8 @@ func (o *oracle) finish() {
 		o.violate("I9", kernel.NoAgent, "timer %d survives quiescence", id)
 	}
 	if !o.shutdown {
-		h := o.c.View(kernel.Root).History
 		for _, text := range sortedKeys(o.userTexts) {
-			want := o.userTexts[text]
-			n := 0
-			for _, m := range h {
-				if m.Role == kernel.RoleUser && !m.Marker && m.Content == text {
-					n++
-				}
-			}
-			if n != want {
+			if n, want := o.rootTexts[text], o.userTexts[text]; n != want {
 				o.violate("I10", kernel.Root, "user text %q appears %d times, given %d", text, n, want)
 			}
 		}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/escapement/escapement/kernel"
 )
@@ -47,9 +48,19 @@ func (o *oracle) checkCallResult(l kernel.Lifecycle, a *agentObs, f *callFinObs)
 	case kernel.CallError:
 		ok = l.Reason == kernel.ReasonToolError && op != nil && op.tool && op.terminal && op.cancels == 0 && op.result != kernel.ToolOK
 	case kernel.CallRefused:
-		ok = l.Reason == kernel.ReasonMaxDepth || l.Reason == kernel.ReasonMaxChildren || l.Reason == kernel.ReasonMaxAgents
+		// The limit must really be reached, as the oracle counts it.
+		switch l.Reason {
+		case kernel.ReasonMaxDepth:
+			ok = depthOf(a.path)+1 > o.lim.MaxDepth
+		case kernel.ReasonMaxChildren:
+			ok = a.spawnedTurn >= o.lim.MaxChildren
+		case kernel.ReasonMaxAgents:
+			ok = o.c.NumAgents() >= o.maxAgents
+		default:
+			ok = false
+		}
 	case kernel.CallMalformed:
-		ok = l.Reason == kernel.ReasonMalformed
+		ok = l.Reason == kernel.ReasonMalformed && o.malformed(l.Agent, a, l.CallID)
 	default:
 		ok = false
 	}
@@ -104,4 +115,39 @@ func (o *oracle) checkToolContent(id kernel.AgentID, m kernel.Message) {
 		o.violate("I13", id, "result of call %s reads %s/%s%s/%q, but the call ended %s/%s/%q",
 			m.ToolCallID, r.Type, r.Status, r.Outcome, r.Reason, l.Status, l.Outcome, l.Reason)
 	}
+}
+
+// malformed reports whether the call the stream delivered really cannot run:
+// it came without a name, its arguments are not JSON, or it is a delegation
+// without a task.
+func (o *oracle) malformed(id kernel.AgentID, a *agentObs, callID string) bool {
+	var c *kernel.ToolCall
+	h := o.c.View(id).History
+	for i := len(h) - 1; i >= 0 && c == nil; i-- {
+		for j := range h[i].ToolCalls {
+			if h[i].ToolCalls[j].ID == callID {
+				c = &h[i].ToolCalls[j]
+			}
+		}
+	}
+	if c == nil {
+		return false
+	}
+	if req := o.ops[a.lastReq]; req != nil {
+		for _, f := range req.frags {
+			if f.seen && f.name == "" && string(f.args) == c.Arguments {
+				return true // streamed without a name
+			}
+		}
+	}
+	if !json.Valid([]byte(c.Arguments)) {
+		return true
+	}
+	if c.Name != o.delegateTool {
+		return false
+	}
+	var args struct {
+		Task string `json:"task"`
+	}
+	return json.Unmarshal([]byte(c.Arguments), &args) != nil || strings.TrimSpace(args.Task) == ""
 }

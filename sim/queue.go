@@ -14,7 +14,6 @@ const (
 	itemWorld                     // an event of a world op (stream chunk, result, ack)
 	itemTimer                     // a kernel timer firing
 	itemFault                     // a fault activating (index into Scenario.Faults)
-	itemStep                      // the next step of a world op's script (not an event)
 )
 
 // item is one scheduled happening. Items are ordered by (at, seq): virtual
@@ -30,7 +29,7 @@ type item struct {
 	op    *worldOp
 	gen   uint32
 	index int
-	note  string
+	dup   bool // a duplicate delivery (fault): it does not advance its op
 }
 
 // queue is a binary min-heap of small keys over a slab of items: the heap

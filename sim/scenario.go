@@ -11,6 +11,7 @@
 package sim
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -202,7 +203,7 @@ type Expect struct {
 	QuiescentBy time.Duration
 	History     map[string]HistoryExpect
 	Line        int
-	lines       map[string]int // per agent key, for messages
+	lines       map[string]int // "section.agent" → line, for messages
 }
 
 // HistoryExpect constrains one agent's final history.
@@ -298,6 +299,14 @@ func (s *Scenario) Validate() error {
 					if c.Prompt != "" {
 						return errAt(c.Line, "%s: prompt belongs to delegate calls", cw)
 					}
+					if c.Args != nil {
+						// The model streams the args as JSON: a value JSON
+						// cannot hold (.nan, .inf, a non-string key) is bad
+						// input here, not a surprise at run time.
+						if _, err := json.Marshal(c.Args); err != nil {
+							return errAt(c.Line, "%s.args: not representable as JSON: %v", cw, err)
+						}
+					}
 				default:
 					if _, ok := s.Agents[c.Delegate]; !ok {
 						return errAt(c.Line, "%s: delegate to unknown script %q (scripts: %s)", cw, c.Delegate, strings.Join(sortedKeys(s.Agents), ", "))
@@ -370,23 +379,23 @@ func (s *Scenario) Validate() error {
 	}
 	for _, key := range sortedKeys(s.Expect.Outcomes) {
 		if err := s.checkAgentRef(key); err != nil {
-			return errAt(s.Expect.lines[key], "expect.outcomes: %v", err)
+			return errAt(s.Expect.lines["outcomes."+key], "expect.outcomes: %v", err)
 		}
 		if _, err := kernel.ParseOutcome(s.Expect.Outcomes[key]); err != nil {
-			return errAt(s.Expect.lines[key], "expect.outcomes.%s: %v", key, err)
+			return errAt(s.Expect.lines["outcomes."+key], "expect.outcomes.%s: %v", key, err)
 		}
 	}
 	for _, key := range sortedKeys(s.Expect.LLMRequests) {
 		if err := s.checkAgentRef(key); err != nil {
-			return errAt(s.Expect.lines[key], "expect.llm_requests: %v", err)
+			return errAt(s.Expect.lines["llm_requests."+key], "expect.llm_requests: %v", err)
 		}
 		if s.Expect.LLMRequests[key] < 0 {
-			return errAt(s.Expect.lines[key], "expect.llm_requests.%s: must not be negative", key)
+			return errAt(s.Expect.lines["llm_requests."+key], "expect.llm_requests.%s: must not be negative", key)
 		}
 	}
 	for _, key := range sortedKeys(s.Expect.History) {
 		if err := s.checkAgentRef(key); err != nil {
-			return errAt(s.Expect.lines[key], "expect.history: %v", err)
+			return errAt(s.Expect.lines["history."+key], "expect.history: %v", err)
 		}
 	}
 	if s.Expect.QuiescentBy < 0 {
@@ -413,6 +422,16 @@ func (s *Scenario) checkAgentRef(ref string) error {
 		}
 	}
 	return nil
+}
+
+// refScripts is the script names an agent reference (script, name#2, or a
+// path main/task1#2/explore) mentions.
+func refScripts(ref string) []string {
+	parts := strings.Split(ref, "/")
+	for i, part := range parts {
+		parts[i], _, _ = strings.Cut(part, "#")
+	}
+	return parts
 }
 
 func parseInstance(s string) (int, error) {

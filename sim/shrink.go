@@ -2,12 +2,14 @@ package sim
 
 import (
 	"maps"
+	"slices"
 	"strings"
 	"time"
 )
 
-// Clone returns a deep copy of s (scripts, tools, faults, inputs and
-// expectations), so a shrinker or generator can change it freely.
+// Clone returns a copy of s whose scripts, calls, tools, faults, inputs and
+// expectation maps can be changed freely (a shrinker or generator does).
+// Call.Args values are shared: nothing changes them after loading.
 func (s *Scenario) Clone() *Scenario {
 	c := *s
 	c.Agents = make(map[string]Script, len(s.Agents))
@@ -25,6 +27,10 @@ func (s *Scenario) Clone() *Scenario {
 	}
 	c.Faults = append([]Fault(nil), s.Faults...)
 	c.Inputs = append([]Input(nil), s.Inputs...)
+	c.Expect.Outcomes = maps.Clone(s.Expect.Outcomes)
+	c.Expect.LLMRequests = maps.Clone(s.Expect.LLMRequests)
+	c.Expect.History = maps.Clone(s.Expect.History)
+	c.Expect.lines = maps.Clone(s.Expect.lines)
 	c.line = nil
 	return &c
 }
@@ -143,16 +149,24 @@ func pruneUnreferenced(s *Scenario) *Scenario {
 			}
 		}
 	}
+	// Every agent reference (a fault's agent, a cancel's target, an
+	// expectation's key) keeps the scripts it names.
+	refs := []string{}
 	for _, f := range s.Faults {
-		usedScripts[f.Agent] = true
+		refs = append(refs, f.Agent)
 		usedTools[f.Tool] = true
 	}
 	for _, in := range s.Inputs {
 		if in.Cancel != "" {
-			for _, part := range strings.Split(in.Cancel, "/") {
-				base, _, _ := strings.Cut(part, "#")
-				usedScripts[base] = true
-			}
+			refs = append(refs, in.Cancel)
+		}
+	}
+	refs = append(refs, slices.Collect(maps.Keys(s.Expect.Outcomes))...)
+	refs = append(refs, slices.Collect(maps.Keys(s.Expect.LLMRequests))...)
+	refs = append(refs, slices.Collect(maps.Keys(s.Expect.History))...)
+	for _, ref := range refs {
+		for _, name := range refScripts(ref) {
+			usedScripts[name] = true
 		}
 	}
 	c := s.Clone()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,17 @@ func suite(t testing.TB) []*Scenario {
 		t.Fatal(err)
 	}
 	return ss
+}
+
+// mustRun runs s and fails the test on a run error (never on violations:
+// callers judge those).
+func mustRun(t testing.TB, s *Scenario, opt Options) *Result {
+	t.Helper()
+	r, err := Run(s, opt)
+	if err != nil {
+		t.Fatalf("run %s: %v", s.Name, err)
+	}
+	return r
 }
 
 func byName(t testing.TB, name string) *Scenario {
@@ -49,7 +61,7 @@ func TestEmbeddedSuite(t *testing.T) {
 			if !r1.Passed {
 				t.Fatalf("violations: %v", r1.Violations)
 			}
-			r2, _ := Run(s, Options{})
+			r2 := mustRun(t, s, Options{})
 			if r1.TraceSHA256 != r2.TraceSHA256 || len(r1.TraceSHA256) != 64 {
 				t.Fatalf("trace hash differs between runs: %s vs %s", r1.TraceSHA256, r2.TraceSHA256)
 			}
@@ -67,7 +79,7 @@ func TestSuiteCoversCatalogue(t *testing.T) {
 		about += s.About
 	}
 	for i := 1; i <= 14; i++ {
-		if !strings.Contains(about, "F"+itoa(i)+".") {
+		if !strings.Contains(about, "F"+strconv.Itoa(i)+".") {
 			t.Errorf("no scenario describes F%d", i)
 		}
 	}
@@ -78,13 +90,6 @@ func TestSuiteCoversCatalogue(t *testing.T) {
 			t.Errorf("missing scenario %s", n)
 		}
 	}
-}
-
-func itoa(i int) string {
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return string(rune('0'+i/10)) + string(rune('0'+i%10))
 }
 
 // TestPermutedOrdersHoldInvariants: whatever order same-instant events are
@@ -125,8 +130,8 @@ func TestYAMLRoundTrip(t *testing.T) {
 		if !bytes.Equal(s2.YAML(), y) {
 			t.Fatalf("%s: canonical form changed", s.Name)
 		}
-		r1, _ := Run(s, Options{})
-		r2, _ := Run(s2, Options{})
+		r1 := mustRun(t, s, Options{})
+		r2 := mustRun(t, s2, Options{})
 		if r1.TraceSHA256 != r2.TraceSHA256 {
 			t.Fatalf("%s: round-tripped scenario runs differently", s.Name)
 		}
@@ -171,6 +176,8 @@ func TestBadScenarios(t *testing.T) {
 		{"bad limit", "name: t\nlimits: {max_requests: 0}\nagents: {main: []}\n", "bad.yaml:2:", "max_requests"},
 		{"empty", "", "bad.yaml:1:", "empty scenario"},
 		{"two documents", "name: t\nagents: {main: []}\n---\nname: u\n", "bad.yaml:3:", "more than one YAML document"},
+		{"args not JSON", "name: t\nagents:\n  main:\n    - calls: [{tool: x, args: {v: .nan}}]\ntools: {x: {duration: 1s}}\n", "bad.yaml:4:", "not representable as JSON"},
+		{"expect line per section", goodHead + "expect:\n  outcomes: {main: completed}\n  llm_requests:\n    main: -1\n  history:\n    main: {marker: true}\n", "bad.yaml:13:", "must not be negative"},
 		{"call with both", "name: t\nagents:\n  main:\n    - calls: [{tool: x, delegate: y}]\ntools: {x: {duration: 1s}}\n", "bad.yaml:4:", "exactly one of tool or delegate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,7 +200,7 @@ func TestMaxDepthIsNotBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := Run(s, Options{})
+	r := mustRun(t, s, Options{})
 	if !r.Passed || r.Agents != 1 {
 		t.Fatalf("passed=%v agents=%d %v", r.Passed, r.Agents, r.Violations)
 	}
@@ -245,7 +252,7 @@ func FuzzRun(f *testing.F) {
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
-		r2, _ := Run(s, opt)
+		r2 := mustRun(t, s, opt)
 		if r1.TraceSHA256 != r2.TraceSHA256 {
 			t.Fatal("nondeterministic run")
 		}
@@ -453,4 +460,70 @@ func TestWorldFaultsFire(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestAdvanceStopsAtItsBound: Advance(d) delivers nothing due after now+d,
+// even when a dead item (a stopped timer) due earlier sits in the queue.
+func TestAdvanceStopsAtItsBound(t *testing.T) {
+	s, err := Load("a.yaml", []byte("name: a\nagents:\n  main:\n    - text: hi\n    - text: again\ninputs:\n  - {at: 0s, submit: one}\n  - {at: 40s, submit: two}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Advance(31 * time.Second) // the first turn's stopped watchdog (30s) is still queued
+	if m.Now() != 31*time.Second {
+		t.Fatalf("clock at %v after Advance(31s)", m.Now())
+	}
+	if v := m.Core().View(kernel.Root); v.Turn != 1 {
+		t.Fatalf("the 40s submission was delivered early: turn %d", v.Turn)
+	}
+}
+
+// TestMalformedCallsJustified: a call whose arguments are not JSON is
+// answered malformed, and the oracle accepts that answer (its I13 check has
+// no false positive here; TestOracleCatchesBrokenInvariants shows the other
+// side).
+func TestMalformedCallsJustified(t *testing.T) {
+	src := "name: m\nagents:\n  main:\n    - calls: [{tool: grep, args_raw: '{\"bad json'}]\n    - text: done\n" +
+		"tools:\n  grep: {duration: 1s, result: ok}\ninputs:\n  - {at: 0s, submit: go}\n" +
+		"expect:\n  outcomes: {main: completed}\n  history:\n    main: {contains: ['\"status\":\"malformed\"']}\n"
+	s, err := Load("m.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run(s, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Passed {
+		t.Fatal(r.Violations)
+	}
+}
+
+// TestPruneKeepsReferencedScripts: shrinking drops scripts nothing uses, but
+// keeps one an expectation or a path names, so the pruned world still loads.
+func TestPruneKeepsReferencedScripts(t *testing.T) {
+	s, err := Load("p.yaml", []byte("name: p\nagents:\n  main: [{text: hi}]\n  ghost: [{text: boo}]\n  extra: [{text: x}]\n  deep: [{text: d}]\n"+
+		"inputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: main/deep}\nexpect:\n  outcomes: {ghost: completed}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := pruneUnreferenced(s)
+	if c == nil {
+		t.Fatal("nothing pruned")
+	}
+	if _, ok := c.Agents["extra"]; ok {
+		t.Fatal("an unused script was kept")
+	}
+	for _, keep := range []string{"ghost", "deep"} {
+		if _, ok := c.Agents[keep]; !ok {
+			t.Fatalf("script %q is referenced but was pruned", keep)
+		}
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("pruned world is invalid: %v", err)
+	}
 }

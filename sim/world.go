@@ -89,8 +89,8 @@ func newWorld(s *Scenario) *world {
 	return w
 }
 
-func (w *world) schedule(op *worldOp, at time.Duration, ev kernel.Event, note string) {
-	w.q.push(item{at: at, kind: itemWorld, ev: ev, op: op, gen: op.gen, note: note})
+func (w *world) schedule(op *worldOp, at time.Duration, ev kernel.Event, dup bool) {
+	w.q.push(item{at: at, kind: itemWorld, ev: ev, op: op, gen: op.gen, dup: dup})
 }
 
 // apply reacts to one Step's effects.
@@ -185,7 +185,7 @@ func (w *world) callWire(c Call) (name, args string) {
 	}
 	b, err := json.Marshal(c.Args) // map keys are sorted: deterministic
 	if err != nil {
-		return c.Tool, "{}"
+		panic("sim: call args passed Validate but do not marshal: " + err.Error())
 	}
 	return c.Tool, string(b)
 }
@@ -212,13 +212,13 @@ func (w *world) llmNext(op *worldOp, at time.Duration) {
 		}
 		if op.attempt > MaxRetries {
 			op.done = true
-			w.schedule(op, at+op.late, kernel.LLMError(0, op.id, kernel.FailureRateLimit, "429 Too Many Requests after "+strconv.Itoa(MaxRetries)+" retries"), "")
+			w.schedule(op, at+op.late, kernel.LLMError(0, op.id, kernel.FailureRateLimit, "429 Too Many Requests after "+strconv.Itoa(MaxRetries)+" retries"), false)
 			return
 		}
 		// Up to 20% jitter on the fault's base each time; the base itself
 		// never grows (a server's Retry-After does not compound).
 		op.retryWait = op.retryAfter + time.Duration(w.rng.Int64N(int64(op.retryAfter)/5+1))
-		w.schedule(op, at, kernel.LLMRetry(0, op.id, op.attempt, op.retryWait, "429 Too Many Requests"), "")
+		w.schedule(op, at, kernel.LLMRetry(0, op.id, op.attempt, op.retryWait, "429 Too Many Requests"), false)
 		return
 	}
 	// The error is checked before the end of the plan: a stream error
@@ -226,7 +226,7 @@ func (w *world) llmNext(op *worldOp, at time.Duration) {
 	// of a clean end.
 	if op.next == op.errAfter {
 		op.done = true
-		w.schedule(op, at+op.late, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), "")
+		w.schedule(op, at+op.late, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), false)
 		return
 	}
 	if op.next < len(op.plan) {
@@ -237,26 +237,26 @@ func (w *world) llmNext(op *worldOp, at time.Duration) {
 		} else {
 			ev = kernel.TextDelta(0, op.id, uint32(op.next+1), c.text)
 		}
-		w.schedule(op, at, ev, "")
+		w.schedule(op, at, ev, false)
 		if op.dup && !op.dupChunk {
 			op.dupChunk = true
-			w.schedule(op, at, ev, "duplicate")
+			w.schedule(op, at, ev, true)
 		}
 		return
 	}
 	op.done = true
-	w.schedule(op, at+op.late, kernel.LLMEnd(0, op.id), "")
+	w.schedule(op, at+op.late, kernel.LLMEnd(0, op.id), false)
 	if op.dup {
-		w.schedule(op, at+op.late, kernel.LLMEnd(0, op.id), "duplicate")
+		w.schedule(op, at+op.late, kernel.LLMEnd(0, op.id), true)
 	}
 }
 
 // delivered advances a request after one of its events was delivered.
-func (w *world) delivered(op *worldOp, ev kernel.Event, now time.Duration, note string) {
-	if op.tool && ev.Kind == kernel.EvToolResult && note != "duplicate" {
+func (w *world) delivered(op *worldOp, ev kernel.Event, now time.Duration, dup bool) {
+	if op.tool && ev.Kind == kernel.EvToolResult && !dup {
 		op.finished = true
 	}
-	if op.tool || op.cancelled || op.done || note == "duplicate" {
+	if op.tool || op.cancelled || op.done || dup {
 		return
 	}
 	switch ev.Kind {
@@ -290,9 +290,9 @@ func (w *world) startTool(now time.Duration, c Core, e *kernel.Effect) {
 // scheduleToolFinal (re)schedules a tool's result with its dup/late faults.
 func (w *world) scheduleToolFinal(op *worldOp) {
 	op.done = true
-	w.schedule(op, op.finalAt+op.late, op.finalEv, "")
+	w.schedule(op, op.finalAt+op.late, op.finalEv, false)
 	if op.dup {
-		w.schedule(op, op.finalAt+op.late, op.finalEv, "duplicate")
+		w.schedule(op, op.finalAt+op.late, op.finalEv, true)
 	}
 }
 
@@ -305,7 +305,7 @@ func (w *world) cancel(now time.Duration, id kernel.OpID) {
 	op.cancelled = true
 	if !op.tool {
 		op.gen++
-		w.schedule(op, now+CancelAckLatency+op.late, kernel.LLMError(0, op.id, kernel.FailureCancelled, "cancelled"), "ack")
+		w.schedule(op, now+CancelAckLatency+op.late, kernel.LLMError(0, op.id, kernel.FailureCancelled, "cancelled"), false)
 		return
 	}
 	switch op.spec.OnCancel {
@@ -313,10 +313,10 @@ func (w *world) cancel(now time.Duration, id kernel.OpID) {
 		// Runs to completion: its result arrives as scheduled (F3).
 	case CancelDelay:
 		op.gen++
-		w.schedule(op, now+op.spec.CancelDelay+op.late, kernel.ToolResult(0, op.id, kernel.ToolCancelled, ""), "ack")
+		w.schedule(op, now+op.spec.CancelDelay+op.late, kernel.ToolResult(0, op.id, kernel.ToolCancelled, ""), false)
 	default:
 		op.gen++
-		w.schedule(op, now+CancelAckLatency+op.late, kernel.ToolResult(0, op.id, kernel.ToolCancelled, ""), "ack")
+		w.schedule(op, now+CancelAckLatency+op.late, kernel.ToolResult(0, op.id, kernel.ToolCancelled, ""), false)
 	}
 }
 
@@ -400,7 +400,7 @@ func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 		if !fresh {
 			op.gen++
 			op.done = true
-			w.schedule(op, now, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), "fault")
+			w.schedule(op, now, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), false)
 			return
 		}
 		op.errAfter = f.After

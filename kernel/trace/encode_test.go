@@ -3,6 +3,8 @@ package trace_test
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,9 +14,55 @@ import (
 	"github.com/escapement/escapement/sim"
 )
 
+// step is one Step as the writer was given it.
+type step struct {
+	ev   kernel.Event
+	effs []kernel.Effect
+}
+
+// checkOriginals: decoding each event and effect line gives back exactly
+// what the writer was given (less the fields the format leaves out), so the
+// encoder cannot drop a field that the re-encode below would drop too.
+func checkOriginals(t *testing.T, name string, trace []byte, steps []step) {
+	t.Helper()
+	i, j := -1, 0
+	for n, line := range bytes.Split(bytes.TrimSuffix(trace, []byte("\n")), []byte("\n")) {
+		rec, err := traceRecord(line)
+		if err != nil || rec == nil {
+			continue
+		}
+		switch rec.Type {
+		case "event":
+			i, j = i+1, 0
+			if i >= len(steps) || !reflect.DeepEqual(*rec.Event, steps[i].ev) {
+				t.Fatalf("%s line %d: event decodes to %+v, was %+v", name, n+1, *rec.Event, steps[min(i, len(steps)-1)].ev)
+			}
+		case "effect":
+			want := steps[i].effs[j]
+			want.Messages, want.State, want.Trigger = nil, 0, 0 // not in the format
+			if !reflect.DeepEqual(*rec.Effect, want) {
+				t.Fatalf("%s line %d: effect decodes to %+v, was %+v", name, n+1, *rec.Effect, want)
+			}
+			j++
+		}
+	}
+	if i+1 != len(steps) {
+		t.Fatalf("%s: %d event lines for %d steps", name, i+1, len(steps))
+	}
+}
+
+func traceRecord(line []byte) (*trace.Record, error) {
+	if bytes.HasPrefix(line, []byte(`{"type":"header"`)) {
+		return nil, nil
+	}
+	r, err := trace.ReadRecord(line)
+	return &r, err
+}
+
 // TestEncoderMatchesJSON: every line the hand-written encoder wrote for the
 // whole scenario suite (plus edge cases) is byte for byte what encoding/json
-// writes for the decoded record.
+// writes for the decoded record, and decodes to the event or effect the
+// writer was given.
 func TestEncoderMatchesJSON(t *testing.T) {
 	ss, err := sim.LoadFS(scenarios.FS, ".", "scenarios")
 	if err != nil {
@@ -22,13 +70,17 @@ func TestEncoderMatchesJSON(t *testing.T) {
 	}
 	var all bytes.Buffer
 	for _, s := range ss {
-		if _, err := sim.Run(s, sim.Options{Trace: &all}); err != nil {
+		var one bytes.Buffer
+		var steps []step
+		observe := func(si sim.StepInfo) { steps = append(steps, step{si.Event, slices.Clone(si.Effects)}) }
+		if _, err := sim.Run(s, sim.Options{Trace: &one, Observe: observe}); err != nil {
 			t.Fatal(err)
 		}
+		checkOriginals(t, s.Name, one.Bytes(), steps)
+		all.Write(one.Bytes())
 	}
 	// Edge cases: every optional field set, odd strings.
 	k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
-	w := trace.NewWriter(&all, trace.Header{Source: "live", Name: "edge"})
 	// Invalid UTF-8 is left out: decoding turns it into U+FFFD before the
 	// re-encode; TestRenderIsJSON compares it against encoding/json raw.
 	odd := "quote \" back \\ nl \n tab \t ctrl \x01 é ✓ sep \u2028 <html>&"
@@ -43,13 +95,19 @@ func TestEncoderMatchesJSON(t *testing.T) {
 		{Kind: kernel.EffEmit, Agent: -1, Life: kernel.Lifecycle{Seq: 1, At: 2, Kind: kernel.LifeCallFinished, Agent: 4, Turn: 5, Op: 6, Child: 7, CallID: odd, Name: odd, Text: odd,
 			From: 1, To: 2, Trigger: 3, Outcome: 2, Reason: 3, End: 1, Status: 4, N: 5, Queued: true, Since: 6, Delay: 7}},
 	}
+	var edge bytes.Buffer
+	w := trace.NewWriter(&edge, trace.Header{Source: "live", Name: "edge"})
+	var steps []step
 	for _, ev := range evs {
 		w.Step(k, ev, kernel.NoAgent, 0, effs)
+		steps = append(steps, step{ev, effs})
 	}
 	w.Note(time.Second, odd)
 	if _, err := w.Close(time.Second); err != nil {
 		t.Fatal(err)
 	}
+	checkOriginals(t, "edge", edge.Bytes(), steps)
+	all.Write(edge.Bytes())
 	lines := bytes.Split(bytes.TrimSuffix(all.Bytes(), []byte("\n")), []byte("\n"))
 	checked := 0
 	for i, line := range lines {

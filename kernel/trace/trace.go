@@ -173,13 +173,13 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 
 // Note records an annotation at time at.
 func (t *Writer) Note(at time.Duration, note string) {
-	t.record(&Record{Type: "note", Step: t.step, At: at.String(), Note: note}, nil, nil)
+	t.record(&Record{Type: "note", Step: t.step, Note: note}, nil, appendDuration(nil, at))
 }
 
 // Close writes the end line, flushes, and returns the SHA-256 of every byte
 // written (hex) or the first write error.
 func (t *Writer) Close(at time.Duration) (string, error) {
-	t.record(&Record{Type: "end", Step: t.step, At: at.String()}, nil, nil)
+	t.record(&Record{Type: "end", Step: t.step}, nil, appendDuration(nil, at))
 	t.flush()
 	if t.err != nil {
 		return "", fmt.Errorf("write trace: %w", t.err)
