@@ -126,7 +126,7 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 			defer wg.Done()
 			g := p.Generator()
 			for k := range work {
-				w, err := sweep.RunWorld(g, p, seeds[k], p.RecheckEvery > 0 && k%p.RecheckEvery == 0, nil)
+				w, err := sweep.RunWorld(g, p, seeds[k], nil)
 				select {
 				case results <- result{w, err}:
 				case <-ctx.Done():
