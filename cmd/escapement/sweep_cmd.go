@@ -268,7 +268,7 @@ when a probe was never reached.`,
 			}
 			printSweep(a.out, m, 0)
 			if !m.Complete() {
-				fmt.Fprintf(a.out, "incomplete: shards %v of %d merged\n", m.ShardsMerged, m.Plan.Shards)
+				fmt.Fprintf(a.out, "incomplete: shards %v of %d merged, %d of %d worlds\n", m.ShardsMerged, m.Plan.Shards, m.Worlds, m.Plan.Seeds)
 				return &exitError{code: exitCheckFailed}
 			}
 			if len(m.Failures) > 0 || len(m.Unreached()) > 0 {

@@ -228,8 +228,11 @@ func (s *Summary) Unreached() []string {
 	return out
 }
 
-// Complete reports whether every shard of the plan is in the summary.
-func (s *Summary) Complete() bool { return len(s.ShardsMerged) == s.Plan.Shards }
+// Complete reports whether every shard of the plan, and so every world, is
+// in the summary.
+func (s *Summary) Complete() bool {
+	return len(s.ShardsMerged) == s.Plan.Shards && s.Worlds == s.Plan.Seeds
+}
 
 // Merge combines shard summaries of one plan into one summary: what a single
 // machine running every seed would have reported (bar Wall, the slowest).
@@ -239,6 +242,9 @@ func Merge(parts []*Summary) (*Summary, error) {
 	}
 	base := parts[0].Plan
 	base.Shard = 0
+	if err := base.Validate(); err != nil {
+		return nil, fmt.Errorf("summary 1: %w", err)
+	}
 	out := NewSummary(base)
 	out.ShardsMerged = nil
 	seen := map[int]bool{}
@@ -248,6 +254,9 @@ func Merge(parts []*Summary) (*Summary, error) {
 			return nil, fmt.Errorf("summary %d: plan %+v differs from the first summary's %+v", i+1, p.Plan, parts[0].Plan)
 		}
 		for _, sh := range p.ShardsMerged {
+			if sh < 0 || sh >= q.Shards {
+				return nil, fmt.Errorf("summary %d: shard %d/%d is not one of the plan's shards", i+1, sh, q.Shards)
+			}
 			if seen[sh] {
 				return nil, fmt.Errorf("summary %d: shard %d/%d given twice", i+1, sh, q.Shards)
 			}

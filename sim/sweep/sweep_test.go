@@ -89,6 +89,38 @@ func TestMergeEqualsWhole(t *testing.T) {
 	}
 }
 
+// TestMergeRejectsImpossibleShards: a summary may not name a shard outside
+// the plan, and one that claims shards without their worlds is incomplete.
+func TestMergeRejectsImpossibleShards(t *testing.T) {
+	part := func(shard, worlds int, merged ...int) *Summary {
+		s := NewSummary(Plan{From: 1, Seeds: 10, Depth: 2, Shard: shard, Shards: 2})
+		s.Worlds = worlds
+		if merged != nil {
+			s.ShardsMerged = merged
+		}
+		return s
+	}
+	for _, bad := range [][]*Summary{
+		{part(0, 5), part(1, 5, 2)},
+		{part(0, 5, -1), part(1, 5)},
+	} {
+		if m, err := Merge(bad); err == nil {
+			t.Errorf("shards %v and %v merged into %v", bad[0].ShardsMerged, bad[1].ShardsMerged, m.ShardsMerged)
+		}
+	}
+	if m, err := Merge([]*Summary{part(0, 5), part(1, 5)}); err != nil || !m.Complete() {
+		t.Fatalf("two halves: complete %v, %v", m != nil && m.Complete(), err)
+	}
+	// One summary claiming both shards with half the worlds.
+	m, err := Merge([]*Summary{part(0, 5, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Complete() {
+		t.Fatalf("%d of %d worlds counted complete", m.Worlds, m.Plan.Seeds)
+	}
+}
+
 // secondRunDiffers is a fresh core factory for one world whose second run
 // (the recheck) loses the effects of its first step, so its trace differs.
 func secondRunDiffers() sim.CoreFactory {
