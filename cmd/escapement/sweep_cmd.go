@@ -7,8 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"text/tabwriter"
@@ -160,8 +160,8 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 		file := ""
 		if r.w.Shrunk != nil {
 			var err error
-			if file, err = writeWorld(f.out, r.w.Shrunk); err != nil && firstErr == nil {
-				firstErr = err
+			if file, err = writeOut(f.out, r.w.Shrunk.Name+".yaml", true, r.w.Shrunk.YAML()); err != nil && firstErr == nil {
+				firstErr = usageErr("--out: %v", err)
 			}
 		}
 		sum.Add(r.w, file)
@@ -193,17 +193,6 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 	return nil
 }
 
-func writeWorld(dir string, s *sim.Scenario) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("--out: %w", err)
-	}
-	path := filepath.Join(dir, s.Name+".yaml")
-	if err := os.WriteFile(path, s.YAML(), 0o644); err != nil {
-		return "", fmt.Errorf("--out: %w", err)
-	}
-	return path, nil
-}
-
 func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	p := s.Plan
 	secs := s.Wall.Seconds()
@@ -214,6 +203,7 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	if p.Shards > 1 || len(s.ShardsMerged) > 1 {
 		shard = fmt.Sprintf(", shards %v of %d", s.ShardsMerged, p.Shards)
 	}
+	unreached := s.Unreached()
 	jobsText := ""
 	if jobs > 0 {
 		jobsText = ", " + strconv.Itoa(jobs) + " jobs"
@@ -221,12 +211,12 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	fmt.Fprintf(w, "sweep: %d worlds (seeds %d..%d, depth %d%s%s) in %v: %.0f worlds/s, %d events (%.0f events/s), %d violation(s), probes %d/%d reached, digest %s\n",
 		s.Worlds, p.From, p.From+p.Seeds-1, p.Depth, shard, jobsText, s.Wall.Round(time.Millisecond),
 		float64(s.Worlds)/secs, s.Events, float64(s.Events)/secs, len(s.Failures),
-		len(sim.Probes())-len(s.Unreached()), len(sim.Probes()), s.Digest[:16])
+		len(sim.Probes())-len(unreached), len(sim.Probes()), s.Digest[:16])
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROBE\tREACHED")
 	for _, pr := range sim.Probes() {
 		mark := ""
-		if s.Probes[string(pr)] == 0 {
+		if slices.Contains(unreached, string(pr)) {
 			mark = "  <- never reached"
 		}
 		fmt.Fprintf(tw, "%s\t%d%s\n", pr, s.Probes[string(pr)], mark)

@@ -197,8 +197,8 @@ func drawScript(t *rapid.T, name string, level int, next, tools []string, lim ke
 // (possibly none) and how many of each, so some runs are fault-free and some
 // saturated with one kind.
 func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
-	names := sortedScripts(s)
-	tools := sortedTools(s)
+	names := slices.Sorted(maps.Keys(s.Agents))
+	tools := slices.Sorted(maps.Keys(s.Tools))
 	var out []sim.Fault
 	for _, kind := range sim.FaultKinds() {
 		// Each kind is on in about one world of four; a world with a kind
@@ -242,7 +242,7 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 // same instant as chunks, results and timers; the rest come from a spread of
 // phases.
 func Inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
-	names := sortedScripts(s)
+	names := slices.Sorted(maps.Keys(s.Agents))
 	anchors := Anchors(s, 128)
 	return rapid.Custom(func(t *rapid.T) []sim.Input {
 		ins := []sim.Input{{At: 0, Submit: "s0"}}
@@ -358,7 +358,3 @@ func Anchors(s *sim.Scenario, limit int) []time.Duration {
 	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
 	return out
 }
-
-func sortedScripts(s *sim.Scenario) []string { return slices.Sorted(maps.Keys(s.Agents)) }
-
-func sortedTools(s *sim.Scenario) []string { return slices.Sorted(maps.Keys(s.Tools)) }

@@ -39,10 +39,16 @@ func (p Plan) Validate() error {
 		return fmt.Errorf("seeds must be at least 1, got %d", p.Seeds)
 	case p.Depth < 0 || p.Depth > 8:
 		return fmt.Errorf("depth must be in 0..8, got %d", p.Depth)
-	case p.Shards < 1 || p.Shard < 0 || p.Shard >= p.Shards:
-		return fmt.Errorf("shard %d/%d: want 0 <= i < n", p.Shard, p.Shards)
 	case p.RecheckEvery < 0:
 		return fmt.Errorf("recheck-every must not be negative, got %d", p.RecheckEvery)
+	}
+	return checkShard(p.Shard, p.Shards)
+}
+
+// checkShard is the one range check of a shard i of n.
+func checkShard(i, n int) error {
+	if n < 1 || i < 0 || i >= n {
+		return fmt.Errorf("shard %d/%d: want 0 <= i < n", i, n)
 	}
 	return nil
 }
@@ -59,10 +65,10 @@ func ParseShard(s string) (int, int, error) {
 	a, b, ok := strings.Cut(s, "/")
 	i, err1 := strconv.Atoi(a)
 	n, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
+	if !ok || err1 != nil || err2 != nil {
 		return 0, 0, fmt.Errorf("shard %q: want i/n with 0 <= i < n", s)
 	}
-	return i, n, nil
+	return i, n, checkShard(i, n)
 }
 
 // SeedList is the seeds this shard owns: From..From+Seeds-1, every Shards-th
