@@ -44,7 +44,7 @@ func DefaultOptions(maxDepth int) Options {
 	return Options{MaxDepth: maxDepth, MaxInputs: 14, Faults: true, Shutdowns: true}
 }
 
-var grid = 10 * time.Millisecond
+const grid = 10 * time.Millisecond
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
@@ -52,7 +52,7 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 func World(o Options) *rapid.Generator[*sim.Scenario] {
 	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
 		s := Script(o).Draw(t, "script")
-		s.Inputs = Inputs(s, o).Draw(t, "inputs")
+		s.Inputs = inputs(s, o).Draw(t, "inputs")
 		return s
 	})
 }
@@ -233,7 +233,7 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 	return out
 }
 
-// Inputs draws the user's inputs: a submission at 0, then submissions,
+// inputs draws the user's inputs: a submission at 0, then submissions,
 // interjections and cancels (of the root or any script's agent, sometimes
 // bound to a turn), singly or in bursts. About half the times are anchors —
 // instants the scripts make interesting (a chunk of a first reply along the
@@ -241,9 +241,9 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 // token deadline) or just after one — so inputs land mid-stream and on the
 // same instant as chunks, results and timers; the rest come from a spread of
 // phases.
-func Inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
+func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 	names := slices.Sorted(maps.Keys(s.Agents))
-	anchors := Anchors(s, 128)
+	anchors := findAnchors(s, 128)
 	return rapid.Custom(func(t *rapid.T) []sim.Input {
 		ins := []sim.Input{{At: 0, Submit: "s0"}}
 		at := time.Duration(0)
@@ -306,12 +306,12 @@ func Inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 	})
 }
 
-// Anchors computes up to limit instants the scripts make interesting, by
+// findAnchors computes up to limit instants the scripts make interesting, by
 // following the first reply of each script down the delegation chain from a
 // submission at 0, as the simulator would run it undisturbed: every chunk's
 // arrival, each stream's end, each tool's result and deadline, and each
 // request's first-token deadline. Sorted, without duplicates.
-func Anchors(s *sim.Scenario, limit int) []time.Duration {
+func findAnchors(s *sim.Scenario, limit int) []time.Duration {
 	seen := map[time.Duration]bool{}
 	var out []time.Duration
 	add := func(d time.Duration) {

@@ -92,7 +92,6 @@ func (p Plan) Generator() *rapid.Generator[*sim.Scenario] {
 type World struct {
 	Seed       int
 	Events     int
-	Agents     int
 	Hash       string
 	Probes     map[sim.Probe]int
 	Violations []sim.Violation
@@ -117,7 +116,7 @@ func RunWorld(g *rapid.Generator[*sim.Scenario], p Plan, seed int, core sim.Core
 	if err != nil {
 		return World{}, fmt.Errorf("seed %d: %w", seed, err)
 	}
-	w := World{Seed: seed, Events: r.Events, Agents: r.Agents, Hash: r.TraceSHA256, Probes: r.Probes, Violations: r.Violations}
+	w := World{Seed: seed, Events: r.Events, Hash: r.TraceSHA256, Probes: r.Probes, Violations: r.Violations}
 	if p.Rechecks(seed) {
 		v, err := sim.Recheck(s, opt, r)
 		if err != nil {
