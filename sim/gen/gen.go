@@ -249,7 +249,8 @@ func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 		at := time.Duration(0)
 		n := 0
 		// Episodes: an instant, then a burst of inputs at it or just after.
-		for e := 0; e < rapid.IntRange(0, (o.MaxInputs+1)/2).Draw(t, "episodes") && n < o.MaxInputs; e++ {
+		episodes := rapid.IntRange(0, (o.MaxInputs+1)/2).Draw(t, "episodes")
+		for e := 0; e < episodes && n < o.MaxInputs; e++ {
 			key := "episode" + strconv.Itoa(e)
 			var when time.Duration
 			switch {
