@@ -34,6 +34,7 @@ func parseSweep(t *testing.T, out string) []string {
 // two shards (one by flag, one by the Kubernetes environment) merge into
 // it exactly.
 func TestSweepDeterministicAndSharded(t *testing.T) {
+	unsetenv(t, "JOB_COMPLETION_INDEX")
 	dir := t.TempDir()
 	args := []string{"sim", "sweep", "--seeds", "120", "--depth", "4", "--jobs", "2", "--out", filepath.Join(dir, "fail")}
 	code1, out1, _ := runCLI(t, args...)
@@ -46,9 +47,13 @@ func TestSweepDeterministicAndSharded(t *testing.T) {
 		t.Fatalf("violations in a clean sweep:\n%s", out1)
 	}
 	// 120 worlds rarely reach every probe: then a whole sweep exits 1 and
-	// says which.
-	if a[4] != a[5] && (code1 != exitCheckFailed || !strings.Contains(out1, "never reached")) {
-		t.Fatalf("unreached probes must fail a whole sweep: exit %d\n%s", code1, out1)
+	// says which; when they do, it exits 0.
+	if a[4] != a[5] {
+		if code1 != exitCheckFailed || !strings.Contains(out1, "never reached") {
+			t.Fatalf("unreached probes must fail a whole sweep: exit %d\n%s", code1, out1)
+		}
+	} else if code1 != exitOK || strings.Contains(out1, "never reached") {
+		t.Fatalf("a clean sweep reaching every probe must exit 0: exit %d\n%s", code1, out1)
 	}
 
 	s0, s1 := filepath.Join(dir, "s0.json"), filepath.Join(dir, "s1.json")
@@ -71,8 +76,7 @@ func TestSweepDeterministicAndSharded(t *testing.T) {
 }
 
 func TestSweepUsageErrors(t *testing.T) {
-	t.Setenv("JOB_COMPLETION_INDEX", "")
-	os.Unsetenv("JOB_COMPLETION_INDEX")
+	unsetenv(t, "JOB_COMPLETION_INDEX")
 	for _, tc := range []struct {
 		args []string
 		msg  string
@@ -89,9 +93,18 @@ func TestSweepUsageErrors(t *testing.T) {
 		}
 	}
 	t.Setenv("JOB_COMPLETION_INDEX", "0")
-	os.Unsetenv("ESCAPEMENT_SHARDS")
+	unsetenv(t, "ESCAPEMENT_SHARDS")
 	if code, _, errb := runCLI(t, "sim", "sweep", "--seeds", "1"); code != exitUsage || !strings.Contains(errb, "ESCAPEMENT_SHARDS") {
 		t.Errorf("JOB_COMPLETION_INDEX without a count: exit %d %q", code, errb)
+	}
+}
+
+// unsetenv unsets key for the test and restores it afterwards.
+func unsetenv(t *testing.T, key string) {
+	t.Helper()
+	t.Setenv(key, "") // registers the restore
+	if err := os.Unsetenv(key); err != nil {
+		t.Fatal(err)
 	}
 }
 
