@@ -166,8 +166,8 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 			}
 			if r.err != nil {
 				if runErr == nil {
-					runErr = fmt.Errorf("seed %d's generated world does not run (a generator or simulator bug; reproduce: escapement sim sweep --from %d --seeds 1 --depth %d): %w",
-						r.seed, r.seed, p.Depth, r.err)
+					runErr = fmt.Errorf("a generated world does not run, a generator or simulator bug (reproduce: escapement sim sweep --from %d --seeds 1 --depth %d): %w",
+						r.seed, p.Depth, r.err)
 					cancel()
 				}
 				continue
