@@ -41,8 +41,12 @@ fuzz:
 # The long run: the property suites at SOAK_CHECKS checks each (ten
 # properties: 10 x 10,000 = 100,000 checks by default), then a sweep of
 # SOAK_WORLDS generated worlds at depth 6. Not part of CI.
+# The recipe pipes go test into grep: bash with pipefail makes a failing
+# property test fail the target (sh would report grep's status).
 SOAK_CHECKS ?= 10000
 SOAK_WORLDS ?= 100000
+soak: SHELL := bash
+soak: .SHELLFLAGS := -o pipefail -ec
 soak:
 	RAPID_CHECKS=$(SOAK_CHECKS) $(GO) test ./sim -count 1 -timeout 0 -v \
 		-run '^(TestWorlds|TestWorldsPermuted|TestRerunDeterminism|TestStateMachine)$$' | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]'

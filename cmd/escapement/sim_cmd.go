@@ -152,7 +152,7 @@ func (a *app) runScenario(s *sim.Scenario, f simFlags, many bool) (*sim.Result, 
 	}
 	a.logger.Debug("scenario", "name", s.Name, "passed", res.Passed, "events", res.Events, "sha256", res.TraceSHA256)
 	if f.trace != "" {
-		if err := writeOut(f.trace, s.Name+".jsonl", many, traceBuf.Bytes()); err != nil {
+		if _, err := writeOut(f.trace, s.Name+".jsonl", many, traceBuf.Bytes()); err != nil {
 			return nil, err
 		}
 	}
@@ -161,22 +161,27 @@ func (a *app) runScenario(s *sim.Scenario, f simFlags, many bool) (*sim.Result, 
 		if err := pf.Write(&buf, res.End); err != nil {
 			return nil, err
 		}
-		if err := writeOut(f.perfetto, s.Name+".json", many, buf.Bytes()); err != nil {
+		if _, err := writeOut(f.perfetto, s.Name+".json", many, buf.Bytes()); err != nil {
 			return nil, err
 		}
 	}
 	return res, nil
 }
 
-func writeOut(target, name string, dir bool, data []byte) error {
+// writeOut writes data to target, or when dir to target/name (creating the
+// directory), and returns the path written.
+func writeOut(target, name string, dir bool, data []byte) (string, error) {
 	p := target
 	if dir {
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return "", err
+		}
 		p = filepath.Join(target, name)
 	}
 	if err := os.WriteFile(p, data, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", p, err)
+		return "", fmt.Errorf("write %s: %w", p, err)
 	}
-	return nil
+	return p, nil
 }
 
 func printTable(w io.Writer, results []*sim.Result) {

@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"text/tabwriter"
@@ -24,6 +23,8 @@ import (
 type sweepFlags struct {
 	seeds, from, depth, jobs, recheck int
 	shard, out, summary               string
+	// core is the agent loop under test (nil: the kernel); set by tests.
+	core sim.CoreFactory
 }
 
 func newSweepCmd(a *app) *cobra.Command {
@@ -44,8 +45,10 @@ $JOB_COMPLETION_INDEX (a Kubernetes indexed job) with the shard count in
 $ESCAPEMENT_SHARDS does the same. Write each shard's --summary and combine
 them with 'escapement sim sweep merge'.
 
-Exit codes: 0 clean, 1 a violation (or, for a whole sweep, a probe never
-reached), 2 usage error, 130 interrupted.`,
+Exit codes: 0 clean, 1 a violation, a generated world that does not run,
+or (for a whole sweep) a probe never reached, 2 usage error (bad flags,
+--out or --summary not writable), 130 interrupted (SIGINT or SIGTERM; the
+partial summary is printed, no --summary written).`,
 		Example: `  escapement sim sweep --seeds 10000 --depth 6 --jobs 2
   escapement sim sweep --seeds 100000 --from 1 --shard 3/8 --summary shard3.json --out failures/
   escapement sim sweep merge shard*.json`,
@@ -101,8 +104,11 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 		return usageErr("--jobs must be at least 1, got %d", f.jobs)
 	}
 	seeds := p.SeedList()
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
-	defer stop()
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sigs, stopSignals := a.signals()
+	defer stopSignals()
 
 	var bar *progressbar.ProgressBar
 	if fd, ok := a.err.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(fd.Fd())) {
@@ -113,70 +119,87 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 
 	started := time.Now()
 	sum := sweep.NewSummary(p)
-	work := make(chan int)
+	// Every seed is queued before the workers start; they stop taking seeds
+	// once ctx is cancelled (an interrupt or the first error).
+	work := make(chan int, len(seeds))
+	for _, seed := range seeds {
+		work <- seed
+	}
+	close(work)
 	type result struct {
-		w   sweep.World
-		err error
+		seed int
+		w    sweep.World
+		err  error
 	}
 	results := make(chan result)
 	var wg sync.WaitGroup
-	for j := 0; j < f.jobs; j++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range f.jobs {
+		wg.Go(func() {
 			g := p.Generator()
-			for k := range work {
-				w, err := sweep.RunWorld(g, p, seeds[k], p.RecheckEvery > 0 && k%p.RecheckEvery == 0, nil)
+			for seed := range work {
+				if ctx.Err() != nil {
+					return
+				}
+				w, err := sweep.RunWorld(g, p, seed, f.core)
 				select {
-				case results <- result{w, err}:
+				case results <- result{seed, w, err}:
 				case <-ctx.Done():
 					return
 				}
 			}
-		}()
+		})
 	}
-	go func() {
-		defer close(work)
-		for k := range seeds {
-			select {
-			case work <- k:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	// results closes once every worker has returned; the loop below reads
+	// until then, so no goroutine outlives runSweep.
 	go func() {
 		wg.Wait()
 		close(results)
 	}()
-	var firstErr error
-	for r := range results {
-		if r.err != nil {
-			if firstErr == nil {
-				firstErr = r.err
+	var runErr, outErr error
+	interrupted := false
+	for open := true; open; {
+		select {
+		case r, ok := <-results:
+			if !ok {
+				open = false
+				continue
 			}
-			continue
-		}
-		file := ""
-		if r.w.Shrunk != nil {
-			var err error
-			if file, err = writeWorld(f.out, r.w.Shrunk); err != nil && firstErr == nil {
-				firstErr = err
+			if r.err != nil {
+				if runErr == nil {
+					runErr = fmt.Errorf("a generated world does not run, a generator or simulator bug (reproduce: escapement sim sweep --from %d --seeds 1 --depth %d): %w",
+						r.seed, p.Depth, r.err)
+					cancel()
+				}
+				continue
 			}
-		}
-		sum.Add(r.w, file)
-		if bar != nil {
-			_ = bar.Add(1)
+			file := ""
+			if r.w.Shrunk != nil {
+				var err error
+				if file, err = writeOut(f.out, r.w.Shrunk.Name+".yaml", true, r.w.Shrunk.YAML()); err != nil && outErr == nil {
+					outErr = err
+					cancel()
+				}
+			}
+			sum.Add(r.w, file)
+			if bar != nil {
+				_ = bar.Add(1)
+			}
+		case <-sigs:
+			interrupted = true
+			cancel()
 		}
 	}
 	sum.Wall = time.Since(started)
 	if bar != nil {
 		_ = bar.Finish()
 	}
-	if firstErr != nil {
-		return firstErr
-	}
-	if ctx.Err() != nil {
+	switch {
+	case runErr != nil:
+		return &exitError{code: exitCheckFailed, err: runErr}
+	case outErr != nil:
+		return usageErr("--out: %v", outErr)
+	case interrupted || parent.Err() != nil:
+		printSweep(a.out, sum, f.jobs)
 		fmt.Fprintf(a.err, "escapement: sweep interrupted after %d of %d worlds\n", sum.Worlds, len(seeds))
 		return &exitError{code: exitInterrupted}
 	}
@@ -193,17 +216,6 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 	return nil
 }
 
-func writeWorld(dir string, s *sim.Scenario) (string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("--out: %w", err)
-	}
-	path := filepath.Join(dir, s.Name+".yaml")
-	if err := os.WriteFile(path, s.YAML(), 0o644); err != nil {
-		return "", fmt.Errorf("--out: %w", err)
-	}
-	return path, nil
-}
-
 func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	p := s.Plan
 	secs := s.Wall.Seconds()
@@ -214,6 +226,7 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	if p.Shards > 1 || len(s.ShardsMerged) > 1 {
 		shard = fmt.Sprintf(", shards %v of %d", s.ShardsMerged, p.Shards)
 	}
+	unreached := s.Unreached()
 	jobsText := ""
 	if jobs > 0 {
 		jobsText = ", " + strconv.Itoa(jobs) + " jobs"
@@ -221,12 +234,12 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	fmt.Fprintf(w, "sweep: %d worlds (seeds %d..%d, depth %d%s%s) in %v: %.0f worlds/s, %d events (%.0f events/s), %d violation(s), probes %d/%d reached, digest %s\n",
 		s.Worlds, p.From, p.From+p.Seeds-1, p.Depth, shard, jobsText, s.Wall.Round(time.Millisecond),
 		float64(s.Worlds)/secs, s.Events, float64(s.Events)/secs, len(s.Failures),
-		len(sim.Probes())-len(s.Unreached()), len(sim.Probes()), s.Digest[:16])
+		len(sim.Probes())-len(unreached), len(sim.Probes()), s.Digest[:16])
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROBE\tREACHED")
 	for _, pr := range sim.Probes() {
 		mark := ""
-		if s.Probes[string(pr)] == 0 {
+		if slices.Contains(unreached, string(pr)) {
 			mark = "  <- never reached"
 		}
 		fmt.Fprintf(tw, "%s\t%d%s\n", pr, s.Probes[string(pr)], mark)
@@ -268,7 +281,7 @@ when a probe was never reached.`,
 			}
 			printSweep(a.out, m, 0)
 			if !m.Complete() {
-				fmt.Fprintf(a.out, "incomplete: shards %v of %d merged\n", m.ShardsMerged, m.Plan.Shards)
+				fmt.Fprintf(a.out, "incomplete: shards %v of %d merged, %d of %d worlds\n", m.ShardsMerged, m.Plan.Shards, m.Worlds, m.Plan.Seeds)
 				return &exitError{code: exitCheckFailed}
 			}
 			if len(m.Failures) > 0 || len(m.Unreached()) > 0 {

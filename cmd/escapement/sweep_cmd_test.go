@@ -1,11 +1,20 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim"
 )
 
 var (
@@ -25,6 +34,7 @@ func parseSweep(t *testing.T, out string) []string {
 // two shards (one by flag, one by the Kubernetes environment) merge into
 // it exactly.
 func TestSweepDeterministicAndSharded(t *testing.T) {
+	unsetenv(t, "JOB_COMPLETION_INDEX")
 	dir := t.TempDir()
 	args := []string{"sim", "sweep", "--seeds", "120", "--depth", "4", "--jobs", "2", "--out", filepath.Join(dir, "fail")}
 	code1, out1, _ := runCLI(t, args...)
@@ -37,9 +47,13 @@ func TestSweepDeterministicAndSharded(t *testing.T) {
 		t.Fatalf("violations in a clean sweep:\n%s", out1)
 	}
 	// 120 worlds rarely reach every probe: then a whole sweep exits 1 and
-	// says which.
-	if a[4] != a[5] && (code1 != exitCheckFailed || !strings.Contains(out1, "never reached")) {
-		t.Fatalf("unreached probes must fail a whole sweep: exit %d\n%s", code1, out1)
+	// says which; when they do, it exits 0.
+	if a[4] != a[5] {
+		if code1 != exitCheckFailed || !strings.Contains(out1, "never reached") {
+			t.Fatalf("unreached probes must fail a whole sweep: exit %d\n%s", code1, out1)
+		}
+	} else if code1 != exitOK || strings.Contains(out1, "never reached") {
+		t.Fatalf("a clean sweep reaching every probe must exit 0: exit %d\n%s", code1, out1)
 	}
 
 	s0, s1 := filepath.Join(dir, "s0.json"), filepath.Join(dir, "s1.json")
@@ -62,8 +76,7 @@ func TestSweepDeterministicAndSharded(t *testing.T) {
 }
 
 func TestSweepUsageErrors(t *testing.T) {
-	t.Setenv("JOB_COMPLETION_INDEX", "")
-	os.Unsetenv("JOB_COMPLETION_INDEX")
+	unsetenv(t, "JOB_COMPLETION_INDEX")
 	for _, tc := range []struct {
 		args []string
 		msg  string
@@ -80,8 +93,108 @@ func TestSweepUsageErrors(t *testing.T) {
 		}
 	}
 	t.Setenv("JOB_COMPLETION_INDEX", "0")
-	os.Unsetenv("ESCAPEMENT_SHARDS")
+	unsetenv(t, "ESCAPEMENT_SHARDS")
 	if code, _, errb := runCLI(t, "sim", "sweep", "--seeds", "1"); code != exitUsage || !strings.Contains(errb, "ESCAPEMENT_SHARDS") {
 		t.Errorf("JOB_COMPLETION_INDEX without a count: exit %d %q", code, errb)
 	}
+}
+
+// unsetenv unsets key for the test and restores it afterwards.
+func unsetenv(t *testing.T, key string) {
+	t.Helper()
+	t.Setenv(key, "") // registers the restore
+	if err := os.Unsetenv(key); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sweepApp is an in-process app whose interrupts arrive on sigs, for
+// calling runSweep directly (with a test core).
+func sweepApp(sigs chan os.Signal) (*app, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &app{
+		streams: streams{in: strings.NewReader(""), out: &out, err: &errb},
+		exit:    func(code int) { panic(fmt.Sprintf("exit %d", code)) },
+		signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
+	}, &out, &errb
+}
+
+// codeOf is the exit code run() gives err.
+func codeOf(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	}
+	return exitUsage
+}
+
+// TestSweepInterrupted: a signal from the app's hook (SIGINT or SIGTERM)
+// stops the sweep early: exit 130 and the partial summary.
+func TestSweepInterrupted(t *testing.T) {
+	sigs := make(chan os.Signal, 1)
+	sigs <- syscall.SIGTERM
+	a, out, errb := sweepApp(sigs)
+	err := a.runSweep(context.Background(), sweepFlags{seeds: 20000, from: 1, depth: 6, jobs: 2, recheck: 10, out: t.TempDir()})
+	if code := codeOf(err); code != exitInterrupted || !strings.Contains(errb.String(), "interrupted after") {
+		t.Fatalf("exit %d (%v), stderr %q; want 130", code, err, errb)
+	}
+	if m := parseSweep(t, out.String()); m[1] == "20000" {
+		t.Fatalf("every world ran despite the interrupt:\n%s", out)
+	}
+}
+
+// TestSweepStopsAtFirstBrokenWorld: a generated world the simulator cannot
+// run stops the sweep at once and is a failed check (exit 1) naming the
+// seed, not a usage error.
+func TestSweepStopsAtFirstBrokenWorld(t *testing.T) {
+	var calls atomic.Int64
+	broken := func(kernel.Config) (sim.Core, error) {
+		calls.Add(1)
+		return nil, errors.New("no core today")
+	}
+	a, _, _ := sweepApp(make(chan os.Signal))
+	const jobs = 2
+	err := a.runSweep(context.Background(), sweepFlags{seeds: 2000, from: 1, depth: 2, jobs: jobs, out: t.TempDir(), core: broken})
+	if code := codeOf(err); code != exitCheckFailed || !strings.Contains(fmt.Sprint(err), "does not run") || !strings.Contains(fmt.Sprint(err), "--seeds 1") {
+		t.Fatalf("exit %d: %v; want 1 naming the world that does not run", code, err)
+	}
+	// Each worker may have started one more world before the cancel.
+	if n := calls.Load(); n > 2*jobs {
+		t.Fatalf("%d worlds ran after the first one failed to run", n-1)
+	}
+}
+
+// TestSweepOutNotWritable: a failing world that cannot be written to --out
+// is a usage error (exit 2) naming --out.
+func TestSweepOutNotWritable(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stalls := func(cfg kernel.Config) (sim.Core, error) { // loses the first step's effects
+		c, err := sim.KernelCore(cfg)
+		return &dropFirstStep{Core: c}, err
+	}
+	a, _, _ := sweepApp(make(chan os.Signal))
+	err := a.runSweep(context.Background(), sweepFlags{seeds: 1, from: 1, depth: 1, jobs: 1, out: file, core: stalls})
+	if code := codeOf(err); code != exitUsage || !strings.Contains(fmt.Sprint(err), "--out") {
+		t.Fatalf("exit %d: %v; want 2 naming --out", code, err)
+	}
+}
+
+type dropFirstStep struct {
+	sim.Core
+	stepped bool
+}
+
+func (d *dropFirstStep) Step(ev kernel.Event) []kernel.Effect {
+	out := d.Core.Step(ev)
+	if !d.stepped {
+		d.stepped = true
+		return nil
+	}
+	return out
 }

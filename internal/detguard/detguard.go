@@ -1,17 +1,19 @@
 // Package detguard is the determinism guard of issue #5: it type-checks Go
 // packages and reports what would make the kernel or the simulator
 // nondeterministic — reading the wall clock, global math/rand functions,
-// goroutines, and ranging over a map (whose order Go randomises) unless the
-// line, or the one above it, carries a "determinism:" comment saying why the
-// order cannot reach an output. Only tests use it.
+// goroutines, and ranging over a map or its maps.Keys/Values/All (whose
+// order Go randomises) unless a comment starting "determinism:" says why the
+// order cannot reach an output — at the end of the range's line, or in the
+// comment group right above it. Only tests use it.
 package detguard
 
 import (
+	"cmp"
 	"fmt"
 	"go/ast"
 	"go/token"
 	"go/types"
-	"sort"
+	"slices"
 	"strings"
 
 	"golang.org/x/tools/go/packages"
@@ -60,28 +62,25 @@ func Check(dir string, patterns ...string) ([]Finding, error) {
 			out = append(out, checkFile(p.Fset, p.TypesInfo, f)...)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i].Pos, out[j].Pos
-		if a.Filename != b.Filename {
-			return a.Filename < b.Filename
-		}
-		return a.Line < b.Line
-	})
+	sortFindings(out)
 	return out, nil
 }
 
+// sortFindings orders findings totally: file, line, column, rule, detail.
+func sortFindings(fs []Finding) { slices.SortStableFunc(fs, compareFindings) }
+
+func compareFindings(a, b Finding) int {
+	return cmp.Or(
+		strings.Compare(a.Pos.Filename, b.Pos.Filename),
+		cmp.Compare(a.Pos.Line, b.Pos.Line),
+		cmp.Compare(a.Pos.Column, b.Pos.Column),
+		strings.Compare(a.Rule, b.Rule),
+		strings.Compare(a.Detail, b.Detail),
+	)
+}
+
 func checkFile(fset *token.FileSet, info *types.Info, f *ast.File) []Finding {
-	// A marker allow-lists the lines of its comment group and the line
-	// right after it (a comment above the range, or at the end of its line).
-	allowed := map[int]bool{}
-	for _, cg := range f.Comments {
-		if !strings.Contains(cg.Text(), AllowMarker) {
-			continue
-		}
-		for l := fset.Position(cg.Pos()).Line; l <= fset.Position(cg.End()).Line+1; l++ {
-			allowed[l] = true
-		}
-	}
+	allowed := allowedLines(fset, f)
 	var out []Finding
 	add := func(n ast.Node, rule, detail string) {
 		out = append(out, Finding{Pos: fset.Position(n.Pos()), Rule: rule, Detail: detail})
@@ -113,13 +112,80 @@ func checkFile(fset *token.FileSet, info *types.Info, f *ast.File) []Finding {
 			if t == nil {
 				return true
 			}
-			if _, ok := t.Underlying().(*types.Map); ok && !allowed[fset.Position(n.Pos()).Line] {
+			if allowed[fset.Position(n.Pos()).Line] {
+				return true
+			}
+			if _, ok := t.Underlying().(*types.Map); ok {
 				add(n, "maprange", fmt.Sprintf("ranges over a map (%s) without a %q comment saying why order cannot matter", t, AllowMarker))
+			} else if it := mapIterator(info, n.X); it != "" {
+				add(n, "maprange", fmt.Sprintf("ranges over %s of a map without a %q comment saying why order cannot matter", it, AllowMarker))
 			}
 		}
 		return true
 	})
 	return out
+}
+
+// allowedLines is the set of lines a marker allow-lists. A comment starting
+// with the marker and a non-empty reason allows its own line when code
+// shares that line (a trailing comment), else only the line right after its
+// comment group (a comment above the range).
+func allowedLines(fset *token.FileSet, f *ast.File) map[int]bool {
+	code := map[int]bool{} // lines holding a token other than a comment
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n.(type) {
+		case nil, *ast.File:
+			return true
+		case *ast.CommentGroup, *ast.Comment:
+			return false
+		}
+		code[fset.Position(n.Pos()).Line] = true
+		code[fset.Position(n.End()-1).Line] = true
+		return true
+	})
+	allowed := map[int]bool{}
+	for _, cg := range f.Comments {
+		for _, c := range cg.List {
+			if !isMarker(c.Text) {
+				continue
+			}
+			if l := fset.Position(c.Pos()).Line; code[l] {
+				allowed[l] = true
+			} else {
+				allowed[fset.Position(cg.End()).Line+1] = true
+			}
+		}
+	}
+	return allowed
+}
+
+// isMarker reports whether a comment's text starts with AllowMarker and
+// gives a reason.
+func isMarker(comment string) bool {
+	text, ok := strings.CutPrefix(comment, "//")
+	if !ok {
+		text = strings.TrimSuffix(strings.TrimPrefix(comment, "/*"), "*/")
+	}
+	reason, ok := strings.CutPrefix(strings.TrimSpace(text), AllowMarker)
+	return ok && strings.TrimSpace(reason) != ""
+}
+
+// mapIterator names the maps.Keys, maps.Values or maps.All call x is, if it
+// is one ("" if not): ranging over it is ranging over the map.
+func mapIterator(info *types.Info, x ast.Expr) string {
+	call, ok := ast.Unparen(x).(*ast.CallExpr)
+	if !ok {
+		return ""
+	}
+	fn := calleeFunc(info, call.Fun)
+	if fn == nil || fn.Pkg() == nil || fn.Pkg().Path() != "maps" {
+		return ""
+	}
+	switch fn.Name() {
+	case "Keys", "Values", "All":
+		return "maps." + fn.Name()
+	}
+	return ""
 }
 
 // calleeFunc resolves the function a call expression calls, if static.

@@ -1,8 +1,10 @@
 package detguard
 
 import (
+	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,8 +23,10 @@ func TestKernelAndSimAreDeterministic(t *testing.T) {
 
 // TestGuardCatchesPlantedCode copies kernel/ (with fsm/ and the module
 // files) into a temporary module, plants a file that reads the clock, uses
-// the global rand, starts a goroutine and ranges over a map, and shows the
-// guard reports exactly those four — production code stays untouched.
+// the global rand, starts a goroutine and ranges over maps (directly and
+// through maps.Keys/Values/All, with markers in the right and the wrong
+// places), and shows the guard reports exactly those, in order —
+// production code stays untouched.
 func TestGuardCatchesPlantedCode(t *testing.T) {
 	tmp := t.TempDir()
 	for _, f := range []string{"go.mod", "go.sum"} {
@@ -39,22 +43,67 @@ func TestGuardCatchesPlantedCode(t *testing.T) {
 	if fs, err := Check(tmp, "./kernel/..."); err != nil || len(fs) != 0 {
 		t.Fatalf("the unmodified copy must pass: %v %v", fs, err)
 	}
+	// Every map range whose variable is named badN must be reported, none
+	// named okN.
 	planted := `package kernel
 
 import (
+	"maps"
 	"math/rand/v2"
 	"time"
 )
 
-func planted() (time.Duration, int) {
+func planted(m map[string]int) (time.Duration, int) {
 	start := time.Now()
 	n := rand.IntN(10)
 	go func() {}()
-	for k := range map[string]int{"a": 1} {
-		_ = k
+	for bad1 := range map[string]int{"a": 1} {
+		_ = bad1
 	}
 	r := rand.New(rand.NewPCG(1, 2)) // a seeded source is fine
 	_ = r.IntN(3)
+
+	for ok1 := range m { // determinism: a trailing marker allows its own line
+		_ = ok1
+	}
+	// determinism: a comment above allows the line right after it,
+	// however many lines it takes.
+	for ok2 := range m {
+		_ = ok2
+	}
+	for ok3 := range m { /* determinism: a block comment works too */
+		_ = ok3
+	}
+	_ = n // determinism: a trailing marker does not allow the next line
+	for bad2 := range m {
+		_ = bad2
+	}
+	// determinism: a comment above allows only the line right after it
+	_ = n
+	for bad3 := range m {
+		_ = bad3
+	}
+	for bad4 := range m { // nondeterminism: not the marker
+		_ = bad4
+	}
+	for bad5 := range m { // determinism:
+		_ = bad5
+	}
+	for bad6 := range m { // the order matters, determinism: is not at the start
+		_ = bad6
+	}
+	for bad7 := range maps.Keys(m) {
+		_ = bad7
+	}
+	for bad8 := range maps.Values(m) {
+		_ = bad8
+	}
+	for bad9, _ := range maps.All(m) {
+		_ = bad9
+	}
+	for ok4 := range maps.Keys(m) { // determinism: a count
+		_ = ok4
+	}
 	return time.Duration(n), int(start.Unix())
 }
 `
@@ -66,17 +115,57 @@ func planted() (time.Duration, int) {
 		t.Fatal(err)
 	}
 	rules := map[string]int{}
+	ranges := map[int]bool{}
 	for _, f := range fs {
 		if filepath.Base(f.Pos.Filename) != "planted.go" {
 			t.Errorf("finding outside the planted file: %s", f)
 		}
 		rules[f.Rule]++
+		if f.Rule == "maprange" {
+			ranges[f.Pos.Line] = true
+		}
 		t.Log(f)
 	}
-	for _, r := range []string{"wallclock", "globalrand", "goroutine", "maprange"} {
-		if rules[r] != 1 {
-			t.Errorf("rule %s reported %d times, want 1", r, rules[r])
+	for r, want := range map[string]int{"wallclock": 1, "globalrand": 1, "goroutine": 1, "maprange": 9} {
+		if rules[r] != want {
+			t.Errorf("rule %s reported %d times, want %d", r, rules[r], want)
 		}
+	}
+	for i, line := range strings.Split(planted, "\n") {
+		if !strings.Contains(line, " := range ") {
+			continue
+		}
+		bad := strings.Contains(line, "for bad")
+		if ranges[i+1] != bad {
+			t.Errorf("line %d %q: reported %v, want %v", i+1, strings.TrimSpace(line), ranges[i+1], bad)
+		}
+	}
+	if !slices.IsSortedFunc(fs, compareFindings) {
+		t.Errorf("findings out of order: %v", fs)
+	}
+}
+
+// TestFindingsOrderIsTotal: findings on one line sort by column, then rule
+// and detail, whatever order they were found in.
+func TestFindingsOrderIsTotal(t *testing.T) {
+	var fs []Finding
+	for col := 40; col >= 1; col-- {
+		for _, rule := range []string{"wallclock", "maprange"} {
+			fs = append(fs, Finding{Pos: token.Position{Filename: "a.go", Line: 7, Column: col}, Rule: rule, Detail: "d"})
+		}
+	}
+	fs = append(fs, Finding{Pos: token.Position{Filename: "a.go", Line: 3, Column: 9}, Rule: "goroutine"})
+	sortFindings(fs)
+	if fs[0].Pos.Line != 3 {
+		t.Fatalf("line 3 not first: %v", fs[0])
+	}
+	for i := 1; i < len(fs); i++ {
+		if compareFindings(fs[i-1], fs[i]) >= 0 {
+			t.Fatalf("findings %d and %d out of order: %v then %v", i-1, i, fs[i-1], fs[i])
+		}
+	}
+	if fs[1].Pos.Column != 1 || fs[1].Rule != "maprange" || fs[2].Rule != "wallclock" {
+		t.Fatalf("want column 1's maprange then wallclock, got %v, %v", fs[1], fs[2])
 	}
 }
 

@@ -44,7 +44,7 @@ func DefaultOptions(maxDepth int) Options {
 	return Options{MaxDepth: maxDepth, MaxInputs: 14, Faults: true, Shutdowns: true}
 }
 
-var grid = 10 * time.Millisecond
+const grid = 10 * time.Millisecond
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
@@ -52,7 +52,7 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 func World(o Options) *rapid.Generator[*sim.Scenario] {
 	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
 		s := Script(o).Draw(t, "script")
-		s.Inputs = Inputs(s, o).Draw(t, "inputs")
+		s.Inputs = inputs(s, o).Draw(t, "inputs")
 		return s
 	})
 }
@@ -197,8 +197,8 @@ func drawScript(t *rapid.T, name string, level int, next, tools []string, lim ke
 // (possibly none) and how many of each, so some runs are fault-free and some
 // saturated with one kind.
 func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
-	names := sortedScripts(s)
-	tools := sortedTools(s)
+	names := slices.Sorted(maps.Keys(s.Agents))
+	tools := slices.Sorted(maps.Keys(s.Tools))
 	var out []sim.Fault
 	for _, kind := range sim.FaultKinds() {
 		// Each kind is on in about one world of four; a world with a kind
@@ -233,7 +233,7 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 	return out
 }
 
-// Inputs draws the user's inputs: a submission at 0, then submissions,
+// inputs draws the user's inputs: a submission at 0, then submissions,
 // interjections and cancels (of the root or any script's agent, sometimes
 // bound to a turn), singly or in bursts. About half the times are anchors —
 // instants the scripts make interesting (a chunk of a first reply along the
@@ -241,15 +241,16 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 // token deadline) or just after one — so inputs land mid-stream and on the
 // same instant as chunks, results and timers; the rest come from a spread of
 // phases.
-func Inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
-	names := sortedScripts(s)
-	anchors := Anchors(s, 128)
+func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
+	names := slices.Sorted(maps.Keys(s.Agents))
+	anchors := findAnchors(s, 128)
 	return rapid.Custom(func(t *rapid.T) []sim.Input {
 		ins := []sim.Input{{At: 0, Submit: "s0"}}
 		at := time.Duration(0)
 		n := 0
 		// Episodes: an instant, then a burst of inputs at it or just after.
-		for e := 0; e < rapid.IntRange(0, (o.MaxInputs+1)/2).Draw(t, "episodes") && n < o.MaxInputs; e++ {
+		episodes := rapid.IntRange(0, (o.MaxInputs+1)/2).Draw(t, "episodes")
+		for e := 0; e < episodes && n < o.MaxInputs; e++ {
 			key := "episode" + strconv.Itoa(e)
 			var when time.Duration
 			switch {
@@ -306,12 +307,12 @@ func Inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 	})
 }
 
-// Anchors computes up to limit instants the scripts make interesting, by
+// findAnchors computes up to limit instants the scripts make interesting, by
 // following the first reply of each script down the delegation chain from a
 // submission at 0, as the simulator would run it undisturbed: every chunk's
 // arrival, each stream's end, each tool's result and deadline, and each
 // request's first-token deadline. Sorted, without duplicates.
-func Anchors(s *sim.Scenario, limit int) []time.Duration {
+func findAnchors(s *sim.Scenario, limit int) []time.Duration {
 	seen := map[time.Duration]bool{}
 	var out []time.Duration
 	add := func(d time.Duration) {
@@ -358,7 +359,3 @@ func Anchors(s *sim.Scenario, limit int) []time.Duration {
 	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
 	return out
 }
-
-func sortedScripts(s *sim.Scenario) []string { return slices.Sorted(maps.Keys(s.Agents)) }
-
-func sortedTools(s *sim.Scenario) []string { return slices.Sorted(maps.Keys(s.Tools)) }

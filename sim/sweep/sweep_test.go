@@ -26,14 +26,17 @@ func TestSeedListShards(t *testing.T) {
 }
 
 // TestMergeEqualsWhole: shard summaries merge into exactly the summary of
-// the whole sweep (digest, counts, probes), in any order.
+// the whole sweep (digest, counts, probes, failures), in any order. Every
+// recheck fails (the core's second run of a world differs), so the failures
+// name exactly the seeds rechecked: shards must recheck the seeds the whole
+// sweep does.
 func TestMergeEqualsWhole(t *testing.T) {
-	whole := Plan{From: 1, Seeds: 60, Depth: 4, Shards: 1}
+	whole := Plan{From: 1, Seeds: 60, Depth: 4, Shards: 1, RecheckEvery: 7}
 	run := func(p Plan) *Summary {
 		s := NewSummary(p)
 		g := p.Generator()
 		for _, seed := range p.SeedList() {
-			w, err := RunWorld(g, p, seed, false, nil)
+			w, err := RunWorld(g, p, seed, secondRunDiffers())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,6 +45,19 @@ func TestMergeEqualsWhole(t *testing.T) {
 		return s
 	}
 	w := run(whole)
+	var rechecked, failed []int
+	for seed := 1; seed <= 60; seed += 7 {
+		rechecked = append(rechecked, seed)
+	}
+	for _, f := range w.Failures {
+		if f.Invariant != "I6" {
+			t.Fatalf("seed %d: %s %s; want only I6 from the rechecks", f.Seed, f.Invariant, f.Detail)
+		}
+		failed = append(failed, f.Seed)
+	}
+	if !slices.Equal(failed, rechecked) {
+		t.Fatalf("whole sweep rechecked seeds %v, want %v", failed, rechecked)
+	}
 	var parts []*Summary
 	for i := 2; i >= 0; i-- {
 		p := whole
@@ -52,7 +68,7 @@ func TestMergeEqualsWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Digest != w.Digest || m.Worlds != w.Worlds || m.Events != w.Events || !m.Complete() {
+	if m.Digest != w.Digest || m.Worlds != w.Worlds || m.Events != w.Events || !m.Complete() || !slices.Equal(m.Failures, w.Failures) {
 		t.Fatalf("merged %+v\nwhole %+v", m, w)
 	}
 	for k, v := range w.Probes {
@@ -66,6 +82,71 @@ func TestMergeEqualsWhole(t *testing.T) {
 	if _, err := Merge([]*Summary{parts[0], parts[0]}); err == nil {
 		t.Fatal("a shard merged twice was accepted")
 	}
+	other := *parts[1]
+	other.Plan.RecheckEvery = 1
+	if _, err := Merge([]*Summary{parts[0], &other, parts[2]}); err == nil {
+		t.Fatal("shards of plans with different recheck-every were merged")
+	}
+}
+
+// TestMergeRejectsImpossibleShards: a summary may not name a shard outside
+// the plan, and one that claims shards without their worlds is incomplete.
+func TestMergeRejectsImpossibleShards(t *testing.T) {
+	part := func(shard, worlds int, merged ...int) *Summary {
+		s := NewSummary(Plan{From: 1, Seeds: 10, Depth: 2, Shard: shard, Shards: 2})
+		s.Worlds = worlds
+		if merged != nil {
+			s.ShardsMerged = merged
+		}
+		return s
+	}
+	for _, bad := range [][]*Summary{
+		{part(0, 5), part(1, 5, 2)},
+		{part(0, 5, -1), part(1, 5)},
+	} {
+		if m, err := Merge(bad); err == nil {
+			t.Errorf("shards %v and %v merged into %v", bad[0].ShardsMerged, bad[1].ShardsMerged, m.ShardsMerged)
+		}
+	}
+	if m, err := Merge([]*Summary{part(0, 5), part(1, 5)}); err != nil || !m.Complete() {
+		t.Fatalf("two halves: complete %v, %v", m != nil && m.Complete(), err)
+	}
+	// One summary claiming both shards with half the worlds.
+	m, err := Merge([]*Summary{part(0, 5, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Complete() {
+		t.Fatalf("%d of %d worlds counted complete", m.Worlds, m.Plan.Seeds)
+	}
+}
+
+// secondRunDiffers is a fresh core factory for one world whose second run
+// (the recheck) loses the effects of its first step, so its trace differs.
+func secondRunDiffers() sim.CoreFactory {
+	runs := 0
+	return func(cfg kernel.Config) (sim.Core, error) {
+		runs++
+		c, err := sim.KernelCore(cfg)
+		if err != nil || runs != 2 {
+			return c, err
+		}
+		return &dropFirstStep{Core: c}, nil
+	}
+}
+
+type dropFirstStep struct {
+	sim.Core
+	stepped bool
+}
+
+func (d *dropFirstStep) Step(ev kernel.Event) []kernel.Effect {
+	out := d.Core.Step(ev)
+	if !d.stepped {
+		d.stepped = true
+		return nil
+	}
+	return out
 }
 
 // markerless is a broken loop (test code): its histories lose their
@@ -90,10 +171,10 @@ func (s stripMarkers) View(id kernel.AgentID) sim.View {
 // failure and shrinks the world; the shrunk world still fails the same way
 // and is a valid scenario file.
 func TestFailingWorldIsShrunk(t *testing.T) {
-	p := Plan{From: 1, Seeds: 40, Depth: 4, Shards: 1}
+	p := Plan{From: 1, Seeds: 40, Depth: 4, Shards: 1, RecheckEvery: 1}
 	g := p.Generator()
 	for _, seed := range p.SeedList() {
-		w, err := RunWorld(g, p, seed, true, markerless)
+		w, err := RunWorld(g, p, seed, markerless)
 		if err != nil {
 			t.Fatal(err)
 		}
