@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/kernel"
@@ -191,5 +192,32 @@ func (h *headTail) String() string {
 	if h.dropped == 0 {
 		return string(h.head) + string(h.tail)
 	}
-	return fmt.Sprintf("%s\n[… %d bytes of output not shown …]\n%s", h.head, h.dropped, h.tail)
+	// The seams are byte offsets: runes split there go with the dropped part.
+	head, tail := partialEnd(h.head), partialStart(h.tail)
+	dropped := h.dropped + int64(len(h.head)-len(head)+len(h.tail)-len(tail))
+	return fmt.Sprintf("%s\n[… %d bytes of output not shown …]\n%s", head, dropped, tail)
+}
+
+// partialEnd drops an incomplete UTF-8 sequence from the end of b.
+func partialEnd(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i > len(b)-1-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			return b
+		}
+	}
+	return b
+}
+
+// partialStart drops the continuation bytes of a rune cut off at the start
+// of b.
+func partialStart(b []byte) []byte {
+	for i := 0; i < len(b) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(b[i]) {
+			return b[i:]
+		}
+	}
+	return b
 }

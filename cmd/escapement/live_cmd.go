@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
@@ -669,10 +670,29 @@ func (lr *liveRun) showTurnEnd(e *kernel.Effect) {
 	}
 }
 
+// clip puts s on one line and cuts it to at most n bytes, at a rune
+// boundary, marking the cut.
 func clip(s string, n int) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return runePrefix(s, n) + "…"
+}
+
+// runePrefix is the longest prefix of s of at most n bytes that does not
+// end inside a UTF-8 sequence. Text that is not UTF-8 there is cut at n.
+func runePrefix(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for i := n; i >= 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if utf8.FullRuneInString(s[i:n]) {
+				return s[:n] // the rune before the cut is whole (or invalid)
+			}
+			return s[:i]
+		}
+	}
+	return s[:max(n, 0)]
 }
