@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -261,15 +260,7 @@ func TestRunInterruptShellE2E(t *testing.T) {
 	const grace = 2 * time.Second
 	p := startBinary(t, bin, srv, dir, "run", "sleep", "--allow-shell", "--workspace", dir,
 		"--grace", grace.String(), "--session", filepath.Join(dir, "s.jsonl"))
-	var pgid int
-	eventually(t, "the shell's pid file", func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, "pid"))
-		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
-			return false
-		}
-		pgid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil
-	})
+	pgid := proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), 20*time.Second)
 	eventually(t, "both sleeps running", func() bool {
 		m, _ := proctest.GroupMembers(pgid)
 		return len(m) >= 3 // bash and two sleeps
@@ -278,18 +269,9 @@ func TestRunInterruptShellE2E(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	var goneAt time.Time
-	for goneAt.IsZero() {
-		m, err := proctest.GroupMembers(pgid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(m) == 0 {
-			goneAt = time.Now()
-		} else if time.Since(sigAt) > 20*time.Second {
-			t.Fatalf("process group %d still has %v", pgid, m)
-		}
-		time.Sleep(5 * time.Millisecond)
+	goneAt, err := proctest.WaitGroupGone(pgid, 20*time.Second)
+	if err != nil {
+		t.Fatalf("after SIGINT: %v", err)
 	}
 	if code := p.wait(t); code != exitInterrupted {
 		t.Fatalf("exit %d, want 130\nstderr: %s", code, p.stderr)
@@ -326,15 +308,7 @@ func TestRunSecondInterruptE2E(t *testing.T) {
 	dir := t.TempDir()
 	p := startBinary(t, bin, srv, dir, "run", "sleep", "--allow-shell", "--workspace", dir,
 		"--grace", "60s", "--session", filepath.Join(dir, "s.jsonl"))
-	var pgid int
-	eventually(t, "the shell's pid file", func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, "pid"))
-		if err != nil || !bytes.HasSuffix(b, []byte("\n")) {
-			return false
-		}
-		pgid, err = strconv.Atoi(strings.TrimSpace(string(b)))
-		return err == nil
-	})
+	pgid := proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), 20*time.Second)
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
@@ -352,10 +326,9 @@ func TestRunSecondInterruptE2E(t *testing.T) {
 	if code := p.wait(t); code != exitInterrupted {
 		t.Fatalf("exit %d, want 130\nstderr: %s", code, p.stderr)
 	}
-	eventually(t, "the process group to be gone", func() bool {
-		m, _ := proctest.GroupMembers(pgid)
-		return len(m) == 0
-	})
+	if _, err := proctest.WaitGroupGone(pgid, 20*time.Second); err != nil {
+		t.Fatalf("after the hard exit: %v", err)
+	}
 }
 
 // TestAPIKeyNeverPrinted: a run with --json --trace (and debug logs) that
