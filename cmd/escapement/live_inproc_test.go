@@ -18,11 +18,17 @@ func TestLiveUsageErrors(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", dir)
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
 	bad := filepath.Join(dir, "bad.jsonl")
-	os.WriteFile(bad, []byte(`{"type":"session","format":1}`+"\n"+`{"type":"message","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"turn_end","turn":1}`+"\n"+`{"type":"mystery"}`+"\n"), 0o644)
+	if err := os.WriteFile(bad, []byte(`{"type":"session","format":1}`+"\n"+`{"type":"message","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"turn_end","turn":1}`+"\n"+`{"type":"mystery"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	invalid := filepath.Join(dir, "invalid.jsonl")
-	os.WriteFile(invalid, []byte(`{"type":"session","format":1}`+"\n"+`{"type":"message","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"message","message":{"role":"assistant"}}`+"\n"+`{"type":"turn_end","turn":1}`+"\n"), 0o644)
+	if err := os.WriteFile(invalid, []byte(`{"type":"session","format":1}`+"\n"+`{"type":"message","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"message","message":{"role":"assistant"}}`+"\n"+`{"type":"turn_end","turn":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	existing := filepath.Join(dir, "existing.jsonl")
-	os.WriteFile(existing, []byte(`{"type":"session","format":1}`+"\n"), 0o644)
+	if err := os.WriteFile(existing, []byte(`{"type":"session","format":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		msg  string
@@ -64,7 +70,9 @@ func TestRunInProcess(t *testing.T) {
 	})
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
 	t.Setenv("OPENAI_API_KEY", "")
 	sess := filepath.Join(t.TempDir(), "state", "s.jsonl")
@@ -106,7 +114,9 @@ func TestLiveTraceReplaysInSimulator(t *testing.T) {
 	})
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("XDG_STATE_HOME", t.TempDir())

@@ -157,7 +157,10 @@ func readSession(t *testing.T, path string) []sessionRecord {
 func checkNoUIText(t *testing.T, files ...string) {
 	t.Helper()
 	for _, f := range files {
-		data, _ := os.ReadFile(f)
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, ui := range kernel.UIStrings() {
 			if bytes.Contains(data, []byte(ui)) {
 				t.Errorf("%s contains the UI string %q (I12)", f, ui)
