@@ -215,27 +215,35 @@ func (d *Driver) execute(e *kernel.Effect) {
 
 func (d *Driver) path(id kernel.AgentID) string { return d.k.Agent(id).Path() }
 
-func (d *Driver) startStream(e *kernel.Effect) {
+// spawn runs one op in a goroutine the driver owns: its context is
+// registered under op (so the kernel's cancel effect reaches it), Run waits
+// for it, and the terminal event run returns is sent to the loop.
+func (d *Driver) spawn(op kernel.OpID, run func(ctx context.Context) kernel.Event) {
 	ctx, cancel := context.WithCancel(d.base)
-	d.ops[e.Op] = cancel
-	req := Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages}
+	d.ops[op] = cancel
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
+		d.send(run(ctx))
+	}()
+}
+
+func (d *Driver) startStream(e *kernel.Effect) {
+	req := Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages}
+	d.spawn(req.Op, func(ctx context.Context) kernel.Event {
 		s := &streamSink{d: d, op: req.Op}
 		err := d.stream(ctx, req, s)
-		var ev kernel.Event
 		switch {
 		case ctx.Err() != nil:
-			ev = kernel.LLMError(0, req.Op, kernel.FailureCancelled, "cancelled")
+			return kernel.LLMError(0, req.Op, kernel.FailureCancelled, "cancelled")
 		case err == nil:
-			ev = kernel.LLMEnd(0, req.Op)
+			ev := kernel.LLMEnd(0, req.Op)
 			ev.Usage = s.usage
+			return ev
 		default:
-			ev = kernel.LLMError(0, req.Op, failureOf(err, s.chunk), err.Error())
+			return kernel.LLMError(0, req.Op, failureOf(err, s.chunk), err.Error())
 		}
-		d.send(ev)
-	}()
+	})
 }
 
 // stream runs the model, turning a panic into a bad-response failure: a
@@ -250,15 +258,11 @@ func (d *Driver) stream(ctx context.Context, req Request, s *streamSink) (err er
 }
 
 func (d *Driver) startTool(e *kernel.Effect) {
-	ctx, cancel := context.WithCancel(d.base)
-	d.ops[e.Op] = cancel
 	call := Call{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), ToolCall: e.Call}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.spawn(call.Op, func(ctx context.Context) kernel.Event {
 		r := d.runTool(ctx, call)
-		d.send(kernel.ToolResult(0, call.Op, r.Status, r.Content))
-	}()
+		return kernel.ToolResult(0, call.Op, r.Status, r.Content)
+	})
 }
 
 // runTool runs a tool, turning a panic into an error result (never a crash).
