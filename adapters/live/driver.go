@@ -34,10 +34,11 @@ type Config struct {
 	// Step, with the effects already executed. It must not block for long:
 	// the kernel waits for it (so does every stream, by back-pressure).
 	Observer func(Step)
-	// EventBuffer bounds the world events queued for the kernel's goroutine;
-	// 256 when 0.
-	EventBuffer int
 }
+
+// eventBuffer bounds the world events queued for the kernel's goroutine;
+// beyond it, streams and tools wait (back-pressure).
+const eventBuffer = 256
 
 // Step is what the observer sees of one kernel Step: the event as fed (At
 // stamped), the agent it targeted and that agent's state before, and the
@@ -86,15 +87,11 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := cfg.EventBuffer
-	if n <= 0 {
-		n = 256
-	}
 	return &Driver{
 		cfg:    cfg,
 		k:      k,
 		inputs: make(chan input),
-		events: make(chan kernel.Event, n),
+		events: make(chan kernel.Event, eventBuffer),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 		ops:    make(map[kernel.OpID]context.CancelFunc),
@@ -112,9 +109,6 @@ func (d *Driver) Kernel() *kernel.Kernel {
 		panic("live: Driver.Kernel called while Run is running; use Inspect")
 	}
 }
-
-// Done is closed when Run has returned.
-func (d *Driver) Done() <-chan struct{} { return d.done }
 
 // Run owns the kernel until ctx is done, then shuts the tree down
 // gracefully: it feeds EvShutdown (every turn aborts with reason shutdown,

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -156,9 +155,9 @@ func (b *Box) KillAll() {
 
 // headTail keeps the first and last halves of an over-long output and
 // counts what it dropped in between: errors tend to be at the end, context
-// at the start.
+// at the start. It has no lock: only the copying goroutine writes, and
+// String is called after that goroutine has ended (shell waits for drained).
 type headTail struct {
-	mu      sync.Mutex
 	limit   int
 	head    []byte
 	tail    []byte
@@ -166,8 +165,6 @@ type headTail struct {
 }
 
 func (h *headTail) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	n := len(p)
 	half := h.limit / 2
 	if room := half - len(h.head); room > 0 {
@@ -187,8 +184,6 @@ func (h *headTail) Write(p []byte) (int, error) {
 }
 
 func (h *headTail) String() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.dropped == 0 {
 		return string(h.head) + string(h.tail)
 	}

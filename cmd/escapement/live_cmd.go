@@ -193,7 +193,6 @@ func (s *turnState) get() (busy bool, turn, ended uint64, last kernel.Lifecycle)
 // liveRun is one live session: the driver and everything it writes.
 type liveRun struct {
 	a       *app
-	flags   *liveFlags
 	out     io.Writer
 	errw    io.Writer
 	driver  *live.Driver
@@ -206,8 +205,7 @@ type liveRun struct {
 
 	// Kernel goroutine only.
 	written   int  // root messages already in the session file
-	midLine   bool // the root's answer text did not end with a newline
-	printed   bool // root text was printed in this turn
+	midLine   bool // the root's answer text printed so far did not end with a newline
 	jsonLines *json.Encoder
 }
 
@@ -262,7 +260,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		return nil, usageErr("--base-url/--model: %v", err)
 	}
 	errw := &lockedWriter{w: a.err}
-	lr = &liveRun{a: a, flags: f, out: &lockedWriter{w: a.out}, errw: errw, box: box, notify: make(chan struct{}, 1)}
+	lr = &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: errw, box: box, notify: make(chan struct{}, 1)}
 	if loaded != nil {
 		if loaded.discarded > 0 || loaded.torn {
 			if err := truncateSession(f.resume, loaded.keep); err != nil {
@@ -630,7 +628,6 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 	case kernel.LifeDelta:
 		if l.Agent == kernel.Root {
 			fmt.Fprint(lr.out, l.Text)
-			lr.printed = true
 			lr.midLine = !strings.HasSuffix(l.Text, "\n")
 		}
 	case kernel.LifeRetry:
@@ -651,7 +648,7 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 	case kernel.LifeTimedOut:
 		fmt.Fprintf(lr.errw, "[%s] %s\n", path(l.Agent), l.Reason)
 	case kernel.LifeTurnEnded:
-		if l.Agent == kernel.Root && lr.printed && lr.midLine {
+		if l.Agent == kernel.Root && lr.midLine {
 			fmt.Fprintln(lr.out)
 		}
 		lr.showTurnEnd(e)
@@ -664,7 +661,7 @@ func (lr *liveRun) showTurnEnd(e *kernel.Effect) {
 	if l.Kind != kernel.LifeTurnEnded || l.Agent != kernel.Root {
 		return
 	}
-	lr.printed, lr.midLine = false, false
+	lr.midLine = false
 	if ui := kernel.UIText(l.Outcome, l.Reason); ui != "" {
 		fmt.Fprintln(lr.errw, ui)
 	}
