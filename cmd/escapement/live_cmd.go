@@ -326,32 +326,45 @@ func signals() (<-chan os.Signal, func()) {
 	return ch, func() { signal.Stop(ch) }
 }
 
-// start runs the driver; stop shuts it down, waits for every goroutine, and
-// closes the trace, the session and the workspace.
-func (lr *liveRun) start(ctx context.Context) (stop func() error) {
-	ctx, cancel := context.WithCancel(ctx)
+// serve runs body with the driver running and interrupts subscribed; then
+// it stops the driver, waits for Run (and so for every goroutine of the
+// tree), and closes the trace, the session and the workspace. body's error
+// wins over the shutdown's.
+func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context, sigs <-chan os.Signal) error) (err error) {
+	sigs, stopSignals := lr.a.signals()
+	defer stopSignals()
+	runCtx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
-	go func() { errc <- lr.driver.Run(ctx) }()
-	return func() error {
+	go func() { errc <- lr.driver.Run(runCtx) }() // owned: received below
+	defer func() {
 		cancel()
-		err := <-errc
-		if lr.trace != nil {
-			if _, terr := lr.trace.Close(lr.driver.Kernel().Now()); terr != nil && err == nil {
-				err = terr
-			}
-			if cerr := lr.traceF.Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("--trace: %w", cerr)
-			}
-		}
-		if serr := lr.session.close(); serr != nil && err == nil {
+		if serr := lr.finish(<-errc); serr != nil && err == nil {
 			err = serr
 		}
-		lr.box.Close()
-		if err != nil {
-			return &exitError{code: exitCheckFailed, err: err}
+	}()
+	return body(ctx, sigs)
+}
+
+// finish closes what the run wrote once the driver has stopped (with runErr)
+// and reports the first error as a failed check.
+func (lr *liveRun) finish(runErr error) error {
+	err := runErr
+	if lr.trace != nil {
+		if _, terr := lr.trace.Close(lr.driver.Kernel().Now()); terr != nil && err == nil {
+			err = terr
 		}
-		return nil
+		if cerr := lr.traceF.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("--trace: %w", cerr)
+		}
 	}
+	if serr := lr.session.close(); serr != nil && err == nil {
+		err = serr
+	}
+	lr.box.Close()
+	if err != nil {
+		return &exitError{code: exitCheckFailed, err: err}
+	}
+	return nil
 }
 
 // hardExit is the second Ctrl-C: kill every running shell group at once
@@ -362,15 +375,15 @@ func (lr *liveRun) hardExit() {
 }
 
 // runOnce is `escapement run`: one turn, then exit with its outcome.
-func (lr *liveRun) runOnce(ctx context.Context, prompt string) (err error) {
-	sigs, stopSignals := lr.a.signals()
-	defer stopSignals()
-	stop := lr.start(ctx)
-	defer func() {
-		if serr := stop(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
+func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
+	return lr.serve(ctx, func(ctx context.Context, sigs <-chan os.Signal) error {
+		return lr.turn(ctx, prompt, sigs)
+	})
+}
+
+// turn submits prompt and waits for its end; Ctrl-C cancels it, a second
+// one exits at once.
+func (lr *liveRun) turn(ctx context.Context, prompt string, sigs <-chan os.Signal) error {
 	if err := lr.driver.Submit(ctx, prompt); err != nil {
 		return &exitError{code: exitCheckFailed, err: err}
 	}
@@ -409,15 +422,12 @@ func outcomeErr(l kernel.Lifecycle) error {
 }
 
 // chat is `escapement chat`.
-func (lr *liveRun) chat(ctx context.Context) (err error) {
-	sigs, stopSignals := lr.a.signals()
-	defer stopSignals()
-	stop := lr.start(ctx)
-	defer func() {
-		if serr := stop(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
+func (lr *liveRun) chat(ctx context.Context) error {
+	return lr.serve(ctx, lr.repl)
+}
+
+// repl reads lines until end of input or /quit and hands them to the root.
+func (lr *liveRun) repl(ctx context.Context, sigs <-chan os.Signal) error {
 	lines := make(chan string)
 	readerDone := make(chan struct{})
 	defer close(readerDone)
