@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -428,21 +427,12 @@ func (lr *liveRun) chat(ctx context.Context) error {
 
 // repl reads lines until end of input or /quit and hands them to the root.
 func (lr *liveRun) repl(ctx context.Context, sigs <-chan os.Signal) error {
-	lines := make(chan string)
-	readerDone := make(chan struct{})
-	defer close(readerDone)
-	go func() { // ends at end of input, or when chat returns and it next sends
-		defer close(lines)
-		sc := bufio.NewScanner(lr.a.in)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-readerDone:
-				return
-			}
-		}
-	}()
+	input, err := startInput(lr.a.in)
+	if err != nil {
+		return &exitError{code: exitCheckFailed, err: err}
+	}
+	defer input.close()
+	lines := input.lines
 	prompt := func() { fmt.Fprint(lr.errw, "> ") }
 	prompt()
 	var (
@@ -455,6 +445,9 @@ func (lr *liveRun) repl(ctx context.Context, sigs <-chan os.Signal) error {
 		case line, ok := <-lines:
 			if !ok {
 				eof, lines = true, nil
+				if input.err != nil {
+					fmt.Fprintf(lr.errw, "escapement: %v; no more input is read\n", input.err)
+				}
 				if busy, _, _, _ := lr.state.get(); !busy {
 					return nil
 				}
