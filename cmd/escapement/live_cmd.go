@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -316,13 +314,6 @@ func firstNonEmpty(s ...string) string {
 		}
 	}
 	return ""
-}
-
-// signals delivers SIGINT and SIGTERM for the command's lifetime.
-func signals() (<-chan os.Signal, func()) {
-	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	return ch, func() { signal.Stop(ch) }
 }
 
 // serve runs body with the driver running and interrupts subscribed; then

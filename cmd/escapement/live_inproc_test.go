@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/internal/proctest"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -136,5 +139,122 @@ func TestLiveTraceReplaysInSimulator(t *testing.T) {
 		if code != exitOK || !strings.Contains(out, "live trace") || !strings.Contains(out, "reproduced") {
 			t.Fatalf("replay %s: exit %d\n%s%s", tr, code, out, errb)
 		}
+	}
+}
+
+// TestChatCtrlCInProcess drives chat's Ctrl-C handling in-process through an
+// injected signal source and exit: a Ctrl-C cancels the running turn and
+// returns to the prompt, one while idle only says how to quit, and a second
+// one while a cancelled turn settles (a shell ignoring SIGINT, a 10m grace)
+// kills the shell's group and exits 130 at once — through the injected exit,
+// which leaves the test binary running. chat returns with its stdin still
+// open: the reader it owns is stopped and joined.
+func TestChatCtrlCInProcess(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		switch last := r.Body.Last(); {
+		case last.Role == "user" && strings.HasPrefix(last.Content, "slow"):
+			w.Forever(ctx, "tok ", 10*time.Millisecond)
+		case last.Role == "user" && strings.HasPrefix(last.Content, "shell"):
+			args, _ := json.Marshal(map[string]string{"command": "trap '' INT; echo $$ > pid; sleep 60"})
+			_ = w.Call(0, "call_sh", "shell", string(args), 5)
+			_ = w.End("tool_calls")
+		default:
+			_ = w.Answer("done", 2)
+		}
+	})
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	t.Setenv("OPENAI_API_KEY", "")
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdinR.Close(); stdinW.Close() })
+	say := func(line string) {
+		t.Helper()
+		if _, err := stdinW.WriteString(line + "\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sigs := make(chan os.Signal)
+	interrupt := func() {
+		t.Helper()
+		select {
+		case sigs <- os.Interrupt:
+		case <-time.After(5 * time.Second):
+			t.Fatal("chat did not take the interrupt")
+		}
+	}
+	exits := make(chan int, 2)
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	code := make(chan int, 1)
+	go func() { // owned: the test receives from code before it ends
+		code <- runWith(context.Background(),
+			[]string{"chat", "--session", filepath.Join(dir, "s.jsonl"), "--workspace", dir, "--allow-shell", "--grace", "10m"},
+			streams{in: stdinR, out: out, err: errb},
+			func(c int) { exits <- c },
+			func() (<-chan os.Signal, func()) { return sigs, func() {} })
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-code:
+		case <-time.After(30 * time.Second):
+			t.Errorf("chat never returned\nstderr: %s", errb)
+		}
+	})
+	prompts := func(n int) func() bool {
+		return func() bool { return strings.Count(errb.String(), "> ") >= n }
+	}
+
+	// 1. Ctrl-C cancels a streaming turn and returns to the prompt.
+	say("slow please")
+	eventually(t, "the stream", func() bool { return strings.Contains(out.String(), "tok tok ") })
+	interrupt()
+	eventually(t, "the prompt after the cancelled turn", prompts(2))
+	if !strings.Contains(errb.String(), kernel.UIInterrupted) {
+		t.Errorf("stderr lacks the UI text: %s", errb)
+	}
+	// 2. Ctrl-C while idle only explains.
+	interrupt()
+	eventually(t, "the idle hint", func() bool { return strings.Contains(errb.String(), "no turn is running") })
+	// 3. A turn that settles slowly: the first Ctrl-C cancels it, the second
+	// exits at once.
+	say("shell please")
+	pgid := proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), 20*time.Second)
+	interrupt()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case c := <-exits:
+		t.Fatalf("exit %d after the first Ctrl-C of the turn", c)
+	case c := <-code:
+		t.Fatalf("chat returned %d after the first Ctrl-C of the turn\nstderr: %s", c, errb)
+	default:
+	}
+	secondAt := time.Now()
+	interrupt()
+	select {
+	case c := <-exits:
+		if c != exitInterrupted {
+			t.Errorf("hard exit %d, want 130", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no hard exit 5s after the second Ctrl-C\nstderr: %s", errb)
+	}
+	select {
+	case c := <-code:
+		if c != exitInterrupted {
+			t.Errorf("chat returned %d, want 130\nstderr: %s", c, errb)
+		}
+		code <- c // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatalf("chat did not return 10s after the hard exit (stdin is still open)\nstderr: %s", errb)
+	}
+	t.Logf("second Ctrl-C → chat returned: %v", time.Since(secondAt))
+	if _, err := proctest.WaitGroupGone(pgid, 5*time.Second); err != nil {
+		t.Errorf("after the hard exit: %v", err)
+	}
+	if len(exits) != 0 {
+		t.Errorf("more than one hard exit")
 	}
 }
