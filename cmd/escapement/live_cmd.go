@@ -201,9 +201,10 @@ type liveRun struct {
 	notify  chan struct{}
 
 	// Kernel goroutine only.
-	written   int  // root messages already in the session file
-	midLine   bool // the root's answer text printed so far did not end with a newline
-	jsonLines *json.Encoder
+	written     int  // root messages already in the session file
+	midLine     bool // the root's answer text printed so far did not end with a newline
+	sessionLost bool // the session file failed and the user was told
+	jsonLines   *json.Encoder
 }
 
 func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
@@ -582,8 +583,11 @@ func (lr *liveRun) persist(s live.Step) {
 	for ; lr.written < len(hist); lr.written++ {
 		lr.session.message(hist[lr.written])
 	}
-	if lr.session.err != nil && lr.a.logger != nil {
-		lr.a.logger.Error("session file", "err", lr.session.err)
+	if lr.session.err != nil && !lr.sessionLost {
+		// Said once: the writer keeps its first error and writes nothing
+		// more; the run ends with it (exit 1).
+		lr.sessionLost = true
+		fmt.Fprintf(lr.errw, "escapement: %v\nescapement: nothing more is written to the session file; this session goes on without a transcript (resuming the file continues from its last complete turn)\n", lr.session.err)
 	}
 }
 

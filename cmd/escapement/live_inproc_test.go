@@ -258,3 +258,35 @@ func TestChatCtrlCInProcess(t *testing.T) {
 		t.Errorf("more than one hard exit")
 	}
 }
+
+// TestSessionWriteFailureSaidOnce: when the session file fails mid-run (a
+// full disk: /dev/full), the user is told once that the run goes on without
+// a transcript (not once per streamed token), and the run ends with exit 1
+// naming the error.
+func TestSessionWriteFailureSaidOnce(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("needs /dev/full")
+	}
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Answer(strings.Repeat("word ", 40), 40)
+	})
+	t.Cleanup(srv.Close)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	t.Setenv("OPENAI_API_KEY", "")
+	// A prompt longer than the session writer's buffer fails in the first Step.
+	code, out, stderr := runCLI(t, "run", strings.Repeat("long prompt ", 500), "--session", "/dev/full", "--workspace", t.TempDir())
+	if code != exitCheckFailed {
+		t.Errorf("exit %d, want 1\nstderr: %s", code, stderr)
+	}
+	if out != strings.Repeat("word ", 40)+"\n" {
+		t.Errorf("the answer did not go on: stdout %q", out)
+	}
+	const full = "no space left on device"
+	if n := strings.Count(stderr, "without a transcript"); n != 1 {
+		t.Errorf("told %d times that the session goes on without a transcript, want once\nstderr: %s", n, stderr)
+	}
+	// Once when it happened, once as the run's final error.
+	if n := strings.Count(stderr, full); n != 2 {
+		t.Errorf("%q %d times on stderr, want 2\nstderr: %s", full, n, stderr)
+	}
+}
