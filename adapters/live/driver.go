@@ -99,15 +99,20 @@ func New(cfg Config) (*Driver, error) {
 	}, nil
 }
 
-// Kernel returns the kernel for reading after Run has returned (before that
-// only the loop goroutine may touch it; use Inspect).
+// Kernel returns the kernel for reading before Run is called (e.g. the
+// root's starting history) or after it has returned; while Run runs only
+// its goroutine may touch the kernel (use Inspect). Calling Kernel
+// concurrently with the start of Run is a race.
 func (d *Driver) Kernel() *kernel.Kernel {
 	select {
 	case <-d.done:
 		return d.k
 	default:
-		panic("live: Driver.Kernel called while Run is running; use Inspect")
 	}
+	if !d.started.Load() {
+		return d.k
+	}
+	panic("live: Driver.Kernel called while Run is running; use Inspect")
 }
 
 // Run owns the kernel until ctx is done, then shuts the tree down

@@ -266,10 +266,6 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 			}
 			fmt.Fprintf(errw, "escapement: %s: dropped %d message(s) of a turn that never finished\n", f.resume, loaded.discarded)
 		}
-		lr.written = len(loaded.history)
-		if f.system != "" && (len(loaded.history) == 0 || loaded.history[0].Role != kernel.RoleSystem) {
-			lr.written++ // the kernel prepends the system prompt; it is not the session's
-		}
 	}
 	session, err := openSession(sessionPath, model)
 	if err != nil {
@@ -303,6 +299,13 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}
 	if lr.driver, err = live.New(live.Config{Kernel: kcfg, Model: m, Tools: box, Observer: lr.observe}); err != nil {
 		return nil, usageErr("%v", err)
+	}
+	if loaded != nil && len(loaded.history) > 0 {
+		// The file holds the resumed messages, the end of the root's starting
+		// history; what the kernel put before them (a system prompt) cannot
+		// follow them in the file, so it counts as written. A resumed file
+		// without messages gets the starting history like a new session.
+		lr.written = len(lr.driver.Kernel().Agent(kernel.Root).History())
 	}
 	fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
 	return lr, nil

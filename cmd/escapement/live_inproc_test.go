@@ -290,3 +290,41 @@ func TestSessionWriteFailureSaidOnce(t *testing.T) {
 		t.Errorf("%q %d times on stderr, want 2\nstderr: %s", full, n, stderr)
 	}
 }
+
+// TestResumeEmptySessionKeepsSystem: a session quit before its first turn
+// holds no message; resuming it with --system writes the system prompt
+// first, as a new session would, so a later resume still has it.
+func TestResumeEmptySessionKeepsSystem(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Answer("hi", 1)
+	})
+	t.Cleanup(srv.Close)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	t.Setenv("OPENAI_API_KEY", "")
+	dir := t.TempDir()
+	sess := filepath.Join(dir, "s.jsonl")
+	if code, _, errb := runCLIWithInput(t, "/quit\n", "chat", "--session", sess, "--system", "be terse", "--workspace", dir); code != exitOK {
+		t.Fatalf("new chat: exit %d %s", code, errb)
+	}
+	if ls, err := loadSession(sess); err != nil || len(ls.history) != 0 {
+		t.Fatalf("the quit session: %+v, %v; want no messages", ls, err)
+	}
+	if code, _, errb := runCLIWithInput(t, "hello\n", "chat", "--resume", sess, "--system", "be terse", "--workspace", dir); code != exitOK {
+		t.Fatalf("resumed chat: exit %d %s", code, errb)
+	}
+	ls, err := loadSession(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls.history) != 3 || ls.history[0].Role != kernel.RoleSystem || ls.history[0].Content != "be terse" || ls.history[1].Content != "hello" {
+		t.Fatalf("session history %+v, want the system prompt, hello, the answer", ls.history)
+	}
+	// Resumed without --system, the prompt comes from the file.
+	if code, _, errb := runCLIWithInput(t, "again\n", "chat", "--resume", sess, "--workspace", dir); code != exitOK {
+		t.Fatalf("second resume: exit %d %s", code, errb)
+	}
+	reqs := srv.Requests()
+	if m := reqs[len(reqs)-1].Body.Messages; len(m) != 4 || m[0].Role != "system" || m[0].Content != "be terse" {
+		t.Errorf("request after the second resume: %+v", m)
+	}
+}
