@@ -62,22 +62,11 @@ func TestLiveUsageErrors(t *testing.T) {
 // TestRunInProcess runs `escapement run` in-process (under -race): a tool
 // call, its activity on stderr, the answer on stdout, the session file.
 func TestRunInProcess(t *testing.T) {
-	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
-		if r.Body.Last().Role == "tool" {
-			_ = w.Answer("The workspace holds "+r.Body.Last().Content, 4)
-			return
-		}
-		_ = w.Text("Looking.\n")
-		_ = w.Call(0, "c1", "list_dir", `{"path":"."}`, 3)
-		_ = w.End("tool_calls")
-	})
-	t.Cleanup(srv.Close)
+	srv := endpoint(t, listDirThenAnswer("The workspace holds "))
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
-	t.Setenv("OPENAI_API_KEY", "")
 	sess := filepath.Join(t.TempDir(), "state", "s.jsonl")
 	code, out, stderr := runCLI(t, "run", "what is here?", "--workspace", dir, "--session", sess, "--system", "sys")
 	if code != exitOK {
@@ -106,22 +95,11 @@ func TestRunInProcess(t *testing.T) {
 // writes a trace that `escapement sim replay` reproduces byte for byte from
 // its recorded events alone.
 func TestLiveTraceReplaysInSimulator(t *testing.T) {
-	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
-		if r.Body.Last().Role == "tool" {
-			_ = w.Answer("Found "+r.Body.Last().Content, 3)
-			return
-		}
-		_ = w.Text("Looking.\n")
-		_ = w.Call(0, "c1", "list_dir", `{"path":"."}`, 3)
-		_ = w.End("tool_calls")
-	})
-	t.Cleanup(srv.Close)
+	endpoint(t, listDirThenAnswer("Found "))
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
-	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	sess := filepath.Join(t.TempDir(), "s.jsonl")
 	tr1 := filepath.Join(t.TempDir(), "first.jsonl")
@@ -150,7 +128,7 @@ func TestLiveTraceReplaysInSimulator(t *testing.T) {
 // which leaves the test binary running. chat returns with its stdin still
 // open: the reader it owns is stopped and joined.
 func TestChatCtrlCInProcess(t *testing.T) {
-	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
 		switch last := r.Body.Last(); {
 		case last.Role == "user" && strings.HasPrefix(last.Content, "slow"):
 			w.Forever(ctx, "tok ", 10*time.Millisecond)
@@ -162,10 +140,7 @@ func TestChatCtrlCInProcess(t *testing.T) {
 			_ = w.Answer("done", 2)
 		}
 	})
-	t.Cleanup(srv.Close)
 	dir := t.TempDir()
-	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
-	t.Setenv("OPENAI_API_KEY", "")
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -267,12 +242,9 @@ func TestSessionWriteFailureSaidOnce(t *testing.T) {
 	if _, err := os.Stat("/dev/full"); err != nil {
 		t.Skip("needs /dev/full")
 	}
-	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
 		_ = w.Answer(strings.Repeat("word ", 40), 40)
 	})
-	t.Cleanup(srv.Close)
-	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
-	t.Setenv("OPENAI_API_KEY", "")
 	// A prompt longer than the session writer's buffer fails in the first Step.
 	code, out, stderr := runCLI(t, "run", strings.Repeat("long prompt ", 500), "--session", "/dev/full", "--workspace", t.TempDir())
 	if code != exitCheckFailed {
@@ -295,12 +267,9 @@ func TestSessionWriteFailureSaidOnce(t *testing.T) {
 // holds no message; resuming it with --system writes the system prompt
 // first, as a new session would, so a later resume still has it.
 func TestResumeEmptySessionKeepsSystem(t *testing.T) {
-	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+	srv := endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
 		_ = w.Answer("hi", 1)
 	})
-	t.Cleanup(srv.Close)
-	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
-	t.Setenv("OPENAI_API_KEY", "")
 	dir := t.TempDir()
 	sess := filepath.Join(dir, "s.jsonl")
 	if code, _, errb := runCLIWithInput(t, "/quit\n", "chat", "--session", sess, "--system", "be terse", "--workspace", dir); code != exitOK {
@@ -326,5 +295,30 @@ func TestResumeEmptySessionKeepsSystem(t *testing.T) {
 	reqs := srv.Requests()
 	if m := reqs[len(reqs)-1].Body.Messages; len(m) != 4 || m[0].Role != "system" || m[0].Content != "be terse" {
 		t.Errorf("request after the second resume: %+v", m)
+	}
+}
+
+// endpoint serves h as the OpenAI-compatible endpoint of the in-process runs
+// of this test (OPENAI_BASE_URL, no key).
+func endpoint(t *testing.T, h fakeopenai.Handler) *fakeopenai.Server {
+	t.Helper()
+	srv := fakeopenai.New(h)
+	t.Cleanup(srv.Close)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	t.Setenv("OPENAI_API_KEY", "")
+	return srv
+}
+
+// listDirThenAnswer asks for list_dir after "Looking.\n", then answers the
+// tool's result prefixed with answer.
+func listDirThenAnswer(answer string) fakeopenai.Handler {
+	return func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.Body.Last().Role == "tool" {
+			_ = w.Answer(answer+r.Body.Last().Content, 3)
+			return
+		}
+		_ = w.Text("Looking.\n")
+		_ = w.Call(0, "c1", "list_dir", `{"path":"."}`, 3)
+		_ = w.End("tool_calls")
 	}
 }
