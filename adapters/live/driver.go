@@ -34,10 +34,11 @@ type Config struct {
 	// Step, with the effects already executed. It must not block for long:
 	// the kernel waits for it (so does every stream, by back-pressure).
 	Observer func(Step)
-	// EventBuffer bounds the world events queued for the kernel's goroutine;
-	// 256 when 0.
-	EventBuffer int
 }
+
+// eventBuffer bounds the world events queued for the kernel's goroutine;
+// beyond it, streams and tools wait (back-pressure).
+const eventBuffer = 256
 
 // Step is what the observer sees of one kernel Step: the event as fed (At
 // stamped), the agent it targeted and that agent's state before, and the
@@ -86,15 +87,11 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := cfg.EventBuffer
-	if n <= 0 {
-		n = 256
-	}
 	return &Driver{
 		cfg:    cfg,
 		k:      k,
 		inputs: make(chan input),
-		events: make(chan kernel.Event, n),
+		events: make(chan kernel.Event, eventBuffer),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 		ops:    make(map[kernel.OpID]context.CancelFunc),
@@ -102,19 +99,21 @@ func New(cfg Config) (*Driver, error) {
 	}, nil
 }
 
-// Kernel returns the kernel for reading after Run has returned (before that
-// only the loop goroutine may touch it; use Inspect).
+// Kernel returns the kernel for reading before Run is called (e.g. the
+// root's starting history) or after it has returned; while Run runs only
+// its goroutine may touch the kernel (use Inspect). Calling Kernel
+// concurrently with the start of Run is a race.
 func (d *Driver) Kernel() *kernel.Kernel {
 	select {
 	case <-d.done:
 		return d.k
 	default:
-		panic("live: Driver.Kernel called while Run is running; use Inspect")
 	}
+	if !d.started.Load() {
+		return d.k
+	}
+	panic("live: Driver.Kernel called while Run is running; use Inspect")
 }
-
-// Done is closed when Run has returned.
-func (d *Driver) Done() <-chan struct{} { return d.done }
 
 // Run owns the kernel until ctx is done, then shuts the tree down
 // gracefully: it feeds EvShutdown (every turn aborts with reason shutdown,
@@ -215,27 +214,35 @@ func (d *Driver) execute(e *kernel.Effect) {
 
 func (d *Driver) path(id kernel.AgentID) string { return d.k.Agent(id).Path() }
 
-func (d *Driver) startStream(e *kernel.Effect) {
+// spawn runs one op in a goroutine the driver owns: its context is
+// registered under op (so the kernel's cancel effect reaches it), Run waits
+// for it, and the terminal event run returns is sent to the loop.
+func (d *Driver) spawn(op kernel.OpID, run func(ctx context.Context) kernel.Event) {
 	ctx, cancel := context.WithCancel(d.base)
-	d.ops[e.Op] = cancel
-	req := Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages}
+	d.ops[op] = cancel
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
+		d.send(run(ctx))
+	}()
+}
+
+func (d *Driver) startStream(e *kernel.Effect) {
+	req := Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages}
+	d.spawn(req.Op, func(ctx context.Context) kernel.Event {
 		s := &streamSink{d: d, op: req.Op}
 		err := d.stream(ctx, req, s)
-		var ev kernel.Event
 		switch {
 		case ctx.Err() != nil:
-			ev = kernel.LLMError(0, req.Op, kernel.FailureCancelled, "cancelled")
+			return kernel.LLMError(0, req.Op, kernel.FailureCancelled, "cancelled")
 		case err == nil:
-			ev = kernel.LLMEnd(0, req.Op)
+			ev := kernel.LLMEnd(0, req.Op)
 			ev.Usage = s.usage
+			return ev
 		default:
-			ev = kernel.LLMError(0, req.Op, failureOf(err, s.chunk), err.Error())
+			return kernel.LLMError(0, req.Op, failureOf(err, s.chunk), err.Error())
 		}
-		d.send(ev)
-	}()
+	})
 }
 
 // stream runs the model, turning a panic into a bad-response failure: a
@@ -250,15 +257,11 @@ func (d *Driver) stream(ctx context.Context, req Request, s *streamSink) (err er
 }
 
 func (d *Driver) startTool(e *kernel.Effect) {
-	ctx, cancel := context.WithCancel(d.base)
-	d.ops[e.Op] = cancel
 	call := Call{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), ToolCall: e.Call}
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
+	d.spawn(call.Op, func(ctx context.Context) kernel.Event {
 		r := d.runTool(ctx, call)
-		d.send(kernel.ToolResult(0, call.Op, r.Status, r.Content))
-	}()
+		return kernel.ToolResult(0, call.Op, r.Status, r.Content)
+	})
 }
 
 // runTool runs a tool, turning a panic into an error result (never a crash).

@@ -459,3 +459,39 @@ func TestRealClock(t *testing.T) {
 		t.Error("second Run did not fail")
 	}
 }
+
+// TestKernelReadableBeforeRun: before Run, the kernel may be read (the
+// root's starting history); while Run runs, Kernel refuses; after, it may be
+// read again.
+func TestKernelReadableBeforeRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		model := ModelFunc(func(context.Context, Request, Sink) error { return nil })
+		tools := ToolsFunc(func(context.Context, Call) ToolResult { return ToolResult{} })
+		d, err := New(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits(), System: "sys"}, Model: model, Tools: tools})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := d.Kernel().Agent(kernel.Root).History(); len(h) != 1 || h[0].Content != "sys" {
+			t.Fatalf("starting history %+v", h)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		synctest.Wait()
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("Kernel did not panic while Run runs")
+				}
+			}()
+			d.Kernel()
+		}()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if !d.Kernel().Quiescent() {
+			t.Error("not quiescent after Run")
+		}
+	})
+}

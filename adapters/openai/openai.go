@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/kernel"
@@ -167,24 +168,27 @@ func (m *Model) Stream(ctx context.Context, req live.Request, sink live.Sink) er
 		if !errors.As(err, &ae) {
 			ae = &attemptError{failure: kernel.FailureBadResponse, detail: err.Error()}
 		}
+		// Redact before cutting: a key straddling the cut would otherwise
+		// survive as a prefix the redaction no longer recognises.
+		detail := m.clean(ae.detail)
 		if started {
 			// Tokens reached the kernel: retrying would duplicate them.
-			return m.fail(kernel.FailureStream, "stream broke after tokens arrived: "+ae.detail)
+			return m.fail(kernel.FailureStream, "stream broke after tokens arrived: "+detail)
 		}
 		if !ae.retry || m.cfg.MaxRetries < 0 || attempt > m.cfg.MaxRetries {
 			if ae.retry && attempt > 1 {
-				return m.fail(ae.failure, fmt.Sprintf("%s (gave up after %d attempts)", ae.detail, attempt))
+				return m.fail(ae.failure, fmt.Sprintf("%s (gave up after %d attempts)", detail, attempt))
 			}
-			return m.fail(ae.failure, ae.detail)
+			return m.fail(ae.failure, detail)
 		}
 		delay := m.backoff(attempt)
 		if ae.retryAfter > 0 {
 			if ae.retryAfter > m.cfg.MaxRetryAfter {
-				return m.fail(ae.failure, fmt.Sprintf("%s (server asks to retry after %v, more than the %v this adapter waits)", ae.detail, ae.retryAfter, m.cfg.MaxRetryAfter))
+				return m.fail(ae.failure, fmt.Sprintf("%s (server asks to retry after %v, more than the %v this adapter waits)", detail, ae.retryAfter, m.cfg.MaxRetryAfter))
 			}
 			delay = ae.retryAfter
 		}
-		sink.Retry(attempt+1, delay, m.redact(ae.detail))
+		sink.Retry(attempt+1, delay, detail)
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
@@ -205,8 +209,18 @@ func (m *Model) backoff(attempt int) time.Duration {
 	return d/2 + time.Duration(m.cfg.Jitter()*float64(d/2))
 }
 
+// maxDetail bounds the error text of one attempt (server bodies can be
+// long) that reaches the kernel, the trace and the user.
+const maxDetail = 300
+
 func (m *Model) fail(f kernel.Failure, detail string) error {
 	return live.Fail(f, errors.New(m.redact(detail)))
+}
+
+// clean makes an attempt's error text fit to leave the adapter: the key
+// redacted first, then cut to maxDetail.
+func (m *Model) clean(detail string) string {
+	return truncate(m.redact(detail), maxDetail)
 }
 
 // redact removes the API key from any text that leaves the adapter.
@@ -217,7 +231,8 @@ func (m *Model) redact(s string) string {
 	return s
 }
 
-// attemptError classifies one failed attempt.
+// attemptError classifies one failed attempt. Its detail is raw (neither
+// redacted nor cut): Stream cleans it before it leaves the adapter.
 type attemptError struct {
 	failure    kernel.Failure
 	retry      bool
@@ -355,7 +370,7 @@ func classifyOpen(err error, capt *capture) error {
 func statusError(code int, msg string, capt *capture) error {
 	detail := fmt.Sprintf("HTTP %d", code)
 	if msg != "" {
-		detail += ": " + truncate(msg, 300)
+		detail += ": " + msg // cut by Stream, after redaction
 	}
 	e := &attemptError{failure: kernel.FailureBadResponse, detail: detail}
 	switch {
@@ -376,7 +391,7 @@ func classifyRecv(err error) error {
 	var ae *oa.APIError
 	if errors.As(err, &ae) {
 		// An error event inside the stream ({"error": …}): the server gave up.
-		return &attemptError{failure: kernel.FailureServer, retry: true, detail: "error event in stream: " + truncate(ae.Message, 300)}
+		return &attemptError{failure: kernel.FailureServer, retry: true, detail: "error event in stream: " + ae.Message}
 	}
 	if errors.Is(err, oa.ErrTooManyEmptyStreamMessages) {
 		return &attemptError{failure: kernel.FailureBadResponse, detail: err.Error()}
@@ -439,11 +454,29 @@ func (d *capturingDoer) Do(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// truncate cuts s to at most n bytes, at a rune boundary, marking the cut.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return runePrefix(s, n) + "…"
+}
+
+// runePrefix is the longest prefix of s of at most n bytes that does not
+// end inside a UTF-8 sequence. Text that is not UTF-8 there is cut at n.
+func runePrefix(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for i := n; i >= 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if utf8.FullRuneInString(s[i:n]) {
+				return s[:n] // the rune before the cut is whole (or invalid)
+			}
+			return s[:i]
+		}
+	}
+	return s[:max(n, 0)]
 }
 
 // redactURL drops userinfo from a URL for error messages.

@@ -514,15 +514,45 @@ func TestDelegationThreeDeep(t *testing.T) {
 }
 
 // TestAPIKeyRedacted: a server that echoes the key in its error body does
-// not get it into the error text.
+// not get it into the error text or a retry's cause, not even a prefix of
+// it: a key straddling the cut at maxDetail bytes must be redacted before
+// the text is cut.
 func TestAPIKeyRedacted(t *testing.T) {
-	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
-		w.Status(http.StatusUnauthorized, `{"error":{"message":"Incorrect API key provided: `+strings.TrimPrefix(r.Auth, "Bearer ")+`"}}`)
-	})
-	defer srv.Close()
-	err := newModel(t, srv, nil).Stream(context.Background(), request(), newSink())
-	if err == nil || strings.Contains(err.Error(), apiKey) || !strings.Contains(err.Error(), "[redacted]") {
-		t.Errorf("error %q", err)
+	for _, tc := range []struct {
+		name string
+		pad  int // bytes of the message before the key
+	}{
+		{"short body", 0},
+		{"key straddles the cut", 290},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+				msg := strings.Repeat("x", tc.pad) + strings.TrimPrefix(r.Auth, "Bearer ") + " is not a valid key"
+				if r.N == 1 {
+					w.Status(http.StatusInternalServerError, `{"error":{"message":"`+msg+`"}}`)
+					return
+				}
+				w.Status(http.StatusUnauthorized, `{"error":{"message":"`+msg+`"}}`)
+			})
+			defer srv.Close()
+			s := newSink()
+			err := newModel(t, srv, nil).Stream(context.Background(), request(), s)
+			if err == nil || !strings.Contains(err.Error(), "HTTP 401") {
+				t.Fatalf("error %v, want the 401", err)
+			}
+			if len(s.retries) != 1 || !strings.Contains(s.retries[0], "HTTP 500") {
+				t.Fatalf("retries %q, want one after the 500", s.retries)
+			}
+			prefix := apiKey[:8] // "sk-test-": what a cut key would leave
+			for name, text := range map[string]string{"error": err.Error(), "retry cause": s.retries[0]} {
+				if strings.Contains(text, prefix) {
+					t.Errorf("%s leaks (part of) the key: %q", name, text)
+				}
+				if tc.pad == 0 && !strings.Contains(text, "[redacted]") {
+					t.Errorf("%s lacks [redacted]: %q", name, text)
+				}
+			}
+		})
 	}
 }
 

@@ -47,7 +47,8 @@ func (b *Box) readFile(p string) (string, error) {
 		return "", b.fsErr(p, err)
 	}
 	if len(data) > b.cfg.OutputLimit {
-		return fmt.Sprintf("%s\n[truncated: %s is %d bytes; showing the first %d]", data[:b.cfg.OutputLimit], p, st.Size(), b.cfg.OutputLimit), nil
+		head := runePrefix(string(data), b.cfg.OutputLimit)
+		return fmt.Sprintf("%s\n[truncated: %s is %d bytes; showing the first %d]", head, p, st.Size(), len(head)), nil
 	}
 	if len(data) == 0 {
 		return "(empty file)", nil
@@ -207,7 +208,8 @@ func capText(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	return s[:limit] + fmt.Sprintf("\n[truncated: %d more bytes]", len(s)-limit)
+	head := runePrefix(s, limit)
+	return head + fmt.Sprintf("\n[truncated: %d more bytes]", len(s)-len(head))
 }
 
 // Specs are the JSON Schema function definitions the model sees: the file

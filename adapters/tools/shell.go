@@ -8,9 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/kernel"
@@ -155,9 +155,9 @@ func (b *Box) KillAll() {
 
 // headTail keeps the first and last halves of an over-long output and
 // counts what it dropped in between: errors tend to be at the end, context
-// at the start.
+// at the start. It has no lock: only the copying goroutine writes, and
+// String is called after that goroutine has ended (shell waits for drained).
 type headTail struct {
-	mu      sync.Mutex
 	limit   int
 	head    []byte
 	tail    []byte
@@ -165,8 +165,6 @@ type headTail struct {
 }
 
 func (h *headTail) Write(p []byte) (int, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	n := len(p)
 	half := h.limit / 2
 	if room := half - len(h.head); room > 0 {
@@ -186,10 +184,35 @@ func (h *headTail) Write(p []byte) (int, error) {
 }
 
 func (h *headTail) String() string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.dropped == 0 {
 		return string(h.head) + string(h.tail)
 	}
-	return fmt.Sprintf("%s\n[… %d bytes of output not shown …]\n%s", h.head, h.dropped, h.tail)
+	// The seams are byte offsets: runes split there go with the dropped part.
+	head, tail := partialEnd(h.head), partialStart(h.tail)
+	dropped := h.dropped + int64(len(h.head)-len(head)+len(h.tail)-len(tail))
+	return fmt.Sprintf("%s\n[… %d bytes of output not shown …]\n%s", head, dropped, tail)
+}
+
+// partialEnd drops an incomplete UTF-8 sequence from the end of b.
+func partialEnd(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i > len(b)-1-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			return b
+		}
+	}
+	return b
+}
+
+// partialStart drops the continuation bytes of a rune cut off at the start
+// of b.
+func partialStart(b []byte) []byte {
+	for i := 0; i < len(b) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(b[i]) {
+			return b[i:]
+		}
+	}
+	return b
 }

@@ -188,23 +188,6 @@ func lastInt(t *testing.T, s string) int {
 	return n
 }
 
-// waitPid reads a pid a command wrote to a file.
-func waitPid(t *testing.T, path string) int {
-	t.Helper()
-	for range 500 {
-		if b, err := os.ReadFile(path); err == nil && strings.HasSuffix(string(b), "\n") {
-			n, err := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("%s never appeared", path)
-	return 0
-}
-
 // TestShellCancel: a cancelled shell's whole process group gets SIGINT; a
 // group that ignores it is SIGKILLed after the kill grace; either way the
 // group is gone when Run returns, and the result says cancelled (F3).
@@ -221,7 +204,7 @@ func TestShellCancel(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan live.ToolResult, 1)
 			go func() { done <- b.Run(ctx, call("shell", map[string]string{"command": tc.command})) }()
-			pgid := waitPid(t, filepath.Join(dir, "pid"))
+			pgid := proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), 5*time.Second)
 			if m, _ := proctest.GroupMembers(pgid); len(m) == 0 {
 				t.Fatalf("group %d not running", pgid)
 			}
@@ -233,15 +216,8 @@ func TestShellCancel(t *testing.T) {
 			}
 			// SIGKILL was sent to the group before Run returned; delivery is
 			// asynchronous, so give the members a generous moment to die.
-			for i := 0; ; i++ {
-				m, err := proctest.GroupMembers(pgid)
-				if err == nil && len(m) == 0 {
-					break
-				}
-				if i == 500 {
-					t.Fatalf("process group %d still has %v 5s after Run returned (%v)", pgid, m, err)
-				}
-				time.Sleep(10 * time.Millisecond)
+			if _, err := proctest.WaitGroupGone(pgid, 5*time.Second); err != nil {
+				t.Fatalf("after Run returned: %v", err)
 			}
 		})
 	}

@@ -19,13 +19,18 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return runCLIWithInput(t, "", args...)
 }
 
-// runCLIWithInput is runCLI with stdin.
+// runCLIWithInput is runCLI with stdin. It never ends the test binary nor
+// traps its signals: a hard exit fails the test, and no interrupt arrives.
 func runCLIWithInput(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, streams{in: strings.NewReader(stdin), out: &out, err: &errb})
+	exit := func(code int) { t.Errorf("%v: hard exit %d in an in-process run", args, code) }
+	code := runWith(context.Background(), args, streams{in: strings.NewReader(stdin), out: &out, err: &errb}, exit, noSignals)
 	return code, out.String(), errb.String()
 }
+
+// noSignals is a signal source that never delivers.
+func noSignals() (<-chan os.Signal, func()) { return make(chan os.Signal), func() {} }
 
 func TestFSMCommand(t *testing.T) {
 	code, out, _ := runCLI(t, "fsm", "--format", "mermaid")

@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
@@ -192,7 +190,6 @@ func (s *turnState) get() (busy bool, turn, ended uint64, last kernel.Lifecycle)
 // liveRun is one live session: the driver and everything it writes.
 type liveRun struct {
 	a       *app
-	flags   *liveFlags
 	out     io.Writer
 	errw    io.Writer
 	driver  *live.Driver
@@ -204,10 +201,10 @@ type liveRun struct {
 	notify  chan struct{}
 
 	// Kernel goroutine only.
-	written   int  // root messages already in the session file
-	midLine   bool // the root's answer text did not end with a newline
-	printed   bool // root text was printed in this turn
-	jsonLines *json.Encoder
+	written     int  // root messages already in the session file
+	midLine     bool // the root's answer text printed so far did not end with a newline
+	sessionLost bool // the session file failed and the user was told
+	jsonLines   *json.Encoder
 }
 
 func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
@@ -261,17 +258,13 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		return nil, usageErr("--base-url/--model: %v", err)
 	}
 	errw := &lockedWriter{w: a.err}
-	lr = &liveRun{a: a, flags: f, out: &lockedWriter{w: a.out}, errw: errw, box: box, notify: make(chan struct{}, 1)}
+	lr = &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: errw, box: box, notify: make(chan struct{}, 1)}
 	if loaded != nil {
 		if loaded.discarded > 0 || loaded.torn {
 			if err := truncateSession(f.resume, loaded.keep); err != nil {
 				return nil, usageErr("--resume: %v", err)
 			}
 			fmt.Fprintf(errw, "escapement: %s: dropped %d message(s) of a turn that never finished\n", f.resume, loaded.discarded)
-		}
-		lr.written = len(loaded.history)
-		if f.system != "" && (len(loaded.history) == 0 || loaded.history[0].Role != kernel.RoleSystem) {
-			lr.written++ // the kernel prepends the system prompt; it is not the session's
 		}
 	}
 	session, err := openSession(sessionPath, model)
@@ -307,6 +300,13 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	if lr.driver, err = live.New(live.Config{Kernel: kcfg, Model: m, Tools: box, Observer: lr.observe}); err != nil {
 		return nil, usageErr("%v", err)
 	}
+	if loaded != nil && len(loaded.history) > 0 {
+		// The file holds the resumed messages, the end of the root's starting
+		// history; what the kernel put before them (a system prompt) cannot
+		// follow them in the file, so it counts as written. A resumed file
+		// without messages gets the starting history like a new session.
+		lr.written = len(lr.driver.Kernel().Agent(kernel.Root).History())
+	}
 	fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
 	return lr, nil
 }
@@ -320,39 +320,45 @@ func firstNonEmpty(s ...string) string {
 	return ""
 }
 
-// signals delivers SIGINT and SIGTERM for the command's lifetime.
-func signals() (<-chan os.Signal, func()) {
-	ch := make(chan os.Signal, 4)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	return ch, func() { signal.Stop(ch) }
-}
-
-// start runs the driver; stop shuts it down, waits for every goroutine, and
-// closes the trace, the session and the workspace.
-func (lr *liveRun) start(ctx context.Context) (stop func() error) {
-	ctx, cancel := context.WithCancel(ctx)
+// serve runs body with the driver running and interrupts subscribed; then
+// it stops the driver, waits for Run (and so for every goroutine of the
+// tree), and closes the trace, the session and the workspace. body's error
+// wins over the shutdown's.
+func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context, sigs <-chan os.Signal) error) (err error) {
+	sigs, stopSignals := lr.a.signals()
+	defer stopSignals()
+	runCtx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
-	go func() { errc <- lr.driver.Run(ctx) }()
-	return func() error {
+	go func() { errc <- lr.driver.Run(runCtx) }() // owned: received below
+	defer func() {
 		cancel()
-		err := <-errc
-		if lr.trace != nil {
-			if _, terr := lr.trace.Close(lr.driver.Kernel().Now()); terr != nil && err == nil {
-				err = terr
-			}
-			if cerr := lr.traceF.Close(); cerr != nil && err == nil {
-				err = fmt.Errorf("--trace: %w", cerr)
-			}
-		}
-		if serr := lr.session.close(); serr != nil && err == nil {
+		if serr := lr.finish(<-errc); serr != nil && err == nil {
 			err = serr
 		}
-		lr.box.Close()
-		if err != nil {
-			return &exitError{code: exitCheckFailed, err: err}
+	}()
+	return body(ctx, sigs)
+}
+
+// finish closes what the run wrote once the driver has stopped (with runErr)
+// and reports the first error as a failed check.
+func (lr *liveRun) finish(runErr error) error {
+	err := runErr
+	if lr.trace != nil {
+		if _, terr := lr.trace.Close(lr.driver.Kernel().Now()); terr != nil && err == nil {
+			err = terr
 		}
-		return nil
+		if cerr := lr.traceF.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("--trace: %w", cerr)
+		}
 	}
+	if serr := lr.session.close(); serr != nil && err == nil {
+		err = serr
+	}
+	lr.box.Close()
+	if err != nil {
+		return &exitError{code: exitCheckFailed, err: err}
+	}
+	return nil
 }
 
 // hardExit is the second Ctrl-C: kill every running shell group at once
@@ -363,15 +369,15 @@ func (lr *liveRun) hardExit() {
 }
 
 // runOnce is `escapement run`: one turn, then exit with its outcome.
-func (lr *liveRun) runOnce(ctx context.Context, prompt string) (err error) {
-	sigs, stopSignals := lr.a.signals()
-	defer stopSignals()
-	stop := lr.start(ctx)
-	defer func() {
-		if serr := stop(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
+func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
+	return lr.serve(ctx, func(ctx context.Context, sigs <-chan os.Signal) error {
+		return lr.turn(ctx, prompt, sigs)
+	})
+}
+
+// turn submits prompt and waits for its end; Ctrl-C cancels it, a second
+// one exits at once.
+func (lr *liveRun) turn(ctx context.Context, prompt string, sigs <-chan os.Signal) error {
 	if err := lr.driver.Submit(ctx, prompt); err != nil {
 		return &exitError{code: exitCheckFailed, err: err}
 	}
@@ -410,30 +416,18 @@ func outcomeErr(l kernel.Lifecycle) error {
 }
 
 // chat is `escapement chat`.
-func (lr *liveRun) chat(ctx context.Context) (err error) {
-	sigs, stopSignals := lr.a.signals()
-	defer stopSignals()
-	stop := lr.start(ctx)
-	defer func() {
-		if serr := stop(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
-	lines := make(chan string)
-	readerDone := make(chan struct{})
-	defer close(readerDone)
-	go func() { // ends at end of input, or when chat returns and it next sends
-		defer close(lines)
-		sc := bufio.NewScanner(lr.a.in)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-readerDone:
-				return
-			}
-		}
-	}()
+func (lr *liveRun) chat(ctx context.Context) error {
+	return lr.serve(ctx, lr.repl)
+}
+
+// repl reads lines until end of input or /quit and hands them to the root.
+func (lr *liveRun) repl(ctx context.Context, sigs <-chan os.Signal) error {
+	input, err := startInput(lr.a.in)
+	if err != nil {
+		return &exitError{code: exitCheckFailed, err: err}
+	}
+	defer input.close()
+	lines := input.lines
 	prompt := func() { fmt.Fprint(lr.errw, "> ") }
 	prompt()
 	var (
@@ -446,6 +440,9 @@ func (lr *liveRun) chat(ctx context.Context) (err error) {
 		case line, ok := <-lines:
 			if !ok {
 				eof, lines = true, nil
+				if input.err != nil {
+					fmt.Fprintf(lr.errw, "escapement: %v; no more input is read\n", input.err)
+				}
 				if busy, _, _, _ := lr.state.get(); !busy {
 					return nil
 				}
@@ -589,8 +586,11 @@ func (lr *liveRun) persist(s live.Step) {
 	for ; lr.written < len(hist); lr.written++ {
 		lr.session.message(hist[lr.written])
 	}
-	if lr.session.err != nil && lr.a.logger != nil {
-		lr.a.logger.Error("session file", "err", lr.session.err)
+	if lr.session.err != nil && !lr.sessionLost {
+		// Said once: the writer keeps its first error and writes nothing
+		// more; the run ends with it (exit 1).
+		lr.sessionLost = true
+		fmt.Fprintf(lr.errw, "escapement: %v\nescapement: nothing more is written to the session file; this session goes on without a transcript (resuming the file continues from its last complete turn)\n", lr.session.err)
 	}
 }
 
@@ -629,7 +629,6 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 	case kernel.LifeDelta:
 		if l.Agent == kernel.Root {
 			fmt.Fprint(lr.out, l.Text)
-			lr.printed = true
 			lr.midLine = !strings.HasSuffix(l.Text, "\n")
 		}
 	case kernel.LifeRetry:
@@ -650,7 +649,7 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 	case kernel.LifeTimedOut:
 		fmt.Fprintf(lr.errw, "[%s] %s\n", path(l.Agent), l.Reason)
 	case kernel.LifeTurnEnded:
-		if l.Agent == kernel.Root && lr.printed && lr.midLine {
+		if l.Agent == kernel.Root && lr.midLine {
 			fmt.Fprintln(lr.out)
 		}
 		lr.showTurnEnd(e)
@@ -663,16 +662,35 @@ func (lr *liveRun) showTurnEnd(e *kernel.Effect) {
 	if l.Kind != kernel.LifeTurnEnded || l.Agent != kernel.Root {
 		return
 	}
-	lr.printed, lr.midLine = false, false
+	lr.midLine = false
 	if ui := kernel.UIText(l.Outcome, l.Reason); ui != "" {
 		fmt.Fprintln(lr.errw, ui)
 	}
 }
 
+// clip puts s on one line and cuts it to at most n bytes, at a rune
+// boundary, marking the cut.
 func clip(s string, n int) string {
 	s = strings.ReplaceAll(s, "\n", " ")
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return runePrefix(s, n) + "…"
+}
+
+// runePrefix is the longest prefix of s of at most n bytes that does not
+// end inside a UTF-8 sequence. Text that is not UTF-8 there is cut at n.
+func runePrefix(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	for i := n; i >= 0 && i > n-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if utf8.FullRuneInString(s[i:n]) {
+				return s[:n] // the rune before the cut is whole (or invalid)
+			}
+			return s[:i]
+		}
+	}
+	return s[:max(n, 0)]
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/internal/proctest"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -18,11 +21,17 @@ func TestLiveUsageErrors(t *testing.T) {
 	t.Setenv("XDG_STATE_HOME", dir)
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
 	bad := filepath.Join(dir, "bad.jsonl")
-	os.WriteFile(bad, []byte(`{"type":"session","format":1}`+"\n"+`{"type":"message","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"turn_end","turn":1}`+"\n"+`{"type":"mystery"}`+"\n"), 0o644)
+	if err := os.WriteFile(bad, []byte(`{"type":"session","format":1}`+"\n"+`{"type":"message","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"turn_end","turn":1}`+"\n"+`{"type":"mystery"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	invalid := filepath.Join(dir, "invalid.jsonl")
-	os.WriteFile(invalid, []byte(`{"type":"session","format":1}`+"\n"+`{"type":"message","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"message","message":{"role":"assistant"}}`+"\n"+`{"type":"turn_end","turn":1}`+"\n"), 0o644)
+	if err := os.WriteFile(invalid, []byte(`{"type":"session","format":1}`+"\n"+`{"type":"message","message":{"role":"user","content":"hi"}}`+"\n"+`{"type":"message","message":{"role":"assistant"}}`+"\n"+`{"type":"turn_end","turn":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	existing := filepath.Join(dir, "existing.jsonl")
-	os.WriteFile(existing, []byte(`{"type":"session","format":1}`+"\n"), 0o644)
+	if err := os.WriteFile(existing, []byte(`{"type":"session","format":1}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		msg  string
@@ -53,20 +62,11 @@ func TestLiveUsageErrors(t *testing.T) {
 // TestRunInProcess runs `escapement run` in-process (under -race): a tool
 // call, its activity on stderr, the answer on stdout, the session file.
 func TestRunInProcess(t *testing.T) {
-	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
-		if r.Body.Last().Role == "tool" {
-			_ = w.Answer("The workspace holds "+r.Body.Last().Content, 4)
-			return
-		}
-		_ = w.Text("Looking.\n")
-		_ = w.Call(0, "c1", "list_dir", `{"path":"."}`, 3)
-		_ = w.End("tool_calls")
-	})
-	t.Cleanup(srv.Close)
+	srv := endpoint(t, listDirThenAnswer("The workspace holds "))
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello"), 0o644)
-	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
-	t.Setenv("OPENAI_API_KEY", "")
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	sess := filepath.Join(t.TempDir(), "state", "s.jsonl")
 	code, out, stderr := runCLI(t, "run", "what is here?", "--workspace", dir, "--session", sess, "--system", "sys")
 	if code != exitOK {
@@ -95,20 +95,11 @@ func TestRunInProcess(t *testing.T) {
 // writes a trace that `escapement sim replay` reproduces byte for byte from
 // its recorded events alone.
 func TestLiveTraceReplaysInSimulator(t *testing.T) {
-	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
-		if r.Body.Last().Role == "tool" {
-			_ = w.Answer("Found "+r.Body.Last().Content, 3)
-			return
-		}
-		_ = w.Text("Looking.\n")
-		_ = w.Call(0, "c1", "list_dir", `{"path":"."}`, 3)
-		_ = w.End("tool_calls")
-	})
-	t.Cleanup(srv.Close)
+	endpoint(t, listDirThenAnswer("Found "))
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a"), 0o644)
-	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
-	t.Setenv("OPENAI_API_KEY", "")
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("XDG_STATE_HOME", t.TempDir())
 	sess := filepath.Join(t.TempDir(), "s.jsonl")
 	tr1 := filepath.Join(t.TempDir(), "first.jsonl")
@@ -126,5 +117,208 @@ func TestLiveTraceReplaysInSimulator(t *testing.T) {
 		if code != exitOK || !strings.Contains(out, "live trace") || !strings.Contains(out, "reproduced") {
 			t.Fatalf("replay %s: exit %d\n%s%s", tr, code, out, errb)
 		}
+	}
+}
+
+// TestChatCtrlCInProcess drives chat's Ctrl-C handling in-process through an
+// injected signal source and exit: a Ctrl-C cancels the running turn and
+// returns to the prompt, one while idle only says how to quit, and a second
+// one while a cancelled turn settles (a shell ignoring SIGINT, a 10m grace)
+// kills the shell's group and exits 130 at once — through the injected exit,
+// which leaves the test binary running. chat returns with its stdin still
+// open: the reader it owns is stopped and joined.
+func TestChatCtrlCInProcess(t *testing.T) {
+	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		switch last := r.Body.Last(); {
+		case last.Role == "user" && strings.HasPrefix(last.Content, "slow"):
+			w.Forever(ctx, "tok ", 10*time.Millisecond)
+		case last.Role == "user" && strings.HasPrefix(last.Content, "shell"):
+			args, _ := json.Marshal(map[string]string{"command": "trap '' INT; echo $$ > pid; sleep 60"})
+			_ = w.Call(0, "call_sh", "shell", string(args), 5)
+			_ = w.End("tool_calls")
+		default:
+			_ = w.Answer("done", 2)
+		}
+	})
+	dir := t.TempDir()
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdinR.Close(); stdinW.Close() })
+	say := func(line string) {
+		t.Helper()
+		if _, err := stdinW.WriteString(line + "\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sigs := make(chan os.Signal)
+	interrupt := func() {
+		t.Helper()
+		select {
+		case sigs <- os.Interrupt:
+		case <-time.After(5 * time.Second):
+			t.Fatal("chat did not take the interrupt")
+		}
+	}
+	exits := make(chan int, 2)
+	out, errb := &syncBuffer{}, &syncBuffer{}
+	code := make(chan int, 1)
+	go func() { // owned: the test receives from code before it ends
+		code <- runWith(context.Background(),
+			[]string{"chat", "--session", filepath.Join(dir, "s.jsonl"), "--workspace", dir, "--allow-shell", "--grace", "10m"},
+			streams{in: stdinR, out: out, err: errb},
+			func(c int) { exits <- c },
+			func() (<-chan os.Signal, func()) { return sigs, func() {} })
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-code:
+		case <-time.After(30 * time.Second):
+			t.Errorf("chat never returned\nstderr: %s", errb)
+		}
+	})
+	prompts := func(n int) func() bool {
+		return func() bool { return strings.Count(errb.String(), "> ") >= n }
+	}
+
+	// 1. Ctrl-C cancels a streaming turn and returns to the prompt.
+	say("slow please")
+	eventually(t, "the stream", func() bool { return strings.Contains(out.String(), "tok tok ") })
+	interrupt()
+	eventually(t, "the prompt after the cancelled turn", prompts(2))
+	if !strings.Contains(errb.String(), kernel.UIInterrupted) {
+		t.Errorf("stderr lacks the UI text: %s", errb)
+	}
+	// 2. Ctrl-C while idle only explains.
+	interrupt()
+	eventually(t, "the idle hint", func() bool { return strings.Contains(errb.String(), "no turn is running") })
+	// 3. A turn that settles slowly: the first Ctrl-C cancels it, the second
+	// exits at once.
+	say("shell please")
+	pgid := proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), 20*time.Second)
+	interrupt()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case c := <-exits:
+		t.Fatalf("exit %d after the first Ctrl-C of the turn", c)
+	case c := <-code:
+		t.Fatalf("chat returned %d after the first Ctrl-C of the turn\nstderr: %s", c, errb)
+	default:
+	}
+	secondAt := time.Now()
+	interrupt()
+	select {
+	case c := <-exits:
+		if c != exitInterrupted {
+			t.Errorf("hard exit %d, want 130", c)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no hard exit 5s after the second Ctrl-C\nstderr: %s", errb)
+	}
+	select {
+	case c := <-code:
+		if c != exitInterrupted {
+			t.Errorf("chat returned %d, want 130\nstderr: %s", c, errb)
+		}
+		code <- c // for the cleanup
+	case <-time.After(10 * time.Second):
+		t.Fatalf("chat did not return 10s after the hard exit (stdin is still open)\nstderr: %s", errb)
+	}
+	t.Logf("second Ctrl-C → chat returned: %v", time.Since(secondAt))
+	if _, err := proctest.WaitGroupGone(pgid, 5*time.Second); err != nil {
+		t.Errorf("after the hard exit: %v", err)
+	}
+	if len(exits) != 0 {
+		t.Errorf("more than one hard exit")
+	}
+}
+
+// TestSessionWriteFailureSaidOnce: when the session file fails mid-run (a
+// full disk: /dev/full), the user is told once that the run goes on without
+// a transcript (not once per streamed token), and the run ends with exit 1
+// naming the error.
+func TestSessionWriteFailureSaidOnce(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("needs /dev/full")
+	}
+	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Answer(strings.Repeat("word ", 40), 40)
+	})
+	// A prompt longer than the session writer's buffer fails in the first Step.
+	code, out, stderr := runCLI(t, "run", strings.Repeat("long prompt ", 500), "--session", "/dev/full", "--workspace", t.TempDir())
+	if code != exitCheckFailed {
+		t.Errorf("exit %d, want 1\nstderr: %s", code, stderr)
+	}
+	if out != strings.Repeat("word ", 40)+"\n" {
+		t.Errorf("the answer did not go on: stdout %q", out)
+	}
+	const full = "no space left on device"
+	if n := strings.Count(stderr, "without a transcript"); n != 1 {
+		t.Errorf("told %d times that the session goes on without a transcript, want once\nstderr: %s", n, stderr)
+	}
+	// Once when it happened, once as the run's final error.
+	if n := strings.Count(stderr, full); n != 2 {
+		t.Errorf("%q %d times on stderr, want 2\nstderr: %s", full, n, stderr)
+	}
+}
+
+// TestResumeEmptySessionKeepsSystem: a session quit before its first turn
+// holds no message; resuming it with --system writes the system prompt
+// first, as a new session would, so a later resume still has it.
+func TestResumeEmptySessionKeepsSystem(t *testing.T) {
+	srv := endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Answer("hi", 1)
+	})
+	dir := t.TempDir()
+	sess := filepath.Join(dir, "s.jsonl")
+	if code, _, errb := runCLIWithInput(t, "/quit\n", "chat", "--session", sess, "--system", "be terse", "--workspace", dir); code != exitOK {
+		t.Fatalf("new chat: exit %d %s", code, errb)
+	}
+	if ls, err := loadSession(sess); err != nil || len(ls.history) != 0 {
+		t.Fatalf("the quit session: %+v, %v; want no messages", ls, err)
+	}
+	if code, _, errb := runCLIWithInput(t, "hello\n", "chat", "--resume", sess, "--system", "be terse", "--workspace", dir); code != exitOK {
+		t.Fatalf("resumed chat: exit %d %s", code, errb)
+	}
+	ls, err := loadSession(sess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls.history) != 3 || ls.history[0].Role != kernel.RoleSystem || ls.history[0].Content != "be terse" || ls.history[1].Content != "hello" {
+		t.Fatalf("session history %+v, want the system prompt, hello, the answer", ls.history)
+	}
+	// Resumed without --system, the prompt comes from the file.
+	if code, _, errb := runCLIWithInput(t, "again\n", "chat", "--resume", sess, "--workspace", dir); code != exitOK {
+		t.Fatalf("second resume: exit %d %s", code, errb)
+	}
+	reqs := srv.Requests()
+	if m := reqs[len(reqs)-1].Body.Messages; len(m) != 4 || m[0].Role != "system" || m[0].Content != "be terse" {
+		t.Errorf("request after the second resume: %+v", m)
+	}
+}
+
+// endpoint serves h as the OpenAI-compatible endpoint of the in-process runs
+// of this test (OPENAI_BASE_URL, no key).
+func endpoint(t *testing.T, h fakeopenai.Handler) *fakeopenai.Server {
+	t.Helper()
+	srv := fakeopenai.New(h)
+	t.Cleanup(srv.Close)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	t.Setenv("OPENAI_API_KEY", "")
+	return srv
+}
+
+// listDirThenAnswer asks for list_dir after "Looking.\n", then answers the
+// tool's result prefixed with answer.
+func listDirThenAnswer(answer string) fakeopenai.Handler {
+	return func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.Body.Last().Role == "tool" {
+			_ = w.Answer(answer+r.Body.Last().Content, 3)
+			return
+		}
+		_ = w.Text("Looking.\n")
+		_ = w.Call(0, "c1", "list_dir", `{"path":"."}`, 3)
+		_ = w.End("tool_calls")
 	}
 }

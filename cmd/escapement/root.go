@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/charmbracelet/log"
@@ -54,16 +56,31 @@ type app struct {
 	logger    *log.Logger
 	logLevel  string
 	logFormat string
-	// exit ends the process at once (a second Ctrl-C); signals delivers
-	// interrupts. Both are replaceable so in-process tests never exit or
-	// trap the test binary's signals by accident.
+	// exit ends the process at once (a second Ctrl-C); signals subscribes
+	// to interrupts for a command's lifetime (the returned func ends the
+	// subscription). runWith injects both.
 	exit    func(code int)
 	signals func() (<-chan os.Signal, func())
 }
 
-// run is main without os.Exit, so tests can call it.
+// run is main without os.Exit: the process's own hard exit and signals.
 func run(ctx context.Context, args []string, s streams) int {
-	a := &app{streams: s, exit: os.Exit, signals: signals}
+	return runWith(ctx, args, s, os.Exit, processSignals)
+}
+
+// processSignals delivers SIGINT and SIGTERM until the returned func is
+// called.
+func processSignals() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// runWith is run with the process-wide effects injected: in-process tests
+// pass an exit that does not end the test binary and a signal source they
+// feed themselves, so they neither exit nor trap the binary's signals.
+func runWith(ctx context.Context, args []string, s streams, exit func(code int), signals func() (<-chan os.Signal, func())) int {
+	a := &app{streams: s, exit: exit, signals: signals}
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	root.SetIn(s.in)

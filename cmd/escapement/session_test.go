@@ -28,7 +28,7 @@ func TestPersistQueuedTurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		var out, errb bytes.Buffer
-		lr := &liveRun{a: &app{}, flags: &liveFlags{}, out: &lockedWriter{w: &out}, errw: &lockedWriter{w: &errb}, session: sess, notify: make(chan struct{}, 1)}
+		lr := &liveRun{a: &app{}, out: &lockedWriter{w: &out}, errw: &lockedWriter{w: &errb}, session: sess, notify: make(chan struct{}, 1)}
 		model := live.ModelFunc(func(ctx context.Context, req live.Request, sink live.Sink) error {
 			if len(req.Messages) == 1 {
 				sink.Call(kernel.CallDelta{Index: 0, ID: "c1", Name: "slow", Args: "{}"})

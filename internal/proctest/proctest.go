@@ -1,4 +1,5 @@
-// Package proctest answers, for tests, whether processes are still running.
+// Package proctest answers, for tests, whether processes are still running,
+// and waits for the pid files and process groups the tests' shells leave.
 // A killed process whose parent has gone is re-parented to PID 1, which in a
 // container may never reap it; so "alive" here means present in /proc and
 // not a zombie, rather than kill(pid, 0) succeeding.
@@ -9,7 +10,13 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"testing"
+	"time"
 )
+
+// poll is how often the waits below look again.
+const poll = 5 * time.Millisecond
 
 // stat returns a process's state letter and process group from
 // /proc/<pid>/stat; ok is false when the process does not exist.
@@ -57,4 +64,47 @@ func GroupMembers(pgid int) ([]int, error) {
 		}
 	}
 	return live, nil
+}
+
+// WaitPIDFile waits up to timeout for a command to write its pid (a number
+// and a newline, e.g. `echo $$ > pid`) to path and returns it; it fails the
+// test if the file never appears whole or holds something else.
+func WaitPIDFile(tb testing.TB, path string, timeout time.Duration) int {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil {
+				tb.Fatalf("pid file %s: %v", path, err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("pid file %s not written within %v (%v)", path, timeout, err)
+		}
+		time.Sleep(poll)
+	}
+}
+
+// WaitGroupGone waits up to timeout for process group pgid to have no live
+// member and returns when it first saw it empty; the error lists the
+// members still running at the deadline (or says why /proc was unreadable).
+func WaitGroupGone(pgid int, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		m, err := GroupMembers(pgid)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("process group %d: %w", pgid, err)
+		}
+		now := time.Now()
+		if len(m) == 0 {
+			return now, nil
+		}
+		if now.After(deadline) {
+			return time.Time{}, fmt.Errorf("process group %d still has %v after %v", pgid, m, timeout)
+		}
+		time.Sleep(poll)
+	}
 }
