@@ -30,15 +30,7 @@ func (b *Box) shell(ctx context.Context, command string) live.ToolResult {
 	cmd.Dir = b.real
 	cmd.Stdin = nil // /dev/null: a tool must never wait for the user's terminal
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid: true,
-		// If escapement itself dies (SIGKILL, crash), the group leader is
-		// killed too instead of running on unowned. The signal fires when
-		// the forking OS thread ends (go.dev/issue/27505); Go retires a
-		// thread only when a goroutine locked to it exits, and nothing in
-		// this program locks threads.
-		Pdeathsig: syscall.SIGKILL,
-	}
+	cmd.SysProcAttr = shellProcAttr()
 	if err := cmd.Start(); err != nil {
 		pr.Close()
 		pw.Close()

@@ -59,7 +59,7 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.DurationVar(&f.limits.StallTimeout, "stall-timeout", d.StallTimeout, "silence allowed between two chunks of a stream")
 	fl.DurationVar(&f.limits.ToolTimeout, "tool-timeout", d.ToolTimeout, "time one tool call may take")
 	fl.DurationVar(&f.limits.TurnTimeout, "turn-timeout", d.TurnTimeout, "time one turn may take (children get at most their parent's remaining time)")
-	fl.DurationVar(&f.limits.Debounce, "debounce", d.Debounce, "window in which repeated cancels are coalesced")
+	fl.DurationVar(&f.limits.Debounce, "debounce", d.Debounce, "how long more interjections may join a cut stream before its request restarts")
 }
 
 // validate names the flag of the first bad value.
