@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/textcut"
 )
 
 // dispatchCall starts call i of the last assistant message: a delegation
@@ -21,7 +22,7 @@ func (k *Kernel) dispatchCall(a *agent, i int) {
 		return
 	}
 	if !json.Valid([]byte(c.Arguments)) {
-		k.closeCall(a, i, fsm.ToolResult, CallMalformed, ReasonMalformed, toolErrorContent(CallMalformed, ReasonMalformed, "arguments are not valid JSON: "+truncate(c.Arguments, 200)), NoAgent, OutcomeNone, true)
+		k.closeCall(a, i, fsm.ToolResult, CallMalformed, ReasonMalformed, toolErrorContent(CallMalformed, ReasonMalformed, "arguments are not valid JSON: "+textcut.Clip(c.Arguments, 200)), NoAgent, OutcomeNone, true)
 		return
 	}
 	id := k.newOp(op{kind: opTool, agent: a.id, call: int32(i)})
@@ -127,11 +128,4 @@ func (k *Kernel) onToolResult(ev Event) {
 	if a.pending == 0 {
 		k.resume(a)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/textcut"
 )
 
 // Kernel is one agent tree. It is not safe for concurrent use: exactly one
@@ -166,7 +167,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 	a := k.agents[o.agent]
 	if o.cancelling {
 		if kind == opTool && ev.Status != ToolCancelled {
-			k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "result after cancel dropped: " + truncate(ev.Text, 80)})
+			k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "result after cancel dropped: " + textcut.Clip(ev.Text, 80)})
 		}
 		k.endOp(a, ev.Op, o, OpCancelled)
 		k.settleUp(a)

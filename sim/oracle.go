@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -282,11 +283,7 @@ func (o *oracle) violate(inv string, agent kernel.AgentID, format string, args .
 	v := Violation{Invariant: inv, At: o.now, Agent: path, Detail: fmt.Sprintf(format, args...)}
 	n := min(o.nrecent, recentEvents)
 	for i := o.nrecent - n; i < o.nrecent; i++ {
-		d := o.recent[i%recentEvents].Describe()
-		if len(d) > 160 {
-			d = d[:160] + "…"
-		}
-		v.Recent = append(v.Recent, d)
+		v.Recent = append(v.Recent, textcut.Clip(o.recent[i%recentEvents].Describe(), 160))
 	}
 	o.out = append(o.out, v)
 }
@@ -561,7 +558,7 @@ func (o *oracle) after(ev kernel.Event, target kernel.AgentID, effs []kernel.Eff
 	o.checkMarkers()
 	for _, p := range o.partials {
 		if !p.kept {
-			o.violate("I10", p.agent, "text %q streamed before %s was not kept as a partial message", clip(p.text, 60), p.why)
+			o.violate("I10", p.agent, "text %q streamed before %s was not kept as a partial message", textcut.Clip(p.text, 60), p.why)
 		}
 	}
 	o.checkCancel()
@@ -849,13 +846,6 @@ func (o *oracle) refresh(id kernel.AgentID) {
 		o.violate("I4", id, "%d tool call(s) without a result while %s", a.openCount, v.State)
 		a.open, a.openCount = map[string]bool{}, 0
 	}
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 func sameMessage(x, y kernel.Message) bool {

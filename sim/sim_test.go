@@ -23,6 +23,16 @@ func suite(t testing.TB) []*Scenario {
 	return ss
 }
 
+// mustLoad loads a scenario written inline, failing the test on bad input.
+func mustLoad(t testing.TB, src string) *Scenario {
+	t.Helper()
+	s, err := Load(t.Name()+".yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // mustRun runs s and fails the test on a run error (never on violations:
 // callers judge those).
 func mustRun(t testing.TB, s *Scenario, opt Options) *Result {
@@ -196,10 +206,7 @@ func TestBadScenarios(t *testing.T) {
 // TestMaxDepthIsNotBadInput: a chain deeper than max_depth loads; the kernel
 // refuses the delegation at run time.
 func TestMaxDepthIsNotBadInput(t *testing.T) {
-	s, err := Load("deep.yaml", []byte("name: deep\nlimits: {max_depth: 0}\nagents:\n  main:\n    - calls: [{delegate: c, prompt: x}]\n  c: []\ninputs:\n  - {at: 0s, submit: go}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustLoad(t, "name: deep\nlimits: {max_depth: 0}\nagents:\n  main:\n    - calls: [{delegate: c, prompt: x}]\n  c: []\ninputs:\n  - {at: 0s, submit: go}\n")
 	r := mustRun(t, s, Options{})
 	if !r.Passed || r.Agents != 1 {
 		t.Fatalf("passed=%v agents=%d %v", r.Passed, r.Agents, r.Violations)
@@ -422,10 +429,7 @@ func TestWorldFaultsFire(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			src := "name: f\nagents:\n  main:\n    - " + c.reply + "\ntools:\n  t: {duration: 1s, result: ok}\nfaults:\n  - " + c.fault +
 				"\ninputs:\n  - {at: 1ms, submit: go}\nexpect:\n  outcomes: {main: failed}\n"
-			s, err := Load("f.yaml", []byte(src))
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := mustLoad(t, src)
 			r, err := Run(s, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -438,10 +442,7 @@ func TestWorldFaultsFire(t *testing.T) {
 	t.Run("rate limit does not compound", func(t *testing.T) {
 		src := "name: r\nagents:\n  main:\n    - text: ok\nfaults:\n  - {at: 0s, agent: main, fault: rate_limit, attempts: 4, retry_after: 1s}\n" +
 			"limits:\n  first_token_timeout: 1m\ninputs:\n  - {at: 0s, submit: go}\nexpect:\n  outcomes: {main: completed}\n"
-		s, err := Load("r.yaml", []byte(src))
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := mustLoad(t, src)
 		var delays []time.Duration
 		r, err := Run(s, Options{Observe: func(st StepInfo) {
 			if st.Event.Kind == kernel.EvLLMRetry {
@@ -465,10 +466,7 @@ func TestWorldFaultsFire(t *testing.T) {
 // TestAdvanceStopsAtItsBound: Advance(d) delivers nothing due after now+d,
 // even when a dead item (a stopped timer) due earlier sits in the queue.
 func TestAdvanceStopsAtItsBound(t *testing.T) {
-	s, err := Load("a.yaml", []byte("name: a\nagents:\n  main:\n    - text: hi\n    - text: again\ninputs:\n  - {at: 0s, submit: one}\n  - {at: 40s, submit: two}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustLoad(t, "name: a\nagents:\n  main:\n    - text: hi\n    - text: again\ninputs:\n  - {at: 0s, submit: one}\n  - {at: 40s, submit: two}\n")
 	m, err := New(s, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -490,10 +488,7 @@ func TestMalformedCallsJustified(t *testing.T) {
 	src := "name: m\nagents:\n  main:\n    - calls: [{tool: grep, args_raw: '{\"bad json'}]\n    - text: done\n" +
 		"tools:\n  grep: {duration: 1s, result: ok}\ninputs:\n  - {at: 0s, submit: go}\n" +
 		"expect:\n  outcomes: {main: completed}\n  history:\n    main: {contains: ['\"status\":\"malformed\"']}\n"
-	s, err := Load("m.yaml", []byte(src))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustLoad(t, src)
 	r, err := Run(s, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -506,11 +501,8 @@ func TestMalformedCallsJustified(t *testing.T) {
 // TestPruneKeepsReferencedScripts: shrinking drops scripts nothing uses, but
 // keeps one an expectation or a path names, so the pruned world still loads.
 func TestPruneKeepsReferencedScripts(t *testing.T) {
-	s, err := Load("p.yaml", []byte("name: p\nagents:\n  main: [{text: hi}]\n  ghost: [{text: boo}]\n  extra: [{text: x}]\n  deep: [{text: d}]\n"+
-		"inputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: main/deep}\nexpect:\n  outcomes: {ghost: completed}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustLoad(t, "name: p\nagents:\n  main: [{text: hi}]\n  ghost: [{text: boo}]\n  extra: [{text: x}]\n  deep: [{text: d}]\n"+
+		"inputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: main/deep}\nexpect:\n  outcomes: {ghost: completed}\n")
 	c := pruneUnreferenced(s)
 	if c == nil {
 		t.Fatal("nothing pruned")

@@ -27,9 +27,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	oa "github.com/sashabaranov/go-openai"
 )
@@ -220,7 +220,7 @@ func (m *Model) fail(f kernel.Failure, detail string) error {
 // clean makes an attempt's error text fit to leave the adapter: the key
 // redacted first, then cut to maxDetail.
 func (m *Model) clean(detail string) string {
-	return truncate(m.redact(detail), maxDetail)
+	return textcut.Clip(m.redact(detail), maxDetail)
 }
 
 // redact removes the API key from any text that leaves the adapter.
@@ -452,31 +452,6 @@ func (d *capturingDoer) Do(req *http.Request) (*http.Response, error) {
 	resp.Body.Close()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	return resp, nil
-}
-
-// truncate cuts s to at most n bytes, at a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return runePrefix(s, n) + "…"
-}
-
-// runePrefix is the longest prefix of s of at most n bytes that does not
-// end inside a UTF-8 sequence. Text that is not UTF-8 there is cut at n.
-func runePrefix(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	for i := n; i >= 0 && i > n-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			if utf8.FullRuneInString(s[i:n]) {
-				return s[:n] // the rune before the cut is whole (or invalid)
-			}
-			return s[:i]
-		}
-	}
-	return s[:max(n, 0)]
 }
 
 // redactURL drops userinfo from a URL for error messages.

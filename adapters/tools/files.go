@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/textcut"
 )
 
 // Bounds on what one call reads (a limit on everything).
@@ -47,7 +48,7 @@ func (b *Box) readFile(p string) (string, error) {
 		return "", b.fsErr(p, err)
 	}
 	if len(data) > b.cfg.OutputLimit {
-		head := runePrefix(string(data), b.cfg.OutputLimit)
+		head := textcut.Prefix(string(data), b.cfg.OutputLimit)
 		return fmt.Sprintf("%s\n[truncated: %s is %d bytes; showing the first %d]", head, p, st.Size(), len(head)), nil
 	}
 	if len(data) == 0 {
@@ -197,7 +198,7 @@ func grepFile(fsys fs.FS, name string, re *regexp.Regexp, out *strings.Builder, 
 		line++
 		if re.Match(sc.Bytes()) {
 			n++
-			fmt.Fprintf(out, "%s:%d: %s\n", name, line, truncate(sc.Text(), maxGrepLine))
+			fmt.Fprintf(out, "%s:%d: %s\n", name, line, textcut.Clip(sc.Text(), maxGrepLine))
 		}
 	}
 	return n, sc.Err()
@@ -208,7 +209,7 @@ func capText(s string, limit int) string {
 	if len(s) <= limit {
 		return s
 	}
-	head := runePrefix(s, limit)
+	head := textcut.Prefix(s, limit)
 	return head + fmt.Sprintf("\n[truncated: %d more bytes]", len(s)-len(head))
 }
 

@@ -19,9 +19,9 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -160,34 +160,9 @@ func decode(call live.Call, dst any, missing func() bool, shape string) error {
 		return fmt.Errorf("arguments must be %s: %v", shape, err)
 	}
 	if missing() {
-		return fmt.Errorf("arguments must be %s; got %s", shape, truncate(call.Arguments, 200))
+		return fmt.Errorf("arguments must be %s; got %s", shape, textcut.Clip(call.Arguments, 200))
 	}
 	return nil
-}
-
-// truncate cuts s to at most n bytes, at a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return runePrefix(s, n) + "…"
-}
-
-// runePrefix is the longest prefix of s of at most n bytes that does not
-// end inside a UTF-8 sequence. Text that is not UTF-8 there is cut at n.
-func runePrefix(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	for i := n; i >= 0 && i > n-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			if utf8.FullRuneInString(s[i:n]) {
-				return s[:n] // the rune before the cut is whole (or invalid)
-			}
-			return s[:i]
-		}
-	}
-	return s[:max(n, 0)]
 }
 
 // EscapeError is a path the model asked for that lies outside the workspace.

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 	"github.com/spf13/cobra"
@@ -675,22 +675,5 @@ func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return runePrefix(s, n) + "…"
-}
-
-// runePrefix is the longest prefix of s of at most n bytes that does not
-// end inside a UTF-8 sequence. Text that is not UTF-8 there is cut at n.
-func runePrefix(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	for i := n; i >= 0 && i > n-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			if utf8.FullRuneInString(s[i:n]) {
-				return s[:n] // the rune before the cut is whole (or invalid)
-			}
-			return s[:i]
-		}
-	}
-	return s[:max(n, 0)]
+	return textcut.Prefix(s, n) + "…"
 }

@@ -3,6 +3,7 @@ package detguard
 import (
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,8 +22,8 @@ func TestKernelAndSimAreDeterministic(t *testing.T) {
 	}
 }
 
-// TestGuardCatchesPlantedCode copies kernel/ (with fsm/ and the module
-// files) into a temporary module, plants a file that reads the clock, uses
+// TestGuardCatchesPlantedCode copies kernel/ (with the module's packages it
+// imports, and the module files) into a temporary module, plants a file that reads the clock, uses
 // the global rand, starts a goroutine and ranges over maps (directly and
 // through maps.Keys/Values/All, with markers in the right and the wrong
 // places), and shows the guard reports exactly those, in order —
@@ -32,7 +33,13 @@ func TestGuardCatchesPlantedCode(t *testing.T) {
 	for _, f := range []string{"go.mod", "go.sum"} {
 		copyFile(t, filepath.Join("../..", f), filepath.Join(tmp, f))
 	}
-	for _, dir := range []string{"fsm", "kernel"} {
+	// kernel/ and every package of this module it imports.
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if .Module}}{{if .Module.Main}}{{.ImportPath}}{{end}}{{end}}", "../../kernel").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		dir := strings.TrimPrefix(strings.TrimPrefix(pkg, "github.com/escapement/escapement"), "/")
 		files, _ := filepath.Glob(filepath.Join("../..", dir, "*.go"))
 		for _, f := range files {
 			if !strings.HasSuffix(f, "_test.go") {

@@ -1,4 +1,4 @@
-package openai
+package textcut
 
 import (
 	"strings"
@@ -6,8 +6,8 @@ import (
 	"unicode/utf8"
 )
 
-// TestTruncateRuneBoundary: cutting error text never splits a rune.
-func TestTruncateRuneBoundary(t *testing.T) {
+// TestClip: cutting never splits a rune; text that is not UTF-8 is cut at n.
+func TestClip(t *testing.T) {
 	for _, tc := range []struct {
 		s    string
 		n    int
@@ -22,18 +22,25 @@ func TestTruncateRuneBoundary(t *testing.T) {
 		{"a😀b", 4, "a…"},
 		{"a😀b", 5, "a😀…"},
 		{"日本語", 4, "日…"},
-		{"\x80\x80\x80\x80\x80\x80", 3, "\x80\x80\x80…"}, // not UTF-8: cut at n
+		{"日本語", 7, "日本…"},
+		{"\x80\x80\x80\x80\x80\x80", 3, "\x80\x80\x80…"},
+		{"\xff\x80\x80\x80\x80", 2, "\xff\x80…"},
 		{"héllo", 0, "…"},
 	} {
-		if got := truncate(tc.s, tc.n); got != tc.want {
-			t.Errorf("truncate(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		if got := Clip(tc.s, tc.n); got != tc.want {
+			t.Errorf("Clip(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
 		}
 	}
+}
+
+// TestPrefixEveryCut: at every budget, the prefix is valid UTF-8, within
+// the budget, and loses less than one rune.
+func TestPrefixEveryCut(t *testing.T) {
 	s := strings.Repeat("aé日😀", 8)
 	for n := range len(s) + 1 {
-		got := runePrefix(s, n)
+		got := Prefix(s, n)
 		if !utf8.ValidString(got) || len(got) > n || len(got) < n-utf8.UTFMax+1 || !strings.HasPrefix(s, got) {
-			t.Errorf("runePrefix(%q, %d) = %q", s, n, got)
+			t.Errorf("Prefix(%q, %d) = %q", s, n, got)
 		}
 	}
 }
