@@ -96,6 +96,25 @@ type openCall struct {
 	nameless bool
 }
 
+// claimID records id as used in a's history and returns it, or, when it is
+// taken, the first free id#2, id#3, … (F11: ids stay unique).
+func (a *agent) claimID(id string) string {
+	if a.usedIDs == nil {
+		a.usedIDs = make(map[string]struct{})
+	}
+	if _, dup := a.usedIDs[id]; dup {
+		base := id
+		for n := 2; ; n++ {
+			id = base + "#" + strconv.Itoa(n)
+			if _, dup := a.usedIDs[id]; !dup {
+				break
+			}
+		}
+	}
+	a.usedIDs[id] = struct{}{}
+	return id
+}
+
 func (k *Kernel) newAgent(parent *agent, script string) *agent {
 	a := &agent{
 		id:         AgentID(len(k.agents)),

@@ -80,10 +80,7 @@ func New(cfg Config) (*Kernel, error) {
 		root.history = append(root.history, cfg.History...)
 		for _, m := range cfg.History {
 			for _, c := range m.ToolCalls {
-				if root.usedIDs == nil {
-					root.usedIDs = make(map[string]struct{})
-				}
-				root.usedIDs[c.ID] = struct{}{}
+				root.claimID(c.ID) // validated above: ids are unique
 			}
 		}
 	case cfg.System != "":

@@ -280,17 +280,11 @@ func (l *Log) Range(seq uint64, fn func(Lifecycle) bool) error {
 // older than Oldest it returns ErrCompacted and nothing; a seq at or beyond
 // Next returns dst unchanged.
 func (l *Log) From(seq uint64, dst []Lifecycle) ([]Lifecycle, error) {
-	if seq == 0 {
-		seq = 1
-	}
-	if seq < l.first {
-		return dst, fmt.Errorf("from seq %d, oldest held %d: %w", seq, l.first, ErrCompacted)
-	}
-	c := uint64(l.capacity)
-	for s := seq; s < l.next; s++ {
-		dst = append(dst, l.ring[int((s-1)%c)])
-	}
-	return dst, nil
+	err := l.Range(seq, func(e Lifecycle) bool {
+		dst = append(dst, e)
+		return true
+	})
+	return dst, err
 }
 
 // UnmarshalText parses a lifecycle kind name.

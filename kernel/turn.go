@@ -267,19 +267,7 @@ func (k *Kernel) finishDrafts(a *agent, req OpID) []openCall {
 		if c.ID == "" {
 			c.ID = "call_" + strconv.FormatUint(uint64(req), 10) + "_" + strconv.Itoa(i)
 		}
-		if a.usedIDs == nil {
-			a.usedIDs = make(map[string]struct{})
-		}
-		if _, dup := a.usedIDs[c.ID]; dup {
-			base := c.ID
-			for n := 2; ; n++ {
-				c.ID = base + "#" + strconv.Itoa(n)
-				if _, dup := a.usedIDs[c.ID]; !dup {
-					break
-				}
-			}
-		}
-		a.usedIDs[c.ID] = struct{}{}
+		c.ID = a.claimID(c.ID)
 		open = append(open, openCall{call: c, child: NoAgent, nameless: nameless})
 	}
 	a.drafts = a.drafts[:0]
