@@ -86,16 +86,21 @@ const hexDigits = "0123456789abcdef"
 // reflection.
 func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
 
+// plainJSON marks the bytes a JSON string holds as they are: printable
+// ASCII except '"' and '\\'.
+var plainJSON = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
 	for i := 0; i < len(s); {
 		// Copy the longest run that needs no escaping in one append.
 		j := i
-		for j < len(s) {
-			c := s[j]
-			if c < 0x20 || c == '"' || c == '\\' || c >= utf8.RuneSelf {
-				break
-			}
+		for j < len(s) && plainJSON[s[j]] {
 			j++
 		}
 		b = append(b, s[i:j]...)

@@ -2,9 +2,14 @@ package sim
 
 import (
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/kernel/trace"
 
 	"github.com/escapement/escapement/kernel"
 )
@@ -86,4 +91,66 @@ func BenchmarkSimEvents(b *testing.B) {
 		b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "events/s")
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/event")
 	})
+}
+
+// BenchmarkSimOverKernel measures the ratio issue #3 sets a bound on: each
+// iteration runs the depth-6 scenario through sim+oracle and then replays
+// its events into the kernel alone, timing the two separately. Interleaving
+// them makes the ratio robust to the load drift of a shared machine, which
+// BenchmarkSimEvents' sub-benchmarks (run minutes apart) are not.
+func BenchmarkSimOverKernel(b *testing.B) {
+	s := depth6Scenario()
+	var events []kernel.Event
+	mustRun(b, s, Options{Observe: func(si StepInfo) { events = append(events, si.Event) }})
+	cfg := s.KernelConfig()
+	cfg.LogCapacity = SimLogCapacity
+	var simT, kernT time.Duration
+	n := 0
+	for b.Loop() {
+		t0 := time.Now()
+		r := mustRun(b, s, Options{})
+		t1 := time.Now()
+		k := kernel.MustNew(cfg)
+		for _, ev := range events {
+			k.Step(ev)
+		}
+		t2 := time.Now()
+		if !r.Passed || r.Events != len(events) {
+			b.Fatal(r.Violations)
+		}
+		simT, kernT, n = simT+t1.Sub(t0), kernT+t2.Sub(t1), n+len(events)
+	}
+	b.ReportMetric(float64(simT.Nanoseconds())/float64(n), "sim-ns/event")
+	b.ReportMetric(float64(kernT.Nanoseconds())/float64(n), "kernel-ns/event")
+	b.ReportMetric(float64(simT)/float64(kernT), "ratio")
+}
+
+// BenchmarkTraceWriter: the trace alone (encoding and SHA-256) on the
+// depth-6 scenario's recorded steps, to see its share of BenchmarkSimEvents.
+func BenchmarkTraceWriter(b *testing.B) {
+	s := depth6Scenario()
+	type step struct {
+		ev     kernel.Event
+		target kernel.AgentID
+		before fsm.State
+		effs   []kernel.Effect
+	}
+	var steps []step
+	var tree Core
+	mustRun(b, s, Options{Observe: func(si StepInfo) {
+		steps = append(steps, step{si.Event, si.Target, si.Before, slices.Clone(si.Effects)})
+		tree = si.Core
+	}})
+	hdr := trace.Header{Source: "sim", Name: s.Name, Seed: s.Seed, Limits: s.Limits}
+	b.ReportAllocs()
+	for b.Loop() {
+		w := trace.NewWriter(io.Discard, hdr)
+		for _, st := range steps {
+			w.Step(tree, st.ev, st.target, st.before, st.effs)
+		}
+		if _, err := w.Close(0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(steps)), "ns/event")
 }

@@ -79,10 +79,14 @@ type oracle struct {
 	pendingUser int
 
 	// per-step scratch
-	step      uint32
-	mark      []uint32
-	dirty     []kernel.AgentID
-	trans     map[kernel.AgentID][]kernel.Lifecycle
+	step  uint32
+	mark  []uint32
+	dirty []kernel.AgentID
+	// trans holds each agent's transitions of this step (index = agent
+	// id); transUsed lists the agents that have any, so a step resets only
+	// those and the slices are reused.
+	trans     [][]kernel.Lifecycle
+	transUsed []kernel.AgentID
 	entered   []kernel.AgentID // agents that entered Interrupted this step
 	stale     bool
 	staleWhy  string
@@ -262,7 +266,6 @@ func newOracle(c Core, cfg kernel.Config) *oracle {
 		table:        make(map[[2]uint8]fsm.State),
 		userTexts:    make(map[string]int),
 		rootTexts:    make(map[string]int),
-		trans:        make(map[kernel.AgentID][]kernel.Lifecycle),
 		probes:       newProbeSet(),
 	}
 	for _, t := range fsm.Table() {
@@ -318,7 +321,10 @@ func (o *oracle) before(ev kernel.Event, target kernel.AgentID) {
 	o.step++
 	o.dirty = o.dirty[:0]
 	o.entered = o.entered[:0]
-	clear(o.trans)
+	for _, id := range o.transUsed {
+		o.trans[id] = o.trans[id][:0]
+	}
+	o.transUsed = o.transUsed[:0]
 	o.stale, o.staleWhy, o.cancelEv, o.userInput, o.inputText = false, "", nil, false, ""
 	o.endedNow = o.endedNow[:0]
 	o.partials = o.partials[:0]
@@ -637,6 +643,12 @@ func (o *oracle) onLife(l kernel.Lifecycle) {
 		} else if to != l.To {
 			o.violate("I7", l.Agent, "transition %s --%s--> %s; the table says %s", l.From, l.Trigger, l.To, to)
 		}
+		for int(l.Agent) >= len(o.trans) {
+			o.trans = append(o.trans, nil)
+		}
+		if len(o.trans[l.Agent]) == 0 {
+			o.transUsed = append(o.transUsed, l.Agent)
+		}
 		o.trans[l.Agent] = append(o.trans[l.Agent], l)
 		if l.To == fsm.Interrupted {
 			o.entered = append(o.entered, l.Agent)
@@ -800,11 +812,19 @@ func (o *oracle) checkTurnEnd(l kernel.Lifecycle, a *agentObs) {
 	}
 }
 
+// transOf is id's transitions in this step.
+func (o *oracle) transOf(id kernel.AgentID) []kernel.Lifecycle {
+	if id < 0 || int(id) >= len(o.trans) {
+		return nil
+	}
+	return o.trans[id]
+}
+
 // refresh compares an agent's view with what the oracle knew.
 func (o *oracle) refresh(id kernel.AgentID) {
 	a := o.observe(id)
 	v := o.c.View(id)
-	chain := o.trans[id]
+	chain := o.transOf(id)
 	if v.State != a.state {
 		switch {
 		case len(chain) == 0:
@@ -1020,7 +1040,7 @@ func (o *oracle) checkCancel() {
 	}
 	t := o.agents[ce.target]
 	if !ce.shouldAct {
-		if ce.beforeInt && len(o.trans[ce.target]) > 0 && !ce.wasShutdwn {
+		if ce.beforeInt && len(o.transOf(ce.target)) > 0 && !ce.wasShutdwn {
 			o.violate("I11", ce.target, "a repeated cancel changed the agent's state")
 		}
 		return

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -35,8 +34,14 @@ type worldOp struct {
 	// late delays the final event (or the cancel acknowledgement).
 	late time.Duration
 
-	// LLM request.
-	plan       []chunk
+	// LLM request: the reply's text, streamed a token at a time (pos is
+	// the byte offset of token next), then three fragments per call. The
+	// tokens are cut as they are sent, not planned ahead: a stream is
+	// mostly text, and a plan would allocate a chunk per token.
+	text       string
+	tokens     int
+	pos        int
+	frags      []kernel.CallDelta
 	next       int
 	interval   time.Duration
 	firstToken time.Duration
@@ -53,11 +58,6 @@ type worldOp struct {
 	name    string
 	finalAt time.Duration
 	finalEv kernel.Event
-}
-
-type chunk struct {
-	text string
-	call *kernel.CallDelta
 }
 
 // world is the scripted environment of one run.
@@ -137,26 +137,25 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 	if op.interval <= 0 {
 		op.interval = time.Nanosecond
 	}
-	// One allocation for the whole plan: a chunk per token, three per call.
-	tokens := 0
+	op.text = reply.Text
 	if reply.Text != "" {
-		tokens = strings.Count(reply.Text, " ") + 1
+		op.tokens = strings.Count(reply.Text, " ") + 1
+		if strings.HasSuffix(reply.Text, " ") {
+			op.tokens-- // the last space stays with the word before it
+		}
 	}
-	op.plan = make([]chunk, 0, tokens+3*len(reply.Calls))
-	for text := reply.Text; len(text) > 0; {
-		tok := nextToken(text)
-		op.plan = append(op.plan, chunk{text: tok})
-		text = text[len(tok):]
+	if len(reply.Calls) > 0 {
+		op.frags = make([]kernel.CallDelta, 0, 3*len(reply.Calls))
 	}
 	for i, call := range reply.Calls {
 		w.callSeq++
 		id := "call_" + strconv.Itoa(w.callSeq)
 		name, args := w.callWire(call)
 		half := len(args) / 2
-		op.plan = append(op.plan,
-			chunk{call: &kernel.CallDelta{Index: i, ID: id, Name: name}},
-			chunk{call: &kernel.CallDelta{Index: i, Args: args[:half]}},
-			chunk{call: &kernel.CallDelta{Index: i, Args: args[half:]}})
+		op.frags = append(op.frags,
+			kernel.CallDelta{Index: i, ID: id, Name: name},
+			kernel.CallDelta{Index: i, Args: args[:half]},
+			kernel.CallDelta{Index: i, Args: args[half:]})
 	}
 	w.ops[e.Op] = op
 	if fi := w.takeArmed(c, e.Agent, false, ""); fi >= 0 {
@@ -168,14 +167,17 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 	w.llmNext(op, now+op.firstToken)
 }
 
+// chunks is how many stream chunks the reply has: a chunk per token, three
+// per call.
+func (op *worldOp) chunks() int { return op.tokens + len(op.frags) }
+
 // callWire renders a scripted call as the model would stream it.
 func (w *world) callWire(c Call) (name, args string) {
 	if c.Delegate != "" {
-		b, _ := json.Marshal(struct {
-			Task string `json:"task"`
-			Name string `json:"name"`
-		}{c.Prompt, c.Delegate})
-		return "delegate", string(b)
+		// {"task":…,"name":…}, as json.Marshal writes the struct.
+		b := append([]byte(`{"task":`), appendJSONHTML(nil, c.Prompt)...)
+		b = append(append(b, `,"name":`...), appendJSONHTML(nil, c.Delegate)...)
+		return "delegate", string(append(b, '}'))
 	}
 	if c.ArgsRaw != "" {
 		return c.Tool, c.ArgsRaw
@@ -183,7 +185,7 @@ func (w *world) callWire(c Call) (name, args string) {
 	if c.Args == nil {
 		return c.Tool, "{}"
 	}
-	b, err := json.Marshal(c.Args) // map keys are sorted: deterministic
+	b, err := argsJSON(c.Args) // map keys are sorted: deterministic
 	if err != nil {
 		panic("sim: call args passed Validate but do not marshal: " + err.Error())
 	}
@@ -229,13 +231,12 @@ func (w *world) llmNext(op *worldOp, at time.Duration) {
 		w.schedule(op, at+op.late, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), false)
 		return
 	}
-	if op.next < len(op.plan) {
-		c := op.plan[op.next]
+	if op.next < op.chunks() {
 		var ev kernel.Event
-		if c.call != nil {
-			ev = kernel.CallFragment(0, op.id, uint32(op.next+1), *c.call)
+		if op.next < op.tokens {
+			ev = kernel.TextDelta(0, op.id, uint32(op.next+1), nextToken(op.text[op.pos:]))
 		} else {
-			ev = kernel.TextDelta(0, op.id, uint32(op.next+1), c.text)
+			ev = kernel.CallFragment(0, op.id, uint32(op.next+1), op.frags[op.next-op.tokens])
 		}
 		w.schedule(op, at, ev, false)
 		if op.dup && !op.dupChunk {
@@ -261,6 +262,9 @@ func (w *world) delivered(op *worldOp, ev kernel.Event, now time.Duration, dup b
 	}
 	switch ev.Kind {
 	case kernel.EvLLMDelta:
+		if op.next < op.tokens {
+			op.pos += len(nextToken(op.text[op.pos:]))
+		}
 		op.next++
 		w.llmNext(op, now+op.interval)
 	case kernel.EvLLMRetry:
@@ -405,10 +409,10 @@ func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 		}
 		op.errAfter = f.After
 		if f.After == 0 {
-			op.errAfter = len(op.plan) / 2
+			op.errAfter = op.chunks() / 2
 		}
-		if op.errAfter > len(op.plan) {
-			op.errAfter = len(op.plan)
+		if op.errAfter > op.chunks() {
+			op.errAfter = op.chunks()
 		}
 	case FaultHang:
 		op.gen++

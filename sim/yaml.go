@@ -17,7 +17,7 @@ import (
 // valid YAML double-quoted scalar, a JSON object a valid flow mapping), so
 // quoting is always right and rendering needs no reflection.
 func (s *Scenario) YAML() []byte {
-	y := yamlOut{b: make([]byte, 0, 1024)}
+	y := yamlOut{b: make([]byte, 0, 4096)}
 	y.kv(0, "name", s.Name)
 	if s.About != "" {
 		y.kv(0, "about", s.About)
@@ -202,7 +202,15 @@ func (y *yamlOut) raw(level int, k, v string) {
 	y.b = append(y.b, '\n')
 }
 
-func (y *yamlOut) kv(level int, k, v string) { y.raw(level, k, jsonString(v)) }
+// kv writes a string field, quoting v straight into the output (every run
+// renders its scenario, so this avoids a string per field).
+func (y *yamlOut) kv(level int, k, v string) {
+	y.indent(level)
+	y.b = append(y.b, k...)
+	y.b = append(y.b, ": "...)
+	y.b = kernel.AppendJSONString(y.b, v)
+	y.b = append(y.b, '\n')
+}
 
 func (y *yamlOut) dur(level int, k string, d time.Duration) { y.raw(level, k, jsonString(d.String())) }
 
@@ -229,37 +237,48 @@ func (y *yamlOut) rawInline(level int, n *int, k, v string) {
 	y.b = append(y.b, '\n')
 }
 
-func (y *yamlOut) kvInline(level int, n *int, k, v string) { y.rawInline(level, n, k, jsonString(v)) }
+func (y *yamlOut) kvInline(level int, n *int, k, v string) {
+	if *n > 0 {
+		y.indent(level)
+	}
+	*n++
+	y.b = append(y.b, k...)
+	y.b = append(y.b, ": "...)
+	y.b = kernel.AppendJSONString(y.b, v)
+	y.b = append(y.b, '\n')
+}
 
 // callLine writes one call as a flow mapping on one line.
 func (y *yamlOut) callLine(level int, c Call) {
 	y.indent(level)
 	y.b = append(y.b, "- {"...)
 	sep := false
-	field := func(k, v string) {
+	key := func(k string) {
 		if sep {
 			y.b = append(y.b, ", "...)
 		}
 		sep = true
 		y.b = append(y.b, k...)
 		y.b = append(y.b, ": "...)
-		y.b = append(y.b, v...)
 	}
-	if c.Tool != "" {
-		field("tool", jsonString(c.Tool))
+	str := func(k, v string) {
+		if v != "" {
+			key(k)
+			y.b = kernel.AppendJSONString(y.b, v)
+		}
 	}
+	str("tool", c.Tool)
 	if c.Args != nil {
-		field("args", jsonValue(c.Args))
+		key("args")
+		args, err := argsJSON(c.Args)
+		if err != nil {
+			panic("sim: render scenario value: " + err.Error())
+		}
+		y.b = append(y.b, args...)
 	}
-	if c.ArgsRaw != "" {
-		field("args_raw", jsonString(c.ArgsRaw))
-	}
-	if c.Delegate != "" {
-		field("delegate", jsonString(c.Delegate))
-	}
-	if c.Prompt != "" {
-		field("prompt", jsonString(c.Prompt))
-	}
+	str("args_raw", c.ArgsRaw)
+	str("delegate", c.Delegate)
+	str("prompt", c.Prompt)
 	y.b = append(y.b, "}\n"...)
 }
 

@@ -6,6 +6,26 @@ import "time"
 // without allocating: every trace record carries its virtual time in Go
 // duration syntax. TestAppendDuration checks it against the standard form.
 func appendDuration(b []byte, d time.Duration) []byte {
+	// Fast path: whole milliseconds under a minute, which is what nearly
+	// every simulated step's time is.
+	if d > 0 && d < time.Minute && d%time.Millisecond == 0 {
+		ms := int64(d / time.Millisecond)
+		if ms < 1000 {
+			b = appendSmall(b, ms)
+			return append(b, 'm', 's')
+		}
+		b = appendSmall(b, ms/1000)
+		if f := ms % 1000; f != 0 {
+			b = append(b, '.', byte('0'+f/100))
+			if f%100 != 0 {
+				b = append(b, byte('0'+f/10%10))
+				if f%10 != 0 {
+					b = append(b, byte('0'+f%10))
+				}
+			}
+		}
+		return append(b, 's')
+	}
 	var arr [32]byte
 	n := formatDuration(&arr, d)
 	return append(b, arr[n:]...)
@@ -71,7 +91,14 @@ func formatDuration(buf *[32]byte, d time.Duration) int {
 func fmtFrac(buf []byte, v uint64, prec int) (nw int, nv uint64) {
 	w := len(buf)
 	print := false
-	for i := 0; i < prec; i++ {
+	// Trailing zero digits print nothing: drop them three at a time first
+	// (virtual times are mostly whole milliseconds).
+	i := 0
+	for i+3 <= prec && v%1000 == 0 {
+		v /= 1000
+		i += 3
+	}
+	for ; i < prec; i++ {
 		digit := v % 10
 		print = print || digit != 0
 		if print {
@@ -100,4 +127,15 @@ func fmtInt(buf []byte, v uint64) int {
 		}
 	}
 	return w
+}
+
+// appendSmall appends 0 ≤ v < 1000 in decimal.
+func appendSmall(b []byte, v int64) []byte {
+	switch {
+	case v >= 100:
+		return append(b, byte('0'+v/100), byte('0'+v/10%10), byte('0'+v%10))
+	case v >= 10:
+		return append(b, byte('0'+v/10), byte('0'+v%10))
+	}
+	return append(b, byte('0'+v))
 }

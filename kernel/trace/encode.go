@@ -46,9 +46,23 @@ func (e *enc) name(s string) {
 
 func (e *enc) str(s string) { e.b = kernel.AppendJSONString(e.b, s) }
 
-func (e *enc) i64(v int64) { e.b = strconv.AppendInt(e.b, v, 10) }
+// i64 and u64 write one-digit numbers (most agent ids, turns, ops and
+// chunk numbers) without a call.
+func (e *enc) i64(v int64) {
+	if 0 <= v && v < 10 {
+		e.b = append(e.b, byte('0'+v))
+		return
+	}
+	e.b = strconv.AppendInt(e.b, v, 10)
+}
 
-func (e *enc) u64(v uint64) { e.b = strconv.AppendUint(e.b, v, 10) }
+func (e *enc) u64(v uint64) {
+	if v < 10 {
+		e.b = append(e.b, byte('0'+v))
+		return
+	}
+	e.b = strconv.AppendUint(e.b, v, 10)
+}
 
 // appendRecord appends r and a newline. agentJSON is r.Agent already quoted
 // (the writer caches it per agent); atDigits is atNS formatted (may be nil);
@@ -99,9 +113,9 @@ func appendRecord(b []byte, r *Record, agentJSON []byte, atNS int64, atDigits, a
 }
 
 func (e *enc) event(ev *kernel.Event) {
-	e.lit(`{"kind":`)
-	e.name(ev.Kind.String())
-	e.lit(`,"at":`)
+	e.lit(`{"kind":"`)
+	e.lit(ev.Kind.String())
+	e.lit(`","at":`)
 	e.at(int64(ev.At))
 	if ev.Agent != 0 {
 		e.lit(`,"agent":`)
@@ -177,9 +191,9 @@ func (e *enc) event(ev *kernel.Event) {
 }
 
 func (e *enc) effect(ef *kernel.Effect) {
-	e.lit(`{"kind":`)
-	e.name(ef.Kind.String())
-	e.lit(`,"agent":`)
+	e.lit(`{"kind":"`)
+	e.lit(ef.Kind.String())
+	e.lit(`","agent":`)
 	e.i64(int64(ef.Agent))
 	if ef.Op != 0 {
 		e.lit(`,"op":`)
@@ -202,7 +216,7 @@ func (e *enc) effect(ef *kernel.Effect) {
 		e.str(ef.Call.Arguments)
 		e.b = append(e.b, '}')
 	}
-	if ef.Life != (kernel.Lifecycle{}) {
+	if ef.Life.Kind != 0 || ef.Life != (kernel.Lifecycle{}) { // the cheap test first
 		e.lit(`,"life":`)
 		e.life(&ef.Life)
 	}
@@ -222,9 +236,9 @@ func (e *enc) life(l *kernel.Lifecycle) {
 	e.u64(l.Seq)
 	e.lit(`,"at":`)
 	e.at(int64(l.At))
-	e.lit(`,"kind":`)
-	e.name(l.Kind.String())
-	e.lit(`,"agent":`)
+	e.lit(`,"kind":"`)
+	e.lit(l.Kind.String())
+	e.lit(`","agent":`)
 	e.i64(int64(l.Agent))
 	if l.Turn != 0 {
 		e.lit(`,"turn":`)

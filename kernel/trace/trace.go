@@ -82,7 +82,8 @@ type Writer struct {
 	// atDigits is the current step's time formatted in nanoseconds.
 	atNS     int64
 	atDigits []byte
-	atText   []byte // the step's time in duration syntax
+	// head is the current step's `,"step":N,"at":"D"`, shared by its lines.
+	head []byte
 	// paths caches each agent's path and its JSON form (paths never change
 	// once an agent is spawned).
 	paths     []string
@@ -152,22 +153,51 @@ type Tree interface {
 
 // Step records one Step: ev as fed, its target's path and state before (as
 // captured by the caller before Step) and after, and the effects.
+//
+// This runs on every simulated step, so the lines are written straight into
+// the buffer rather than through Record: the step's shared head (step number
+// and time) is formatted once, and the event and every effect line copy it.
+// The bytes are exactly appendRecord's (TestEncoderMatchesJSON).
 func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before fsm.State, effects []kernel.Effect) {
 	t.step++
 	t.atNS = int64(ev.At)
 	t.atDigits = strconv.AppendInt(t.atDigits[:0], t.atNS, 10)
-	t.atText = appendDuration(t.atText[:0], ev.At)
-	rec := Record{Type: "event", Step: t.step, Event: &ev}
-	var agentJSON []byte
+	t.head = append(t.head[:0], `,"step":`...)
+	t.head = strconv.AppendInt(t.head, int64(t.step), 10)
+	t.head = append(t.head, `,"at":"`...)
+	t.head = appendDuration(t.head, ev.At)
+	t.head = append(t.head, '"')
+	e := enc{b: t.buf, atNS: t.atNS, atDigits: t.atDigits}
+	e.lit(`{"type":"event"`)
+	e.b = append(e.b, t.head...)
 	if target != kernel.NoAgent {
-		rec.Agent, agentJSON = t.path(tree, target)
-		rec.Before, rec.After = before.String(), tree.AgentState(target).String()
+		if path, agentJSON := t.path(tree, target); path != "" {
+			e.lit(`,"agent":`)
+			e.b = append(e.b, agentJSON...)
+		}
+		e.lit(`,"before":"`)
+		e.lit(before.String())
+		e.lit(`","after":"`)
+		e.lit(tree.AgentState(target).String())
+		e.b = append(e.b, '"')
 	}
-	t.record(&rec, agentJSON, t.atText)
+	e.lit(`,"event":`)
+	e.event(&ev)
+	e.lit("}\n")
 	for i := range effects {
-		r := Record{Type: "effect", Step: t.step, Effect: &effects[i]}
-		r.Agent, agentJSON = t.path(tree, effects[i].Agent)
-		t.record(&r, agentJSON, t.atText)
+		e.lit(`{"type":"effect"`)
+		e.b = append(e.b, t.head...)
+		if path, agentJSON := t.path(tree, effects[i].Agent); path != "" {
+			e.lit(`,"agent":`)
+			e.b = append(e.b, agentJSON...)
+		}
+		e.lit(`,"effect":`)
+		e.effect(&effects[i])
+		e.lit("}\n")
+	}
+	t.buf = e.b
+	if len(t.buf) >= flushAt {
+		t.flush()
 	}
 }
 

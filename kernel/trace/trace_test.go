@@ -88,6 +88,9 @@ func TestAppendDuration(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		vals = append(vals, time.Duration(int64(i)*int64(i)*int64(i)*7919+int64(i)))
 	}
+	for i := 0; i < 70000; i += 7 { // whole milliseconds: the fast path and its edges
+		vals = append(vals, time.Duration(i)*time.Millisecond, time.Duration(i)*time.Millisecond+1)
+	}
 	for _, d := range vals {
 		if got := string(appendDuration(nil, d)); got != d.String() {
 			t.Fatalf("%d: got %q want %q", int64(d), got, d.String())
