@@ -103,9 +103,11 @@ type oracle struct {
 	inFlight map[kernel.OpID]*opObs
 	quiet    bool
 	quietAt  time.Duration
-	// emitted keeps a hash per lifecycle event seen in effects (index =
-	// seq-1), to compare with the replayed log at the end.
-	emitted []uint64
+	// emitted keeps a hash of each of the last emittedRing lifecycle events
+	// seen in effects (slot (seq-1) % emittedRing), to compare with the
+	// replayed log at the end; nEmitted counts them all.
+	emitted  [emittedRing]uint64
+	nEmitted uint64
 	// endedNow are turns that ended in this step, checked after refresh.
 	endedNow []kernel.Lifecycle
 	// partials are texts streamed by requests cut (or failed) in this
@@ -117,8 +119,13 @@ type oracle struct {
 	liveChecked  bool
 }
 
-// maxEmitted bounds the lifecycle events hashed for the replay check.
-const maxEmitted = 1 << 20
+// emittedRing is how many lifecycle hashes the oracle keeps: at least a
+// simulated kernel's whole log (the compile-time check below), so every
+// event a late subscriber can replay is compared. A fixed ring instead of a
+// growing slice: a run allocates it once.
+const emittedRing = 1024
+
+const _ = uint(emittedRing - SimLogCapacity) // emittedRing ≥ SimLogCapacity
 
 // lifeHash mixes a lifecycle event's identifying fields into 64 bits. It
 // only has to tell a replayed event from the one emitted with the same
@@ -316,7 +323,7 @@ func isActive(s fsm.State) bool {
 }
 
 // before is called with the event about to be stepped.
-func (o *oracle) before(ev kernel.Event, target kernel.AgentID) {
+func (o *oracle) before(ev *kernel.Event, target kernel.AgentID) {
 	o.now = ev.At
 	o.step++
 	o.dirty = o.dirty[:0]
@@ -329,7 +336,7 @@ func (o *oracle) before(ev kernel.Event, target kernel.AgentID) {
 	o.endedNow = o.endedNow[:0]
 	o.partials = o.partials[:0]
 	// Events are formatted only when a violation quotes them.
-	o.recent[o.nrecent%recentEvents] = ev
+	o.recent[o.nrecent%recentEvents] = *ev
 	o.nrecent++
 	o.expireDeadlines()
 	o.checkLiveness()
@@ -364,7 +371,7 @@ func (o *oracle) before(ev kernel.Event, target kernel.AgentID) {
 	}
 }
 
-func (o *oracle) beforeCancel(ev kernel.Event) {
+func (o *oracle) beforeCancel(ev *kernel.Event) {
 	target := kernel.Root
 	if ev.Kind == kernel.EvCancel {
 		target = ev.Agent
@@ -412,7 +419,7 @@ func (o *oracle) descends(id, target kernel.AgentID) bool {
 	return false
 }
 
-func (o *oracle) beforeWorld(ev kernel.Event) {
+func (o *oracle) beforeWorld(ev *kernel.Event) {
 	op := o.ops[ev.Op]
 	switch {
 	case op == nil:
@@ -499,7 +506,7 @@ func (o *oracle) touch(id kernel.AgentID) {
 }
 
 // after checks the step's effects and the agents they touched.
-func (o *oracle) after(ev kernel.Event, target kernel.AgentID, effs []kernel.Effect) {
+func (o *oracle) after(ev *kernel.Event, target kernel.AgentID, effs []kernel.Effect) {
 	o.checkRootTurn(ev, effs)
 	rejected := false
 	if o.stale && target != kernel.NoAgent {
@@ -610,7 +617,7 @@ func (o *oracle) onStartLLM(e *kernel.Effect) {
 	}
 }
 
-func (o *oracle) onStartTool(ev kernel.Event, e *kernel.Effect) {
+func (o *oracle) onStartTool(ev *kernel.Event, e *kernel.Effect) {
 	a := o.observe(e.Agent)
 	a.liveOps++
 	o.ops[e.Op] = &opObs{agent: e.Agent, tool: true, start: o.now}
@@ -629,9 +636,8 @@ func (o *oracle) onStartTool(ev kernel.Event, e *kernel.Effect) {
 }
 
 func (o *oracle) onLife(l kernel.Lifecycle) {
-	if len(o.emitted) < maxEmitted {
-		o.emitted = append(o.emitted, lifeHash(l))
-	}
+	o.emitted[o.nEmitted%emittedRing] = lifeHash(l)
+	o.nEmitted++
 	if l.Agent < 0 {
 		return
 	}
@@ -1002,19 +1008,25 @@ func (o *oracle) checkMarkers() {
 // subscriber that joined late would, and compares it with what was emitted:
 // the accounting of I9 must hold for that subscriber too (F10).
 func (o *oracle) checkLog() {
-	if len(o.emitted) == 0 || len(o.emitted) >= maxEmitted {
+	if o.nEmitted == 0 {
 		return
 	}
 	start := o.c.LogOldest()
 	next := start
+	// Hashes older than the ring are gone (a core keeping a longer log than
+	// a simulated kernel): those events are checked for order only.
+	hashedFrom := uint64(1)
+	if o.nEmitted > emittedRing {
+		hashedFrom = o.nEmitted - emittedRing + 1
+	}
 	var bad string
 	err := o.c.LogRange(start, func(l kernel.Lifecycle) bool {
 		switch {
 		case l.Seq != next:
 			bad = fmt.Sprintf("a subscriber from seq %d gets seq %d where seq %d was emitted", start, l.Seq, next)
-		case l.Seq > uint64(len(o.emitted)):
+		case l.Seq > o.nEmitted:
 			bad = fmt.Sprintf("replay holds seq %d, never emitted", l.Seq)
-		case lifeHash(l) != o.emitted[l.Seq-1]:
+		case l.Seq >= hashedFrom && lifeHash(l) != o.emitted[(l.Seq-1)%emittedRing]:
 			bad = fmt.Sprintf("replayed seq %d (%s) differs from what was emitted", l.Seq, l.Describe())
 		}
 		next++
@@ -1025,8 +1037,8 @@ func (o *oracle) checkLog() {
 		o.violate("I9", kernel.NoAgent, "lifecycle log: replay from seq %d: %v", start, err)
 	case bad != "":
 		o.violate("I9", kernel.NoAgent, "lifecycle log: %s", bad)
-	case next <= uint64(len(o.emitted)):
-		o.violate("I9", kernel.NoAgent, "lifecycle log: a subscriber from seq %d misses seq %d..%d", start, next, len(o.emitted))
+	case next <= o.nEmitted:
+		o.violate("I9", kernel.NoAgent, "lifecycle log: a subscriber from seq %d misses seq %d..%d", start, next, o.nEmitted)
 	}
 }
 
@@ -1176,7 +1188,7 @@ func (o *oracle) checkQuiet(d quiesceDeadline) {
 // checkRootTurn runs before a step's effects are judged: a new root turn
 // (Idle → Streaming) lifts the freeze of an interrupt only if a user input
 // caused it — this one, or one queued while the tree settled (I1).
-func (o *oracle) checkRootTurn(ev kernel.Event, effs []kernel.Effect) {
+func (o *oracle) checkRootTurn(ev *kernel.Event, effs []kernel.Effect) {
 	root := o.agents[kernel.Root]
 	if !root.frozen {
 		return

@@ -243,10 +243,10 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	ev.At = m.now
 	target := m.core.Target(ev)
 	before := m.core.AgentState(target)
-	m.o.before(ev, target)
+	m.o.before(&ev, target)
 	effs := m.core.Step(ev)
 	m.tw.Step(m.core, ev, target, before, effs)
-	m.o.after(ev, target, effs)
+	m.o.after(&ev, target, effs)
 	if m.opt.Observe != nil {
 		m.opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: m.core.AgentState(target), Effects: effs, Core: m.core})
 	}

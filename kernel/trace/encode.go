@@ -97,11 +97,11 @@ func appendRecord(b []byte, r *Record, agentJSON []byte, atNS int64, atDigits, a
 		e.name(r.After)
 	}
 	if r.Event != nil {
-		e.lit(`,"event":`)
+		e.lit(`,"event":{"kind":"`)
 		e.event(r.Event)
 	}
 	if r.Effect != nil {
-		e.lit(`,"effect":`)
+		e.lit(`,"effect":{"kind":"`)
 		e.effect(r.Effect)
 	}
 	if r.Note != "" {
@@ -112,8 +112,9 @@ func appendRecord(b []byte, r *Record, agentJSON []byte, atNS int64, atDigits, a
 	return e.b
 }
 
+// event, effect and life write an object after its opening: the caller
+// writes the key, the brace and the first key in one literal.
 func (e *enc) event(ev *kernel.Event) {
-	e.lit(`{"kind":"`)
 	e.lit(ev.Kind.String())
 	e.lit(`","at":`)
 	e.at(int64(ev.At))
@@ -191,7 +192,6 @@ func (e *enc) event(ev *kernel.Event) {
 }
 
 func (e *enc) effect(ef *kernel.Effect) {
-	e.lit(`{"kind":"`)
 	e.lit(ef.Kind.String())
 	e.lit(`","agent":`)
 	e.i64(int64(ef.Agent))
@@ -217,7 +217,7 @@ func (e *enc) effect(ef *kernel.Effect) {
 		e.b = append(e.b, '}')
 	}
 	if ef.Life.Kind != 0 || ef.Life != (kernel.Lifecycle{}) { // the cheap test first
-		e.lit(`,"life":`)
+		e.lit(`,"life":{"seq":`)
 		e.life(&ef.Life)
 	}
 	if ef.Code != 0 {
@@ -232,7 +232,6 @@ func (e *enc) effect(ef *kernel.Effect) {
 }
 
 func (e *enc) life(l *kernel.Lifecycle) {
-	e.lit(`{"seq":`)
 	e.u64(l.Seq)
 	e.lit(`,"at":`)
 	e.at(int64(l.At))

@@ -88,6 +88,7 @@ type Writer struct {
 	// once an agent is spawned).
 	paths     []string
 	pathsJSON [][]byte
+	fields    [][]byte // `,"agent":` and the path, for Step's lines
 }
 
 func (t *Writer) path(tree Tree, id kernel.AgentID) (string, []byte) {
@@ -97,6 +98,7 @@ func (t *Writer) path(tree Tree, id kernel.AgentID) (string, []byte) {
 	for int(id) >= len(t.paths) {
 		t.paths = append(t.paths, "")
 		t.pathsJSON = append(t.pathsJSON, nil)
+		t.fields = append(t.fields, nil)
 	}
 	if t.paths[id] == "" {
 		t.paths[id] = tree.AgentPath(id)
@@ -105,26 +107,40 @@ func (t *Writer) path(tree Tree, id kernel.AgentID) (string, []byte) {
 	return t.paths[id], t.pathsJSON[id]
 }
 
+// agentField is `,"agent":PATH` for id, or nothing when the record has no
+// agent (as appendRecord omits an empty Agent).
+func (t *Writer) agentField(tree Tree, id kernel.AgentID) []byte {
+	path, agentJSON := t.path(tree, id)
+	if path == "" {
+		return nil
+	}
+	if t.fields[id] == nil {
+		t.fields[id] = append([]byte(`,"agent":`), agentJSON...)
+	}
+	return t.fields[id]
+}
+
 // NewWriter writes hdr and returns a writer for the steps. w may be
 // io.Discard when only the hash is wanted.
 func NewWriter(w io.Writer, hdr Header) *Writer {
-	tw := &Writer{h: sha256.New(), buf: make([]byte, 0, flushAt+4096)}
+	tw := &Writer{h: sha256.New()}
 	if w != io.Discard {
 		tw.sink = w
 	}
 	hdr.Type, hdr.Format = "header", FormatVersion
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
+	// The header is encoded straight into the writer's buffer.
+	b := bytes.NewBuffer(make([]byte, 0, flushAt+4096))
+	enc := json.NewEncoder(b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(hdr); err != nil {
 		tw.err = err
 	}
-	tw.buf = append(tw.buf, b.Bytes()...)
+	tw.buf = b.Bytes()
 	return tw
 }
 
 // flushAt is the buffered size at which the writer hashes and writes out.
-const flushAt = 16 << 10 // large enough for efficient hashing and writes, small enough that a short run does not allocate much
+const flushAt = 8 << 10 // large enough for efficient hashing and writes, small enough that a short run does not allocate much
 
 func (t *Writer) flush() {
 	if len(t.buf) == 0 {
@@ -171,27 +187,22 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 	e.lit(`{"type":"event"`)
 	e.b = append(e.b, t.head...)
 	if target != kernel.NoAgent {
-		if path, agentJSON := t.path(tree, target); path != "" {
-			e.lit(`,"agent":`)
-			e.b = append(e.b, agentJSON...)
-		}
+		e.b = append(e.b, t.agentField(tree, target)...)
 		e.lit(`,"before":"`)
 		e.lit(before.String())
 		e.lit(`","after":"`)
 		e.lit(tree.AgentState(target).String())
-		e.b = append(e.b, '"')
+		e.lit(`","event":{"kind":"`)
+	} else {
+		e.lit(`,"event":{"kind":"`)
 	}
-	e.lit(`,"event":`)
 	e.event(&ev)
 	e.lit("}\n")
 	for i := range effects {
 		e.lit(`{"type":"effect"`)
 		e.b = append(e.b, t.head...)
-		if path, agentJSON := t.path(tree, effects[i].Agent); path != "" {
-			e.lit(`,"agent":`)
-			e.b = append(e.b, agentJSON...)
-		}
-		e.lit(`,"effect":`)
+		e.b = append(e.b, t.agentField(tree, effects[i].Agent)...)
+		e.lit(`,"effect":{"kind":"`)
 		e.effect(&effects[i])
 		e.lit("}\n")
 	}
