@@ -104,9 +104,10 @@ type oracle struct {
 	quiet    bool
 	quietAt  time.Duration
 	// emitted keeps a hash of each of the last emittedRing lifecycle events
-	// seen in effects (slot (seq-1) % emittedRing), to compare with the
-	// replayed log at the end; nEmitted counts them all.
-	emitted  [emittedRing]uint64
+	// seen in effects (slot (seq-1) % emittedRing; it grows to the ring's
+	// size, so a short run allocates little), to compare with the replayed
+	// log at the end; nEmitted counts them all.
+	emitted  []uint64
 	nEmitted uint64
 	// endedNow are turns that ended in this step, checked after refresh.
 	endedNow []kernel.Lifecycle
@@ -121,8 +122,8 @@ type oracle struct {
 
 // emittedRing is how many lifecycle hashes the oracle keeps: at least a
 // simulated kernel's whole log (the compile-time check below), so every
-// event a late subscriber can replay is compared. A fixed ring instead of a
-// growing slice: a run allocates it once.
+// event a late subscriber can replay is compared. A bounded ring instead of
+// a slice of every hash: a long run's memory stays flat.
 const emittedRing = 1024
 
 const _ = uint(emittedRing - SimLogCapacity) // emittedRing ≥ SimLogCapacity
@@ -636,7 +637,11 @@ func (o *oracle) onStartTool(ev *kernel.Event, e *kernel.Effect) {
 }
 
 func (o *oracle) onLife(l kernel.Lifecycle) {
-	o.emitted[o.nEmitted%emittedRing] = lifeHash(l)
+	if len(o.emitted) < emittedRing {
+		o.emitted = append(o.emitted, lifeHash(l))
+	} else {
+		o.emitted[o.nEmitted%emittedRing] = lifeHash(l)
+	}
 	o.nEmitted++
 	if l.Agent < 0 {
 		return

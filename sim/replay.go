@@ -84,9 +84,9 @@ func replayLive(hdr trace.Header, recorded []byte, out io.Writer) error {
 			return fmt.Errorf("trace line %d: %w", line, err)
 		}
 		switch rec.Type {
-		case "event":
+		case "step":
 			if rec.Event == nil {
-				return fmt.Errorf("trace line %d: event record without event", line)
+				return fmt.Errorf("trace line %d: step record without event", line)
 			}
 			ev := *rec.Event
 			if ev.At < k.Now() {

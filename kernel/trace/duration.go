@@ -11,10 +11,10 @@ func appendDuration(b []byte, d time.Duration) []byte {
 	if d > 0 && d < time.Minute && d%time.Millisecond == 0 {
 		ms := int64(d / time.Millisecond)
 		if ms < 1000 {
-			b = appendSmall(b, ms)
+			b = appendSmallUint(b, uint64(ms))
 			return append(b, 'm', 's')
 		}
-		b = appendSmall(b, ms/1000)
+		b = appendSmallUint(b, uint64(ms/1000))
 		if f := ms % 1000; f != 0 {
 			b = append(b, '.', byte('0'+f/100))
 			if f%100 != 0 {
@@ -127,15 +127,4 @@ func fmtInt(buf []byte, v uint64) int {
 		}
 	}
 	return w
-}
-
-// appendSmall appends 0 ≤ v < 1000 in decimal.
-func appendSmall(b []byte, v int64) []byte {
-	switch {
-	case v >= 100:
-		return append(b, byte('0'+v/100), byte('0'+v/10%10), byte('0'+v%10))
-	case v >= 10:
-		return append(b, byte('0'+v/10), byte('0'+v%10))
-	}
-	return append(b, byte('0'+v))
 }

@@ -1,7 +1,10 @@
 package trace
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/escapement/escapement/kernel"
 )
@@ -33,6 +36,18 @@ func (e *enc) at(v int64) {
 	e.b = strconv.AppendInt(e.b, v, 10)
 }
 
+// json appends v as encoding/json writes it with HTML escaping off.
+func (e *enc) json(v any) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return err
+	}
+	e.b = append(e.b, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...)
+	return nil
+}
+
 // lit appends a key literal (e.g. `,"kind":`).
 func (e *enc) lit(s string) { e.b = append(e.b, s...) }
 
@@ -46,67 +61,52 @@ func (e *enc) name(s string) {
 
 func (e *enc) str(s string) { e.b = kernel.AppendJSONString(e.b, s) }
 
-// i64 and u64 write one-digit numbers (most agent ids, turns, ops and
-// chunk numbers) without a call.
+// i64 and u64 write numbers below 10,000 (agent ids, turns, ops, chunk and
+// sequence numbers: nearly every number in a trace but times) without
+// strconv's general loop.
 func (e *enc) i64(v int64) {
-	if 0 <= v && v < 10 {
-		e.b = append(e.b, byte('0'+v))
+	if 0 <= v && v < 10000 {
+		e.b = appendSmallUint(e.b, uint64(v))
 		return
 	}
 	e.b = strconv.AppendInt(e.b, v, 10)
 }
 
 func (e *enc) u64(v uint64) {
-	if v < 10 {
-		e.b = append(e.b, byte('0'+v))
+	if v < 10000 {
+		e.b = appendSmallUint(e.b, v)
 		return
 	}
 	e.b = strconv.AppendUint(e.b, v, 10)
 }
 
-// appendRecord appends r and a newline. agentJSON is r.Agent already quoted
-// (the writer caches it per agent); atDigits is atNS formatted (may be nil);
-// atText, when set, is the record's time in duration syntax (r.At unset).
-func appendRecord(b []byte, r *Record, agentJSON []byte, atNS int64, atDigits, atText []byte) []byte {
-	e := enc{b: b, atNS: atNS, atDigits: atDigits}
+// appendSmallUint appends v < 10,000 in decimal.
+func appendSmallUint(b []byte, v uint64) []byte {
+	switch {
+	case v < 10:
+		return append(b, byte('0'+v))
+	case v < 100:
+		return append(b, byte('0'+v/10), byte('0'+v%10))
+	case v < 1000:
+		return append(b, byte('0'+v/100), byte('0'+v/10%10), byte('0'+v%10))
+	}
+	return append(b, byte('0'+v/1000), byte('0'+v/100%10), byte('0'+v/10%10), byte('0'+v%10))
+}
+
+// appendMark appends a note or end line: type, step, time in duration
+// syntax, and the note if any. (Step lines are written by Writer.Step.)
+func appendMark(b []byte, typ string, step int, at time.Duration, note string) []byte {
+	e := enc{b: b}
 	e.lit(`{"type":`)
-	e.name(r.Type)
+	e.name(typ)
 	e.lit(`,"step":`)
-	e.i64(int64(r.Step))
+	e.i64(int64(step))
 	e.lit(`,"at":"`)
-	if atText != nil {
-		e.b = append(e.b, atText...)
-	} else {
-		e.b = append(e.b, r.At...)
-	}
+	e.b = appendDuration(e.b, at)
 	e.b = append(e.b, '"')
-	if r.Agent != "" {
-		e.lit(`,"agent":`)
-		if agentJSON != nil {
-			e.b = append(e.b, agentJSON...)
-		} else {
-			e.str(r.Agent)
-		}
-	}
-	if r.Before != "" {
-		e.lit(`,"before":`)
-		e.name(r.Before)
-	}
-	if r.After != "" {
-		e.lit(`,"after":`)
-		e.name(r.After)
-	}
-	if r.Event != nil {
-		e.lit(`,"event":{"kind":"`)
-		e.event(r.Event)
-	}
-	if r.Effect != nil {
-		e.lit(`,"effect":{"kind":"`)
-		e.effect(r.Effect)
-	}
-	if r.Note != "" {
+	if note != "" {
 		e.lit(`,"note":`)
-		e.str(r.Note)
+		e.str(note)
 	}
 	e.b = append(e.b, '}', '\n')
 	return e.b

@@ -14,40 +14,54 @@ import (
 	"github.com/escapement/escapement/sim"
 )
 
-// step is one Step as the writer was given it.
+// step is one Step as the writer was given it, and the path each effect
+// must name (its agent's, when that is not the step's agent).
 type step struct {
-	ev   kernel.Event
-	effs []kernel.Effect
+	ev    kernel.Event
+	effs  []kernel.Effect
+	paths []string
 }
 
-// checkOriginals: decoding each event and effect line gives back exactly
-// what the writer was given (less the fields the format leaves out), so the
-// encoder cannot drop a field that the re-encode below would drop too.
+func newStep(tree trace.Tree, ev kernel.Event, target kernel.AgentID, effs []kernel.Effect) step {
+	st := step{ev: ev, effs: slices.Clone(effs)}
+	for _, e := range effs {
+		p := ""
+		if e.Agent != target && e.Agent >= 0 {
+			p = tree.AgentPath(e.Agent)
+		}
+		st.paths = append(st.paths, p)
+	}
+	return st
+}
+
+// checkOriginals: decoding each step line gives back exactly what the writer
+// was given (less the fields the format leaves out), so the encoder cannot
+// drop a field that the re-encode below would drop too.
 func checkOriginals(t *testing.T, name string, trace []byte, steps []step) {
 	t.Helper()
-	i, j := -1, 0
+	i := -1
 	for n, line := range bytes.Split(bytes.TrimSuffix(trace, []byte("\n")), []byte("\n")) {
 		rec, err := traceRecord(line)
-		if err != nil || rec == nil {
+		if err != nil || rec == nil || rec.Type != "step" {
 			continue
 		}
-		switch rec.Type {
-		case "event":
-			i, j = i+1, 0
-			if i >= len(steps) || !reflect.DeepEqual(*rec.Event, steps[i].ev) {
-				t.Fatalf("%s line %d: event decodes to %+v, was %+v", name, n+1, *rec.Event, steps[min(i, len(steps)-1)].ev)
-			}
-		case "effect":
+		i++
+		if i >= len(steps) || !reflect.DeepEqual(*rec.Event, steps[i].ev) {
+			t.Fatalf("%s line %d: event decodes to %+v, was %+v", name, n+1, *rec.Event, steps[min(i, len(steps)-1)].ev)
+		}
+		if len(rec.Effects) != len(steps[i].effs) {
+			t.Fatalf("%s line %d: %d effects, was %d", name, n+1, len(rec.Effects), len(steps[i].effs))
+		}
+		for j, got := range rec.Effects {
 			want := steps[i].effs[j]
 			want.Messages, want.State, want.Trigger = nil, 0, 0 // not in the format
-			if !reflect.DeepEqual(*rec.Effect, want) {
-				t.Fatalf("%s line %d: effect decodes to %+v, was %+v", name, n+1, *rec.Effect, want)
+			if !reflect.DeepEqual(got.Effect, want) || got.Path != steps[i].paths[j] {
+				t.Fatalf("%s line %d: effect %d decodes to %q %+v, was %q %+v", name, n+1, j, got.Path, got.Effect, steps[i].paths[j], want)
 			}
-			j++
 		}
 	}
 	if i+1 != len(steps) {
-		t.Fatalf("%s: %d event lines for %d steps", name, i+1, len(steps))
+		t.Fatalf("%s: %d step lines for %d steps", name, i+1, len(steps))
 	}
 }
 
@@ -72,7 +86,7 @@ func TestEncoderMatchesJSON(t *testing.T) {
 	for _, s := range ss {
 		var one bytes.Buffer
 		var steps []step
-		observe := func(si sim.StepInfo) { steps = append(steps, step{si.Event, slices.Clone(si.Effects)}) }
+		observe := func(si sim.StepInfo) { steps = append(steps, newStep(si.Core, si.Event, si.Target, si.Effects)) }
 		if _, err := sim.Run(s, sim.Options{Trace: &one, Observe: observe}); err != nil {
 			t.Fatal(err)
 		}
@@ -96,11 +110,14 @@ func TestEncoderMatchesJSON(t *testing.T) {
 			From: 1, To: 2, Trigger: 3, Outcome: 2, Reason: 3, End: 1, Status: 4, N: 5, Queued: true, Since: 6, Delay: 7}},
 	}
 	var edge bytes.Buffer
-	w := trace.NewWriter(&edge, trace.Header{Source: "live", Name: "edge"})
+	w := trace.NewWriter(&edge, trace.Header{Source: "live", Name: odd, Seed: 1 << 63, Scenario: odd, Options: map[string]string{"b": odd, "a": "<&>"},
+		Limits: kernel.Limits{Grace: -1, FirstTokenTimeout: 2, StallTimeout: 3, ToolTimeout: 4, TurnTimeout: 5, Debounce: 6, MaxDepth: 7, MaxChildren: 8, MaxRequests: 1 << 40},
+		RootName: odd, System: odd, ChildSystem: odd, Build: odd,
+		History: []kernel.Message{{Role: "user", Content: odd}, {Role: "assistant", ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "grep", Arguments: odd}}}}})
 	var steps []step
 	for _, ev := range evs {
 		w.Step(k, ev, kernel.NoAgent, 0, effs)
-		steps = append(steps, step{ev, effs})
+		steps = append(steps, newStep(k, ev, kernel.NoAgent, effs))
 	}
 	w.Note(time.Second, odd)
 	if _, err := w.Close(time.Second); err != nil {
@@ -110,18 +127,28 @@ func TestEncoderMatchesJSON(t *testing.T) {
 	all.Write(edge.Bytes())
 	lines := bytes.Split(bytes.TrimSuffix(all.Bytes(), []byte("\n")), []byte("\n"))
 	checked := 0
+	headers := 0
 	for i, line := range lines {
+		var v any
 		if bytes.HasPrefix(line, []byte(`{"type":"header"`)) {
-			continue
-		}
-		rec, err := trace.ReadRecord(line)
-		if err != nil {
-			t.Fatalf("line %d: %v\n%s", i+1, err, line)
+			hdr, err := trace.ReadHeader(line)
+			if err != nil {
+				t.Fatalf("line %d: %v\n%s", i+1, err, line)
+			}
+			v = hdr
+			headers++
+		} else {
+			rec, err := trace.ReadRecord(line)
+			if err != nil {
+				t.Fatalf("line %d: %v\n%s", i+1, err, line)
+			}
+			v = rec
+			checked += len(rec.Effects) // each effect object in the line
 		}
 		var want bytes.Buffer
 		enc := json.NewEncoder(&want)
 		enc.SetEscapeHTML(false)
-		if err := enc.Encode(rec); err != nil {
+		if err := enc.Encode(v); err != nil {
 			t.Fatal(err)
 		}
 		if got := append(append([]byte(nil), line...), '\n'); !bytes.Equal(got, want.Bytes()) {
@@ -129,7 +156,7 @@ func TestEncoderMatchesJSON(t *testing.T) {
 		}
 		checked++
 	}
-	if checked < 1000 {
-		t.Fatalf("only %d records checked", checked)
+	if checked < 1000 || headers != len(ss)+1 {
+		t.Fatalf("only %d records and %d headers checked", checked, headers)
 	}
 }

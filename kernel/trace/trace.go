@@ -2,15 +2,21 @@
 // simulator and by the live driver alike, so a live session can be replayed
 // in the simulator (record real, replay simulated).
 //
-// A trace is a header line, then for every Step one "event" line (the event,
-// its target agent's path and state before and after) followed by one
-// "effect" line per effect, then an "end" line. Encoding is deterministic
-// (fixed field order, no wall-clock time, no map iteration), so the same run
-// gives the same bytes and the SHA-256 of those bytes identifies a run (I6).
+// A trace is a header line, then one "step" line per Step, then an "end"
+// line. A step line holds the step's virtual time, the event, its target
+// agent's path and state before and after, and the effects the step
+// produced, in order; an effect on another agent than the target names that
+// agent's path. Notes (a fault injected, a permutation chosen) are lines of
+// their own. Encoding is deterministic (fixed field order, no wall-clock
+// time, no map iteration), so the same run gives the same bytes and the
+// SHA-256 of those bytes identifies a run (I6).
+//
+// Format 2 nests a step's effects in its line; format 1 wrote one line per
+// effect, repeating the step's head on each, for 18% more bytes to write and
+// hash on every simulated step.
 package trace
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -26,7 +32,7 @@ import (
 )
 
 // FormatVersion is written in every header; readers refuse other versions.
-const FormatVersion = 1
+const FormatVersion = 2
 
 // Header is the first line of a trace.
 type Header struct {
@@ -57,17 +63,25 @@ type Header struct {
 
 // Record is one line after the header.
 type Record struct {
-	Type   string         `json:"type"` // "event", "effect" or "end"
-	Step   int            `json:"step"`
-	At     string         `json:"at"`
-	Agent  string         `json:"agent,omitempty"`
-	Before string         `json:"before,omitempty"`
-	After  string         `json:"after,omitempty"`
-	Event  *kernel.Event  `json:"event,omitempty"`
-	Effect *kernel.Effect `json:"effect,omitempty"`
+	Type    string        `json:"type"` // "step", "note" or "end"
+	Step    int           `json:"step"`
+	At      string        `json:"at"`
+	Agent   string        `json:"agent,omitempty"`
+	Before  string        `json:"before,omitempty"`
+	After   string        `json:"after,omitempty"`
+	Event   *kernel.Event `json:"event,omitempty"`
+	Effects []Effect      `json:"effects,omitempty"`
 	// Note carries writer-side annotations (sim: a same-instant permutation
 	// choice, an injected fault).
 	Note string `json:"note,omitempty"`
+}
+
+// Effect is one effect of a step. Path is its agent's path when that is not
+// the step's agent (a cancel reaching a child, a child spawned); empty, the
+// effect is on the step's agent (or on none, agent -1).
+type Effect struct {
+	Path string `json:"path,omitempty"`
+	kernel.Effect
 }
 
 // Writer writes a trace and hashes what it wrote. Records are encoded
@@ -82,13 +96,12 @@ type Writer struct {
 	// atDigits is the current step's time formatted in nanoseconds.
 	atNS     int64
 	atDigits []byte
-	// head is the current step's `,"step":N,"at":"D"`, shared by its lines.
-	head []byte
 	// paths caches each agent's path and its JSON form (paths never change
 	// once an agent is spawned).
 	paths     []string
 	pathsJSON [][]byte
-	fields    [][]byte // `,"agent":` and the path, for Step's lines
+	fields    [][]byte // `,"agent":` and the path, for step lines
+	opens     [][]byte // `{"path":` and the path, opening an effect on another agent
 }
 
 func (t *Writer) path(tree Tree, id kernel.AgentID) (string, []byte) {
@@ -99,6 +112,7 @@ func (t *Writer) path(tree Tree, id kernel.AgentID) (string, []byte) {
 		t.paths = append(t.paths, "")
 		t.pathsJSON = append(t.pathsJSON, nil)
 		t.fields = append(t.fields, nil)
+		t.opens = append(t.opens, nil)
 	}
 	if t.paths[id] == "" {
 		t.paths[id] = tree.AgentPath(id)
@@ -120,6 +134,23 @@ func (t *Writer) agentField(tree Tree, id kernel.AgentID) []byte {
 	return t.fields[id]
 }
 
+// pathOpen opens an effect on id, in a step whose agent is target, with the
+// path of its agent when that is another one (see Effect); nil when the
+// effect opens plainly.
+func (t *Writer) pathOpen(tree Tree, id, target kernel.AgentID) []byte {
+	if id == target {
+		return nil
+	}
+	path, agentJSON := t.path(tree, id)
+	if path == "" {
+		return nil
+	}
+	if t.opens[id] == nil {
+		t.opens[id] = append(append([]byte(`{"path":`), agentJSON...), `,"kind":"`...)
+	}
+	return t.opens[id]
+}
+
 // NewWriter writes hdr and returns a writer for the steps. w may be
 // io.Discard when only the hash is wanted.
 func NewWriter(w io.Writer, hdr Header) *Writer {
@@ -128,15 +159,79 @@ func NewWriter(w io.Writer, hdr Header) *Writer {
 		tw.sink = w
 	}
 	hdr.Type, hdr.Format = "header", FormatVersion
-	// The header is encoded straight into the writer's buffer.
-	b := bytes.NewBuffer(make([]byte, 0, flushAt+4096))
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(hdr); err != nil {
-		tw.err = err
-	}
-	tw.buf = b.Bytes()
+	tw.buf, tw.err = appendHeader(make([]byte, 0, flushAt+4096), &hdr)
 	return tw
+}
+
+// appendHeader appends h as encoding/json writes it with HTML escaping off
+// (TestEncoderMatchesJSON compares). Every simulated run writes one, and
+// its embedded scenario is most of a short run's bytes, so the fields are
+// written by hand; the rare structured ones (options, a resumed history)
+// go through encoding/json.
+func appendHeader(b []byte, h *Header) ([]byte, error) {
+	e := enc{b: b}
+	e.lit(`{"type":`)
+	e.str(h.Type)
+	e.lit(`,"format":`)
+	e.i64(int64(h.Format))
+	e.lit(`,"source":`)
+	e.str(h.Source)
+	e.lit(`,"name":`)
+	e.str(h.Name)
+	if h.Seed != 0 {
+		e.lit(`,"seed":`)
+		e.u64(h.Seed)
+	}
+	if h.Scenario != "" {
+		e.lit(`,"scenario":`)
+		e.str(h.Scenario)
+	}
+	if len(h.Options) > 0 {
+		e.lit(`,"options":`)
+		if err := e.json(h.Options); err != nil {
+			return b, err
+		}
+	}
+	l := h.Limits
+	e.lit(`,"limits":{"grace":`)
+	e.i64(int64(l.Grace))
+	e.lit(`,"first_token_timeout":`)
+	e.i64(int64(l.FirstTokenTimeout))
+	e.lit(`,"stall_timeout":`)
+	e.i64(int64(l.StallTimeout))
+	e.lit(`,"tool_timeout":`)
+	e.i64(int64(l.ToolTimeout))
+	e.lit(`,"turn_timeout":`)
+	e.i64(int64(l.TurnTimeout))
+	e.lit(`,"debounce":`)
+	e.i64(int64(l.Debounce))
+	e.lit(`,"max_depth":`)
+	e.i64(int64(l.MaxDepth))
+	e.lit(`,"max_children":`)
+	e.i64(int64(l.MaxChildren))
+	e.lit(`,"max_requests":`)
+	e.i64(int64(l.MaxRequests))
+	e.b = append(e.b, '}')
+	for _, f := range [...]struct{ key, v string }{
+		{`,"root_name":`, h.RootName}, {`,"system":`, h.System}, {`,"child_system":`, h.ChildSystem},
+	} {
+		if f.v != "" {
+			e.lit(f.key)
+			e.str(f.v)
+		}
+	}
+	if len(h.History) > 0 {
+		e.lit(`,"history":`)
+		if err := e.json(h.History); err != nil {
+			return b, err
+		}
+	}
+	if h.Build != "" {
+		e.lit(`,"build":`)
+		e.str(h.Build)
+	}
+	e.b = append(e.b, '}', '\n')
+	return e.b, nil
 }
 
 // flushAt is the buffered size at which the writer hashes and writes out.
@@ -153,9 +248,9 @@ func (t *Writer) flush() {
 	t.buf = t.buf[:0]
 }
 
-// record appends one record with the hand-written encoder (encode.go).
-func (t *Writer) record(r *Record, agentJSON []byte, atText []byte) {
-	t.buf = appendRecord(t.buf, r, agentJSON, t.atNS, t.atDigits, atText)
+// mark appends a note or end line.
+func (t *Writer) mark(typ string, at time.Duration, note string) {
+	t.buf = appendMark(t.buf, typ, t.step, at, note)
 	if len(t.buf) >= flushAt {
 		t.flush()
 	}
@@ -170,22 +265,19 @@ type Tree interface {
 // Step records one Step: ev as fed, its target's path and state before (as
 // captured by the caller before Step) and after, and the effects.
 //
-// This runs on every simulated step, so the lines are written straight into
-// the buffer rather than through Record: the step's shared head (step number
-// and time) is formatted once, and the event and every effect line copy it.
-// The bytes are exactly appendRecord's (TestEncoderMatchesJSON).
+// This runs on every simulated step, so the line is written straight into
+// the buffer; the bytes are exactly what encoding/json writes for the
+// equivalent Record (TestEncoderMatchesJSON).
 func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before fsm.State, effects []kernel.Effect) {
 	t.step++
 	t.atNS = int64(ev.At)
 	t.atDigits = strconv.AppendInt(t.atDigits[:0], t.atNS, 10)
-	t.head = append(t.head[:0], `,"step":`...)
-	t.head = strconv.AppendInt(t.head, int64(t.step), 10)
-	t.head = append(t.head, `,"at":"`...)
-	t.head = appendDuration(t.head, ev.At)
-	t.head = append(t.head, '"')
 	e := enc{b: t.buf, atNS: t.atNS, atDigits: t.atDigits}
-	e.lit(`{"type":"event"`)
-	e.b = append(e.b, t.head...)
+	e.lit(`{"type":"step","step":`)
+	e.i64(int64(t.step))
+	e.lit(`,"at":"`)
+	e.b = appendDuration(e.b, ev.At)
+	e.b = append(e.b, '"')
 	if target != kernel.NoAgent {
 		e.b = append(e.b, t.agentField(tree, target)...)
 		e.lit(`,"before":"`)
@@ -197,15 +289,22 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 		e.lit(`,"event":{"kind":"`)
 	}
 	e.event(&ev)
-	e.lit("}\n")
-	for i := range effects {
-		e.lit(`{"type":"effect"`)
-		e.b = append(e.b, t.head...)
-		e.b = append(e.b, t.agentField(tree, effects[i].Agent)...)
-		e.lit(`,"effect":{"kind":"`)
-		e.effect(&effects[i])
-		e.lit("}\n")
+	if len(effects) > 0 {
+		e.lit(`,"effects":[`)
+		for i := range effects {
+			if i > 0 {
+				e.b = append(e.b, ',')
+			}
+			if open := t.pathOpen(tree, effects[i].Agent, target); open != nil {
+				e.b = append(e.b, open...)
+			} else {
+				e.lit(`{"kind":"`)
+			}
+			e.effect(&effects[i])
+		}
+		e.b = append(e.b, ']')
 	}
+	e.lit("}\n")
 	t.buf = e.b
 	if len(t.buf) >= flushAt {
 		t.flush()
@@ -214,13 +313,13 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 
 // Note records an annotation at time at.
 func (t *Writer) Note(at time.Duration, note string) {
-	t.record(&Record{Type: "note", Step: t.step, Note: note}, nil, appendDuration(nil, at))
+	t.mark("note", at, note)
 }
 
 // Close writes the end line, flushes, and returns the SHA-256 of every byte
 // written (hex) or the first write error.
 func (t *Writer) Close(at time.Duration) (string, error) {
-	t.record(&Record{Type: "end", Step: t.step}, nil, appendDuration(nil, at))
+	t.mark("end", at, "")
 	t.flush()
 	if t.err != nil {
 		return "", fmt.Errorf("write trace: %w", t.err)

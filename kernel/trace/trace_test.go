@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func TestEventRoundTrip(t *testing.T) {
 		kernel.TimerFired(11, 12),
 	}
 	for _, ev := range evs {
-		b, err := json.Marshal(Record{Type: "event", Event: &ev})
+		b, err := json.Marshal(Record{Type: "step", Event: &ev})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,12 +70,13 @@ func TestWriterDeterministic(t *testing.T) {
 	if _, err := ReadHeader(sc.Bytes()); err != nil {
 		t.Fatal(err)
 	}
-	n := 0
+	n := 0 // lines and the effects nested in them
 	for sc.Scan() {
-		if _, err := ReadRecord(sc.Bytes()); err != nil {
+		rec, err := ReadRecord(sc.Bytes())
+		if err != nil {
 			t.Fatal(err)
 		}
-		n++
+		n += 1 + len(rec.Effects)
 	}
 	if n < 5 {
 		t.Fatalf("only %d records", n)
@@ -94,6 +96,30 @@ func TestAppendDuration(t *testing.T) {
 	for _, d := range vals {
 		if got := string(appendDuration(nil, d)); got != d.String() {
 			t.Fatalf("%d: got %q want %q", int64(d), got, d.String())
+		}
+	}
+}
+
+// TestSmallNumbers: the encoder's short path for numbers writes what
+// strconv does, across its edges.
+func TestSmallNumbers(t *testing.T) {
+	for _, v := range []int64{0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 1001, 9999, 10000, 10001, 123456789, -1, -10, -10000, 1<<63 - 1, -1 << 63} {
+		e := enc{}
+		e.i64(v)
+		if got, want := string(e.b), strconv.FormatInt(v, 10); got != want {
+			t.Errorf("i64(%d) = %q, want %q", v, got, want)
+		}
+		if v >= 0 {
+			e = enc{}
+			e.u64(uint64(v))
+			if got, want := string(e.b), strconv.FormatUint(uint64(v), 10); got != want {
+				t.Errorf("u64(%d) = %q, want %q", v, got, want)
+			}
+		}
+	}
+	for v := uint64(0); v < 20000; v++ {
+		if got, want := string(appendSmallUint(nil, v%10000)), strconv.FormatUint(v%10000, 10); got != want {
+			t.Fatalf("appendSmallUint(%d) = %q, want %q", v%10000, got, want)
 		}
 	}
 }
