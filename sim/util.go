@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,9 +48,15 @@ func argsJSON(m map[string]any) ([]byte, error) {
 	if m == nil {
 		return []byte("null"), nil
 	}
+	var small [8]string
+	keys := small[:0]
+	for k := range m { // determinism: the keys are sorted before use
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
 	b := make([]byte, 0, 64)
 	b = append(b, '{')
-	for i, k := range sortedKeys(m) {
+	for i, k := range keys {
 		if i > 0 {
 			b = append(b, ',')
 		}
