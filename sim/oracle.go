@@ -58,7 +58,7 @@ type oracle struct {
 	c            Core
 	now          time.Duration
 	agents       []*agentObs
-	ops          map[kernel.OpID]*opObs
+	ops          opTable
 	timers       map[kernel.OpID]bool
 	callFin      map[callKey]*callFinObs
 	out          []Violation
@@ -267,7 +267,6 @@ func newOracle(c Core, cfg kernel.Config) *oracle {
 		lim: cfg.Limits, c: c,
 		delegateTool: cmp.Or(cfg.DelegateTool, kernel.DefaultDelegateTool),
 		maxAgents:    cmp.Or(cfg.MaxAgents, kernel.DefaultMaxAgents),
-		ops:          make(map[kernel.OpID]*opObs),
 		inFlight:     make(map[kernel.OpID]*opObs),
 		timers:       make(map[kernel.OpID]bool),
 		callFin:      make(map[callKey]*callFinObs),
@@ -350,7 +349,7 @@ func (o *oracle) before(ev *kernel.Event, target kernel.AgentID) {
 		if ev.Kind == kernel.EvInterject {
 			ij := interjObs{text: ev.Text}
 			if root.state == fsm.Streaming {
-				if op := o.ops[root.lastReq]; op != nil && !op.terminal && op.cancels == 0 {
+				if op := o.ops.get(root.lastReq); op != nil && !op.terminal && op.cancels == 0 {
 					ij.partial = string(op.text)
 				}
 			}
@@ -421,7 +420,7 @@ func (o *oracle) descends(id, target kernel.AgentID) bool {
 }
 
 func (o *oracle) beforeWorld(ev *kernel.Event) {
-	op := o.ops[ev.Op]
+	op := o.ops.get(ev.Op)
 	switch {
 	case op == nil:
 		o.stale, o.staleWhy = true, "unknown op"
@@ -532,7 +531,7 @@ func (o *oracle) after(ev *kernel.Event, target kernel.AgentID, effs []kernel.Ef
 		case kernel.EffStartTool:
 			o.onStartTool(ev, e)
 		case kernel.EffCancelLLM, kernel.EffCancelTool:
-			op := o.ops[e.Op]
+			op := o.ops.get(e.Op)
 			switch {
 			case op == nil || op.ended:
 				o.violate("I2", e.Agent, "cancel for op %d, which is not in flight", e.Op)
@@ -608,8 +607,8 @@ func (o *oracle) onStartLLM(e *kernel.Effect) {
 	a.llmRequests++
 	a.lastReq = e.Op
 	a.liveOps++
-	o.ops[e.Op] = &opObs{agent: e.Agent, start: o.now}
-	o.inFlight[e.Op] = o.ops[e.Op]
+	o.ops.set(e.Op, &opObs{agent: e.Agent, start: o.now})
+	o.inFlight[e.Op] = o.ops.get(e.Op)
 	if err := kernel.ValidateTranscript(e.Messages, false); err != nil {
 		o.violate("I4", e.Agent, "request %d sends an invalid transcript: %v", e.Op, err)
 	}
@@ -621,9 +620,9 @@ func (o *oracle) onStartLLM(e *kernel.Effect) {
 func (o *oracle) onStartTool(ev *kernel.Event, e *kernel.Effect) {
 	a := o.observe(e.Agent)
 	a.liveOps++
-	o.ops[e.Op] = &opObs{agent: e.Agent, tool: true, start: o.now}
-	o.inFlight[e.Op] = o.ops[e.Op]
-	req := o.ops[ev.Op]
+	o.ops.set(e.Op, &opObs{agent: e.Agent, tool: true, start: o.now})
+	o.inFlight[e.Op] = o.ops.get(e.Op)
+	req := o.ops.get(ev.Op)
 	if ev.Kind != kernel.EvLLMEnd || req == nil || req.agent != e.Agent || !req.endedOK {
 		o.violate("I14", e.Agent, "tool call %s started outside the end of its own finished stream (event %s)", e.Call.ID, ev.Kind)
 		return
@@ -665,7 +664,7 @@ func (o *oracle) onLife(l kernel.Lifecycle) {
 			o.entered = append(o.entered, l.Agent)
 		}
 	case kernel.LifeOpEnded:
-		op := o.ops[l.Op]
+		op := o.ops.get(l.Op)
 		switch {
 		case op == nil:
 			o.violate("I9", l.Agent, "op %d ended but was never started", l.Op)
@@ -732,7 +731,7 @@ func (o *oracle) onLife(l kernel.Lifecycle) {
 }
 
 func (o *oracle) checkTimeout(l kernel.Lifecycle, a *agentObs) {
-	op := o.ops[l.Op]
+	op := o.ops.get(l.Op)
 	switch l.Reason {
 	case kernel.ReasonFirstTokenTimeout:
 		if op == nil || op.tool || op.gotChunk || o.now-op.start < o.lim.FirstTokenTimeout {
@@ -800,7 +799,7 @@ func (o *oracle) checkTurnEnd(l kernel.Lifecycle, a *agentObs) {
 	ok := true
 	switch l.Reason {
 	case kernel.ReasonNone:
-		op := o.ops[a.lastReq]
+		op := o.ops.get(a.lastReq)
 		ok = op != nil && op.endedOK
 	case kernel.ReasonUserCancel:
 		ok = a.userCancelled
@@ -1183,7 +1182,7 @@ func (o *oracle) checkQuiet(d quiesceDeadline) {
 		}
 	}
 	for _, id := range d.ops {
-		if op := o.ops[id]; !op.ended {
+		if op := o.ops.get(id); !op.ended {
 			o.violate("I3", op.agent, "op %d, in flight at the interrupt, still not ended at interrupt time + grace (%v)", id, d.by)
 			return
 		}
@@ -1245,8 +1244,8 @@ func (o *oracle) finish() {
 		}
 	}
 	o.checkLog()
-	for _, id := range sortedOpIDs(o.ops) {
-		if op := o.ops[id]; !op.ended {
+	for _, id := range o.ops.ids() {
+		if op := o.ops.get(id); !op.ended {
 			o.violate("I9", op.agent, "op %d started at %v never ended", id, op.start)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 
 // checkCallResult judges a CallFinished against what the run shows.
 func (o *oracle) checkCallResult(l kernel.Lifecycle, a *agentObs, f *callFinObs) {
-	op := o.ops[l.Op]
+	op := o.ops.get(l.Op)
 	ok := true
 	switch l.Status {
 	case kernel.CallChild:
@@ -133,7 +133,7 @@ func (o *oracle) malformed(id kernel.AgentID, a *agentObs, callID string) bool {
 	if c == nil {
 		return false
 	}
-	if req := o.ops[a.lastReq]; req != nil {
+	if req := o.ops.get(a.lastReq); req != nil {
 		for _, f := range req.frags {
 			if f.seen && f.name == "" && string(f.args) == c.Arguments {
 				return true // streamed without a name
