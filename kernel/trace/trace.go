@@ -193,24 +193,19 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 		}
 	}
 	l := h.Limits
-	e.lit(`,"limits":{"grace":`)
-	e.i64(int64(l.Grace))
-	e.lit(`,"first_token_timeout":`)
-	e.i64(int64(l.FirstTokenTimeout))
-	e.lit(`,"stall_timeout":`)
-	e.i64(int64(l.StallTimeout))
-	e.lit(`,"tool_timeout":`)
-	e.i64(int64(l.ToolTimeout))
-	e.lit(`,"turn_timeout":`)
-	e.i64(int64(l.TurnTimeout))
-	e.lit(`,"debounce":`)
-	e.i64(int64(l.Debounce))
-	e.lit(`,"max_depth":`)
-	e.i64(int64(l.MaxDepth))
-	e.lit(`,"max_children":`)
-	e.i64(int64(l.MaxChildren))
-	e.lit(`,"max_requests":`)
-	e.i64(int64(l.MaxRequests))
+	for _, f := range [...]struct {
+		key string
+		v   int64
+	}{
+		{`,"limits":{"grace":`, int64(l.Grace)}, {`,"first_token_timeout":`, int64(l.FirstTokenTimeout)},
+		{`,"stall_timeout":`, int64(l.StallTimeout)}, {`,"tool_timeout":`, int64(l.ToolTimeout)},
+		{`,"turn_timeout":`, int64(l.TurnTimeout)}, {`,"debounce":`, int64(l.Debounce)},
+		{`,"max_depth":`, int64(l.MaxDepth)}, {`,"max_children":`, int64(l.MaxChildren)},
+		{`,"max_requests":`, int64(l.MaxRequests)},
+	} {
+		e.lit(f.key)
+		e.i64(f.v)
+	}
 	e.b = append(e.b, '}')
 	for _, f := range [...]struct{ key, v string }{
 		{`,"root_name":`, h.RootName}, {`,"system":`, h.System}, {`,"child_system":`, h.ChildSystem},
