@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/escapement/escapement/kernel"
@@ -66,5 +67,39 @@ func TestOpTable(t *testing.T) {
 	want := []kernel.OpID{1, 3, denseOps - 1, denseOps, denseOps + 7, 1 << 62}
 	if got := tab.ids(); !slices.Equal(got, want) {
 		t.Fatalf("ids() = %v, want %v", got, want)
+	}
+}
+
+// TestStreamTokens: the world streams a reply's text a token at a time, each
+// token a word with the space after it, and the chunks concatenate back to
+// the text (leading, doubled and trailing spaces included); calls follow
+// the text.
+func TestStreamTokens(t *testing.T) {
+	for _, text := range []string{"one", "one two", "one two ", " lead", "a  b", "  ", "x y z  w   "} {
+		src := "name: tokens\nagents:\n  main:\n    - text: " + jsonString(text) + "\n      calls: [{tool: t}]\n    - text: done\ntools:\n  t: {duration: 1s, result: ok}\ninputs:\n  - {at: 0s, submit: go}\n"
+		s := mustLoad(t, src)
+		var got []string
+		calls, afterCall := 0, false
+		mustRun(t, s, Options{Observe: func(si StepInfo) {
+			ev := si.Event
+			if ev.Kind != kernel.EvLLMDelta || ev.Op != 2 {
+				return // the first request only
+			}
+			if ev.Call != nil {
+				calls++
+				return
+			}
+			if calls > 0 {
+				afterCall = true
+			}
+			got = append(got, ev.Text)
+		}})
+		want := 0
+		for rest := text; rest != ""; rest = rest[len(nextToken(rest)):] {
+			want++
+		}
+		if joined := strings.Join(got, ""); joined != text || len(got) != want || calls != 3 || afterCall {
+			t.Errorf("text %q: streamed %q (%d chunks, want %d) and %d call fragments (want 3, after the text)", text, got, len(got), want, calls)
+		}
 	}
 }

@@ -121,8 +121,8 @@ func (t *Writer) path(tree Tree, id kernel.AgentID) (string, []byte) {
 	return t.paths[id], t.pathsJSON[id]
 }
 
-// agentField is `,"agent":PATH` for id, or nothing when the record has no
-// agent (as appendRecord omits an empty Agent).
+// agentField is `,"agent":PATH` for id, or nothing when id has no path (as
+// encoding/json omits an empty Record.Agent).
 func (t *Writer) agentField(tree Tree, id kernel.AgentID) []byte {
 	path, agentJSON := t.path(tree, id)
 	if path == "" {
