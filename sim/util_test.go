@@ -75,31 +75,50 @@ func TestOpTable(t *testing.T) {
 // the text (leading, doubled and trailing spaces included); calls follow
 // the text.
 func TestStreamTokens(t *testing.T) {
-	for _, text := range []string{"one", "one two", "one two ", " lead", "a  b", "  ", "x y z  w   "} {
-		src := "name: tokens\nagents:\n  main:\n    - text: " + jsonString(text) + "\n      calls: [{tool: t}]\n    - text: done\ntools:\n  t: {duration: 1s, result: ok}\ninputs:\n  - {at: 0s, submit: go}\n"
-		s := mustLoad(t, src)
-		var got []string
-		calls, afterCall := 0, false
-		mustRun(t, s, Options{Observe: func(si StepInfo) {
-			ev := si.Event
-			if ev.Kind != kernel.EvLLMDelta || ev.Op != 2 {
-				return // the first request only
-			}
-			if ev.Call != nil {
-				calls++
-				return
-			}
-			if calls > 0 {
-				afterCall = true
-			}
-			got = append(got, ev.Text)
-		}})
-		want := 0
-		for rest := text; rest != ""; rest = rest[len(nextToken(rest)):] {
-			want++
+	texts := []string{"one", "one two", "one two ", " lead", "a  b", "  ", "x y z  w   ", "a b c d e f g h"}
+	for _, fault := range []string{"", "faults:\n  - {at: 0s, agent: main, fault: duplicate_event}\n"} {
+		for _, text := range texts {
+			streamTokens(t, text, fault)
 		}
-		if joined := strings.Join(got, ""); joined != text || len(got) != want || calls != 3 || afterCall {
-			t.Errorf("text %q: streamed %q (%d chunks, want %d) and %d call fragments (want 3, after the text)", text, got, len(got), want, calls)
+	}
+}
+
+// streamTokens runs one reply of text (under fault, if any) and checks its
+// chunks; a chunk delivered twice (a duplicate_event fault) counts once.
+func streamTokens(t *testing.T, text, fault string) {
+	t.Helper()
+	src := "name: tokens\nagents:\n  main:\n    - text: " + jsonString(text) + "\n      calls: [{tool: t}]\n    - text: done\ntools:\n  t: {duration: 1s, result: ok}\ninputs:\n  - {at: 0s, submit: go}\n" + fault
+	s := mustLoad(t, src)
+	var got []string
+	seen := map[uint32]bool{}
+	calls, dups, afterCall := 0, 0, false
+	mustRun(t, s, Options{Observe: func(si StepInfo) {
+		ev := si.Event
+		if ev.Kind != kernel.EvLLMDelta || ev.Op != 2 {
+			return // the first request only
 		}
+		if seen[ev.Chunk] {
+			dups++ // each chunk once
+			return
+		}
+		seen[ev.Chunk] = true
+		if ev.Call != nil {
+			calls++
+			return
+		}
+		if calls > 0 {
+			afterCall = true
+		}
+		got = append(got, ev.Text)
+	}})
+	want := 0
+	for rest := text; rest != ""; rest = rest[len(nextToken(rest)):] {
+		want++
+	}
+	if (fault != "") != (dups > 0) {
+		t.Errorf("text %q (fault %q): %d chunks delivered twice", text, fault, dups)
+	}
+	if joined := strings.Join(got, ""); joined != text || len(got) != want || calls != 3 || afterCall {
+		t.Errorf("text %q (fault %q): streamed %q (%d chunks, want %d) and %d call fragments (want 3, after the text)", text, fault, got, len(got), want, calls)
 	}
 }

@@ -8,22 +8,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
 )
 
-// step is one Step as the writer was given it, and the path each effect
-// must name (its agent's, when that is not the step's agent).
+// step is one Step as the writer was given it: the event, its agent's path
+// and states, the effects, and the path each effect must name (its agent's,
+// when that is not the step's agent).
 type step struct {
-	ev    kernel.Event
-	effs  []kernel.Effect
-	paths []string
+	ev                   kernel.Event
+	agent, before, after string
+	effs                 []kernel.Effect
+	paths                []string
 }
 
-func newStep(tree trace.Tree, ev kernel.Event, target kernel.AgentID, effs []kernel.Effect) step {
+func newStep(tree trace.Tree, ev kernel.Event, target kernel.AgentID, before, after fsm.State, effs []kernel.Effect) step {
 	st := step{ev: ev, effs: slices.Clone(effs)}
+	if target != kernel.NoAgent {
+		st.agent, st.before, st.after = tree.AgentPath(target), before.String(), after.String()
+	}
 	for _, e := range effs {
 		p := ""
 		if e.Agent != target && e.Agent >= 0 {
@@ -48,6 +54,9 @@ func checkOriginals(t *testing.T, name string, trace []byte, steps []step) {
 		i++
 		if i >= len(steps) || !reflect.DeepEqual(*rec.Event, steps[i].ev) {
 			t.Fatalf("%s line %d: event decodes to %+v, was %+v", name, n+1, *rec.Event, steps[min(i, len(steps)-1)].ev)
+		}
+		if st := steps[i]; rec.Agent != st.agent || rec.Before != st.before || rec.After != st.after {
+			t.Fatalf("%s line %d: agent %q %s→%s, was %q %s→%s", name, n+1, rec.Agent, rec.Before, rec.After, st.agent, st.before, st.after)
 		}
 		if len(rec.Effects) != len(steps[i].effs) {
 			t.Fatalf("%s line %d: %d effects, was %d", name, n+1, len(rec.Effects), len(steps[i].effs))
@@ -86,7 +95,9 @@ func TestEncoderMatchesJSON(t *testing.T) {
 	for _, s := range ss {
 		var one bytes.Buffer
 		var steps []step
-		observe := func(si sim.StepInfo) { steps = append(steps, newStep(si.Core, si.Event, si.Target, si.Effects)) }
+		observe := func(si sim.StepInfo) {
+			steps = append(steps, newStep(si.Core, si.Event, si.Target, si.Before, si.After, si.Effects))
+		}
 		if _, err := sim.Run(s, sim.Options{Trace: &one, Observe: observe}); err != nil {
 			t.Fatal(err)
 		}
@@ -110,20 +121,36 @@ func TestEncoderMatchesJSON(t *testing.T) {
 			From: 1, To: 2, Trigger: 3, Outcome: 2, Reason: 3, End: 1, Status: 4, N: 5, Queued: true, Since: 6, Delay: 7}},
 	}
 	var edge bytes.Buffer
-	w := trace.NewWriter(&edge, trace.Header{Source: "live", Name: odd, Seed: 1 << 63, Scenario: odd, Options: map[string]string{"b": odd, "a": "<&>"},
+	hdr := trace.Header{Source: "live", Name: odd, Seed: 1 << 63, Scenario: odd, Options: map[string]string{"b": odd, "a": "<&>"},
 		Limits:   kernel.Limits{Grace: -1, FirstTokenTimeout: 2, StallTimeout: 3, ToolTimeout: 4, TurnTimeout: 5, Debounce: 6, MaxDepth: 7, MaxChildren: 8, MaxRequests: 1 << 40},
 		RootName: odd, System: odd, ChildSystem: odd, Build: odd,
-		History: []kernel.Message{{Role: "user", Content: odd}, {Role: "assistant", ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "grep", Arguments: odd}}}}})
+		History: []kernel.Message{{Role: "user", Content: odd}, {Role: "assistant", ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "grep", Arguments: odd}}}}}
+	w := trace.NewWriter(&edge, hdr)
 	var steps []step
 	for _, ev := range evs {
 		w.Step(k, ev, kernel.NoAgent, 0, effs)
-		steps = append(steps, newStep(k, ev, kernel.NoAgent, effs))
+		steps = append(steps, newStep(k, ev, kernel.NoAgent, 0, 0, effs))
 	}
+	// The root as the step's agent, with effects on it and on none.
+	rootEffs := []kernel.Effect{effs[1], {Kind: kernel.EffStartLLM, Agent: kernel.Root, Op: 9}}
+	w.Step(k, evs[1], kernel.Root, fsm.Streaming, rootEffs)
+	steps = append(steps, newStep(k, evs[1], kernel.Root, fsm.Streaming, k.AgentState(kernel.Root), rootEffs))
 	w.Note(time.Second, odd)
 	if _, err := w.Close(time.Second); err != nil {
 		t.Fatal(err)
 	}
 	checkOriginals(t, "edge", edge.Bytes(), steps)
+	// The header decodes to what the writer was given: a field the encoder
+	// dropped would vanish from the re-encode below as well.
+	first, _, _ := bytes.Cut(edge.Bytes(), []byte("\n"))
+	got, err := trace.ReadHeader(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr.Type, hdr.Format = "header", trace.FormatVersion
+	if !reflect.DeepEqual(got, hdr) {
+		t.Fatalf("header decodes to\n%+v\nwas\n%+v", got, hdr)
+	}
 	all.Write(edge.Bytes())
 	lines := bytes.Split(bytes.TrimSuffix(all.Bytes(), []byte("\n")), []byte("\n"))
 	checked := 0
