@@ -89,6 +89,20 @@ func hiding(drop func(kernel.Message) bool) CoreFactory {
 	})
 }
 
+// editingLife returns a step hook that lets edit change every lifecycle
+// event the kernel emits before the world and the oracle see it.
+func editingLife(edit func(l *kernel.Lifecycle)) func(*brokenCore, kernel.Event) []kernel.Effect {
+	return func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+		out := b.inner(ev)
+		for i := range out {
+			if out[i].Kind == kernel.EffEmit {
+				edit(&out[i].Life)
+			}
+		}
+		return out
+	}
+}
+
 // rewriting returns a view hook that edits every message of a history copy.
 func rewriting(edit func(m *kernel.Message)) func(View) View {
 	return func(v View) View {
@@ -297,15 +311,11 @@ func brokenLoops() []BrokenLoop {
 					}
 					return s
 				}
-				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
-					out := b.inner(ev)
-					for i := range out {
-						if l := &out[i].Life; out[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeCallFinished && l.Outcome == kernel.OutcomeTimedOut {
-							l.Reason, l.Outcome = kernel.ReasonUserCancel, kernel.OutcomeInterrupted
-						}
+				b.step = editingLife(func(l *kernel.Lifecycle) {
+					if l.Kind == kernel.LifeCallFinished && l.Outcome == kernel.OutcomeTimedOut {
+						l.Reason, l.Outcome = kernel.ReasonUserCancel, kernel.OutcomeInterrupted
 					}
-					return out
-				}
+				})
 				b.view = rewriting(func(m *kernel.Message) {
 					if m.Role == kernel.RoleTool {
 						m.Content = lie(m.Content)
@@ -354,15 +364,11 @@ func TestOracleCatchesBrokenInvariants(t *testing.T) {
 	}{
 		{"interject-while-streaming", "a turn starts by a trigger the table does not declare from Idle", "I7",
 			broken(func(b *brokenCore) {
-				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
-					out := b.inner(ev)
-					for i := range out {
-						if l := &out[i].Life; out[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeTransition && l.From == fsm.Idle && l.Trigger == fsm.Submit {
-							l.Trigger = fsm.Delta
-						}
+				b.step = editingLife(func(l *kernel.Lifecycle) {
+					if l.Kind == kernel.LifeTransition && l.From == fsm.Idle && l.Trigger == fsm.Submit {
+						l.Trigger = fsm.Delta
 					}
-					return out
-				}
+				})
 			})},
 		{"parallel-delegation-cancel", "agents change state with no transition event (an FSM bypassed)", "I7",
 			broken(func(b *brokenCore) {
@@ -385,30 +391,22 @@ func TestOracleCatchesBrokenInvariants(t *testing.T) {
 			})},
 		{"max-depth-refused", "a refusal names a limit that was not reached", "I13",
 			broken(func(b *brokenCore) {
-				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
-					out := b.inner(ev)
-					for i := range out {
-						if l := &out[i].Life; out[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeCallFinished && l.Reason == kernel.ReasonMaxDepth {
-							l.Reason = kernel.ReasonMaxChildren
-						}
+				b.step = editingLife(func(l *kernel.Lifecycle) {
+					if l.Kind == kernel.LifeCallFinished && l.Reason == kernel.ReasonMaxDepth {
+						l.Reason = kernel.ReasonMaxChildren
 					}
-					return out
-				}
+				})
 				b.view = rewriting(func(m *kernel.Message) {
 					m.Content = strings.Replace(m.Content, `"reason":"max_depth"`, `"reason":"max_children"`, 1)
 				})
 			})},
 		{"interject-while-tooling", "a well-formed call is answered as malformed", "I13",
 			broken(func(b *brokenCore) {
-				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
-					out := b.inner(ev)
-					for i := range out {
-						if l := &out[i].Life; out[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeCallFinished && l.Status == kernel.CallOK {
-							l.Status, l.Reason = kernel.CallMalformed, kernel.ReasonMalformed
-						}
+				b.step = editingLife(func(l *kernel.Lifecycle) {
+					if l.Kind == kernel.LifeCallFinished && l.Status == kernel.CallOK {
+						l.Status, l.Reason = kernel.CallMalformed, kernel.ReasonMalformed
 					}
-					return out
-				}
+				})
 			})},
 		{"faults-duplicate-late", "a late or duplicate event wakes the model again", "I8",
 			broken(func(b *brokenCore) {

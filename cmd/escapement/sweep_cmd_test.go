@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/escapement/escapement/internal/simtest"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
 )
@@ -174,27 +175,9 @@ func TestSweepOutNotWritable(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stalls := func(cfg kernel.Config) (sim.Core, error) { // loses the first step's effects
-		c, err := sim.KernelCore(cfg)
-		return &dropFirstStep{Core: c}, err
-	}
 	a, _, _ := sweepApp(make(chan os.Signal))
-	err := a.runSweep(context.Background(), sweepFlags{seeds: 1, from: 1, depth: 1, jobs: 1, out: file, core: stalls})
+	err := a.runSweep(context.Background(), sweepFlags{seeds: 1, from: 1, depth: 1, jobs: 1, out: file, core: simtest.DropsFirstStep}) // loses the first step's effects: the world fails
 	if code := codeOf(err); code != exitUsage || !strings.Contains(fmt.Sprint(err), "--out") {
 		t.Fatalf("exit %d: %v; want 2 naming --out", code, err)
 	}
-}
-
-type dropFirstStep struct {
-	sim.Core
-	stepped bool
-}
-
-func (d *dropFirstStep) Step(ev kernel.Event) []kernel.Effect {
-	out := d.Core.Step(ev)
-	if !d.stepped {
-		d.stepped = true
-		return nil
-	}
-	return out
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/escapement/escapement/internal/simtest"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
 )
@@ -131,22 +132,8 @@ func secondRunDiffers() sim.CoreFactory {
 		if err != nil || runs != 2 {
 			return c, err
 		}
-		return &dropFirstStep{Core: c}, nil
+		return &simtest.DropFirstStep{Core: c}, nil
 	}
-}
-
-type dropFirstStep struct {
-	sim.Core
-	stepped bool
-}
-
-func (d *dropFirstStep) Step(ev kernel.Event) []kernel.Effect {
-	out := d.Core.Step(ev)
-	if !d.stepped {
-		d.stepped = true
-		return nil
-	}
-	return out
 }
 
 // markerless is a broken loop (test code): its histories lose their
