@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/internal/textcut"
@@ -26,20 +28,34 @@ const (
 	maxDirEntries   = 1000
 )
 
+// open opens p in the workspace, through the root (which resolves and
+// polices symlinks), and refuses what is neither a regular file nor a
+// directory. The open itself does not block: a FIFO or a device would hold
+// the call past its cancel, and the driver waits for every tool call.
+func (b *Box) open(p string, flag int, perm fs.FileMode) (f *os.File, rel string, st fs.FileInfo, err error) {
+	if rel, err = b.rel(p); err != nil {
+		return nil, rel, nil, err
+	}
+	if f, err = b.root.OpenFile(rel, flag|syscall.O_NONBLOCK, perm); err != nil {
+		return nil, rel, nil, b.fsErr(p, err)
+	}
+	if st, err = f.Stat(); err != nil {
+		f.Close()
+		return nil, rel, nil, b.fsErr(p, err)
+	}
+	if !st.Mode().IsRegular() && !st.IsDir() {
+		f.Close()
+		return nil, rel, nil, fmt.Errorf("%s is not a regular file or a directory (%s)", p, st.Mode().Type())
+	}
+	return f, rel, st, nil
+}
+
 func (b *Box) readFile(p string) (string, error) {
-	rel, err := b.rel(p)
+	f, _, st, err := b.open(p, os.O_RDONLY, 0)
 	if err != nil {
 		return "", err
 	}
-	f, err := b.root.Open(rel)
-	if err != nil {
-		return "", b.fsErr(p, err)
-	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", b.fsErr(p, err)
-	}
 	if st.IsDir() {
 		return "", fmt.Errorf("%s is a directory (use list_dir)", p)
 	}
@@ -70,23 +86,32 @@ func (b *Box) writeFile(p, content string) (string, error) {
 			return "", b.fsErr(p, err)
 		}
 	}
-	if err := b.root.WriteFile(rel, []byte(content), 0o644); err != nil {
+	f, _, st, err := b.open(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return "", err
+	}
+	if st.IsDir() {
+		f.Close()
+		return "", fmt.Errorf("%s is a directory", p)
+	}
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return "", b.fsErr(p, err)
 	}
 	return fmt.Sprintf("wrote %d bytes to %s", len(content), rel), nil
 }
 
 func (b *Box) listDir(p string) (string, error) {
-	rel, err := b.rel(p)
+	f, rel, st, err := b.open(p, os.O_RDONLY, 0)
 	if err != nil {
 		return "", err
 	}
-	// Open through the root first: it resolves (and polices) symlinks in
-	// the path, which fs.ReadDir on Root.FS does too, but this gives the
-	// escape its clear error.
-	f, err := b.root.Open(rel)
-	if err != nil {
-		return "", b.fsErr(p, err)
+	if !st.IsDir() {
+		f.Close()
+		return "", fmt.Errorf("%s is not a directory (use read_file)", p)
 	}
 	entries, err := f.ReadDir(-1)
 	f.Close()

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,5 +221,34 @@ func TestShellCancel(t *testing.T) {
 				t.Fatalf("after Run returned: %v", err)
 			}
 		})
+	}
+}
+
+// TestSpecialFilesRefused: a FIFO in the workspace is refused at once by
+// every file tool, instead of blocking the call (and with it the driver,
+// which waits for every tool) until a writer or reader appears.
+func TestSpecialFilesRefused(t *testing.T) {
+	b, dir := newBox(t, false)
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe"), 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]string
+	}{
+		{"read_file", map[string]string{"path": "pipe"}},
+		{"write_file", map[string]string{"path": "pipe", "content": "x"}},
+		{"list_dir", map[string]string{"path": "pipe"}},
+	} {
+		done := make(chan live.ToolResult, 1)
+		go func() { done <- run(t, b, c.tool, c.args) }()
+		select {
+		case r := <-done:
+			if r.Status != kernel.ToolError || !strings.Contains(r.Content, "pipe") {
+				t.Errorf("%s on a FIFO: %+v, want an error naming it", c.tool, r)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s on a FIFO still blocked after 5s", c.tool)
+		}
 	}
 }
