@@ -265,6 +265,26 @@ func (d *decoder) integer(n *yaml.Node, where string) (int, error) {
 	return v, nil
 }
 
+// unsigned reads a whole number ≥ 0 of the full uint64 range (a seed: YAML
+// writes every uint64 back, so every one must load).
+func (d *decoder) unsigned(n *yaml.Node, where string) (uint64, error) {
+	s, err := d.scalar(n, where)
+	if err != nil {
+		return 0, err
+	}
+	if s.Tag != "!!int" {
+		return 0, d.errf(s, "%s: want a whole number, got %s", where, kindName(s))
+	}
+	if strings.HasPrefix(s.Value, "-") {
+		return 0, d.errf(s, "%s: must not be negative", where)
+	}
+	v, err := strconv.ParseUint(s.Value, 10, 64)
+	if err != nil {
+		return 0, d.errf(s, "%s: %v", where, err)
+	}
+	return v, nil
+}
+
 func (d *decoder) number(n *yaml.Node, where string) (float64, error) {
 	s, err := d.scalar(n, where)
 	if err != nil {
@@ -357,15 +377,8 @@ func (d *decoder) scenario(doc *yaml.Node) (*Scenario, error) {
 			s.Name, err = d.str(v, "name")
 			return
 		},
-		"about": func(v *yaml.Node) (err error) { s.About, err = d.str(v, "about"); return },
-		"seed": func(v *yaml.Node) error {
-			n, err := d.integer(v, "seed")
-			if err == nil && n < 0 {
-				err = d.errf(v, "seed: must not be negative")
-			}
-			s.Seed = uint64(n)
-			return err
-		},
+		"about":  func(v *yaml.Node) (err error) { s.About, err = d.str(v, "about"); return },
+		"seed":   func(v *yaml.Node) (err error) { s.Seed, err = d.unsigned(v, "seed"); return },
 		"limits": func(v *yaml.Node) error { mark("limits", v); return d.limits(v, &s.Limits) },
 		"agents": func(v *yaml.Node) error {
 			mark("agents", v)

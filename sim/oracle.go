@@ -607,8 +607,7 @@ func (o *oracle) onStartLLM(e *kernel.Effect) {
 	a.llmRequests++
 	a.lastReq = e.Op
 	a.liveOps++
-	o.ops.set(e.Op, &opObs{agent: e.Agent, start: o.now})
-	o.inFlight[e.Op] = o.ops.get(e.Op)
+	o.startOp(e, false)
 	if err := kernel.ValidateTranscript(e.Messages, false); err != nil {
 		o.violate("I4", e.Agent, "request %d sends an invalid transcript: %v", e.Op, err)
 	}
@@ -617,11 +616,21 @@ func (o *oracle) onStartLLM(e *kernel.Effect) {
 	}
 }
 
+// startOp records an op the effect starts. An id already used is an I9
+// violation: the first op's accounting (did it end?) would be lost.
+func (o *oracle) startOp(e *kernel.Effect, tool bool) {
+	if o.ops.get(e.Op) != nil {
+		o.violate("I9", e.Agent, "op %d started twice", e.Op)
+	}
+	op := &opObs{agent: e.Agent, tool: tool, start: o.now}
+	o.ops.set(e.Op, op)
+	o.inFlight[e.Op] = op
+}
+
 func (o *oracle) onStartTool(ev *kernel.Event, e *kernel.Effect) {
 	a := o.observe(e.Agent)
 	a.liveOps++
-	o.ops.set(e.Op, &opObs{agent: e.Agent, tool: true, start: o.now})
-	o.inFlight[e.Op] = o.ops.get(e.Op)
+	o.startOp(e, true)
 	req := o.ops.get(ev.Op)
 	if ev.Kind != kernel.EvLLMEnd || req == nil || req.agent != e.Agent || !req.endedOK {
 		o.violate("I14", e.Agent, "tool call %s started outside the end of its own finished stream (event %s)", e.Call.ID, ev.Kind)
@@ -1214,7 +1223,9 @@ func (o *oracle) checkRootTurn(ev *kernel.Event, effs []kernel.Effect) {
 
 // finish runs the end-of-run checks.
 func (o *oracle) finish() {
-	for id := range o.agents {
+	// Every agent the core holds, seen by the oracle before or not: one
+	// whose effects a broken loop never emitted is judged here.
+	for id := 0; id < o.c.NumAgents(); id++ {
 		o.touch(kernel.AgentID(id))
 	}
 	for i := 0; i < len(o.dirty); i++ {

@@ -52,7 +52,12 @@ func Replay(r io.Reader) (*ReplayResult, error) {
 		if err != nil {
 			return nil, fmt.Errorf("trace header scenario: %w", err)
 		}
-		if _, err := Run(s, Options{Trace: &buf, Build: hdr.Build, Permute: hdr.Options["permute"] == "true"}); err != nil {
+		opt, err := optionsFromHeader(hdr.Options)
+		if err != nil {
+			return nil, err
+		}
+		opt.Trace, opt.Build = &buf, hdr.Build
+		if _, err := Run(s, opt); err != nil {
 			return nil, err
 		}
 	case "live":

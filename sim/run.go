@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,9 +21,10 @@ type Options struct {
 	Trace io.Writer
 	// Core builds the agent loop under test; nil is the real kernel.
 	Core CoreFactory
-	// TimeLimit stops a run at this virtual time (default 24h).
+	// TimeLimit stops a run at this virtual time (default DefaultTimeLimit).
 	TimeLimit time.Duration
-	// MaxEvents stops a run after this many delivered events (default 5M).
+	// MaxEvents stops a run after this many delivered events (default
+	// DefaultMaxEvents).
 	MaxEvents int
 	// Build names the binary in the trace header.
 	Build string
@@ -40,6 +43,53 @@ type StepInfo struct {
 	After   fsm.State
 	Effects []kernel.Effect
 	Core    Core
+}
+
+// The limits a run has unless its Options say otherwise.
+const (
+	DefaultTimeLimit = 24 * time.Hour
+	DefaultMaxEvents = 5_000_000
+)
+
+// headerOptions records in a trace header the run options that change the
+// trace (those not at their defaults), so Replay runs with the same ones.
+func headerOptions(opt Options) map[string]string {
+	o := map[string]string{}
+	if opt.Permute {
+		o["permute"] = "true"
+	}
+	if opt.TimeLimit != DefaultTimeLimit {
+		o["time_limit"] = opt.TimeLimit.String()
+	}
+	if opt.MaxEvents != DefaultMaxEvents {
+		o["max_events"] = strconv.Itoa(opt.MaxEvents)
+	}
+	if len(o) == 0 {
+		return nil
+	}
+	return o
+}
+
+// optionsFromHeader is headerOptions read back.
+func optionsFromHeader(h map[string]string) (Options, error) {
+	var opt Options
+	for k, v := range h { // determinism: each key sets its own field
+		var err error
+		switch k {
+		case "permute":
+			opt.Permute = v == "true"
+		case "time_limit":
+			opt.TimeLimit, err = time.ParseDuration(v)
+		case "max_events":
+			opt.MaxEvents, err = strconv.Atoi(v)
+		default:
+			err = errors.New("unknown option")
+		}
+		if err != nil {
+			return opt, fmt.Errorf("trace header option %s=%q: %w", k, v, err)
+		}
+	}
+	return opt, nil
 }
 
 // Result is a run's verdict and counts, without printing anything.
@@ -86,10 +136,10 @@ type Sim struct {
 // New prepares a run of s: the scenario's inputs and faults are queued.
 func New(s *Scenario, opt Options) (*Sim, error) {
 	if opt.TimeLimit == 0 {
-		opt.TimeLimit = 24 * time.Hour
+		opt.TimeLimit = DefaultTimeLimit
 	}
 	if opt.MaxEvents == 0 {
-		opt.MaxEvents = 5_000_000
+		opt.MaxEvents = DefaultMaxEvents
 	}
 	factory := opt.Core
 	if factory == nil {
@@ -107,9 +157,7 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 		Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
 		Limits: s.Limits, RootName: RootScript, Build: opt.Build,
 	}
-	if opt.Permute {
-		hdr.Options = map[string]string{"permute": "true"}
-	}
+	hdr.Options = headerOptions(opt)
 	m := &Sim{
 		s: s, opt: opt, core: core,
 		tw:  trace.NewWriter(out, hdr),
@@ -169,6 +217,13 @@ func (m *Sim) stepUntil(until time.Duration) bool {
 				m.tw.Note(m.w.q.peek().at, note)
 			}
 		}
+		if m.dead(m.w.q.peek()) {
+			// Dropped before the limits are judged: a stopped timer or a
+			// superseded event is no work pending, and it does not move
+			// the clock.
+			m.w.q.pop()
+			continue
+		}
 		if m.w.q.peek().at > m.opt.TimeLimit {
 			m.o.now = m.w.q.peek().at
 			m.o.violate("liveness", kernel.NoAgent, "virtual time limit %v reached with work pending", m.opt.TimeLimit)
@@ -187,14 +242,8 @@ func (m *Sim) stepUntil(until time.Duration) bool {
 		var ev kernel.Event
 		switch it.kind {
 		case itemWorld:
-			if it.gen != it.op.gen {
-				continue // superseded by a cancel or a fault
-			}
 			ev = it.ev
 		case itemTimer:
-			if !m.w.timers[it.ev.Op] {
-				continue // stopped
-			}
 			delete(m.w.timers, it.ev.Op)
 			ev = it.ev
 		case itemFault:
@@ -212,6 +261,18 @@ func (m *Sim) stepUntil(until time.Duration) bool {
 		}
 		m.deliver(ev, &it)
 		return true
+	}
+	return false
+}
+
+// dead reports an item that would deliver nothing: a world event superseded
+// by a cancel or a fault, or a timer since stopped.
+func (m *Sim) dead(it *item) bool {
+	switch it.kind {
+	case itemWorld:
+		return it.gen != it.op.gen
+	case itemTimer:
+		return !m.w.timers[it.ev.Op]
 	}
 	return false
 }
@@ -281,9 +342,7 @@ func (m *Sim) Finish() (*Result, error) {
 	for id := 0; id < core.NumAgents(); id++ {
 		v := core.View(kernel.AgentID(id))
 		res.Outcomes[v.Path] = v.Outcome.String()
-		if a := o.agents[id]; a != nil {
-			res.LLMRequests[v.Path] = a.llmRequests
-		}
+		res.LLMRequests[v.Path] = o.agents[id].llmRequests // finish observed every agent
 	}
 	checkExpect(m.s, core, o, res)
 	res.Violations = o.out
@@ -338,7 +397,7 @@ func checkExpect(s *Scenario, c Core, o *oracle, res *Result) {
 	for _, ref := range sortedKeys(e.LLMRequests) {
 		id, ok := findAgent(c, ref)
 		got := 0
-		if ok && int(id) < len(o.agents) && o.agents[id] != nil {
+		if ok { // finish observed every agent
 			got = o.agents[id].llmRequests
 		}
 		if !ok && e.LLMRequests[ref] != 0 {
