@@ -87,19 +87,30 @@ func runWith(ctx context.Context, args []string, s streams, exit func(code int),
 	root.SetOut(s.out)
 	root.SetErr(s.err)
 	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
-	}
 	var ee *exitError
-	if errors.As(err, &ee) {
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
 		if ee.err != nil {
 			fmt.Fprintf(s.err, "escapement: %v\n", ee.err)
 		}
+	default:
+		fmt.Fprintf(s.err, "escapement: %v\nRun 'escapement --help' for usage.\n", err)
+	}
+	return exitCodeOf(err)
+}
+
+// exitCodeOf is the exit code a command's error gives: its own for an
+// exitError, and a usage error for anything cobra itself reports (unknown
+// command, bad flag, wrong number of arguments).
+func exitCodeOf(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
 		return ee.code
 	}
-	// Anything cobra itself reports (unknown command, bad flag, wrong number
-	// of arguments) is a usage error.
-	fmt.Fprintf(s.err, "escapement: %v\nRun 'escapement --help' for usage.\n", err)
 	return exitUsage
 }
 

@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/escapement/escapement/scenarios"
 )
 
 var wallTime = regexp.MustCompile(`events in [0-9.]+[a-zµ]+s$`)
@@ -62,9 +65,19 @@ func TestSimJSON(t *testing.T) {
 		}
 		n++
 	}
-	if n < 25 {
-		t.Fatalf("only %d scenarios", n)
+	if want := suiteSize(t); n != want {
+		t.Fatalf("%d scenarios, the suite has %d", n, want)
 	}
+}
+
+// suiteSize is how many scenarios the embedded suite holds.
+func suiteSize(t *testing.T) int {
+	t.Helper()
+	files, err := fs.Glob(scenarios.FS, "*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("embedded suite: %d files, %v", len(files), err)
+	}
+	return len(files)
 }
 
 func writeFile(t *testing.T, dir, name, content string) string {
@@ -130,7 +143,7 @@ func TestSimTraceReplayPerfetto(t *testing.T) {
 	if code, _, _ := runCLI(t, "sim", "--trace", tdir); code != exitOK {
 		t.Fatal("suite with trace dir failed")
 	}
-	if files, _ := filepath.Glob(filepath.Join(tdir, "*.jsonl")); len(files) < 25 {
-		t.Fatalf("%d trace files", len(files))
+	if files, _ := filepath.Glob(filepath.Join(tdir, "*.jsonl")); len(files) != suiteSize(t) {
+		t.Fatalf("%d trace files, the suite has %d scenarios", len(files), suiteSize(t))
 	}
 }

@@ -1,9 +1,12 @@
 package trace
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"testing"
@@ -28,14 +31,18 @@ func TestEventRoundTrip(t *testing.T) {
 		kernel.ToolResult(10, 9, kernel.ToolCancelled, ""),
 		kernel.TimerFired(11, 12),
 	}
+	k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
 	for _, ev := range evs {
-		b, err := json.Marshal(Record{Type: "step", Event: &ev})
-		if err != nil {
+		var buf bytes.Buffer
+		w := NewWriter(&buf, Header{Source: "live", Name: "round-trip"})
+		w.Step(k, ev, kernel.NoAgent, 0, nil)
+		if _, err := w.Close(0); err != nil {
 			t.Fatal(err)
 		}
-		r, err := ReadRecord(b)
+		line := bytes.Split(buf.Bytes(), []byte("\n"))[1] // after the header
+		r, err := ReadRecord(line)
 		if err != nil {
-			t.Fatalf("%s: %v", b, err)
+			t.Fatalf("%s: %v", line, err)
 		}
 		if !reflect.DeepEqual(*r.Event, ev) {
 			t.Fatalf("round trip\n got %#v\nwant %#v", *r.Event, ev)
@@ -43,43 +50,41 @@ func TestEventRoundTrip(t *testing.T) {
 	}
 }
 
-// TestWriterDeterministic: the same steps give the same bytes and hash.
-func TestWriterDeterministic(t *testing.T) {
-	run := func() (string, []byte) {
-		var buf bytes.Buffer
-		k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
-		w := NewWriter(&buf, Header{Source: "sim", Name: "t", Limits: kernel.DefaultLimits()})
-		for _, ev := range []kernel.Event{kernel.Submit(0, "hi"), kernel.Cancel(time.Second, kernel.Root)} {
-			target := k.Target(ev)
-			before := k.Agent(target).State()
-			w.Step(k, ev, target, before, k.Step(ev))
-		}
-		sum, err := w.Close(time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sum, buf.Bytes()
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// TestWriterGolden: a short live-shaped run (submit, cancel) writes exactly
+// the recorded bytes of testdata/writer.golden, and its hash is the SHA-256
+// of those bytes. The format is a contract (replay compares bytes): a change
+// to it must be deliberate (go test ./kernel/trace -run WriterGolden -update).
+func TestWriterGolden(t *testing.T) {
+	var buf bytes.Buffer
+	k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
+	w := NewWriter(&buf, Header{Source: "sim", Name: "t", Seed: 3, Options: map[string]string{"b": "2", "a": "1"}, Limits: kernel.DefaultLimits()})
+	for _, ev := range []kernel.Event{kernel.Submit(0, "hi"), kernel.Cancel(time.Second, kernel.Root)} {
+		target := k.Target(ev)
+		before := k.Agent(target).State()
+		w.Step(k, ev, target, before, k.Step(ev))
 	}
-	s1, b1 := run()
-	s2, b2 := run()
-	if s1 != s2 || !bytes.Equal(b1, b2) {
-		t.Fatal("trace not deterministic")
-	}
-	sc := bufio.NewScanner(bytes.NewReader(b1))
-	sc.Scan()
-	if _, err := ReadHeader(sc.Bytes()); err != nil {
+	w.Note(time.Second, "a note")
+	sum, err := w.Close(time.Second)
+	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0 // lines and the effects nested in them
-	for sc.Scan() {
-		rec, err := ReadRecord(sc.Bytes())
-		if err != nil {
+	if want := sha256.Sum256(buf.Bytes()); sum != hex.EncodeToString(want[:]) {
+		t.Fatalf("hash %s is not the SHA-256 of the bytes written", sum)
+	}
+	golden := filepath.Join("testdata", "writer.golden")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		n += 1 + len(rec.Effects)
 	}
-	if n < 5 {
-		t.Fatalf("only %d records", n)
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("trace bytes changed; run `go test ./kernel/trace -run WriterGolden -update` if intended\n got:\n%s\nwant:\n%s", buf.Bytes(), want)
 	}
 }
 
