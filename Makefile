@@ -41,13 +41,14 @@ fuzz:
 # The long run: the property suites at SOAK_CHECKS checks each (ten
 # properties: 10 x 10,000 = 100,000 checks by default), then a sweep of
 # SOAK_WORLDS generated worlds at depth 6. Not part of CI.
-# The recipe pipes go test into grep: bash with pipefail makes a failing
-# property test fail the target (sh would report grep's status).
+# The properties' verbose output goes to soak.log: a failure prints all of it
+# (rapid's reproduce lines and the failing world's file) and fails the
+# target; a pass prints only the summary lines.
 SOAK_CHECKS ?= 10000
 SOAK_WORLDS ?= 100000
-soak: SHELL := bash
-soak: .SHELLFLAGS := -o pipefail -ec
 soak:
 	RAPID_CHECKS=$(SOAK_CHECKS) $(GO) test ./sim -count 1 -timeout 0 -v \
-		-run '^(TestWorlds|TestWorldsPermuted|TestRerunDeterminism|TestStateMachine)$$' | grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]'
+		-run '^(TestWorlds|TestWorldsPermuted|TestRerunDeterminism|TestStateMachine)$$' > soak.log \
+		|| { cat soak.log; echo "soak: a property failed; the whole log (with the reproduce lines) is soak.log" >&2; exit 1; }
+	grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]' soak.log
 	$(GO) run ./cmd/escapement sim sweep --seeds $(SOAK_WORLDS) --depth 6
