@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
@@ -137,7 +138,7 @@ func newChatCmd(a *app) *cobra.Command {
 while a turn runs is an interjection (it joins the running turn); "/cancel"
 or Ctrl-C cancels the turn and returns to the prompt; a second Ctrl-C before
 the tree has stopped exits at once; Ctrl-D (end of input) exits after the
-running turn.
+running turn; SIGTERM cancels the running turn and exits 130 once it ended.
 
 The transcript is appended to the session file as it happens and synced at
 the end of every turn; --resume FILE continues a session (a crash loses at
@@ -434,6 +435,10 @@ func (lr *liveRun) repl(ctx context.Context, sigs <-chan os.Signal) error {
 		eof           bool
 		cancelledTurn uint64
 		seenEnded     uint64
+		// terminating: a SIGTERM (a service manager, `kill`) asks the
+		// process to end, not the turn: the running turn is cancelled and
+		// chat exits 130 once it has ended.
+		terminating bool
 	)
 	for {
 		select {
@@ -476,13 +481,19 @@ func (lr *liveRun) repl(ctx context.Context, sigs <-chan os.Signal) error {
 				continue
 			}
 			seenEnded = ended
+			if terminating {
+				return &exitError{code: exitInterrupted}
+			}
 			if eof {
 				return nil
 			}
 			prompt()
-		case <-sigs:
+		case sig := <-sigs:
 			busy, turn, _, _ := lr.state.get()
+			terminating = terminating || sig == syscall.SIGTERM
 			switch {
+			case !busy && terminating:
+				return &exitError{code: exitInterrupted}
 			case !busy:
 				fmt.Fprintln(lr.errw, "\n(no turn is running; Ctrl-D or /quit exits)")
 				prompt()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -320,5 +321,53 @@ func listDirThenAnswer(answer string) fakeopenai.Handler {
 		_ = w.Text("Looking.\n")
 		_ = w.Call(0, "c1", "list_dir", `{"path":"."}`, 3)
 		_ = w.End("tool_calls")
+	}
+}
+
+// TestChatSIGTERMEnds: SIGTERM asks chat to end, not just its turn. While a
+// turn streams it cancels the turn and exits 130 once the turn has ended;
+// while idle it exits 130 at once (a Ctrl-C there only explains).
+func TestChatSIGTERMEnds(t *testing.T) {
+	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Forever(ctx, "tok ", 10*time.Millisecond)
+	})
+	for _, busy := range []bool{true, false} {
+		dir := t.TempDir()
+		stdinR, stdinW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sigs := make(chan os.Signal)
+		out, errb := &syncBuffer{}, &syncBuffer{}
+		code := make(chan int, 1)
+		go func() { // owned: received from code below
+			code <- runWith(context.Background(),
+				[]string{"chat", "--session", filepath.Join(dir, "s.jsonl"), "--workspace", dir},
+				streams{in: stdinR, out: out, err: errb},
+				func(c int) { t.Errorf("hard exit %d", c) },
+				func() (<-chan os.Signal, func()) { return sigs, func() {} })
+		}()
+		eventually(t, "the prompt", func() bool { return strings.Contains(errb.String(), "> ") })
+		if busy {
+			if _, err := stdinW.WriteString("go on\n"); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the stream", func() bool { return strings.Contains(out.String(), "tok tok ") })
+		}
+		select {
+		case sigs <- syscall.SIGTERM:
+		case <-time.After(5 * time.Second):
+			t.Fatal("chat did not take SIGTERM")
+		}
+		select {
+		case c := <-code:
+			if c != exitInterrupted {
+				t.Errorf("busy=%v: exit %d, want %d\n%s", busy, c, exitInterrupted, errb)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("busy=%v: chat still running 20s after SIGTERM\n%s", busy, errb)
+		}
+		stdinR.Close()
+		stdinW.Close()
 	}
 }
