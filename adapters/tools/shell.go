@@ -10,9 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -73,8 +73,14 @@ func (b *Box) shell(ctx context.Context, command string) live.ToolResult {
 	// The leader has exited; reap the rest of its group (background jobs).
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	// A process that left the group (setsid) may still hold the pipe: bound
-	// the drain, then stop reading.
-	drain := time.NewTimer(b.cfg.DrainLimit)
+	// the drain, then stop reading. After a cancel the bound is short: what
+	// the group wrote is already in the pipe, and the kernel's grace for
+	// this call is running (KillGrace took half of it).
+	limit := b.cfg.DrainLimit
+	if cancelled {
+		limit = min(limit, cancelledDrain)
+	}
+	drain := time.NewTimer(limit)
 	select {
 	case <-drained:
 		drain.Stop()
@@ -109,6 +115,9 @@ func (b *Box) shell(ctx context.Context, command string) live.ToolResult {
 	}
 	return live.ToolResult{Status: status, Content: sb.String()}
 }
+
+// cancelledDrain bounds the output drain of a cancelled shell.
+const cancelledDrain = 100 * time.Millisecond
 
 func exitText(err error) string {
 	if err == nil {
@@ -180,31 +189,7 @@ func (h *headTail) String() string {
 		return string(h.head) + string(h.tail)
 	}
 	// The seams are byte offsets: runes split there go with the dropped part.
-	head, tail := partialEnd(h.head), partialStart(h.tail)
+	head, tail := textcut.TrimPartialEnd(h.head), textcut.TrimPartialStart(h.tail)
 	dropped := h.dropped + int64(len(h.head)-len(head)+len(h.tail)-len(tail))
 	return fmt.Sprintf("%s\n[… %d bytes of output not shown …]\n%s", head, dropped, tail)
-}
-
-// partialEnd drops an incomplete UTF-8 sequence from the end of b.
-func partialEnd(b []byte) []byte {
-	for i := len(b) - 1; i >= 0 && i > len(b)-1-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				return b[:i]
-			}
-			return b
-		}
-	}
-	return b
-}
-
-// partialStart drops the continuation bytes of a rune cut off at the start
-// of b.
-func partialStart(b []byte) []byte {
-	for i := 0; i < len(b) && i < utf8.UTFMax; i++ {
-		if utf8.RuneStart(b[i]) {
-			return b[i:]
-		}
-	}
-	return b
 }

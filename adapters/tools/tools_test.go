@@ -167,15 +167,12 @@ func TestShell(t *testing.T) {
 	}
 	// A background job left behind is killed with its group when the
 	// command ends: nothing outlives its tool call.
-	r = run(t, b, "shell", map[string]string{"command": "sleep 30 & echo $!"})
-	pid := lastInt(t, r.Content)
+	r = run(t, b, "shell", map[string]string{"command": "sleep 30 & echo $$"})
+	pgid := lastInt(t, r.Content)
 	// SIGKILL was sent before Run returned; its delivery is asynchronous,
-	// so allow the kernel a (generous) moment to finish the process off.
-	for i := 0; proctest.Alive(pid); i++ {
-		if i == 500 {
-			t.Fatalf("background job %d outlived its tool call by 5s", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// so allow the kernel a (generous) moment to finish the group off.
+	if _, err := proctest.WaitGroupGone(pgid, 5*time.Second); err != nil {
+		t.Fatalf("background job outlived its tool call: %v", err)
 	}
 }
 
@@ -221,6 +218,36 @@ func TestShellCancel(t *testing.T) {
 				t.Fatalf("after Run returned: %v", err)
 			}
 		})
+	}
+}
+
+// TestShellCancelEscapedChild: a process that left the group (setsid) and
+// holds the output pipe does not hold a cancelled call past the kill grace:
+// the drain after a cancel is short (the finished-shell DrainLimit, 2s here,
+// would outlast the kernel's grace).
+func TestShellCancelEscapedChild(t *testing.T) {
+	b, dir := newBox(t, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan live.ToolResult, 1)
+	go func() {
+		done <- b.Run(ctx, call("shell", map[string]string{"command": "setsid sh -c 'echo $$ > escaped; exec sleep 30' & echo $$ > pid; sleep 30"}))
+	}()
+	proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), 5*time.Second)
+	escaped := proctest.WaitPIDFile(t, filepath.Join(dir, "escaped"), 5*time.Second)
+	t.Cleanup(func() { _ = syscall.Kill(escaped, syscall.SIGKILL) })
+	cancel()
+	cancelled := time.Now()
+	select {
+	case r := <-done:
+		if r.Status != kernel.ToolCancelled {
+			t.Errorf("result %+v", r)
+		}
+		// KillGrace is 300ms; the old drain waited DrainLimit (2s) more.
+		if d := time.Since(cancelled); d > 1500*time.Millisecond {
+			t.Errorf("returned %v after the cancel, want well under the 2s drain limit", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("cancelled shell still running after 10s")
 	}
 }
 

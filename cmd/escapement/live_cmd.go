@@ -682,9 +682,5 @@ func (lr *liveRun) showTurnEnd(e *kernel.Effect) {
 // clip puts s on one line and cuts it to at most n bytes, at a rune
 // boundary, marking the cut.
 func clip(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) <= n {
-		return s
-	}
-	return textcut.Prefix(s, n) + "…"
+	return textcut.Clip(strings.ReplaceAll(s, "\n", " "), n)
 }

@@ -31,3 +31,28 @@ func Clip(s string, n int) string {
 	}
 	return Prefix(s, n) + "…"
 }
+
+// TrimPartialEnd drops an incomplete UTF-8 sequence from the end of b (a
+// buffer cut at a byte offset, like the head of a tool's output).
+func TrimPartialEnd(b []byte) []byte {
+	for i := len(b) - 1; i >= 0 && i > len(b)-1-utf8.UTFMax; i-- {
+		if utf8.RuneStart(b[i]) {
+			if !utf8.FullRune(b[i:]) {
+				return b[:i]
+			}
+			return b
+		}
+	}
+	return b
+}
+
+// TrimPartialStart drops the continuation bytes of a rune cut off at the
+// start of b (the tail of a tool's output).
+func TrimPartialStart(b []byte) []byte {
+	for i := 0; i < len(b) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(b[i]) {
+			return b[i:]
+		}
+	}
+	return b
+}

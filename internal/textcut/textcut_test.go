@@ -44,3 +44,22 @@ func TestPrefixEveryCut(t *testing.T) {
 		}
 	}
 }
+
+// TestTrimPartial: a buffer cut at every byte of a multi-byte text loses
+// exactly the broken rune at the seam, and nothing when the seam is clean.
+func TestTrimPartial(t *testing.T) {
+	s := []byte("aé日😀b")
+	for cut := 0; cut <= len(s); cut++ {
+		head, tail := TrimPartialEnd(s[:cut]), TrimPartialStart(s[cut:])
+		if !utf8.Valid(head) || !utf8.Valid(tail) {
+			t.Fatalf("cut %d: %q | %q", cut, head, tail)
+		}
+		// What is dropped is at most the one rune split by the cut.
+		if lost := len(s) - len(head) - len(tail); lost != 0 && (lost >= utf8.UTFMax+1 || utf8.RuneStart(s[cut])) {
+			t.Fatalf("cut %d: lost %d bytes (%q | %q)", cut, lost, head, tail)
+		}
+		if utf8.Valid(s[:cut]) && (len(head) != cut || len(tail) != len(s)-cut) {
+			t.Fatalf("cut %d at a rune boundary changed the text: %q | %q", cut, head, tail)
+		}
+	}
+}
