@@ -1,9 +1,11 @@
 package live
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -440,7 +442,12 @@ func TestRealClock(t *testing.T) {
 	if err := d.Submit(context.Background(), "hi"); err != nil {
 		t.Fatal(err)
 	}
-	end := <-rec.ended
+	var end kernel.Lifecycle
+	select { // the real clock: a hang must not last until the test binary's timeout
+	case end = <-rec.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the turn did not end within 10s")
+	}
 	stop()
 	if end.Text != "real" {
 		t.Errorf("text %q", end.Text)
@@ -494,4 +501,27 @@ func TestKernelReadableBeforeRun(t *testing.T) {
 			t.Error("not quiescent after Run")
 		}
 	})
+}
+
+// TestTimerHeapOrder: due timers come out by deadline and, for equal
+// deadlines, by op id (the order the kernel set them); a stopped timer and
+// the old deadline of a re-set one are skipped.
+func TestTimerHeapOrder(t *testing.T) {
+	var h timerHeap
+	live := map[kernel.OpID]time.Duration{7: 5, 3: 5, 4: 8}
+	for _, e := range []timerEntry{{5, 7}, {2, 9}, {5, 4}, {5, 3}, {8, 4}} { // 9 stopped; 4 re-set from 5 to 8
+		heap.Push(&h, e)
+	}
+	var got []timerEntry
+	for {
+		if _, ok := h.next(live); !ok {
+			break
+		}
+		e := heap.Pop(&h).(timerEntry)
+		delete(live, e.op)
+		got = append(got, e)
+	}
+	if want := []timerEntry{{5, 3}, {5, 7}, {8, 4}}; !slices.Equal(got, want) {
+		t.Fatalf("fired %v, want %v", got, want)
+	}
 }

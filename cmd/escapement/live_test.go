@@ -260,7 +260,7 @@ func TestRunInterruptShellE2E(t *testing.T) {
 	})
 	t.Cleanup(srv.Close) // after the binary is killed (cleanups run last-in first-out)
 	dir := t.TempDir()
-	const grace = 2 * time.Second
+	const grace = 4 * time.Second // the stubborn shell dies at KillGrace = grace/2: 2s of slack on a loaded machine
 	p := startBinary(t, bin, srv, dir, "run", "sleep", "--allow-shell", "--workspace", dir,
 		"--grace", grace.String(), "--session", filepath.Join(dir, "s.jsonl"))
 	pgid := proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), 20*time.Second)
