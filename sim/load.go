@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -204,7 +202,7 @@ func (d *decoder) fields(n *yaml.Node, where string, handlers map[string]func(v 
 		}
 		h, ok := handlers[k.Value]
 		if !ok {
-			known := slices.Sorted(maps.Keys(handlers))
+			known := sortedKeys(handlers)
 			return d.errf(k, "%s: unknown field %q (known: %s)", where, k.Value, strings.Join(known, ", "))
 		}
 		if seen[k.Value] {

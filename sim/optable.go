@@ -46,5 +46,5 @@ func (t *opTable) ids() []kernel.OpID {
 			out = append(out, kernel.OpID(id))
 		}
 	}
-	return append(out, sortedOpIDs(t.far)...) // every far id is above the dense ones
+	return append(out, sortedKeys(t.far)...) // every far id is above the dense ones
 }

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -401,7 +400,7 @@ func (o *oracle) beforeCancel(ev *kernel.Event) {
 			ce.activeSub = append(ce.activeSub, kernel.AgentID(id))
 			o.touch(kernel.AgentID(id))
 		}
-		o.probeCancel(target, a)
+		o.probeCancel(target)
 	} else if a.state == fsm.Interrupted {
 		o.probes.hit(ProbeCancelDuringInterrupted)
 	}
@@ -883,7 +882,8 @@ func (o *oracle) refresh(id kernel.AgentID) {
 	}
 	if a.openCount > 0 && v.State != fsm.Tooling && v.State != fsm.Delegating {
 		o.violate("I4", id, "%d tool call(s) without a result while %s", a.openCount, v.State)
-		a.open, a.openCount = map[string]bool{}, 0
+		clear(a.open)
+		a.openCount = 0
 	}
 }
 
@@ -899,10 +899,11 @@ func (o *oracle) checkMessage(id kernel.AgentID, a *agentObs, i int, h []kernel.
 	o.checkUI(id, m)
 	if a.openCount > 0 && m.Role != kernel.RoleTool {
 		o.violate("I4", id, "message %d (%s) arrives while %d tool call(s) lack results", i, m.Role, a.openCount)
-		a.open, a.openCount = map[string]bool{}, 0
+		clear(a.open)
+		a.openCount = 0
 	}
 	if m.Role != kernel.RoleTool && len(a.open) > 0 && a.openCount == 0 {
-		a.open = map[string]bool{}
+		clear(a.open)
 	}
 	switch m.Role {
 	case kernel.RoleSystem:
@@ -1108,7 +1109,7 @@ func (o *oracle) checkDeadlines() {
 				d.agents = append(d.agents, agentTurn{kernel.AgentID(cid), c.turn})
 			}
 		}
-		for _, opID := range sortedOpIDs(o.inFlight) {
+		for _, opID := range sortedKeys(o.inFlight) {
 			op := o.inFlight[opID]
 			if !o.descends(op.agent, id) {
 				continue
@@ -1260,7 +1261,7 @@ func (o *oracle) finish() {
 			o.violate("I9", op.agent, "op %d started at %v never ended", id, op.start)
 		}
 	}
-	for _, id := range sortedOpIDs(o.timers) {
+	for _, id := range sortedKeys(o.timers) {
 		o.violate("I9", kernel.NoAgent, "timer %d survives quiescence", id)
 	}
 	if !o.shutdown {
@@ -1271,5 +1272,3 @@ func (o *oracle) finish() {
 		}
 	}
 }
-
-func sortedOpIDs[V any](m map[kernel.OpID]V) []kernel.OpID { return slices.Sorted(maps.Keys(m)) }

@@ -39,13 +39,11 @@ func (p *permuter) reorder(q *queue) string {
 	}
 	pick := p.rng.IntN(len(same))
 	if pick != 0 {
-		// The chosen item takes the smallest sequence among them (the
-		// head's), the head takes the chosen one's; restore the heap.
+		// The chosen item and the head trade places: the chosen one takes
+		// the head's key (the smallest sequence), the head the chosen one's.
+		// The keys stay where they are, so the heap needs no repair.
 		chosen := same[pick]
-		q.keys[chosen].seq, q.keys[0].seq = head.seq, q.keys[chosen].seq
-		q.slab[q.keys[chosen].slot].seq = head.seq
-		q.slab[q.keys[0].slot].seq = q.keys[0].seq
-		q.fix()
+		q.keys[chosen].slot, q.keys[0].slot = q.keys[0].slot, q.keys[chosen].slot
 	}
 	return fmt.Sprintf("permute: %d events due at %v; delivering #%d of them first", len(same), head.at, pick+1)
 }

@@ -63,7 +63,7 @@ func (o *oracle) probeInterject(root fsm.State) {
 	}
 }
 
-func (o *oracle) probeCancel(target kernel.AgentID, a *agentObs) {
+func (o *oracle) probeCancel(target kernel.AgentID) {
 	if target != kernel.Root {
 		o.probes.hit(ProbeCancelSingleChild)
 	}

@@ -16,11 +16,11 @@ const (
 	itemFault                     // a fault activating (index into Scenario.Faults)
 )
 
-// item is one scheduled happening. Items are ordered by (at, seq): virtual
-// time, then insertion order — one total order, so a run is reproducible.
+// item is one scheduled happening. Items are ordered by their queue key
+// (at, seq): virtual time, then insertion order — one total order, so a run
+// is reproducible.
 type item struct {
 	at   time.Duration
-	seq  uint64
 	kind itemKind
 	ev   kernel.Event
 	// op and gen tie a world item to its op: an item whose gen no longer
@@ -60,7 +60,6 @@ func lessKey(a, b *qkey) bool {
 
 func (q *queue) push(it item) {
 	q.seq++
-	it.seq = q.seq
 	var slot int32
 	if n := len(q.free); n > 0 {
 		slot = q.free[n-1]
@@ -70,7 +69,7 @@ func (q *queue) push(it item) {
 		slot = int32(len(q.slab))
 		q.slab = append(q.slab, it)
 	}
-	q.keys = append(q.keys, qkey{at: it.at, seq: it.seq, slot: slot})
+	q.keys = append(q.keys, qkey{at: it.at, seq: q.seq, slot: slot})
 	q.up(len(q.keys) - 1)
 }
 
@@ -118,11 +117,4 @@ func (q *queue) pop() item {
 	q.slab[k.slot] = item{}
 	q.free = append(q.free, k.slot)
 	return it
-}
-
-// fix re-establishes the heap property over the whole queue.
-func (q *queue) fix() {
-	for i := len(q.keys)/2 - 1; i >= 0; i-- {
-		q.down(i)
-	}
 }

@@ -11,6 +11,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -61,6 +62,29 @@ type Reply struct {
 	Calls []Call
 	Line  int
 }
+
+// Interval is the time between two chunks of the reply's stream (at least
+// 1ns).
+func (r Reply) Interval() time.Duration {
+	return max(time.Duration(float64(time.Second)/r.Rate), time.Nanosecond)
+}
+
+// Tokens is how many text chunks the reply streams: the text is cut after
+// every space (see nextToken), so the chunks concatenate back to it.
+func (r Reply) Tokens() int {
+	if r.Text == "" {
+		return 0
+	}
+	n := strings.Count(r.Text, " ") + 1
+	if strings.HasSuffix(r.Text, " ") {
+		n-- // the last space stays with the token before it
+	}
+	return n
+}
+
+// Chunks is how many chunks the reply's stream has: one per token, three
+// per call (its name, then its arguments in two halves).
+func (r Reply) Chunks() int { return r.Tokens() + 3*len(r.Calls) }
 
 // Call is one tool call or delegation in a reply. Calls of one reply run in
 // parallel.
@@ -461,7 +485,7 @@ func faultList() string {
 
 // sortedKeys returns a map's keys in order: map iteration order must never
 // reach an output (I6).
-func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K { return slices.Sorted(maps.Keys(m)) }
 
 // KernelConfig is the kernel configuration a run of s uses.
 func (s *Scenario) KernelConfig() kernel.Config {

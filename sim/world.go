@@ -133,17 +133,7 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 		reply = script[n]
 	}
 	op := &worldOp{id: e.Op, agent: e.Agent, errAfter: -1, firstToken: reply.FirstToken}
-	op.interval = time.Duration(float64(time.Second) / reply.Rate)
-	if op.interval <= 0 {
-		op.interval = time.Nanosecond
-	}
-	op.text = reply.Text
-	if reply.Text != "" {
-		op.tokens = strings.Count(reply.Text, " ") + 1
-		if strings.HasSuffix(reply.Text, " ") {
-			op.tokens-- // the last space stays with the word before it
-		}
-	}
+	op.interval, op.text, op.tokens = reply.Interval(), reply.Text, reply.Tokens()
 	if len(reply.Calls) > 0 {
 		op.frags = make([]kernel.CallDelta, 0, 3*len(reply.Calls))
 	}
@@ -175,8 +165,8 @@ func (op *worldOp) chunks() int { return op.tokens + len(op.frags) }
 func (w *world) callWire(c Call) (name, args string) {
 	if c.Delegate != "" {
 		// {"task":…,"name":…}, as json.Marshal writes the struct.
-		b := append([]byte(`{"task":`), appendJSONHTML(nil, c.Prompt)...)
-		b = append(append(b, `,"name":`...), appendJSONHTML(nil, c.Delegate)...)
+		b := appendJSONHTML([]byte(`{"task":`), c.Prompt)
+		b = appendJSONHTML(append(b, `,"name":`...), c.Delegate)
 		return "delegate", string(append(b, '}'))
 	}
 	if c.ArgsRaw != "" {

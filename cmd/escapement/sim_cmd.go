@@ -105,7 +105,8 @@ func (a *app) runSim(paths []string, f simFlags) error {
 			if r.Violations == nil {
 				r.Violations = []sim.Violation{}
 			}
-			if err := enc.Encode(jsonResult{r.Name, r.Passed, r.Violations, r.Outcomes, r.LLMRequests, r.QuiescentAt.String(), r.Events, r.TraceSHA256}); err != nil {
+			if err := enc.Encode(jsonResult{Name: r.Name, Passed: r.Passed, Violations: r.Violations, Outcomes: r.Outcomes,
+				LLMRequests: r.LLMRequests, QuiescentAt: r.QuiescentAt.String(), Events: r.Events, TraceSHA256: r.TraceSHA256}); err != nil {
 				return err
 			}
 		}
@@ -198,15 +199,14 @@ func printTable(w io.Writer, results []*sim.Result) {
 		}
 	}
 	_ = tw.Flush()
-	for _, r := range results {
-		for i, v := range r.Violations {
-			if len(v.Recent) == 0 || i > 0 {
-				continue
-			}
-			fmt.Fprintf(w, "\n%s: the events before %s:\n", r.Name, v.Invariant)
-			for _, e := range v.Recent {
-				fmt.Fprintf(w, "    %s\n", e)
-			}
+	for _, r := range results { // the events that led to each scenario's first violation
+		if len(r.Violations) == 0 || len(r.Violations[0].Recent) == 0 {
+			continue
+		}
+		v := r.Violations[0]
+		fmt.Fprintf(w, "\n%s: the events before %s:\n", r.Name, v.Invariant)
+		for _, e := range v.Recent {
+			fmt.Fprintf(w, "    %s\n", e)
 		}
 	}
 }

@@ -7,13 +7,13 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/gen"
 	"github.com/escapement/escapement/sim/sweep"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -57,7 +57,7 @@ partial summary is printed, no --summary written).`,
 	}
 	cmd.Flags().IntVar(&f.seeds, "seeds", 1000, "number of worlds (consecutive seeds)")
 	cmd.Flags().IntVar(&f.from, "from", 1, "first seed")
-	cmd.Flags().IntVar(&f.depth, "depth", 6, "deepest delegation chain a world may draw (0..8)")
+	cmd.Flags().IntVar(&f.depth, "depth", 6, fmt.Sprintf("deepest delegation chain a world may draw (0..%d)", gen.MaxDepth))
 	cmd.Flags().IntVar(&f.jobs, "jobs", runtime.NumCPU(), "worlds run in parallel")
 	cmd.Flags().StringVar(&f.shard, "shard", "", "run shard i of n (i/n); default $JOB_COMPLETION_INDEX/$ESCAPEMENT_SHARDS")
 	cmd.Flags().StringVar(&f.out, "out", "sweep-failures", "directory for shrunk failing worlds")
@@ -239,7 +239,7 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	fmt.Fprintln(tw, "PROBE\tREACHED")
 	for _, pr := range sim.Probes() {
 		mark := ""
-		if slices.Contains(unreached, string(pr)) {
+		if s.Probes[string(pr)] == 0 {
 			mark = "  <- never reached"
 		}
 		fmt.Fprintf(tw, "%s\t%d%s\n", pr, s.Probes[string(pr)], mark)

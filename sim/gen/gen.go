@@ -26,8 +26,8 @@ import (
 
 // Options bound the worlds a generator draws.
 type Options struct {
-	// MaxDepth is the deepest delegation chain (0..8); worlds draw a depth
-	// from 0 (the root alone) to it.
+	// MaxDepth is the deepest delegation chain (0..MaxDepth); worlds draw a
+	// depth from 0 (the root alone) to it.
 	MaxDepth int
 	// MaxInputs bounds the user inputs after the first submission.
 	MaxInputs int
@@ -43,6 +43,10 @@ type Options struct {
 func DefaultOptions(maxDepth int) Options {
 	return Options{MaxDepth: maxDepth, MaxInputs: 14, Faults: true, Shutdowns: true}
 }
+
+// MaxDepth is the deepest delegation chain a generated world has (the
+// kernel's default max_depth).
+const MaxDepth = 8
 
 const grid = 10 * time.Millisecond
 
@@ -60,9 +64,7 @@ func World(o Options) *rapid.Generator[*sim.Scenario] {
 // Script draws a world without user inputs (the state-machine test supplies
 // them as actions).
 func Script(o Options) *rapid.Generator[*sim.Scenario] {
-	if o.MaxDepth < 0 {
-		o.MaxDepth = 0
-	}
+	o.MaxDepth = min(max(o.MaxDepth, 0), MaxDepth)
 	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
 		depth := rapid.IntRange(0, o.MaxDepth).Draw(t, "depth")
 		s := &sim.Scenario{
@@ -115,7 +117,7 @@ func drawLimits(t *rapid.T, depth int) kernel.Limits {
 	l.ToolTimeout = rapid.SampledFrom([]time.Duration{2 * time.Minute, 5 * time.Second, time.Second}).Draw(t, "tool_timeout")
 	l.TurnTimeout = rapid.SampledFrom([]time.Duration{10 * time.Minute, 20 * time.Second, 3 * time.Second}).Draw(t, "turn_timeout")
 	l.Debounce = rapid.SampledFrom([]time.Duration{ms(100), 0, ms(50)}).Draw(t, "debounce")
-	l.MaxDepth = rapid.SampledFrom([]int{8, 8, depth, max(depth-1, 0)}).Draw(t, "max_depth")
+	l.MaxDepth = rapid.SampledFrom([]int{MaxDepth, MaxDepth, depth, max(depth-1, 0)}).Draw(t, "max_depth")
 	l.MaxChildren = rapid.SampledFrom([]int{16, 16, 2, 1}).Draw(t, "max_children")
 	l.MaxRequests = rapid.SampledFrom([]int{50, 50, 3, 2, 1}).Draw(t, "max_requests")
 	return l
@@ -324,12 +326,11 @@ func findAnchors(s *sim.Scenario, limit int) []time.Duration {
 	var visit func(script string, start time.Duration, depth int)
 	visit = func(script string, start time.Duration, depth int) {
 		replies := s.Agents[script]
-		if len(replies) == 0 || depth > 8 || len(out) >= limit {
+		if len(replies) == 0 || depth > MaxDepth || len(out) >= limit {
 			return
 		}
 		r := replies[0]
-		interval := time.Duration(float64(time.Second) / r.Rate)
-		chunks := len(strings.Fields(r.Text)) + 3*len(r.Calls)
+		interval, chunks := r.Interval(), r.Chunks() // as the simulator streams it
 		first := start + r.FirstToken
 		// The first few chunks and the last: enough to land mid-stream and
 		// on a chunk, without crowding out the deeper levels.

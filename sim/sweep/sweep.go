@@ -37,8 +37,8 @@ func (p Plan) Validate() error {
 	switch {
 	case p.Seeds < 1:
 		return fmt.Errorf("seeds must be at least 1, got %d", p.Seeds)
-	case p.Depth < 0 || p.Depth > 8:
-		return fmt.Errorf("depth must be in 0..8, got %d", p.Depth)
+	case p.Depth < 0 || p.Depth > gen.MaxDepth:
+		return fmt.Errorf("depth must be in 0..%d, got %d", gen.MaxDepth, p.Depth)
 	case p.RecheckEvery < 0:
 		return fmt.Errorf("recheck-every must not be negative, got %d", p.RecheckEvery)
 	}
