@@ -72,19 +72,15 @@ func New(cfg Config) (*Kernel, error) {
 		instances: make(map[string]int),
 	}
 	root := k.newAgent(nil, cfg.RootName)
-	switch {
-	case len(cfg.History) > 0:
-		if cfg.History[0].Role != RoleSystem && cfg.System != "" {
-			root.history = append(root.history, Message{Role: RoleSystem, Content: cfg.System})
-		}
-		root.history = append(root.history, cfg.History...)
-		for _, m := range cfg.History {
-			for _, c := range m.ToolCalls {
-				root.claimID(c.ID) // validated above: ids are unique
-			}
-		}
-	case cfg.System != "":
+	// The system prompt comes first, unless a resumed history brings its own.
+	if cfg.System != "" && (len(cfg.History) == 0 || cfg.History[0].Role != RoleSystem) {
 		root.history = append(root.history, Message{Role: RoleSystem, Content: cfg.System})
+	}
+	root.history = append(root.history, cfg.History...)
+	for _, m := range cfg.History {
+		for _, c := range m.ToolCalls {
+			root.claimID(c.ID) // validated above: ids are unique
+		}
 	}
 	return k, nil
 }

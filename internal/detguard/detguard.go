@@ -89,8 +89,10 @@ func checkFile(fset *token.FileSet, info *types.Info, f *ast.File) []Finding {
 		switch n := n.(type) {
 		case *ast.GoStmt:
 			add(n, "goroutine", "starts a goroutine")
-		case *ast.CallExpr:
-			fn := calleeFunc(info, n.Fun)
+		case *ast.Ident:
+			// Every use of a banned function, called or taken as a value
+			// (f := time.Now), is an identifier resolving to it.
+			fn, _ := info.Uses[n].(*types.Func)
 			if fn == nil || fn.Pkg() == nil {
 				return true
 			}
@@ -100,11 +102,11 @@ func checkFile(fset *token.FileSet, info *types.Info, f *ast.File) []Finding {
 			switch fn.Pkg().Path() {
 			case "time":
 				if wallClock[fn.Name()] {
-					add(n, "wallclock", "calls time."+fn.Name())
+					add(n, "wallclock", "uses time."+fn.Name())
 				}
 			case "math/rand", "math/rand/v2":
 				if !randConstructors[fn.Name()] {
-					add(n, "globalrand", "calls the global "+fn.Pkg().Path()+"."+fn.Name())
+					add(n, "globalrand", "uses the global "+fn.Pkg().Path()+"."+fn.Name())
 				}
 			}
 		case *ast.RangeStmt:
@@ -178,12 +180,19 @@ func mapIterator(info *types.Info, x ast.Expr) string {
 		return ""
 	}
 	fn := calleeFunc(info, call.Fun)
-	if fn == nil || fn.Pkg() == nil || fn.Pkg().Path() != "maps" {
+	if fn == nil || fn.Pkg() == nil {
 		return ""
 	}
-	switch fn.Name() {
-	case "Keys", "Values", "All":
+	switch fn.Pkg().Path() + "." + fn.Name() {
+	case "maps.Keys", "maps.Values", "maps.All":
 		return "maps." + fn.Name()
+	case "slices.Collect":
+		// Collecting keeps the map's order (slices.Sorted would not).
+		if len(call.Args) == 1 {
+			if inner := mapIterator(info, call.Args[0]); inner != "" {
+				return "slices.Collect(" + inner + ")"
+			}
+		}
 	}
 	return ""
 }

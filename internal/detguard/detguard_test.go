@@ -57,6 +57,7 @@ func TestGuardCatchesPlantedCode(t *testing.T) {
 import (
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"time"
 )
 
@@ -111,6 +112,14 @@ func planted(m map[string]int) (time.Duration, int) {
 	for ok4 := range maps.Keys(m) { // determinism: a count
 		_ = ok4
 	}
+	for bad10 := range slices.Collect(maps.Keys(m)) {
+		_ = bad10
+	}
+	for ok5 := range slices.Sorted(maps.Keys(m)) {
+		_ = ok5
+	}
+	clock, roll := time.Now, rand.IntN // function values, called later
+	_, _ = clock, roll
 	return time.Duration(n), int(start.Unix())
 }
 `
@@ -133,7 +142,7 @@ func planted(m map[string]int) (time.Duration, int) {
 		}
 		t.Log(f)
 	}
-	for r, want := range map[string]int{"wallclock": 1, "globalrand": 1, "goroutine": 1, "maprange": 9} {
+	for r, want := range map[string]int{"wallclock": 2, "globalrand": 2, "goroutine": 1, "maprange": 10} {
 		if rules[r] != want {
 			t.Errorf("rule %s reported %d times, want %d", r, rules[r], want)
 		}

@@ -93,62 +93,41 @@ type Writer struct {
 	buf  []byte
 	step int
 	err  error
-	// atDigits is the current step's time formatted in nanoseconds.
-	atNS     int64
+	// atDigits is the current step's time formatted in nanoseconds (a
+	// buffer reused step after step).
 	atDigits []byte
-	// paths caches each agent's path and its JSON form (paths never change
-	// once an agent is spawned).
-	paths     []string
-	pathsJSON [][]byte
-	fields    [][]byte // `,"agent":` and the path, for step lines
-	opens     [][]byte // `{"path":` and the path, opening an effect on another agent
+	// agents caches what each agent's lines write (paths never change once
+	// an agent is spawned); index = agent id.
+	agents []agentText
 }
 
-func (t *Writer) path(tree Tree, id kernel.AgentID) (string, []byte) {
+// agentText is one agent's path as the trace writes it.
+type agentText struct {
+	field []byte // `,"agent":PATH`, for step lines
+	open  []byte // `{"path":PATH,"kind":"`, opening an effect on another agent
+}
+
+// agent is id's cached text, or nil when id has no path (NoAgent, or an id
+// the tree does not know: no field is written, as encoding/json omits an
+// empty Record.Agent).
+func (t *Writer) agent(tree Tree, id kernel.AgentID) *agentText {
 	if id < 0 {
-		return "", nil
-	}
-	for int(id) >= len(t.paths) {
-		t.paths = append(t.paths, "")
-		t.pathsJSON = append(t.pathsJSON, nil)
-		t.fields = append(t.fields, nil)
-		t.opens = append(t.opens, nil)
-	}
-	if t.paths[id] == "" {
-		t.paths[id] = tree.AgentPath(id)
-		t.pathsJSON[id] = kernel.AppendJSONString(nil, t.paths[id])
-	}
-	return t.paths[id], t.pathsJSON[id]
-}
-
-// agentField is `,"agent":PATH` for id, or nothing when id has no path (as
-// encoding/json omits an empty Record.Agent).
-func (t *Writer) agentField(tree Tree, id kernel.AgentID) []byte {
-	path, agentJSON := t.path(tree, id)
-	if path == "" {
 		return nil
 	}
-	if t.fields[id] == nil {
-		t.fields[id] = append([]byte(`,"agent":`), agentJSON...)
+	for int(id) >= len(t.agents) {
+		t.agents = append(t.agents, agentText{})
 	}
-	return t.fields[id]
-}
-
-// pathOpen opens an effect on id, in a step whose agent is target, with the
-// path of its agent when that is another one (see Effect); nil when the
-// effect opens plainly.
-func (t *Writer) pathOpen(tree Tree, id, target kernel.AgentID) []byte {
-	if id == target {
-		return nil
+	a := &t.agents[id]
+	if a.field == nil {
+		path := tree.AgentPath(id)
+		if path == "" {
+			return nil
+		}
+		quoted := kernel.AppendJSONString(nil, path)
+		a.field = append([]byte(`,"agent":`), quoted...)
+		a.open = append(append([]byte(`{"path":`), quoted...), `,"kind":"`...)
 	}
-	path, agentJSON := t.path(tree, id)
-	if path == "" {
-		return nil
-	}
-	if t.opens[id] == nil {
-		t.opens[id] = append(append([]byte(`{"path":`), agentJSON...), `,"kind":"`...)
-	}
-	return t.opens[id]
+	return a
 }
 
 // NewWriter writes hdr and returns a writer for the steps. w may be
@@ -265,16 +244,17 @@ type Tree interface {
 // equivalent Record (TestEncoderMatchesJSON).
 func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before fsm.State, effects []kernel.Effect) {
 	t.step++
-	t.atNS = int64(ev.At)
-	t.atDigits = strconv.AppendInt(t.atDigits[:0], t.atNS, 10)
-	e := enc{b: t.buf, atNS: t.atNS, atDigits: t.atDigits}
+	t.atDigits = strconv.AppendInt(t.atDigits[:0], int64(ev.At), 10)
+	e := enc{b: t.buf, atNS: int64(ev.At), atDigits: t.atDigits}
 	e.lit(`{"type":"step","step":`)
 	e.i64(int64(t.step))
 	e.lit(`,"at":"`)
 	e.b = appendDuration(e.b, ev.At)
 	e.b = append(e.b, '"')
 	if target != kernel.NoAgent {
-		e.b = append(e.b, t.agentField(tree, target)...)
+		if a := t.agent(tree, target); a != nil {
+			e.b = append(e.b, a.field...)
+		}
 		e.lit(`,"before":"`)
 		e.lit(before.String())
 		e.lit(`","after":"`)
@@ -290,8 +270,9 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 			if i > 0 {
 				e.b = append(e.b, ',')
 			}
-			if open := t.pathOpen(tree, effects[i].Agent, target); open != nil {
-				e.b = append(e.b, open...)
+			// An effect on another agent than the step's names it (Effect).
+			if a := t.agent(tree, effects[i].Agent); a != nil && effects[i].Agent != target {
+				e.b = append(e.b, a.open...)
 			} else {
 				e.lit(`{"kind":"`)
 			}

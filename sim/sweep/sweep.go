@@ -116,16 +116,12 @@ func RunWorld(g *rapid.Generator[*sim.Scenario], p Plan, seed int, core sim.Core
 	if err != nil {
 		return World{}, fmt.Errorf("seed %d: %w", seed, err)
 	}
-	w := World{Seed: seed, Events: r.Events, Hash: r.TraceSHA256, Probes: r.Probes, Violations: r.Violations}
 	if p.Rechecks(seed) {
-		v, err := sim.Recheck(s, opt, r)
-		if err != nil {
+		if err := sim.Recheck(s, opt, r); err != nil {
 			return World{}, fmt.Errorf("seed %d: %w", seed, err)
 		}
-		if v != nil {
-			w.Violations = append(w.Violations, *v)
-		}
 	}
+	w := World{Seed: seed, Events: r.Events, Hash: r.TraceSHA256, Probes: r.Probes, Violations: r.Violations}
 	if len(w.Violations) == 0 {
 		return w, nil
 	}
