@@ -20,6 +20,8 @@ package fsm
 
 import (
 	"fmt"
+
+	"github.com/escapement/escapement/internal/enumtext"
 )
 
 // State is where an agent is in its turn. The zero value is Idle.
@@ -226,26 +228,12 @@ func (e *UndeclaredError) Error() string {
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // UnmarshalText parses a state name.
-func (s *State) UnmarshalText(b []byte) error {
-	for i, n := range stateNames {
-		if n == string(b) {
-			*s = State(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown state %q", b)
-}
+func (s *State) UnmarshalText(b []byte) error { return enumtext.Parse(s, stateNames[:], b, "state") }
 
 // MarshalText prints triggers by name in JSON.
 func (t Trigger) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 
 // UnmarshalText parses a trigger name.
 func (t *Trigger) UnmarshalText(b []byte) error {
-	for i, n := range triggerNames {
-		if n == string(b) {
-			*t = Trigger(i)
-			return nil
-		}
-	}
-	return fmt.Errorf("unknown trigger %q", b)
+	return enumtext.Parse(t, triggerNames[:], b, "trigger")
 }

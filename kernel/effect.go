@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/enumtext"
 )
 
 // EffectKind says what the kernel wants done.
@@ -159,21 +160,15 @@ func (e Effect) Describe() string {
 
 // UnmarshalText parses an effect kind name.
 func (k *EffectKind) UnmarshalText(b []byte) error {
-	i, err := parseName(effectNames[:], string(b), "effect kind")
-	*k = EffectKind(i)
-	return err
+	return enumtext.Parse(k, effectNames[:], b, "effect kind")
 }
 
 // UnmarshalText parses a timer kind name.
 func (k *TimerKind) UnmarshalText(b []byte) error {
-	i, err := parseName(timerNames[:], string(b), "timer kind")
-	*k = TimerKind(i)
-	return err
+	return enumtext.Parse(k, timerNames[:], b, "timer kind")
 }
 
 // UnmarshalText parses an error code name.
 func (c *ErrorCode) UnmarshalText(b []byte) error {
-	i, err := parseName(errorCodeNames[:], string(b), "error code")
-	*c = ErrorCode(i)
-	return err
+	return enumtext.Parse(c, errorCodeNames[:], b, "error code")
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/escapement/escapement/internal/enumtext"
 )
 
 // EventKind says what happened in the world. Events are the kernel's only
@@ -241,32 +243,17 @@ func ToolResult(at time.Duration, op OpID, status ToolStatus, content string) Ev
 // TimerFired is timer op firing.
 func TimerFired(at time.Duration, op OpID) Event { return Event{Kind: EvTimer, At: at, Op: op} }
 
-func parseName(names []string, s, what string) (int, error) {
-	for i, n := range names {
-		if n == s {
-			return i, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown %s %q", what, s)
-}
-
 // UnmarshalText parses an event kind name (traces are read back for replay).
 func (k *EventKind) UnmarshalText(b []byte) error {
-	i, err := parseName(eventNames[:], string(b), "event kind")
-	*k = EventKind(i)
-	return err
+	return enumtext.Parse(k, eventNames[:], b, "event kind")
 }
 
 // UnmarshalText parses a failure name.
 func (f *Failure) UnmarshalText(b []byte) error {
-	i, err := parseName(failureNames[:], string(b), "failure")
-	*f = Failure(i)
-	return err
+	return enumtext.Parse(f, failureNames[:], b, "failure")
 }
 
 // UnmarshalText parses a tool status name.
 func (s *ToolStatus) UnmarshalText(b []byte) error {
-	i, err := parseName(toolStatusNames[:], string(b), "tool status")
-	*s = ToolStatus(i)
-	return err
+	return enumtext.Parse(s, toolStatusNames[:], b, "tool status")
 }

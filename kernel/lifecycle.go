@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/enumtext"
 )
 
 // LifeKind says what a lifecycle event reports.
@@ -289,21 +290,13 @@ func (l *Log) From(seq uint64, dst []Lifecycle) ([]Lifecycle, error) {
 
 // UnmarshalText parses a lifecycle kind name.
 func (k *LifeKind) UnmarshalText(b []byte) error {
-	i, err := parseName(lifeNames[:], string(b), "lifecycle kind")
-	*k = LifeKind(i)
-	return err
+	return enumtext.Parse(k, lifeNames[:], b, "lifecycle kind")
 }
 
 // UnmarshalText parses an op end name.
-func (e *OpEnd) UnmarshalText(b []byte) error {
-	i, err := parseName(opEndNames[:], string(b), "op end")
-	*e = OpEnd(i)
-	return err
-}
+func (e *OpEnd) UnmarshalText(b []byte) error { return enumtext.Parse(e, opEndNames[:], b, "op end") }
 
 // UnmarshalText parses a call status name.
 func (s *CallStatus) UnmarshalText(b []byte) error {
-	i, err := parseName(callStatusNames[:], string(b), "call status")
-	*s = CallStatus(i)
-	return err
+	return enumtext.Parse(s, callStatusNames[:], b, "call status")
 }

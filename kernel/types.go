@@ -3,7 +3,10 @@ package kernel
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/escapement/escapement/internal/enumtext"
 )
 
 // AgentID names an agent inside one kernel (one tree). The root is 0; children
@@ -206,10 +209,8 @@ func (o Outcome) String() string {
 
 // ParseOutcome is the inverse of Outcome.String.
 func ParseOutcome(s string) (Outcome, error) {
-	for i, n := range outcomeNames {
-		if n == s && i != 0 {
-			return Outcome(i), nil
-		}
+	if i := slices.Index(outcomeNames[:], s); i > 0 { // not "none": a turn's outcome is one of the others
+		return Outcome(i), nil
 	}
 	return OutcomeNone, fmt.Errorf("unknown outcome %q (want completed, interrupted, timed_out, failed or budget_exhausted)", s)
 }
@@ -306,14 +307,8 @@ var (
 
 // UnmarshalText parses an outcome name ("none" included).
 func (o *Outcome) UnmarshalText(b []byte) error {
-	i, err := parseName(outcomeNames[:], string(b), "outcome")
-	*o = Outcome(i)
-	return err
+	return enumtext.Parse(o, outcomeNames[:], b, "outcome")
 }
 
 // UnmarshalText parses a reason name.
-func (r *Reason) UnmarshalText(b []byte) error {
-	i, err := parseName(reasonNames[:], string(b), "reason")
-	*r = Reason(i)
-	return err
-}
+func (r *Reason) UnmarshalText(b []byte) error { return enumtext.Parse(r, reasonNames[:], b, "reason") }
