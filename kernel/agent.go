@@ -91,9 +91,6 @@ type openCall struct {
 	op     OpID    // tool op, 0 for delegations and immediate results
 	child  AgentID // NoAgent unless a delegation spawned a child
 	closed bool
-	// nameless: the model streamed this call without a name (history
-	// shows NamelessCall); it is answered as malformed, never run.
-	nameless bool
 }
 
 // claimID records id as used in a's history and returns it, or, when it is

@@ -13,7 +13,7 @@ import (
 // spawns a child, a tool starts, and a malformed call is answered at once.
 func (k *Kernel) dispatchCall(a *agent, i int) {
 	c := a.open[i].call
-	if a.open[i].nameless {
+	if c.Name == "" { // streamed without a name (history shows NamelessCall)
 		k.closeCall(a, i, fsm.ToolResult, CallMalformed, ReasonMalformed, toolErrorContent(CallMalformed, ReasonMalformed, "tool call has no name"), NoAgent, OutcomeNone, true)
 		return
 	}

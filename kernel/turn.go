@@ -226,7 +226,15 @@ func (k *Kernel) onLLMEnd(ev Event) {
 	calls := make([]ToolCall, len(open))
 	for i := range open {
 		calls[i] = open[i].call
-		if !open[i].nameless && calls[i].Name == k.cfg.DelegateTool {
+		switch calls[i].Name {
+		case "":
+			// A call streamed without a name cannot run, and a transcript
+			// with a nameless call is invalid (F11): history shows a
+			// placeholder, and dispatchCall answers it as malformed — by
+			// the empty name it keeps, so a real tool that happens to bear
+			// the placeholder's name is unaffected.
+			calls[i].Name = NamelessCall
+		case k.cfg.DelegateTool:
 			trigger = fsm.StreamDelegations
 		}
 	}
@@ -255,20 +263,11 @@ func (k *Kernel) finishDrafts(a *agent, req OpID) []openCall {
 			continue
 		}
 		c := ToolCall{ID: d.id, Name: d.name, Arguments: string(d.args)}
-		nameless := c.Name == ""
-		if nameless {
-			// A call streamed without a name cannot run, and a transcript
-			// with a nameless call is invalid (F11): history shows a
-			// placeholder name, and the call is answered as malformed
-			// (dispatchCall) — decided by the flag, so a real tool that
-			// happens to bear the placeholder's name is unaffected.
-			c.Name = NamelessCall
-		}
 		if c.ID == "" {
 			c.ID = "call_" + strconv.FormatUint(uint64(req), 10) + "_" + strconv.Itoa(i)
 		}
 		c.ID = a.claimID(c.ID)
-		open = append(open, openCall{call: c, child: NoAgent, nameless: nameless})
+		open = append(open, openCall{call: c, child: NoAgent})
 	}
 	a.drafts = a.drafts[:0]
 	return open
