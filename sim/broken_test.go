@@ -120,17 +120,11 @@ func rewriting(edit func(m *kernel.Message)) func(View) View {
 func assertCaught(t *testing.T, scenario string, core CoreFactory, invariant, what string) Violation {
 	t.Helper()
 	s := byName(t, scenario)
-	good, err := Run(s, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	good := mustRun(t, s, Options{})
 	if !good.Passed {
 		t.Fatalf("the scenario must pass with the real kernel: %v", good.Violations)
 	}
-	res, err := Run(s, Options{Core: core})
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := mustRun(t, s, Options{Core: core})
 	if res.Passed || ExitCode([]*Result{res}) != 1 {
 		t.Fatalf("%s: the oracle did not catch it", what)
 	}
@@ -460,10 +454,7 @@ func TestRecheckCatchesNondeterminism(t *testing.T) {
 		core CoreFactory
 		want bool
 	}{{nil, false}, {flaky, true}} {
-		first, err := Run(s, Options{Core: c.core})
-		if err != nil {
-			t.Fatal(err)
-		}
+		first := mustRun(t, s, Options{Core: c.core})
 		if !first.Passed {
 			t.Fatalf("a per-step invariant failed; this test is about I6 alone: %v", first.Violations)
 		}

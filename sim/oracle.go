@@ -1071,13 +1071,7 @@ func (o *oracle) checkCancel() {
 		}
 		return
 	}
-	acted := false
-	for _, id := range o.entered {
-		if id == ce.target {
-			acted = true
-		}
-	}
-	if !acted {
+	if !slices.Contains(o.entered, ce.target) {
 		o.violate("I2", ce.target, "cancel did not interrupt its target (still %s)", t.state)
 		return
 	}

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"strings"
+
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 )
@@ -75,15 +77,7 @@ func (o *oracle) probeCancel(target kernel.AgentID) {
 	}
 }
 
-func depthOf(path string) int {
-	n := 0
-	for i := 0; i < len(path); i++ {
-		if path[i] == '/' {
-			n++
-		}
-	}
-	return n
-}
+func depthOf(path string) int { return strings.Count(path, "/") }
 
 // probeRace notes results and timeouts per agent and instant; a result and a
 // timeout of the same agent at the same virtual instant is a race the

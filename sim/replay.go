@@ -8,7 +8,6 @@ import (
 	"io"
 	"strings"
 
-	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
@@ -98,11 +97,7 @@ func replayLive(hdr trace.Header, recorded []byte, out io.Writer) error {
 				return fmt.Errorf("trace line %d: time goes backwards (%v < %v)", line, ev.At, k.Now())
 			}
 			target := k.Target(ev)
-			var before fsm.State
-			if target != kernel.NoAgent {
-				before = k.AgentState(target)
-			}
-			w.Step(k, ev, target, before, k.Step(ev))
+			w.Step(k, ev, target, k.AgentState(target), k.Step(ev))
 		case "note":
 			at, err := parseAt(rec.At)
 			if err != nil {

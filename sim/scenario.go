@@ -160,14 +160,7 @@ func FaultKinds() []FaultKind {
 	return []FaultKind{FaultStreamError, FaultDisconnect, FaultHang, FaultRateLimit, FaultToolPanic, FaultDuplicate, FaultLate}
 }
 
-func (f FaultKind) known() bool {
-	for _, k := range FaultKinds() {
-		if k == f {
-			return true
-		}
-	}
-	return false
-}
+func (f FaultKind) known() bool { return slices.Contains(FaultKinds(), f) }
 
 // Fault is one injected fault.
 type Fault struct {

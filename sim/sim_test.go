@@ -64,10 +64,7 @@ func TestEmbeddedSuite(t *testing.T) {
 	}
 	for _, s := range ss {
 		t.Run(s.Name, func(t *testing.T) {
-			r1, err := Run(s, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r1 := mustRun(t, s, Options{})
 			if !r1.Passed {
 				t.Fatalf("violations: %v", r1.Violations)
 			}
@@ -111,10 +108,7 @@ func TestPermutedOrdersHoldInvariants(t *testing.T) {
 			c := *s
 			c.Seed = seed
 			var buf bytes.Buffer
-			r, err := Run(&c, Options{Permute: true, Trace: &buf})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := mustRun(t, &c, Options{Permute: true, Trace: &buf})
 			notes += strings.Count(buf.String(), `"note":"permute:`)
 			for _, v := range r.Violations {
 				if v.Invariant != "expect" {
@@ -258,11 +252,7 @@ func FuzzRun(f *testing.F) {
 			return
 		}
 		opt := Options{TimeLimit: time.Hour, MaxEvents: 5000}
-		r1, err := Run(s, opt)
-		if err != nil {
-			t.Fatalf("run: %v", err)
-		}
-		r2 := mustRun(t, s, opt)
+		r1, r2 := mustRun(t, s, opt), mustRun(t, s, opt)
 		if r1.TraceSHA256 != r2.TraceSHA256 {
 			t.Fatal("nondeterministic run")
 		}
@@ -274,10 +264,7 @@ func FuzzRun(f *testing.F) {
 func TestReplay(t *testing.T) {
 	s := byName(t, "cancel-reaches-descendants")
 	var buf bytes.Buffer
-	r, err := Run(s, Options{Trace: &buf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRun(t, s, Options{Trace: &buf})
 	rr, err := Replay(bytes.NewReader(buf.Bytes()))
 	if err != nil {
 		t.Fatal(err)
@@ -356,10 +343,7 @@ func TestReplayLive(t *testing.T) {
 func TestPerfettoSchema(t *testing.T) {
 	s := byName(t, "cancel-reaches-descendants")
 	p := NewPerfetto(s.Name)
-	r, err := Run(s, Options{Observe: p.Observe})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRun(t, s, Options{Observe: p.Observe})
 	var buf bytes.Buffer
 	if err := p.Write(&buf, r.End); err != nil {
 		t.Fatal(err)
@@ -433,10 +417,7 @@ func TestWorldFaultsFire(t *testing.T) {
 			src := "name: f\nagents:\n  main:\n    - " + c.reply + "\ntools:\n  t: {duration: 1s, result: ok}\nfaults:\n  - " + c.fault +
 				"\ninputs:\n  - {at: 1ms, submit: go}\nexpect:\n  outcomes: {main: failed}\n"
 			s := mustLoad(t, src)
-			r, err := Run(s, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			r := mustRun(t, s, Options{})
 			if !r.Passed {
 				t.Fatalf("%v", r.Violations)
 			}
@@ -447,14 +428,11 @@ func TestWorldFaultsFire(t *testing.T) {
 			"limits:\n  first_token_timeout: 1m\ninputs:\n  - {at: 0s, submit: go}\nexpect:\n  outcomes: {main: completed}\n"
 		s := mustLoad(t, src)
 		var delays []time.Duration
-		r, err := Run(s, Options{Observe: func(st StepInfo) {
+		r := mustRun(t, s, Options{Observe: func(st StepInfo) {
 			if st.Event.Kind == kernel.EvLLMRetry {
 				delays = append(delays, st.Event.Delay)
 			}
 		}})
-		if err != nil {
-			t.Fatal(err)
-		}
 		if !r.Passed || len(delays) != MaxRetries {
 			t.Fatalf("passed=%v retries=%d: %v", r.Passed, len(delays), r.Violations)
 		}
@@ -492,10 +470,7 @@ func TestMalformedCallsJustified(t *testing.T) {
 		"tools:\n  grep: {duration: 1s, result: ok}\ninputs:\n  - {at: 0s, submit: go}\n" +
 		"expect:\n  outcomes: {main: completed}\n  history:\n    main: {contains: ['\"status\":\"malformed\"']}\n"
 	s := mustLoad(t, src)
-	r, err := Run(s, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := mustRun(t, s, Options{})
 	if !r.Passed {
 		t.Fatal(r.Violations)
 	}

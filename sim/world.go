@@ -226,7 +226,9 @@ func (w *world) llmNext(op *worldOp, at time.Duration) {
 		if op.next < op.tokens {
 			ev = kernel.TextDelta(0, op.id, uint32(op.next+1), nextToken(op.text[op.pos:]))
 		} else {
-			ev = kernel.CallFragment(0, op.id, uint32(op.next+1), op.frags[op.next-op.tokens])
+			// The fragment is shared, not copied: nothing writes through
+			// an event's Call (CallFragment would allocate a copy).
+			ev = kernel.Event{Kind: kernel.EvLLMDelta, Op: op.id, Chunk: uint32(op.next + 1), Call: &op.frags[op.next-op.tokens]}
 		}
 		w.schedule(op, at, ev, false)
 		if op.dup && !op.dupChunk {
