@@ -248,13 +248,19 @@ func (d *decoder) str(n *yaml.Node, where string) (string, error) {
 	return s.Value, nil
 }
 
-func (d *decoder) integer(n *yaml.Node, where string) (int, error) {
+// whole is n when it is a whole-number scalar.
+func (d *decoder) whole(n *yaml.Node, where string) (*yaml.Node, error) {
 	s, err := d.scalar(n, where)
+	if err == nil && s.Tag != "!!int" {
+		err = d.errf(s, "%s: want a whole number, got %s", where, kindName(s))
+	}
+	return s, err
+}
+
+func (d *decoder) integer(n *yaml.Node, where string) (int, error) {
+	s, err := d.whole(n, where)
 	if err != nil {
 		return 0, err
-	}
-	if s.Tag != "!!int" {
-		return 0, d.errf(s, "%s: want a whole number, got %s", where, kindName(s))
 	}
 	v, err := strconv.Atoi(s.Value)
 	if err != nil {
@@ -266,12 +272,9 @@ func (d *decoder) integer(n *yaml.Node, where string) (int, error) {
 // unsigned reads a whole number ≥ 0 of the full uint64 range (a seed: YAML
 // writes every uint64 back, so every one must load).
 func (d *decoder) unsigned(n *yaml.Node, where string) (uint64, error) {
-	s, err := d.scalar(n, where)
+	s, err := d.whole(n, where)
 	if err != nil {
 		return 0, err
-	}
-	if s.Tag != "!!int" {
-		return 0, d.errf(s, "%s: want a whole number, got %s", where, kindName(s))
 	}
 	if strings.HasPrefix(s.Value, "-") {
 		return 0, d.errf(s, "%s: must not be negative", where)
