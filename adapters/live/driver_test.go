@@ -123,7 +123,8 @@ func newDriver(t *testing.T, m Model, tools Tools, rec *recorder, mutate func(*k
 }
 
 // start runs d in a goroutine and returns a stop function that shuts it
-// down and waits for Run to return.
+// down, waits for Run to return, and checks that every op goroutine still
+// running then is one the kernel abandoned.
 func start(t *testing.T, d *Driver) func() {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -133,6 +134,9 @@ func start(t *testing.T, d *Driver) func() {
 		cancel()
 		if err := <-errc; err != nil {
 			t.Errorf("Run: %v", err)
+		}
+		if running, abandoned := d.procCount(), len(d.Abandoned()); running != abandoned {
+			t.Errorf("Run returned with %d op goroutines running, %d of them abandoned", running, abandoned)
 		}
 	}
 }

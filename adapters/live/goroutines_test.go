@@ -294,6 +294,59 @@ func TestCancelledStreamCannotFloodTheLoop(t *testing.T) {
 	})
 }
 
+// TestCancelledStreamNeverWaitsOnTheLoop: a stream blocked on a full event
+// buffer is released by its cancel even while the loop cannot take events
+// (here: the observer of the cancel's own step holds it), and every later
+// sink call returns at once: a cancelled stream never depends on the loop.
+func TestCancelledStreamNeverWaitsOnTheLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var flooded atomic.Bool
+		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+			for range 4 * eventBuffer {
+				sink.Text("x")
+			}
+			flooded.Store(true)
+			return nil
+		})
+		holding, hold := make(chan struct{}), make(chan struct{})
+		rec := newRecorder()
+		d, err := New(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: m, Tools: noTools,
+			Observer: func(s Step) {
+				switch s.Event.Kind {
+				case kernel.EvLLMDelta:
+					time.Sleep(time.Millisecond) // slower than the stream: the buffer stays full
+				case kernel.EvCancel:
+					close(holding)
+					<-hold
+				}
+				rec.observe(s)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := start(t, d)
+		defer stop()
+		if err := d.Submit(t.Context(), "go"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		cancelled := make(chan error, 1)
+		go func() { cancelled <- d.Cancel(context.Background(), kernel.Root, 1) }()
+		<-holding // the loop is inside the cancel's step: it takes no event
+		synctest.Wait()
+		if !flooded.Load() {
+			t.Error("the cancelled stream is still blocked on the event buffer while the loop is busy")
+		}
+		close(hold)
+		if err := <-cancelled; err != nil {
+			t.Fatal(err)
+		}
+		if end := <-rec.ended; end.Outcome != kernel.OutcomeInterrupted {
+			t.Errorf("turn ended %s, want interrupted", end.Outcome)
+		}
+	})
+}
+
 // TestShutdownInput: Shutdown ends the running turn with reason shutdown
 // (not user_cancel), returns at once, and Run returns by itself once the
 // tree is quiescent. While the tree settles, Inspect still works, turns and
@@ -433,7 +486,7 @@ func TestEveryChunkReachesTheKernelInOrder(t *testing.T) {
 		rec := newRecorder()
 		d, err := New(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: m, Tools: noTools,
 			Observer: func(s Step) {
-				time.Sleep(time.Millisecond) // slower than the stream
+				time.Sleep(5 * time.Millisecond) // much slower than the stream
 				rec.observe(s)
 			}})
 		if err != nil {
@@ -459,8 +512,8 @@ func TestEveryChunkReachesTheKernelInOrder(t *testing.T) {
 				t.Fatalf("chunk %d arrived as number %d", i+1, c)
 			}
 		}
-		if end.Text != want.String() {
-			t.Errorf("answer %.40q…, want %.40q…", end.Text, want.String())
+		if end.Outcome != kernel.OutcomeCompleted || end.Text != want.String() {
+			t.Errorf("turn ended %s with %.40q…, want completed with %.40q…", end.Outcome, end.Text, want.String())
 		}
 	})
 }
