@@ -13,8 +13,9 @@ import (
 	"github.com/escapement/escapement/kernel"
 )
 
-// ErrStopped is returned by inputs sent after the driver has stopped (or
-// while it is shutting down: a shutdown accepts no new input).
+// ErrStopped is returned by inputs sent after Run has returned, and by
+// Submit, Say, Interject and Cancel while the tree shuts down (the shutdown
+// already cancelled everything and no turn may start; Inspect still works).
 var ErrStopped = errors.New("live driver stopped")
 
 // ErrRejected wraps the kernel's refusal of an input (an EffError), e.g. a
