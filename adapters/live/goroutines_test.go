@@ -517,3 +517,28 @@ func TestEveryChunkReachesTheKernelInOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestShutdownWhileIdle: Shutdown on an idle tree ends Run at once, with no
+// turn to end; a Submit queued behind nothing is refused.
+func TestShutdownWhileIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rec := newRecorder()
+		d := newDriver(t, callOnce("x"), noTools, rec, nil)
+		runDriver(t, d)
+		time.Sleep(time.Second)
+		t0 := time.Now()
+		if err := d.Shutdown(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		<-d.Done()
+		if took := time.Since(t0); took != 0 {
+			t.Errorf("Run returned %v after Shutdown on an idle tree, want at once", took)
+		}
+		if n := len(rec.lifes(kernel.LifeTurnEnded)); n != 0 {
+			t.Errorf("%d turns ended, want none", n)
+		}
+		if err := d.Submit(t.Context(), "late"); !errors.Is(err, ErrStopped) {
+			t.Errorf("Submit after Run returned: %v, want ErrStopped", err)
+		}
+	})
+}
