@@ -126,7 +126,7 @@ func ignoring(edit func(*kernel.Limits)) CoreFactory {
 
 // assertCaught: scenario passes with the kernel and, run with core, fails —
 // exit 1 — with invariant named first. It returns that first violation.
-func assertCaught(t *testing.T, scenario string, core CoreFactory, invariant, what string) Violation {
+func assertCaught(t *testing.T, scenario string, core CoreFactory, invariant Invariant, what string) Violation {
 	t.Helper()
 	s := byName(t, scenario)
 	good := mustRun(t, s, Options{})
@@ -362,8 +362,9 @@ func TestOracleCatchesBrokenLoops(t *testing.T) {
 // typed, a refusal without its limit), get broken loops of their own.
 func TestOracleCatchesBrokenInvariants(t *testing.T) {
 	cases := []struct {
-		scenario, what, invariant string
-		core                      CoreFactory
+		scenario, what string
+		invariant      Invariant
+		core           CoreFactory
 	}{
 		{"interject-while-streaming", "a turn starts by a trigger the table does not declare from Idle", "I7",
 			broken(func(b *brokenCore) {
@@ -431,7 +432,7 @@ func TestOracleCatchesBrokenInvariants(t *testing.T) {
 			})},
 	}
 	for _, c := range cases {
-		t.Run(c.invariant+"/"+c.scenario, func(t *testing.T) {
+		t.Run(string(c.invariant)+"/"+c.scenario, func(t *testing.T) {
 			assertCaught(t, c.scenario, c.core, c.invariant, c.what)
 		})
 	}

@@ -6,7 +6,7 @@ package sim
 type BrokenLoop struct {
 	Scenario  string
 	Failure   string
-	Invariant string
+	Invariant Invariant
 	Core      CoreFactory
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/escapement/escapement/fsm"
@@ -225,14 +224,13 @@ func (m *Sim) stepUntil(until time.Duration) bool {
 			continue
 		}
 		if m.w.q.peek().at > m.opt.TimeLimit {
-			m.o.now = m.w.q.peek().at
-			m.o.violate("liveness", kernel.NoAgent, "virtual time limit %v reached with work pending", m.opt.TimeLimit)
-			m.stop = true
+			m.o.quiesce.timeLimit(m.w.q.peek().at, m.opt.TimeLimit)
+			m.o.m.stopped, m.stop = true, true
 			return false
 		}
 		if m.res.Events >= m.opt.MaxEvents {
-			m.o.violate("limit", kernel.NoAgent, "event budget %d exhausted", m.opt.MaxEvents)
-			m.stop = true
+			m.o.violate(RunLimit, kernel.NoAgent, "event budget %d exhausted", m.opt.MaxEvents)
+			m.o.m.stopped, m.stop = true, true
 			return false
 		}
 		it := m.w.q.pop()
@@ -307,7 +305,7 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	m.o.before(&ev, target)
 	effs := m.core.Step(ev)
 	m.tw.Step(m.core, ev, target, before, effs)
-	m.o.after(&ev, target, effs)
+	m.o.after(effs)
 	if m.opt.Observe != nil {
 		m.opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: m.core.AgentState(target), Effects: effs, Core: m.core})
 	}
@@ -327,8 +325,8 @@ func (m *Sim) Finish() (*Result, error) {
 	res, o, core := m.res, m.o, m.core
 	o.finish()
 	res.QuiescentAt = res.End
-	if o.quiet {
-		res.QuiescentAt = o.quietAt
+	if o.m.quiet {
+		res.QuiescentAt = o.m.quietAt
 	}
 	sum, err := m.tw.Close(res.End)
 	if err != nil {
@@ -342,7 +340,7 @@ func (m *Sim) Finish() (*Result, error) {
 	for id := 0; id < core.NumAgents(); id++ {
 		v := core.View(kernel.AgentID(id))
 		res.Outcomes[v.Path] = v.Outcome.String()
-		res.LLMRequests[v.Path] = o.agents[id].llmRequests // finish observed every agent
+		res.LLMRequests[v.Path] = o.m.agents[id].llmRequests // finish observed every agent
 	}
 	checkExpect(m.s, core, o, res)
 	res.Violations = o.out
@@ -379,84 +377,6 @@ func findAgent(c Core, ref string) (kernel.AgentID, bool) {
 	return kernel.NoAgent, false
 }
 
-// checkExpect adds an "expect" violation for every unmet expectation.
-func checkExpect(s *Scenario, c Core, o *oracle, res *Result) {
-	e := s.Expect
-	o.now = res.QuiescentAt // the time expectations are judged at
-	fail := func(format string, args ...any) { o.violate("expect", kernel.NoAgent, format, args...) }
-	for _, ref := range sortedKeys(e.Outcomes) {
-		id, ok := findAgent(c, ref)
-		if !ok {
-			fail("outcomes.%s: no such agent in the run", ref)
-			continue
-		}
-		if got := c.View(id).Outcome.String(); got != e.Outcomes[ref] {
-			fail("outcomes.%s: %s, want %s", ref, got, e.Outcomes[ref])
-		}
-	}
-	for _, ref := range sortedKeys(e.LLMRequests) {
-		id, ok := findAgent(c, ref)
-		got := 0
-		if ok { // finish observed every agent
-			got = o.agents[id].llmRequests
-		}
-		if !ok && e.LLMRequests[ref] != 0 {
-			fail("llm_requests.%s: no such agent in the run", ref)
-			continue
-		}
-		if got != e.LLMRequests[ref] {
-			fail("llm_requests.%s: %d, want %d", ref, got, e.LLMRequests[ref])
-		}
-	}
-	if e.QuiescentBy > 0 && res.QuiescentAt > e.QuiescentBy {
-		fail("quiescent_by: quiescent at %v, want by %v", res.QuiescentAt, e.QuiescentBy)
-	}
-	for _, ref := range sortedKeys(e.History) {
-		id, ok := findAgent(c, ref)
-		if !ok {
-			fail("history.%s: no such agent in the run", ref)
-			continue
-		}
-		h := c.View(id).History
-		want := e.History[ref]
-		var marker, partial bool
-		for _, m := range h {
-			marker = marker || m.Marker
-			partial = partial || m.Partial
-		}
-		if want.Marker != nil && *want.Marker != marker {
-			fail("history.%s.marker: %v, want %v", ref, marker, *want.Marker)
-		}
-		if want.Partial != nil && *want.Partial != partial {
-			fail("history.%s.partial: %v, want %v", ref, partial, *want.Partial)
-		}
-		for _, sub := range want.Contains {
-			if !historyContains(h, sub) {
-				fail("history.%s.contains: no message contains %q", ref, sub)
-			}
-		}
-		for _, sub := range want.Absent {
-			if historyContains(h, sub) {
-				fail("history.%s.absent: a message contains %q", ref, sub)
-			}
-		}
-	}
-}
-
-func historyContains(h []kernel.Message, sub string) bool {
-	for _, m := range h {
-		if strings.Contains(m.Content, sub) {
-			return true
-		}
-		for _, c := range m.ToolCalls {
-			if strings.Contains(c.Arguments, sub) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // ExitCode is the CLI's verdict for a set of results: 0 when every run
 // passed, 1 when any expectation or invariant failed.
 func ExitCode(rs []*Result) int {
@@ -466,23 +386,4 @@ func ExitCode(rs []*Result) int {
 		}
 	}
 	return 0
-}
-
-// Recheck runs s a second time with opts (its Trace and Observe dropped)
-// and, when the trace differs from first's, adds an I6 violation to first
-// (which then no longer passes): a core that consults anything but its
-// events — the wall clock, a global counter, a map's iteration order — shows
-// up as two traces of one scenario and seed.
-func Recheck(s *Scenario, opts Options, first *Result) error {
-	opts.Trace, opts.Observe = nil, nil
-	again, err := Run(s.Clone(), opts)
-	if err != nil {
-		return fmt.Errorf("recheck of %s: %w", s.Name, err)
-	}
-	if again.TraceSHA256 != first.TraceSHA256 {
-		first.Violations = append(first.Violations, Violation{Invariant: "I6", At: first.End,
-			Detail: fmt.Sprintf("the same scenario and seed gave two traces: %s then %s", first.TraceSHA256, again.TraceSHA256)})
-		first.Passed = false
-	}
-	return nil
 }

@@ -213,7 +213,7 @@ func (s *Summary) Add(w World, file string) {
 	s.Digest = xorHex(s.Digest, worldDigest(w.Seed, w.Hash))
 	if len(w.Violations) > 0 {
 		v := w.Violations[0]
-		s.Failures = append(s.Failures, Failure{Seed: w.Seed, Invariant: v.Invariant, Detail: v.Detail, Agent: v.Agent, At: v.At.String(), File: file, Agents: w.ShrunkAgents, Events: w.ShrunkEvents})
+		s.Failures = append(s.Failures, Failure{Seed: w.Seed, Invariant: string(v.Invariant), Detail: v.Detail, Agent: v.Agent, At: v.At.String(), File: file, Agents: w.ShrunkAgents, Events: w.ShrunkEvents})
 		sort.Slice(s.Failures, func(i, j int) bool { return s.Failures[i].Seed < s.Failures[j].Seed })
 	}
 }

@@ -1,0 +1,149 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/escapement/escapement/kernel"
+)
+
+// accountingChecker holds I9 (F10) and I21. Every op started ends exactly
+// once, and says truthfully what ended it: completed or failed by its own
+// answer, cancelled by the answer to its cancel, abandoned when its grace
+// ran out — in the step that ended it (an op's answer ends it at once). No
+// timer is stopped that was not set, none survives the run, and the
+// lifecycle log replays to a subscriber that joins late exactly as it was
+// emitted.
+type accountingChecker struct{ judge }
+
+func (c *accountingChecker) step(s *step) {
+	if s.final {
+		return
+	}
+	answered := false
+	for i := range s.effs {
+		e, n := &s.effs[i], &s.notes[i]
+		switch e.Kind {
+		case kernel.EffStartLLM, kernel.EffStartTool:
+			if n.bad {
+				c.violate(OpsAccounted, e.Agent, "op %d started twice", e.Op)
+			}
+		case kernel.EffStopTimer:
+			if n.bad {
+				c.violate(OpsAccounted, e.Agent, "stop of timer %d, which is not set", e.Op)
+			}
+		case kernel.EffEmit:
+			if e.Life.Kind != kernel.LifeOpEnded {
+				continue
+			}
+			l := &e.Life
+			switch {
+			case n.op == nil:
+				c.violate(OpsAccounted, l.Agent, "op %d ended but was never started", l.Op)
+				continue
+			case n.bad:
+				c.violate(OpsAccounted, l.Agent, "op %d ended twice", l.Op)
+				continue
+			}
+			if n.op == s.op && s.answer {
+				answered = true
+			}
+			if want, why := c.expectedEnd(s, n.op); want == kernel.OpEndNone {
+				c.violate(OpEndsTruthful, l.Agent, "op %d ended %s in a step that neither answered it nor ran out a grace (%s)", l.Op, l.End, s.ev.Kind)
+			} else if l.End != want {
+				c.violate(OpEndsTruthful, l.Agent, "op %d ended %s, but %s: %s", l.Op, l.End, why, want)
+			}
+		}
+	}
+	if s.answer && !answered {
+		c.violate(OpEndsTruthful, s.op.agent, "op %d got its answer (%s) and did not end", s.op.id, s.ev.Kind)
+	}
+}
+
+// expectedEnd is how op must end in this step, and why (OpEndNone: the
+// step gives it no reason to end).
+func (c *accountingChecker) expectedEnd(s *step, op *opObs) (kernel.OpEnd, string) {
+	switch {
+	case op == s.op && s.answer && op.cancels > 0:
+		return kernel.OpCancelled, "its answer came after its cancel"
+	case op == s.op && s.answer && op.tool && op.result == kernel.ToolOK:
+		return kernel.OpCompleted, "its tool answered ok"
+	case op == s.op && s.answer && op.tool:
+		return kernel.OpFailed, "its tool answered " + op.result.String()
+	case op == s.op && s.answer && s.ev.Kind == kernel.EvLLMEnd:
+		return kernel.OpCompleted, "its stream ended"
+	case op == s.op && s.answer:
+		return kernel.OpFailed, "its stream failed"
+	case s.timerSet && s.timer.kind == kernel.TimerGrace && op.cancels > 0:
+		return kernel.OpAbandoned, "a grace ran out"
+	}
+	return kernel.OpEndNone, ""
+}
+
+func (c *accountingChecker) finish() {
+	c.log()
+	for _, op := range c.m.live {
+		c.violate(OpsAccounted, op.agent, "op %d started at %v never ended", op.id, op.start)
+	}
+	for _, id := range sortedKeys(c.m.timers) {
+		c.violate(OpsAccounted, kernel.NoAgent, "timer %d survives the run", id)
+	}
+}
+
+// log replays the lifecycle log from the oldest sequence it holds, as a
+// subscriber that joined late would, and compares it with what was emitted
+// (F10).
+func (c *accountingChecker) log() {
+	m := c.m
+	if m.nEmitted == 0 {
+		return
+	}
+	start := m.c.LogOldest()
+	next := start
+	// Hashes older than the ring are gone (a core keeping a longer log than
+	// a simulated kernel): those events are checked for order only.
+	hashedFrom := uint64(1)
+	if m.nEmitted > emittedRing {
+		hashedFrom = m.nEmitted - emittedRing + 1
+	}
+	var bad string
+	err := m.c.LogRange(start, func(l kernel.Lifecycle) bool {
+		switch {
+		case l.Seq != next:
+			bad = fmt.Sprintf("a subscriber from seq %d gets seq %d where seq %d was emitted", start, l.Seq, next)
+		case l.Seq > m.nEmitted:
+			bad = fmt.Sprintf("replay holds seq %d, never emitted", l.Seq)
+		case l.Seq >= hashedFrom && lifeHash(l) != m.emitted[(l.Seq-1)%emittedRing]:
+			bad = fmt.Sprintf("replayed seq %d (%s) differs from what was emitted", l.Seq, l.Describe())
+		}
+		next++
+		return bad == ""
+	})
+	switch {
+	case err != nil:
+		c.violate(OpsAccounted, kernel.NoAgent, "lifecycle log: replay from seq %d: %v", start, err)
+	case bad != "":
+		c.violate(OpsAccounted, kernel.NoAgent, "lifecycle log: %s", bad)
+	case next <= m.nEmitted:
+		c.violate(OpsAccounted, kernel.NoAgent, "lifecycle log: a subscriber from seq %d misses seq %d..%d", start, next, m.nEmitted)
+	}
+}
+
+// lifeHash mixes a lifecycle event's identifying fields into 64 bits. It
+// only has to tell a replayed event from the one emitted with the same
+// sequence number (F10): missing, reordered or substituted events change
+// seq, kind, agent, op or turn; texts are represented by their length, which
+// keeps this off the per-chunk hot path.
+func lifeHash(l kernel.Lifecycle) uint64 {
+	h := uint64(14695981039346656037)
+	for _, v := range [...]uint64{
+		l.Seq, uint64(l.At),
+		uint64(l.Kind) | uint64(l.From)<<8 | uint64(l.To)<<16 | uint64(l.Trigger)<<24 | uint64(l.Outcome)<<32 | uint64(l.Reason)<<40 | uint64(l.End)<<48 | uint64(l.Status)<<56,
+		uint64(uint32(l.Agent)) | uint64(uint32(l.Child))<<32, l.Turn, uint64(l.Op),
+		uint64(len(l.Text)) | uint64(len(l.CallID))<<24 | uint64(len(l.Name))<<48,
+	} {
+		h ^= v
+		h *= 0x9e3779b97f4a7c15
+		h ^= h >> 32
+	}
+	return h
+}

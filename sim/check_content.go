@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"strconv"
+
+	"github.com/escapement/escapement/internal/textcut"
+	"github.com/escapement/escapement/kernel"
+)
+
+// contentChecker holds I17 and I20: what the transcripts and the lifecycle
+// say about a turn's end is what happened. A marker's outcome and reason are
+// its turn's, and its partial attribute says whether the abort or failure
+// cut streamed text off (the partial message right above it). A turn's end
+// carries the text its agent produced — the final answer, or the text its
+// abort or failure cut — and a delegation's result hands the parent exactly
+// that, under the child's name (docs/semantics.md, "Results").
+type contentChecker struct{ judge }
+
+func (c *contentChecker) step(s *step) {
+	for i := range s.turnEnds {
+		e := &s.turnEnds[i]
+		if e.second {
+			continue
+		}
+		c.endText(e)
+		c.marker(e)
+		for _, f := range e.owed {
+			c.childResult(f, e.a, e.a.end)
+		}
+	}
+	for i := range s.callFins {
+		if r := &s.callFins[i]; r.childEnded && r.f.n == 1 {
+			c.childResult(r.f, r.child, r.childEnd)
+		}
+	}
+}
+
+// produced is the text a's turn produced: the text of its final stream
+// when it completed, else what its abort or failure cut off.
+func (c *contentChecker) produced(l *kernel.Lifecycle, f *turnFacts) string {
+	if l.Outcome == kernel.OutcomeCompleted {
+		if op := c.m.ops.get(f.lastReq); op != nil {
+			return string(op.text)
+		}
+		return ""
+	}
+	return f.cut
+}
+
+func (c *contentChecker) endText(e *turnEndObs) {
+	if want := c.produced(e.l, &e.facts); e.l.Text != want {
+		c.violate(ResultsCarryText, e.a.id, "turn %d ended %s with text %q, but it produced %q",
+			e.l.Turn, e.l.Outcome, textcut.Clip(e.l.Text, 60), textcut.Clip(want, 60))
+	}
+}
+
+// marker judges the one marker of an aborted turn (I13 counts them).
+func (c *contentChecker) marker(e *turnEndObs) {
+	l, a := e.l, e.a
+	if l.Outcome == kernel.OutcomeCompleted || a.markerTurn != l.Turn || a.markers != 1 {
+		return
+	}
+	mk := a.marker
+	partial := strconv.FormatBool(e.facts.cut != "")
+	switch {
+	case !mk.ok:
+		c.violate(MarkersTell, a.id, "the marker of turn %d is not `%soutcome=\"…\" reason=\"…\" partial=\"…\">`", l.Turn, kernel.MarkerPrefix)
+	case mk.outcome != l.Outcome.String() || mk.reason != l.Reason.String():
+		c.violate(MarkersTell, a.id, "the marker of turn %d says %s (%q), but the turn ended %s (%q)", l.Turn, mk.outcome, mk.reason, l.Outcome, l.Reason)
+	case mk.partial != partial:
+		c.violate(MarkersTell, a.id, "the marker of turn %d says partial=%q, but the turn's abort cut off %q", l.Turn, mk.partial, textcut.Clip(e.facts.cut, 60))
+	}
+}
+
+// childResult compares a delegation's structured result with the end of the
+// child's turn.
+func (c *contentChecker) childResult(f *callObs, child *agentObs, end turnEnd) {
+	if !f.read || !f.parsed {
+		return // a result never read, or not structured: I13's to judge
+	}
+	r := &f.content
+	summary, partial := "", end.text
+	if end.outcome == kernel.OutcomeCompleted {
+		summary, partial = end.text, ""
+	}
+	switch {
+	case r.Agent != child.name:
+		c.violate(ResultsCarryText, f.l.Agent, "call %s names agent %q, but it was %q", f.l.CallID, r.Agent, child.name)
+	case r.Summary != summary || r.Partial != partial:
+		c.violate(ResultsCarryText, f.l.Agent, "call %s hands the parent summary %q and partial %q, but %s ended %s with %q",
+			f.l.CallID, textcut.Clip(r.Summary, 40), textcut.Clip(r.Partial, 40), child.path, end.outcome, textcut.Clip(end.text, 40))
+	case r.Error != end.detail:
+		c.violate(ResultsCarryText, f.l.Agent, "call %s reports error %q, but %s ended with %q", f.l.CallID, textcut.Clip(r.Error, 60), child.path, textcut.Clip(end.detail, 60))
+	}
+}

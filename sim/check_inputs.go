@@ -1,0 +1,97 @@
+package sim
+
+import (
+	"slices"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/kernel"
+)
+
+// inputChecker holds I18: each user input is refused exactly where
+// docs/semantics.md ("Inputs") refuses it — an empty text, anything typed
+// after shutdown, a submission while the root works (the user interjects
+// instead), a cancel naming no agent — and accepted everywhere else: a
+// cancel of an existing agent is never refused (a repeat is a recorded
+// no-op), and the world's events never are. A refusal changes nothing. An
+// input accepted while the root is Interrupted is never lost: it starts the
+// root's next turn in the very step the tree settles.
+type inputChecker struct {
+	judge
+	// queued counts inputs accepted while the root was Interrupted.
+	queued int
+}
+
+func (c *inputChecker) step(s *step) {
+	if s.final {
+		return
+	}
+	switch {
+	case s.input:
+		c.input(s)
+	case s.rejected:
+		c.violate(InputsAnswered, s.target, "%s was refused; the world's events are never refused", s.ev.Kind)
+	}
+	if s.is(kernel.EvShutdown) {
+		c.queued = 0 // discarded by the shutdown
+	}
+	for _, e := range s.turnEnds {
+		if e.a.id != kernel.Root || e.second || c.queued == 0 {
+			continue
+		}
+		if !slices.Contains(s.started, e.a) && !c.m.shutdown {
+			c.violate(InputsAnswered, kernel.Root, "%d input(s) accepted while the root was Interrupted were lost: no turn started when turn %d ended", c.queued, e.l.Turn)
+		}
+		c.queued = 0
+	}
+}
+
+// refusal says why the spec refuses the step's input ("" when it accepts
+// it).
+func (c *inputChecker) refusal(s *step) string {
+	switch s.ev.Kind {
+	case kernel.EvSubmit, kernel.EvInterject:
+		switch {
+		case s.ev.Text == "":
+			return "its text is empty"
+		case c.m.shutdown:
+			return "the session was shut down"
+		case s.ev.Kind == kernel.EvSubmit && isActive(s.rootWas):
+			return "the root is " + s.rootWas.String() + " (the user interjects instead)"
+		}
+	case kernel.EvCancel:
+		if !s.cancel.exists {
+			return "it names no agent"
+		}
+	}
+	return ""
+}
+
+func (c *inputChecker) input(s *step) {
+	who := s.target
+	if who == kernel.NoAgent {
+		who = kernel.Root
+	}
+	why := c.refusal(s)
+	switch {
+	case why != "" && !s.rejected:
+		c.violate(InputsAnswered, who, "%s was accepted, but the spec refuses it: %s", s.ev.Kind, why)
+	case why == "" && s.rejected:
+		c.violate(InputsAnswered, who, "%s was refused, but the spec accepts it (the root was %s)", s.ev.Kind, s.rootWas)
+	case s.rejected:
+		for i := range s.effs {
+			if e := &s.effs[i]; e.Kind != kernel.EffError && !(e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeRejected) {
+				c.violate(InputsAnswered, who, "a refused %s caused %s", s.ev.Kind, e.Describe())
+				break
+			}
+		}
+	case s.is(kernel.EvSubmit) || s.is(kernel.EvInterject):
+		switch s.rootWas {
+		case fsm.Idle:
+			if !slices.Contains(s.started, c.m.agents[kernel.Root]) {
+				c.violate(InputsAnswered, kernel.Root, "an accepted %s while the root was Idle started no turn", s.ev.Kind)
+			}
+		case fsm.Interrupted:
+			c.queued++
+		}
+	}
+}

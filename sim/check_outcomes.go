@@ -1,0 +1,250 @@
+package sim
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/escapement/escapement/kernel"
+)
+
+// outcomeChecker holds I13 (F6, F13, F14): every turn ends exactly once and
+// every call gets exactly one result, each typed with a reason the run
+// justifies — a user cancel only where the user cancelled, a timeout only
+// where its deadline fired, a refusal only where its limit was reached, a
+// delegation's result only the child's real outcome — and the tool message
+// the model reads says what the lifecycle event the UI reads says. An
+// aborted turn leaves exactly one marker.
+type outcomeChecker struct{ judge }
+
+func (c *outcomeChecker) step(s *step) {
+	for i := range s.effs {
+		e := &s.effs[i]
+		if e.Kind != kernel.EffEmit {
+			continue
+		}
+		switch l := &e.Life; l.Kind {
+		case kernel.LifeTurnStarted:
+			if s.notes[i].bad {
+				c.violate(TypedOutcomes, l.Agent, "turn %d started again", l.Turn)
+			}
+		case kernel.LifeTimedOut:
+			if !l.Reason.IsTimeout() {
+				c.violate(TypedOutcomes, l.Agent, "timeout with non-timeout reason %q", l.Reason)
+			}
+		}
+	}
+	for i := range s.turnEnds {
+		c.turnEnd(&s.turnEnds[i])
+	}
+	for i := range s.callFins {
+		c.callResult(&s.callFins[i])
+	}
+	for i := range s.msgs {
+		if o := &s.msgs[i]; o.m.Role == kernel.RoleTool {
+			c.toolContent(o)
+		}
+	}
+	// After the step's histories were read: an aborted turn left exactly
+	// one marker, the transcript's record of its typed outcome (F6).
+	for _, e := range s.turnEnds {
+		if e.second || e.l.Outcome == kernel.OutcomeCompleted {
+			continue
+		}
+		if a := e.a; a.markerTurn != e.l.Turn || a.markers != 1 {
+			n := 0
+			if a.markerTurn == e.l.Turn {
+				n = a.markers
+			}
+			c.violate(TypedOutcomes, a.id, "turn %d ended %s but left %d marker(s) in its history, want 1", e.l.Turn, e.l.Outcome, n)
+		}
+	}
+}
+
+// turnEnd judges a turn_ended event by the facts of its turn.
+func (c *outcomeChecker) turnEnd(e *turnEndObs) {
+	l, f := e.l, &e.facts
+	if e.second {
+		c.violate(TypedOutcomes, l.Agent, "turn %d has a second terminal outcome (%s)", l.Turn, l.Outcome)
+		return
+	}
+	for _, owed := range e.owed {
+		// The parent's call was closed when an abort cut it; the child
+		// settled only now. What the parent's model was told must be how
+		// the child's turn really ended (F13).
+		c.childOutcome(&owed.l, e.a, e.a.end)
+	}
+	if kernel.OutcomeOf(l.Reason) != l.Outcome {
+		c.violate(TypedOutcomes, l.Agent, "outcome %s with reason %q", l.Outcome, l.Reason)
+	}
+	ok := false
+	switch l.Reason {
+	case kernel.ReasonNone:
+		op := c.m.ops.get(f.lastReq)
+		ok = op != nil && op.endedOK
+	case kernel.ReasonUserCancel:
+		ok = f.userCancelled
+	case kernel.ReasonParentCancelled:
+		ok = f.parentAborted
+	case kernel.ReasonFirstTokenTimeout, kernel.ReasonStallTimeout, kernel.ReasonTurnTimeout:
+		ok = f.timedOut == l.Reason
+	case kernel.ReasonShutdown:
+		ok = c.m.shutdown
+	case kernel.ReasonLLMError:
+		ok = f.llmFailed
+	case kernel.ReasonBudget:
+		ok = f.requests >= c.m.lim.MaxRequests
+	case kernel.ReasonOutputLimit:
+		op := c.m.ops.get(f.lastReq)
+		ok = op != nil && op.overCapped
+	}
+	if !ok {
+		c.violate(TypedOutcomes, l.Agent, "turn %d ended %s with reason %q, which nothing in the run justifies", l.Turn, l.Outcome, l.Reason)
+	}
+}
+
+// childOutcome compares a delegation's result with how the child's turn
+// ended.
+func (c *outcomeChecker) childOutcome(l *kernel.Lifecycle, child *agentObs, end turnEnd) {
+	if l.Outcome != end.outcome || l.Reason != end.reason {
+		c.violate(TypedOutcomes, l.Agent, "call %s told the parent its child ended %s (%q), but %s ended %s (%q)",
+			l.CallID, l.Outcome, l.Reason, child.path, end.outcome, end.reason)
+	}
+}
+
+// callResult judges a call_finished event against what the run shows.
+func (c *outcomeChecker) callResult(r *callFinObs) {
+	l, a, f, op := r.l, r.a, &r.facts, r.op
+	if r.f.n > 1 {
+		c.violate(TypedOutcomes, l.Agent, "call %s has %d terminal results", l.CallID, r.f.n)
+		return
+	}
+	ok := false
+	switch l.Status {
+	case kernel.CallChild:
+		if child, spawned := a.delegated[l.CallID]; !spawned || child != l.Child {
+			c.violate(TypedOutcomes, l.Agent, "call %s reports the result of agent %d, which was not spawned for it", l.CallID, l.Child)
+			return
+		}
+		if kernel.OutcomeOf(l.Reason) != l.Outcome {
+			c.violate(TypedOutcomes, l.Agent, "call %s: child outcome %s with reason %q", l.CallID, l.Outcome, l.Reason)
+			return
+		}
+		if r.childEnded {
+			c.childOutcome(l, r.child, r.childEnd)
+		}
+		return
+	case kernel.CallCancelled:
+		ok = f.interrupted && l.Reason == f.abortReason && !l.Reason.IsTimeout()
+	case kernel.CallTimedOut:
+		if l.Reason == kernel.ReasonToolTimeout {
+			ok = op != nil && op.timedOut
+		} else {
+			ok = f.interrupted && l.Reason == f.abortReason && l.Reason.IsTimeout()
+		}
+	case kernel.CallOK:
+		ok = l.Reason == kernel.ReasonNone && op != nil && op.tool && op.terminal && op.cancels == 0 && op.result == kernel.ToolOK
+	case kernel.CallError:
+		ok = l.Reason == kernel.ReasonToolError && op != nil && op.tool && op.terminal && op.cancels == 0 && op.result != kernel.ToolOK
+	case kernel.CallRefused:
+		// The limit must really be reached, as the model counts it.
+		switch l.Reason {
+		case kernel.ReasonMaxDepth:
+			ok = a.depth+1 > c.m.lim.MaxDepth
+		case kernel.ReasonMaxChildren:
+			ok = f.spawned >= c.m.lim.MaxChildren
+		case kernel.ReasonMaxAgents:
+			ok = c.m.c.NumAgents() >= c.m.maxAgents
+		case kernel.ReasonMaxCalls:
+			ok = callIndex(a, l.CallID) >= c.m.lim.MaxCalls
+		}
+	case kernel.CallMalformed:
+		ok = l.Reason == kernel.ReasonMalformed && c.malformed(a, f, l.CallID)
+	}
+	if !ok {
+		c.violate(TypedOutcomes, l.Agent, "call %s ended %s with reason %q, which nothing in the run justifies", l.CallID, l.Status, l.Reason)
+	}
+}
+
+// toolContent: the tool message a model reads says what the lifecycle says
+// (and so what callResult justified).
+func (c *outcomeChecker) toolContent(o *msgObs) {
+	f := o.f
+	if f == nil {
+		c.violate(TypedOutcomes, o.a.id, "call %s has a result in history but no call_finished event", o.m.ToolCallID)
+		return
+	}
+	l := &f.l
+	if l.Status == kernel.CallOK || l.Status == kernel.CallError {
+		return // the tool's own text
+	}
+	if !f.parsed {
+		c.violate(TypedOutcomes, o.a.id, "result of call %s is not structured content: %.80q", o.m.ToolCallID, o.m.Content)
+		return
+	}
+	r := &f.content
+	var bad bool
+	if l.Status == kernel.CallChild {
+		bad = r.Type != "agent_result" || r.Outcome != l.Outcome.String() || r.Reason != l.Reason.String()
+	} else {
+		bad = (r.Type != "tool_aborted" && r.Type != "tool_error") || r.Status != l.Status.String() || r.Reason != l.Reason.String()
+	}
+	if bad {
+		c.violate(TypedOutcomes, o.a.id, "result of call %s reads %s/%s%s/%q, but the call ended %s/%s/%q",
+			o.m.ToolCallID, r.Type, r.Status, r.Outcome, r.Reason, l.Status, l.Outcome, l.Reason)
+	}
+}
+
+// malformed reports whether the call a stream delivered really cannot run:
+// it came without a name, its arguments are not JSON, or it is a delegation
+// without a task.
+func (c *outcomeChecker) malformed(a *agentObs, f *turnFacts, callID string) bool {
+	i := callIndex(a, callID)
+	if i < 0 {
+		return false
+	}
+	call := a.lastCalls[i]
+	if req := c.m.ops.get(f.lastReq); req != nil {
+		for _, fr := range req.frags {
+			if fr.name == "" && string(fr.args) == call.Arguments {
+				return true // streamed without a name
+			}
+		}
+	}
+	if !json.Valid([]byte(call.Arguments)) {
+		return true
+	}
+	if call.Name != c.m.delegateTool {
+		return false
+	}
+	var args struct {
+		Task string `json:"task"`
+	}
+	return json.Unmarshal([]byte(call.Arguments), &args) != nil || strings.TrimSpace(args.Task) == ""
+}
+
+// callIndex is the position of call callID among the calls of a's last
+// assistant message (-1 when it is not one of them).
+func callIndex(a *agentObs, callID string) int {
+	return slices.IndexFunc(a.lastCalls, func(c kernel.ToolCall) bool { return c.ID == callID })
+}
+
+func (c *outcomeChecker) finish() {
+	for _, a := range c.m.agents {
+		if a == nil {
+			continue
+		}
+		if a.startedTurn != a.endedTurn {
+			c.violate(TypedOutcomes, a.id, "turn %d has no terminal outcome", a.startedTurn)
+		}
+		for _, id := range a.calls {
+			n := 0
+			if f := c.m.calls[callKey{a.id, id}]; f != nil {
+				n = f.n
+			}
+			if n != 1 {
+				c.violate(TypedOutcomes, a.id, "call %s has %d terminal results", id, n)
+			}
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package sim
+
+import (
+	"github.com/escapement/escapement/internal/textcut"
+	"github.com/escapement/escapement/kernel"
+)
+
+// userTextChecker holds I10 (F7, F8): what the user typed appears in the
+// root's history exactly as often as the kernel accepted it — an
+// interjection right after the partial text it cut — and text a stream
+// delivered before a cut, a failure or its output limit is kept as a
+// partial message in that step.
+type userTextChecker struct {
+	judge
+	// given counts each accepted user text; seen counts it in the root's
+	// history (markers aside).
+	given, seen map[string]int
+	interjs     []interjObs
+}
+
+type interjObs struct {
+	text    string
+	partial string // the text it cut ("" when it cut none)
+	seen    bool
+}
+
+func newUserTextChecker(j judge) *userTextChecker {
+	return &userTextChecker{judge: j, given: map[string]int{}, seen: map[string]int{}}
+}
+
+func (c *userTextChecker) step(s *step) {
+	if (s.is(kernel.EvSubmit) || s.is(kernel.EvInterject)) && !s.rejected {
+		c.given[s.ev.Text]++
+		if s.ev.Kind == kernel.EvInterject {
+			c.interjs = append(c.interjs, interjObs{text: s.ev.Text, partial: s.rootCut})
+		}
+	}
+	for i := range s.msgs {
+		if o := &s.msgs[i]; o.a.id == kernel.Root && o.m.Role == kernel.RoleUser && !o.m.Marker {
+			c.userText(s, i)
+		}
+	}
+	for _, cut := range s.cuts {
+		if !c.kept(s, cut) {
+			c.violate(UserTextOnce, cut.agent, "text %q streamed before %s was not kept as a partial message", textcut.Clip(cut.text, 60), cut.why)
+		}
+	}
+}
+
+// kept reports whether the step appended cut's text as a partial message of
+// its agent.
+func (c *userTextChecker) kept(s *step, cut cutObs) bool {
+	for i := range s.msgs {
+		if o := &s.msgs[i]; o.a.id == cut.agent && o.m.Role == kernel.RoleAssistant && o.m.Partial && o.m.Content == cut.text {
+			return true
+		}
+	}
+	return false
+}
+
+// userText: each user text appears as often as it was given, an
+// interjection right after the partial text it cut.
+func (c *userTextChecker) userText(s *step, i int) {
+	o := &s.msgs[i]
+	text := o.m.Content
+	c.seen[text]++
+	if n, want := c.seen[text], c.given[text]; n > want {
+		// Covers want 0: a text nobody typed.
+		c.violate(UserTextOnce, kernel.Root, "user text %q appears %d times, given %d", text, n, want)
+	}
+	for j := range c.interjs {
+		ij := &c.interjs[j]
+		if ij.seen || ij.text != text {
+			continue
+		}
+		ij.seen = true
+		if ij.partial != "" {
+			h := c.m.c.View(kernel.Root).History
+			if o.i == 0 || o.i > len(h) {
+				break
+			}
+			if prev := h[o.i-1]; prev.Role != kernel.RoleAssistant || prev.Content != ij.partial || !prev.Partial {
+				c.violate(UserTextOnce, kernel.Root, "interjection %q does not follow the partial text %q it cut", text, ij.partial)
+			}
+		}
+		break
+	}
+}
+
+func (c *userTextChecker) finish() {
+	if c.m.shutdown {
+		return // a shutdown may discard what was queued
+	}
+	for _, text := range sortedKeys(c.given) {
+		if n, want := c.seen[text], c.given[text]; n != want {
+			c.violate(UserTextOnce, kernel.Root, "user text %q appears %d times, given %d", text, n, want)
+		}
+	}
+}

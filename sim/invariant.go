@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Invariant names what a violation broke: one of the invariants of
+// docs/semantics.md ("Invariants"), or — for the last three constants — a
+// run limit or a scenario's expectation. Its value is what traces, the CLI
+// and sweep summaries print ("I5", "liveness").
+type Invariant string
+
+// The invariants, each checked in exactly one file of this package (its
+// Checker; TestInvariantsCheckedOnce holds it to that).
+const (
+	NoRequestAfterInterrupt Invariant = "I1"
+	CancelReachesSubtree    Invariant = "I2"
+	QuiescentByGrace        Invariant = "I3"
+	ValidTranscripts        Invariant = "I4"
+	DeadlinesOnTime         Invariant = "I5"
+	Deterministic           Invariant = "I6"
+	DeclaredTransitions     Invariant = "I7"
+	StaleChangesNothing     Invariant = "I8"
+	OpsAccounted            Invariant = "I9"
+	UserTextOnce            Invariant = "I10"
+	IdempotentInterrupts    Invariant = "I11"
+	NoUIText                Invariant = "I12"
+	TypedOutcomes           Invariant = "I13"
+	FinishedCallsOnly       Invariant = "I14"
+	CapsHold                Invariant = "I15"
+	ChildDeadlineClamped    Invariant = "I16"
+	MarkersTell             Invariant = "I17"
+	InputsAnswered          Invariant = "I18"
+	RequestBudget           Invariant = "I19"
+	ResultsCarryText        Invariant = "I20"
+	OpEndsTruthful          Invariant = "I21"
+	Liveness                Invariant = "liveness"
+
+	// RunLimit is no invariant: the run hit its event budget.
+	RunLimit Invariant = "limit"
+	// Expectation is no invariant: a scenario's `expect` was not met.
+	Expectation Invariant = "expect"
+)
+
+// invariantSpec is one row of the specification table: what an invariant
+// says and which file checks it.
+type invariantSpec struct {
+	inv       Invariant
+	statement string
+	checker   string
+}
+
+// invariantTable is the one list of invariants; docs/semantics.md and the
+// README's oracle table quote it (TestSemanticsListsInvariants).
+var invariantTable = [...]invariantSpec{
+	{NoRequestAfterInterrupt, "no agent of an interrupted subtree asks the model again, and no child is spawned in it, until the user submits again", "check_freeze.go"},
+	{CancelReachesSubtree, "an acting cancel interrupts its target and every working descendant in its own step, and every op in flight in an aborted subtree gets exactly one cancel", "check_cancel.go"},
+	{QuiescentByGrace, "by interrupt time + grace the interrupted subtree has left its turn and every op in flight at the interrupt has ended", "check_quiesce.go"},
+	{ValidTranscripts, "every history is a valid transcript that only ever grows, and every request sends a valid transcript with every call answered", "check_transcript.go"},
+	{DeadlinesOnTime, "every deadline fires exactly when due: a first-token, stall, tool or turn timeout, an abandonment after grace and an interjection's restart happen neither before the watched silence or wait reaches its limit nor after", "check_deadlines.go"},
+	{Deterministic, "the same scenario and seed give byte-identical traces", "recheck.go"},
+	{DeclaredTransitions, "every transition is one the oracle's own statement of the machine declares, and a step's transitions explain each agent's change of state", "check_fsm.go"},
+	{StaleChangesNothing, "a stale event (an ended op's, a duplicate, a timer not set) changes no state, no history and causes no effect beyond its stale or late record", "check_stale.go"},
+	{OpsAccounted, "every op ends exactly once, no timer survives the run, and the lifecycle log replays to a late subscriber exactly as it was emitted", "check_accounting.go"},
+	{UserTextOnce, "each user text appears in the root's history as often as it was accepted, an interjection right after the partial text it cut, and text a cut or a failure ends is kept as a partial message", "check_usertext.go"},
+	{IdempotentInterrupts, "a cancel that finds its turn interrupted or ended changes nothing beyond an ignored record; a turn is interrupted at most once and holds at most one marker", "check_cancel.go"},
+	{NoUIText, "UI strings never enter a transcript", "check_transcript.go"},
+	{TypedOutcomes, "one terminal outcome per turn and one result per call, each with a reason the run justifies; a delegation's result is its child's real outcome, a tool message says what the lifecycle says, and an aborted turn leaves exactly one marker", "check_outcomes.go"},
+	{FinishedCallsOnly, "a tool starts only as a whole call its agent's last finished stream delivered, and only once", "check_calls.go"},
+	{CapsHold, "a message past max_message_bytes is cut in that step (what fit kept, reason output_limit); no call beyond max_calls of its message runs; no agent runs more than max_parallel_tools tools, and no call waits while a slot is free or starts ahead of an earlier waiting one", "check_calls.go"},
+	{ChildDeadlineClamped, "a child's turn deadline never reaches past its parent's: a turn timer set for a child is earlier than the parent's deadline (a child without one is cut by its ancestor's)", "check_deadlines.go"},
+	{MarkersTell, "a marker's outcome and reason are its turn's, and partial=\"true\" exactly when the abort or failure cut off streamed text", "check_content.go"},
+	{InputsAnswered, "an input is refused exactly where the spec refuses it (empty text, after shutdown, a submission while the root works, a cancel naming no agent; a world event never), a refusal changes nothing, and an input accepted while the root is Interrupted starts the next turn in the step the tree settles", "check_inputs.go"},
+	{RequestBudget, "no agent makes more than max_requests requests in one turn", "check_calls.go"},
+	{ResultsCarryText, "a turn's end carries the text its agent produced (the final answer, or what its abort or failure cut off), and a delegation's result tells the parent exactly that, under the child's name", "check_content.go"},
+	{OpEndsTruthful, "an op's end says what ended it (completed or failed by its own answer, cancelled by the answer to its cancel, abandoned when its grace ran out), in the step that ended it", "check_accounting.go"},
+	{Liveness, "after the last input or fault every tree is idle within 2×grace + turn_timeout + debounce, and at the end of the run", "check_quiesce.go"},
+	{RunLimit, "(a run limit, not an invariant) the run delivered as many events as it may", "run.go"},
+	{Expectation, "(not an invariant) an expectation of the scenario holds", "expect.go"},
+}
+
+// Invariants lists the invariants in their table order (the run limit and
+// the expectations left out).
+func Invariants() []Invariant {
+	out := make([]Invariant, 0, len(invariantTable))
+	for _, s := range invariantTable {
+		if s.inv != RunLimit && s.inv != Expectation {
+			out = append(out, s.inv)
+		}
+	}
+	return out
+}
+
+func (i Invariant) spec() invariantSpec {
+	for _, s := range invariantTable {
+		if s.inv == i {
+			return s
+		}
+	}
+	return invariantSpec{inv: i}
+}
+
+// Statement is the invariant's one-line statement ("" for an unknown one).
+func (i Invariant) Statement() string { return i.spec().statement }
+
+// Checker is the file of package sim that checks the invariant.
+func (i Invariant) Checker() string { return i.spec().checker }
+
+// Violation is one broken invariant, run limit or expectation, located in
+// virtual time and in the tree.
+type Violation struct {
+	Invariant Invariant
+	At        time.Duration
+	Agent     string
+	Detail    string
+	// Recent are the last events delivered before it, oldest first.
+	Recent []string
+}
+
+// MarshalJSON writes times in Go duration syntax.
+func (v Violation) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Invariant string   `json:"invariant"`
+		At        string   `json:"at"`
+		Agent     string   `json:"agent"`
+		Detail    string   `json:"detail"`
+		Recent    []string `json:"recent,omitempty"`
+	}{string(v.Invariant), v.At.String(), v.Agent, v.Detail, v.Recent})
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s @%v %s: %s", v.Invariant, v.At, v.Agent, v.Detail)
+}

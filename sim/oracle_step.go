@@ -1,0 +1,612 @@
+package sim
+
+import (
+	"slices"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/textcut"
+	"github.com/escapement/escapement/kernel"
+)
+
+// step is one step as the model saw it: the event and what it meant before
+// the core stepped it, then the effects with what the model made of each,
+// and what the step changed in the agents it named. The checkers judge it.
+type step struct {
+	n      uint32
+	final  bool // the read of every agent after the last step (no event)
+	ev     kernel.Event
+	target kernel.AgentID
+	// rootWas is the root's state before the step.
+	rootWas fsm.State
+	// input: a user input (submit, interject, cancel, shutdown); cancel
+	// reads a cancel or shutdown.
+	input  bool
+	cancel cancelObs
+	// rootCut is what an interjection cuts: the text the root's running
+	// stream delivered before the step ("" when none runs).
+	rootCut string
+	// A world event names op, live; answer says it is op's own terminal
+	// answer (a stream's end or failure, a tool's result). A stale event
+	// says why.
+	op       *opObs
+	answer   bool
+	stale    staleKind
+	staleWhy string
+	// capCut is the request a chunk took past max_message_bytes.
+	capCut *opObs
+	// A timer event the model saw set.
+	timer    timerObs
+	timerSet bool
+
+	effs     []kernel.Effect
+	notes    []note
+	rejected bool // an error effect: the input was refused
+	// trans holds each agent's transitions of this step (index = agent
+	// id); transUsed lists the agents that have any, so a step resets only
+	// those and the slices are reused.
+	trans     [][]kernel.Lifecycle
+	transUsed []kernel.AgentID
+	entered   []kernel.AgentID // agents that entered Interrupted
+	started   []*agentObs      // agents whose turn started
+	turnEnds  []turnEndObs
+	callFins  []callFinObs
+	cuts      []cutObs
+	msgs      []msgObs
+	changes   []stateChange
+	anomalies []anomaly
+	dirty     []kernel.AgentID
+}
+
+// staleKind says why an event is stale.
+type staleKind uint8
+
+const (
+	notStale staleKind = iota
+	staleUnknownOp
+	staleEnded    // the op already ended (cancelled, failed, abandoned)
+	staleAnswered // the op already gave its answer
+	staleDuplicate
+	staleCancelled // progress of an op after its cancel
+	staleTimer     // a timer that is not set
+)
+
+// cancelObs is a cancel (or shutdown) as read before the step.
+type cancelObs struct {
+	target kernel.AgentID
+	// exists: the cancel names an agent the core holds.
+	exists   bool
+	shutdown bool
+	was      fsm.State // the target's state
+	// acting: the target's turn runs and the cancel is bound to it.
+	acting bool
+	// sub are the working agents of the target's subtree (itself included)
+	// when it acts.
+	sub []kernel.AgentID
+}
+
+// note is what the model made of one effect.
+type note struct {
+	a  *agentObs
+	op *opObs
+	// count: a cancel's number for its op (1 for the first); a request's
+	// number in its turn
+	count int
+	// bad: the effect names what cannot be: a cancel or end of an op not in
+	// flight, a stop of a timer not set, an op started twice, an end of an
+	// op never started, a turn started again, a turn interrupted twice.
+	bad bool
+	// start_tool: its agent's last request, the delivered call it is (nil:
+	// none) and how many tools its agent runs with it.
+	req       *opObs
+	frag      *fragObs
+	liveTools int
+	// delegated: the parent's state before the step.
+	was fsm.State
+}
+
+// turnEndObs is a turn_ended event with the facts of the turn it ends.
+type turnEndObs struct {
+	l      *kernel.Lifecycle
+	a      *agentObs
+	second bool // the turn had ended already
+	facts  turnFacts
+	owed   []*callObs
+}
+
+// callFinObs is a call_finished event with the facts of its agent's turn
+// at that moment.
+type callFinObs struct {
+	l     *kernel.Lifecycle
+	a     *agentObs
+	f     *callObs
+	op    *opObs
+	facts turnFacts
+	// the delegated child's end, when it had ended already
+	child      *agentObs
+	childEnded bool
+	childEnd   turnEnd
+}
+
+// cutObs is streamed text a cut, a failure or an output limit ended in
+// this step: the agent must keep it as a partial message.
+type cutObs struct {
+	agent kernel.AgentID
+	text  string
+	why   string
+}
+
+// msgObs is a message read from an agent's history in this step.
+type msgObs struct {
+	a *agentObs
+	i int
+	m kernel.Message
+	// a tool message: the result it records (nil when no call_finished
+	// named its call); a marker: how many markers its turn holds with it.
+	f       *callObs
+	markers int
+}
+
+type stateChange struct {
+	a        *agentObs
+	from, to fsm.State
+}
+
+// anomaly is something a history showed that no valid transcript holds.
+type anomaly struct {
+	a      *agentObs
+	detail string
+}
+
+func (s *step) reset(ev *kernel.Event, target kernel.AgentID) {
+	s.n++
+	s.final = false
+	s.ev, s.target = *ev, target
+	s.input, s.cancel, s.rootCut = false, cancelObs{sub: s.cancel.sub[:0]}, ""
+	s.op, s.answer, s.stale, s.staleWhy, s.capCut = nil, false, notStale, "", nil
+	s.timer, s.timerSet = timerObs{}, false
+	s.effs, s.notes, s.rejected = nil, s.notes[:0], false
+	for _, id := range s.transUsed {
+		s.trans[id] = s.trans[id][:0]
+	}
+	s.transUsed = s.transUsed[:0]
+	s.entered, s.started = s.entered[:0], s.started[:0]
+	s.turnEnds, s.callFins, s.cuts = s.turnEnds[:0], s.callFins[:0], s.cuts[:0]
+	s.msgs, s.changes, s.anomalies, s.dirty = s.msgs[:0], s.changes[:0], s.anomalies[:0], s.dirty[:0]
+}
+
+// transOf is id's transitions in this step.
+func (s *step) transOf(id kernel.AgentID) []kernel.Lifecycle {
+	if id < 0 || int(id) >= len(s.trans) {
+		return nil
+	}
+	return s.trans[id]
+}
+
+// is reports whether the step delivered an event of kind k.
+func (s *step) is(k kernel.EventKind) bool { return !s.final && s.ev.Kind == k }
+
+// begin reads the event about to be stepped, before the core steps it.
+func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
+	m.now = ev.At
+	s := &m.s
+	s.reset(ev, target)
+	root := m.agents[kernel.Root]
+	s.rootWas = root.state
+	switch ev.Kind {
+	case kernel.EvSubmit, kernel.EvInterject:
+		s.input = true
+		if op := m.liveRequest(root); op != nil && root.state == fsm.Streaming {
+			s.rootCut = string(op.text)
+		}
+	case kernel.EvCancel, kernel.EvShutdown:
+		s.input = true
+		m.beginCancel(ev)
+	case kernel.EvLLMDelta, kernel.EvLLMEnd, kernel.EvLLMError, kernel.EvLLMRetry, kernel.EvToolResult:
+		m.beginWorld(ev)
+	case kernel.EvTimer:
+		t, ok := m.timers[ev.Op]
+		if !ok {
+			s.stale, s.staleWhy = staleTimer, "timer that is not set"
+			return
+		}
+		delete(m.timers, ev.Op)
+		s.timer, s.timerSet = t, true
+	}
+}
+
+func (m *model) beginCancel(ev *kernel.Event) {
+	s := &m.s
+	c := &s.cancel
+	c.target, c.shutdown = ev.Agent, ev.Kind == kernel.EvShutdown
+	if c.shutdown {
+		c.target = kernel.Root
+		m.shutdown = true
+	}
+	c.exists = c.target >= 0 && int(c.target) < m.c.NumAgents()
+	a := m.agent(c.target)
+	if a == nil {
+		return
+	}
+	c.was = a.state
+	c.acting = isActive(a.state) && (ev.Turn == 0 || ev.Turn == a.turn)
+	if !c.acting {
+		return
+	}
+	if !c.shutdown {
+		// Recorded now: an agent with nothing in flight settles, and ends
+		// its turn, within this very step.
+		a.t.userCancelled = true
+	}
+	for _, x := range m.agents {
+		if x != nil && isActive(x.state) && m.descends(x.id, c.target) {
+			c.sub = append(c.sub, x.id)
+			m.touch(x.id)
+		}
+	}
+}
+
+// beginWorld reads a world event: whether it is stale, and what it adds to
+// its op.
+func (m *model) beginWorld(ev *kernel.Event) {
+	s := &m.s
+	op := m.ops.get(ev.Op)
+	switch {
+	case op == nil:
+		s.stale, s.staleWhy = staleUnknownOp, "unknown op"
+		return
+	case op.ended:
+		s.stale, s.staleWhy = staleEnded, "op already ended"
+		return
+	case op.terminal && ev.Kind != kernel.EvToolResult:
+		s.stale, s.staleWhy = staleAnswered, "event after the stream's end"
+		return
+	case op.terminal:
+		s.stale, s.staleWhy = staleAnswered, "second result"
+		return
+	}
+	switch ev.Kind {
+	case kernel.EvLLMDelta:
+		if ev.Chunk != 0 && ev.Chunk <= op.lastChunk {
+			s.stale, s.staleWhy = staleDuplicate, "duplicate chunk"
+			return
+		}
+		if op.cancels > 0 {
+			s.stale, s.staleWhy = staleCancelled, "chunk after cancel"
+			return
+		}
+		s.op = op
+		op.lastChunk = ev.Chunk
+		if m.overCap(op, ev) {
+			return
+		}
+		op.gotChunk, op.lastChunkAt = true, m.now
+		op.text = append(op.text, ev.Text...)
+		if ev.Call != nil {
+			f := op.frag(ev.Call.Index)
+			if ev.Call.Name != "" {
+				f.name = ev.Call.Name
+			}
+			f.args = append(f.args, ev.Call.Args...)
+		}
+		return
+	case kernel.EvLLMRetry:
+		if op.cancels > 0 {
+			s.stale, s.staleWhy = staleCancelled, "retry after cancel"
+			return
+		}
+		s.op = op
+		return
+	}
+	s.op, s.answer = op, true
+	op.terminal, op.answer = true, ev.Kind
+	switch ev.Kind {
+	case kernel.EvLLMEnd:
+		op.endedOK = op.cancels == 0
+	case kernel.EvLLMError:
+		if op.cancels == 0 {
+			// Any failure nobody asked for — even one the provider calls
+			// "cancelled" — is a stream failure of this turn.
+			a := m.agents[op.agent]
+			a.t.llmFailed = true
+			a.t.cut = string(op.text)
+			m.cut(op, "a stream failure")
+		}
+	case kernel.EvToolResult:
+		op.result = ev.Status
+	}
+}
+
+// overCap accounts a live chunk of op against max_message_bytes the way
+// docs/semantics.md ("Budgets and caps") counts it. When the chunk would
+// take the message past the cap it records what the kernel must keep (the
+// text that fits) and that this step must cut the stream, and reports true:
+// the chunk itself is not delivered.
+func (m *model) overCap(op *opObs, ev *kernel.Event) bool {
+	cost := len(ev.Text)
+	if ev.Call != nil {
+		cost = len(ev.Call.ID) + len(ev.Call.Name) + len(ev.Call.Args)
+		if op.findFrag(ev.Call.Index) == nil {
+			cost += callOverhead
+		}
+	}
+	if op.msgBytes+cost <= m.lim.MaxMessageBytes {
+		op.msgBytes += cost
+		return false
+	}
+	if ev.Call == nil {
+		op.text = append(op.text, textcut.Prefix(ev.Text, m.lim.MaxMessageBytes-op.msgBytes)...)
+	}
+	op.overCapped = true
+	m.s.capCut = op
+	return true
+}
+
+// cut records that op's stream was cut (or failed) in this step: the text
+// it delivered must be kept as a partial message.
+func (m *model) cut(op *opObs, why string) {
+	if op.cut {
+		return
+	}
+	op.cut = true
+	if len(op.text) > 0 {
+		m.s.cuts = append(m.s.cuts, cutObs{agent: op.agent, text: string(op.text), why: why})
+	}
+}
+
+// apply reads the step's effects, then the views of the agents they named.
+func (m *model) apply(effs []kernel.Effect) {
+	s := &m.s
+	s.effs = effs
+	s.notes = slices.Grow(s.notes[:0], len(effs))[:len(effs)]
+	clear(s.notes)
+	if s.stale != notStale && s.target != kernel.NoAgent {
+		m.touch(s.target) // a stale event must not have changed it
+	}
+	for i := range effs {
+		e, n := &effs[i], &s.notes[i]
+		// Agents named by structural effects are read below. Progress (a
+		// chunk, a retry, a timer) cannot change an agent's state or
+		// history, so it does not force a read.
+		if e.Agent >= 0 && !progressOnly(e) {
+			m.touch(e.Agent)
+		}
+		switch e.Kind {
+		case kernel.EffError:
+			s.rejected = true
+		case kernel.EffStartLLM:
+			a := m.observe(e.Agent)
+			a.t.requests++
+			a.llmRequests++
+			a.t.lastReq = e.Op
+			a.liveOps++
+			a.started = a.started[:0]
+			n.a, n.count = a, a.t.requests
+			n.op, n.bad = m.startOp(e, false)
+		case kernel.EffStartTool:
+			m.startTool(e, n)
+		case kernel.EffCancelLLM, kernel.EffCancelTool:
+			m.cancelOp(e, n)
+		case kernel.EffSetTimer:
+			m.timers[e.Op] = timerObs{kind: e.Timer, agent: e.Agent, at: e.At}
+		case kernel.EffStopTimer:
+			if _, ok := m.timers[e.Op]; !ok {
+				n.bad = true
+			}
+			delete(m.timers, e.Op)
+		case kernel.EffEmit:
+			m.life(&e.Life, n)
+		}
+	}
+	// Only agents named by this step (its target, its effects) are read:
+	// every change the kernel makes to an agent comes with an effect naming
+	// it. A core that changed an agent silently is still caught, at the
+	// latest by the read of every agent at the end.
+	for i := 0; i < len(s.dirty); i++ {
+		m.refresh(s.dirty[i])
+	}
+	quiet := m.busy == 0 && len(m.live) == 0 && len(m.timers) == 0
+	if quiet && !m.quiet {
+		m.quietAt = m.now
+	}
+	m.quiet = quiet
+}
+
+// readAll reads every agent the core holds after the last step (one whose
+// every effect a broken loop hid is judged here too).
+func (m *model) readAll() {
+	s := &m.s
+	s.reset(&kernel.Event{At: m.now}, kernel.NoAgent)
+	s.final = true
+	for id := 0; id < m.c.NumAgents(); id++ {
+		m.touch(kernel.AgentID(id))
+	}
+	for i := 0; i < len(s.dirty); i++ {
+		m.refresh(s.dirty[i])
+	}
+}
+
+// progressOnly reports effects that never accompany a change of an agent's
+// state or history.
+func progressOnly(e *kernel.Effect) bool {
+	switch e.Kind {
+	case kernel.EffSetTimer, kernel.EffStopTimer:
+		return true
+	case kernel.EffEmit:
+		switch e.Life.Kind {
+		case kernel.LifeDelta, kernel.LifeRetry, kernel.LifeStale, kernel.LifeLate, kernel.LifeOpEnded:
+			return true
+		}
+	}
+	return false
+}
+
+// startOp records an op an effect starts; bad when its id was used before
+// (the first op's accounting would be lost).
+func (m *model) startOp(e *kernel.Effect, tool bool) (*opObs, bool) {
+	dup := m.ops.get(e.Op) != nil
+	op := &opObs{id: e.Op, agent: e.Agent, tool: tool, start: m.now}
+	m.ops.set(e.Op, op)
+	m.live = append(m.live, op)
+	return op, dup
+}
+
+func (m *model) startTool(e *kernel.Effect, n *note) {
+	a := m.observe(e.Agent)
+	a.liveOps++
+	a.liveTools++
+	n.a, n.liveTools = a, a.liveTools
+	n.op, n.bad = m.startOp(e, true)
+	a.started = append(a.started, e.Call.ID)
+	req := m.ops.get(a.t.lastReq)
+	n.req = req
+	if req == nil || req.agent != e.Agent || !req.endedOK {
+		return
+	}
+	for i := range req.frags {
+		if f := &req.frags[i]; !f.started && f.name == e.Call.Name && string(f.args) == e.Call.Arguments {
+			f.started = true
+			n.frag = f
+			return
+		}
+	}
+}
+
+func (m *model) cancelOp(e *kernel.Effect, n *note) {
+	op := m.ops.get(e.Op)
+	n.op = op
+	if op == nil || op.ended {
+		n.bad = true
+		return
+	}
+	op.cancels++
+	n.count = op.cancels
+	if op.cancels == 1 {
+		op.cancelAt, op.cancelStep = m.now, m.s.n
+		if !op.tool && !op.terminal {
+			m.cut(op, "its cancel")
+		}
+	}
+}
+
+// life reads one lifecycle event.
+func (m *model) life(l *kernel.Lifecycle, n *note) {
+	h := lifeHash(*l)
+	if len(m.emitted) < emittedRing {
+		m.emitted = append(m.emitted, h)
+	} else {
+		m.emitted[m.nEmitted%emittedRing] = h
+	}
+	m.nEmitted++
+	if l.Agent < 0 {
+		return
+	}
+	s := &m.s
+	a := m.observe(l.Agent)
+	n.a = a
+	switch l.Kind {
+	case kernel.LifeTransition:
+		for int(l.Agent) >= len(s.trans) {
+			s.trans = append(s.trans, nil)
+		}
+		if len(s.trans[l.Agent]) == 0 {
+			s.transUsed = append(s.transUsed, l.Agent)
+		}
+		s.trans[l.Agent] = append(s.trans[l.Agent], *l)
+		if l.To == fsm.Interrupted {
+			m.entered(a)
+		}
+	case kernel.LifeOpEnded:
+		op := m.ops.get(l.Op)
+		n.op = op
+		switch {
+		case op == nil, op.ended:
+			n.bad = true
+		default:
+			op.ended, op.end = true, l.End
+			owner := m.agents[op.agent]
+			owner.liveOps--
+			if op.tool {
+				owner.liveTools--
+			}
+			if i := slices.Index(m.live, op); i >= 0 {
+				m.live = slices.Delete(m.live, i, i+1)
+			}
+		}
+	case kernel.LifeTimedOut:
+		op := m.ops.get(l.Op)
+		n.op = op
+		if l.Reason == kernel.ReasonToolTimeout {
+			if op != nil {
+				op.timedOut = true
+			}
+		} else if l.Reason.IsTimeout() {
+			a.t.timedOut = l.Reason
+		}
+	case kernel.LifeInterrupted:
+		n.bad = a.t.interrupted && a.t.turn == l.Turn
+		a.t.interrupted, a.t.abortReason = true, l.Reason
+		// The abort cuts the request that ran when the step began (its
+		// cancel may come before or after this record).
+		if op := m.ops.get(a.t.lastReq); op != nil && !op.tool && !op.terminal && !op.ended && (op.cancels == 0 || op.cancelStep == s.n) {
+			a.t.cut = string(op.text)
+			m.cut(op, "its abort")
+		}
+	case kernel.LifeTurnStarted:
+		n.bad = l.Turn <= a.startedTurn
+		a.startedTurn = l.Turn
+		a.t = turnFacts{turn: l.Turn, start: m.now}
+		s.started = append(s.started, a)
+	case kernel.LifeTurnEnded:
+		e := turnEndObs{l: l, a: a, second: a.endedTurn == l.Turn && l.Turn != 0, facts: a.t, owed: a.owed}
+		a.owed = nil
+		if !e.second {
+			a.endedTurn = l.Turn
+			a.end = turnEnd{turn: l.Turn, outcome: l.Outcome, reason: l.Reason, text: l.Text, detail: l.Detail}
+		}
+		s.turnEnds = append(s.turnEnds, e)
+	case kernel.LifeCallFinished:
+		k := callKey{l.Agent, l.CallID}
+		f := m.calls[k]
+		if f == nil {
+			f = &callObs{l: *l}
+			m.calls[k] = f
+		}
+		f.n++
+		c := callFinObs{l: l, a: a, f: f, op: m.ops.get(l.Op), facts: a.t}
+		if l.Status == kernel.CallChild && f.n == 1 {
+			if child := m.agent(l.Child); child != nil {
+				c.child = child
+				if child.startedTurn != 0 && child.endedTurn == child.startedTurn {
+					c.childEnded, c.childEnd = true, child.end
+				} else {
+					child.owed = append(child.owed, f) // judged when the child's turn ends
+				}
+			}
+		}
+		s.callFins = append(s.callFins, c)
+	case kernel.LifeDelegated:
+		if a.delegated == nil {
+			a.delegated = make(map[string]kernel.AgentID)
+		}
+		a.delegated[l.CallID] = l.Child
+		a.t.spawned++
+		n.was = a.state
+		m.touch(l.Child)
+		m.observe(l.Child).kid = a.t.spawned
+	}
+}
+
+// entered records that a entered Interrupted: every descendant whose turn
+// still runs has had an ancestor aborted.
+func (m *model) entered(a *agentObs) {
+	s := &m.s
+	s.entered = append(s.entered, a.id)
+	if p := m.agent(a.parent); p != nil && slices.Contains(s.entered, p.id) {
+		return // aborted with its parent, which marked the subtree
+	}
+	for _, x := range m.agents {
+		if x != nil && x != a && x.startedTurn > x.endedTurn && m.descends(x.id, a.id) {
+			x.t.parentAborted = true
+		}
+	}
+}
