@@ -35,10 +35,11 @@ const (
 // Probes lists every probe in report order.
 func Probes() []Probe {
 	return []Probe{
-		ProbeCancelDeepTooling, ProbeCancelDuringInterrupted, ProbeCancelSingleChild,
+		ProbeCancelDeepTooling, ProbeCancelDuringInterrupted, ProbeCancelSingleChild, ProbeCancelThirdChild,
 		ProbeInterjectStreaming, ProbeInterjectTooling, ProbeInterjectDelegating,
 		ProbeTimeoutRacesResult, ProbeLateAfterAbandon, ProbeLateResultAfterCancel,
 		ProbeAbandoned, ProbeToolTimeout, ProbeTimeout, ProbeBudget, ProbeDepth4Delegation,
+		ProbeOutputLimit, ProbeMaxCalls, ProbeToolWaited,
 	}
 }
 

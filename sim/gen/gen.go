@@ -90,13 +90,14 @@ func Script(o Options) *rapid.Generator[*sim.Scenario] {
 			}
 			levels = append(levels, names)
 		}
+		tree := &fanout{depth: depth, mult: map[string]int{sim.RootScript: 1}, agents: depth + 1}
 		for l, names := range levels {
 			for _, name := range names {
 				var next []string
 				if l+1 < len(levels) {
 					next = levels[l+1]
 				}
-				s.Agents[name] = drawScript(t, name, l, next, tools, s.Limits)
+				s.Agents[name] = drawScript(t, name, l, next, tools, s.Limits, tree)
 			}
 		}
 		if o.Faults {
@@ -118,8 +119,13 @@ func drawLimits(t *rapid.T, depth int) kernel.Limits {
 	l.TurnTimeout = rapid.SampledFrom([]time.Duration{10 * time.Minute, 20 * time.Second, 3 * time.Second}).Draw(t, "turn_timeout")
 	l.Debounce = rapid.SampledFrom([]time.Duration{ms(100), 0, ms(50)}).Draw(t, "debounce")
 	l.MaxDepth = rapid.SampledFrom([]int{MaxDepth, MaxDepth, depth, max(depth-1, 0)}).Draw(t, "max_depth")
-	l.MaxChildren = rapid.SampledFrom([]int{16, 16, 2, 1}).Draw(t, "max_children")
+	l.MaxChildren = rapid.SampledFrom([]int{16, 16, 2, 1, 3}).Draw(t, "max_children")
 	l.MaxRequests = rapid.SampledFrom([]int{50, 50, 3, 2, 1}).Draw(t, "max_requests")
+	// The caps on what a model sends, small now and then so they bite: a
+	// reply holds up to a dozen words and a few calls of 30-70 bytes each.
+	l.MaxMessageBytes = rapid.SampledFrom([]int{1 << 20, 1 << 20, 1 << 20, 1 << 20, 40, 120}).Draw(t, "max_message_bytes")
+	l.MaxCalls = rapid.SampledFrom([]int{64, 64, 64, 1, 2}).Draw(t, "max_calls")
+	l.MaxParallelTools = rapid.SampledFrom([]int{8, 8, 8, 1, 2}).Draw(t, "max_parallel_tools")
 	return l
 }
 
@@ -148,10 +154,39 @@ func drawTool(t *rapid.T, name string, l kernel.Limits) sim.ToolSpec {
 
 var words = []string{"alpha ", "beta ", "gamma ", "delta ", "eps ", "zeta ", "eta ", "theta "}
 
-// drawScript draws one agent's replies. Only a script's first reply may
-// delegate (two children at the top levels, one below), which bounds a world
-// at depth 6 to a few dozen agents while keeping parallel delegation.
-func drawScript(t *rapid.T, name string, level int, next, tools []string, lim kernel.Limits) sim.Script {
+// MaxAgents bounds the agents a generated world can spawn (every
+// delegation its scripts hold carried out, none refused).
+const MaxAgents = 32
+
+// fanout tracks how many agents a world's scripts can spawn while they are
+// drawn, level by level from the root: mult is how many instances a script
+// can have (a delegation to it from a script with k instances adds k), and
+// agents how many the tree holds if no further delegation is drawn (each
+// new instance brings its chain of first replies down to the last level).
+type fanout struct {
+	depth  int
+	mult   map[string]int
+	agents int
+}
+
+// extra is how many more delegations a script at level with m instances
+// may draw for one reply without the tree passing MaxAgents.
+func (f *fanout) extra(level, m int) int {
+	cost := m * (f.depth - level)
+	if cost <= 0 {
+		return 0
+	}
+	return max(MaxAgents-f.agents, 0) / cost
+}
+
+// drawScript draws one agent's replies. Any reply may delegate: the first
+// reply of a script above the last level always delegates to the next
+// level's first script (so the chain reaches the drawn depth unless
+// shrinking cuts it), and any reply may add delegations to the next level —
+// sometimes up to max_children and one beyond, so refusals and fan-outs of
+// three or more children happen — within what MaxAgents allows.
+func drawScript(t *rapid.T, name string, level int, next, tools []string, lim kernel.Limits, tree *fanout) sim.Script {
+	m := tree.mult[name]
 	n := rapid.IntRange(1, 4).Draw(t, name+"_replies")
 	script := make(sim.Script, n)
 	for i := range script {
@@ -173,13 +208,19 @@ func drawScript(t *rapid.T, name string, level int, next, tools []string, lim ke
 			text.WriteString(words[rapid.IntRange(0, len(words)-1).Draw(t, key+"_word")])
 		}
 		r.Text = strings.TrimSpace(text.String())
-		// The first reply of a script above the last level always delegates
-		// to the next level's first script, so the chain reaches the drawn
-		// depth unless shrinking cuts it.
 		if i == 0 && len(next) > 0 {
 			r.Calls = append(r.Calls, sim.Call{Delegate: next[0], Prompt: "task for " + next[0]})
-			if level < 2 && len(next) > 1 && rapid.Bool().Draw(t, key+"_second_child") {
-				r.Calls = append(r.Calls, sim.Call{Delegate: next[1], Prompt: "task for " + next[1]})
+			tree.mult[next[0]] += m
+		}
+		if len(next) > 0 {
+			// Mostly none; now and then a few, or as many as the
+			// children a turn may have and one more.
+			k := rapid.SampledFrom([]int{0, 0, 0, 0, 0, 1, 2, 3, lim.MaxChildren + 1}).Draw(t, key+"_children")
+			for k = min(k, tree.extra(level, m)); k > 0; k-- {
+				child := rapid.SampledFrom(next).Draw(t, key+"_child")
+				r.Calls = append(r.Calls, sim.Call{Delegate: child, Prompt: "task for " + child})
+				tree.mult[child] += m
+				tree.agents += m * (tree.depth - level)
 			}
 		}
 		for c := rapid.SampledFrom([]int{1, 0, 2, 3}).Draw(t, key+"_tools"); c > 0; c-- {
