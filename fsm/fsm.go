@@ -202,7 +202,7 @@ func Table() []Transition {
 
 		{Interrupted, Submit, Interrupted, Internal, "queue the submission until the tree has settled"},
 		{Interrupted, Interject, Interrupted, Internal, "queue the text as the next submission"},
-		{Interrupted, Cancel, Interrupted, Internal, "repeated interrupt: coalesced, idempotent (F8, I11)"},
+		{Interrupted, Cancel, Interrupted, Ignore, "repeated interrupt: a recorded no-op, coalesced into the first (F8, I11)"},
 		{Interrupted, Settled, Idle, Move, "everything stopped or was abandoned: outcome recorded"},
 	}
 }

@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
@@ -361,11 +363,16 @@ func TestOracleCatchesBrokenLoops(t *testing.T) {
 // names first (I7, I8), and checks no catalogue loop reaches (a text nobody
 // typed, a refusal without its limit), get broken loops of their own.
 func TestOracleCatchesBrokenInvariants(t *testing.T) {
-	cases := []struct {
-		scenario, what string
-		invariant      Invariant
-		core           CoreFactory
-	}{
+	for _, c := range brokenInvariants() {
+		t.Run(string(c.Invariant)+"/"+c.Scenario, func(t *testing.T) {
+			assertCaught(t, c.Scenario, c.Core, c.Invariant, c.Failure)
+		})
+	}
+}
+
+// brokenInvariants are the broken loops of TestOracleCatchesBrokenInvariants.
+func brokenInvariants() []BrokenLoop {
+	return []BrokenLoop{
 		{"interject-while-streaming", "a turn starts by a trigger the table does not declare from Idle", "I7",
 			broken(func(b *brokenCore) {
 				b.step = editingLife(func(l *kernel.Lifecycle) {
@@ -431,11 +438,6 @@ func TestOracleCatchesBrokenInvariants(t *testing.T) {
 				}
 			})},
 	}
-	for _, c := range cases {
-		t.Run(string(c.invariant)+"/"+c.scenario, func(t *testing.T) {
-			assertCaught(t, c.scenario, c.core, c.invariant, c.what)
-		})
-	}
 }
 
 // TestRecheckCatchesNondeterminism (I6): a core that cancels a subtree's ops
@@ -492,6 +494,184 @@ func TestRecheckCatchesNondeterminism(t *testing.T) {
 	for i := 0; i < 2; i++ {
 		if r := mustRun(t, s, Options{Core: flaky}); !r.Passed {
 			t.Fatalf("run %d: %v", runs, r.Violations)
+		}
+	}
+}
+
+// invariantLoops are the broken loops of what no catalogue failure breaks
+// first: the late side of I5, the waiting calls of I15, I16–I21, I4's
+// request rule and liveness. Each changes one step the way a real loop
+// could get it wrong; TestOracleCatchesInvariantLoops holds the oracle to
+// catching each in its scenario (named first) and TestOracleTeethRapid in
+// random worlds, shrunk.
+func invariantLoops() []BrokenLoop {
+	summary := regexp.MustCompile(`"summary":"[^"]*"`)
+	return []BrokenLoop{
+		{"deadline-stall-exact", "I5: the watchdog is never re-armed for a stall: a stalled stream is noticed at its first-token deadline, or never", DeadlinesOnTime,
+			dropping(func(ev kernel.Event, e kernel.Effect) bool {
+				return ev.Kind == kernel.EvLLMDelta && (e.Kind == kernel.EffSetTimer || e.Kind == kernel.EffStopTimer) && e.Timer == kernel.TimerWatchdog
+			})},
+		{"tool-ignores-cancel", "I5: a cancelled op is abandoned after half its grace", DeadlinesOnTime,
+			retiming(kernel.TimerGrace, func(cfg kernel.Config) time.Duration { return -cfg.Grace / 2 })},
+		{"interject-while-streaming", "I5: an interjection's restart waits twice the debounce window", DeadlinesOnTime,
+			retiming(kernel.TimerRestart, func(cfg kernel.Config) time.Duration { return cfg.Debounce })},
+		{"cap-parallel-tools", "I15: a call that waited for a tool slot never starts when one frees", CapsHold,
+			dropping(func(ev kernel.Event, e kernel.Effect) bool {
+				return e.Kind == kernel.EffStartTool && ev.Kind != kernel.EvLLMEnd
+			})},
+		{"nested-delegation", "I16: a child's turn deadline is its own, not clamped to its parent's", ChildDeadlineClamped,
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for _, e := range out {
+						if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnStarted && e.Agent != kernel.Root {
+							out = append(out, kernel.Effect{Kind: kernel.EffSetTimer, Agent: e.Agent, Op: b.fakeOp(), At: ev.At + b.cfg.TurnTimeout, Timer: kernel.TimerTurn})
+						}
+					}
+					return out
+				}
+			})},
+		{"partial-kept", "I17: the marker says nothing was cut although the abort cut streamed text", MarkersTell,
+			broken(func(b *brokenCore) {
+				b.view = rewriting(func(m *kernel.Message) {
+					if m.Marker {
+						m.Content = strings.Replace(m.Content, `partial="true"`, `partial="false"`, 1)
+					}
+				})
+			})},
+		{"timeout-typed-reason", "I17: a timed-out turn's marker tells the next request the user interrupted it", MarkersTell,
+			broken(func(b *brokenCore) {
+				b.view = rewriting(func(m *kernel.Message) {
+					if m.Marker {
+						for _, r := range []kernel.Reason{kernel.ReasonFirstTokenTimeout, kernel.ReasonStallTimeout, kernel.ReasonTurnTimeout} {
+							m.Content = strings.Replace(m.Content, `outcome="timed_out" reason="`+r.String()+`"`, `outcome="interrupted" reason="user_cancel"`, 1)
+						}
+					}
+				})
+			})},
+		{"interject-and-rapid-esc", "I18: a repeated Esc is refused instead of ignored", InputsAnswered,
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for i := range out {
+						if ev.Kind == kernel.EvCancel && out[i].Kind == kernel.EffEmit && out[i].Life.Kind == kernel.LifeIgnored {
+							out[i].Life.Kind = kernel.LifeRejected
+							return append(out, kernel.Effect{Kind: kernel.EffError, Agent: ev.Agent, Code: kernel.ErrCodeBadInput, Detail: "cancel: already interrupted"})
+						}
+					}
+					return out
+				}
+			})},
+		{"submit-while-interrupted-queued", "I18: a submission made while the root is Interrupted is silently lost", InputsAnswered,
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					if ev.Kind == kernel.EvSubmit && b.AgentState(kernel.Root) == fsm.Interrupted {
+						return nil
+					}
+					return b.inner(ev)
+				}
+			})},
+		{"budget-exhaustion", "I19: the request budget is off by one", RequestBudget,
+			ignoring(func(l *kernel.Limits) { l.MaxRequests++ })},
+		{"nested-delegation", "I20: a child's result hands the parent another summary than the child's final answer", ResultsCarryText,
+			broken(func(b *brokenCore) {
+				b.view = rewriting(func(m *kernel.Message) {
+					if m.Role == kernel.RoleTool {
+						m.Content = summary.ReplaceAllString(m.Content, `"summary":"(summary lost)"`)
+					}
+				})
+			})},
+		{"stream-error-typed", "I20: a failed turn's end drops the text it had streamed", ResultsCarryText,
+			broken(func(b *brokenCore) {
+				b.step = editingLife(func(l *kernel.Lifecycle) {
+					if l.Kind == kernel.LifeTurnEnded && l.Outcome != kernel.OutcomeCompleted {
+						l.Text = ""
+					}
+				})
+			})},
+		{"tool-ignores-cancel", "I21: an abandoned op is reported as cancelled", OpEndsTruthful,
+			broken(func(b *brokenCore) {
+				b.step = editingLife(func(l *kernel.Lifecycle) {
+					if l.Kind == kernel.LifeOpEnded && l.End == kernel.OpAbandoned {
+						l.End = kernel.OpCancelled
+					}
+				})
+			})},
+		{"budget-exhaustion", "I4: the follow-up request leaves out the last tool result", ValidTranscripts,
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for i := range out {
+						if ms := out[i].Messages; out[i].Kind == kernel.EffStartLLM && len(ms) > 0 && ms[len(ms)-1].Role == kernel.RoleTool {
+							out[i].Messages = ms[:len(ms)-1]
+						}
+					}
+					return out
+				}
+			})},
+		{"deadline-stall-exact", "liveness: a loop without a clock never sets a timer, so a stream that goes silent hangs the tree", Liveness,
+			dropping(func(_ kernel.Event, e kernel.Effect) bool {
+				return e.Kind == kernel.EffSetTimer || e.Kind == kernel.EffStopTimer
+			})},
+	}
+}
+
+// scenarioOnly names the loops random worlds do not fit, and why. A stall
+// needs a short stall_timeout and a stream silenced after its first chunk
+// (a hang or late fault on the right agent at the right time): rapid finds
+// one in 10-30 worlds but cannot always shrink it within its time bound.
+// I5's late side is in the rapid suite through the restart loop.
+var scenarioOnly = map[string]string{
+	"I5: the watchdog is never re-armed for a stall: a stalled stream is noticed at its first-token deadline, or never": "a stalled stream is too rare in random worlds to shrink within rapid's time bound",
+}
+
+// dropping is a loop whose steps lose the effects drop matches.
+func dropping(drop func(kernel.Event, kernel.Effect) bool) CoreFactory {
+	return broken(func(b *brokenCore) {
+		b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+			return slices.DeleteFunc(b.inner(ev), func(e kernel.Effect) bool { return drop(ev, e) })
+		}
+	})
+}
+
+// retiming is a loop that sets every timer of kind by shift later (earlier
+// when negative) than the kernel asked.
+func retiming(kind kernel.TimerKind, shift func(kernel.Config) time.Duration) CoreFactory {
+	return broken(func(b *brokenCore) {
+		b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+			out := b.inner(ev)
+			for i := range out {
+				if out[i].Kind == kernel.EffSetTimer && out[i].Timer == kind {
+					out[i].At += shift(b.cfg)
+				}
+			}
+			return out
+		}
+	})
+}
+
+// TestOracleCatchesInvariantLoops: each scenario passes with the kernel and
+// fails — the right invariant named first — with its broken loop.
+func TestOracleCatchesInvariantLoops(t *testing.T) {
+	for _, bl := range invariantLoops() {
+		t.Run(string(bl.Invariant)+"/"+bl.Scenario, func(t *testing.T) {
+			assertCaught(t, bl.Scenario, bl.Core, bl.Invariant, bl.Failure)
+		})
+	}
+}
+
+// TestEveryInvariantHasTeeth: every invariant has a broken loop the oracle
+// catches it by (I6's is TestRecheckCatchesNondeterminism).
+func TestEveryInvariantHasTeeth(t *testing.T) {
+	named := map[Invariant]bool{Deterministic: true}
+	for _, list := range [][]BrokenLoop{brokenLoops(), brokenInvariants(), invariantLoops()} {
+		for _, bl := range list {
+			named[bl.Invariant] = true
+		}
+	}
+	for _, inv := range Invariants() {
+		if !named[inv] {
+			t.Errorf("no broken loop violates %s (%s)", inv, inv.Statement())
 		}
 	}
 }

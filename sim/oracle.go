@@ -134,8 +134,12 @@ func (o *oracle) finish() {
 	for _, c := range o.checks {
 		c.step(&o.m.s)
 	}
+	// A run that ended stuck is told first; then what it left undone.
+	o.quiesce.finish()
 	for _, c := range o.checks {
-		c.finish()
+		if c != checker(o.quiesce) {
+			c.finish()
+		}
 	}
 }
 

@@ -253,14 +253,26 @@ var (
 // checks (100 worlds each by default).
 const teethRounds = 3
 
-// TestOracleTeethRapid (Part 7): for every F-bug, a deliberately broken
-// agent loop runs against random worlds; rapid must find a violation of the
-// invariant that names it within teethRounds rounds of checks, and shrink
-// the world to a small one.
+// teethOptions are the worlds TestOracleTeethRapid draws: depth up to 4
+// and at most 8 agents, so a counterexample shrinks well within rapid's
+// time bound (wider fan-outs are the sweeps' and TestWorlds').
+var teethOptions = func() gen.Options {
+	o := gen.DefaultOptions(4)
+	o.MaxAgents = 8
+	return o
+}()
+
+// TestOracleTeethRapid: for every F-bug, and for every invariant no F-bug
+// breaks first, a deliberately broken agent loop runs against random
+// worlds; rapid must find a violation of the invariant that names it within
+// teethRounds rounds of checks, and shrink the world to a small one.
 func TestOracleTeethRapid(t *testing.T) {
-	for _, bl := range sim.BrokenLoops() {
+	for _, bl := range append(sim.BrokenLoops(), sim.InvariantLoops()...) {
 		id := bl.Failure[:strings.Index(bl.Failure, ":")]
 		t.Run(id, func(t *testing.T) {
+			if why := bl.ScenarioOnly(); why != "" {
+				t.Skip(why)
+			}
 			// Not parallel: rapid's shrinking is bounded by wall time
 			// (TestMain), so fifteen shrinks sharing two cores left some
 			// counterexamples unshrunk on a loaded machine.
@@ -268,7 +280,7 @@ func TestOracleTeethRapid(t *testing.T) {
 			t.Cleanup(func() { os.RemoveAll(filepath.Join("testdata", "rapid", rec.name)) })
 			start := time.Now()
 			prop := func(rt *rapid.T) {
-				s := gen.World(gen.DefaultOptions(4)).Draw(rt, "world")
+				s := gen.World(teethOptions).Draw(rt, "world")
 				r, err := sim.Run(s, sim.Options{Core: bl.Core})
 				if err != nil {
 					rt.Fatal(err)

@@ -497,3 +497,57 @@ func TestPruneKeepsReferencedScripts(t *testing.T) {
 		t.Fatalf("pruned world is invalid: %v", err)
 	}
 }
+
+// TestSameInstantOrder: the other order of the two same-instant scenarios
+// (docs/semantics.md, "One instant, one order"): the event delivered first
+// wins and the second sees what it left. A first-token deadline fired
+// before an Esc at the same instant times the turn out, and the Esc finds
+// it Interrupted (a no-op); a stream that ended before an interjection at
+// the same instant completed its turn, and the interjection starts the
+// next one.
+func TestSameInstantOrder(t *testing.T) {
+	for _, c := range []struct {
+		scenario string
+		input    Input
+		check    func(t *testing.T, r *Result, h []kernel.Message)
+	}{
+		{"same-instant-cancel-and-timeout", Input{Cancel: RootScript}, func(t *testing.T, r *Result, h []kernel.Message) {
+			if got := r.Outcomes[RootScript]; got != "timed_out" || !historyContains(h, `reason="first_token_timeout"`) {
+				t.Fatalf("outcome %s, history %+v", got, h)
+			}
+		}},
+		{"same-instant-interject-and-stream-end", Input{Interject: "wait, one more thing"}, func(t *testing.T, r *Result, h []kernel.Message) {
+			var partial bool
+			for _, m := range h {
+				partial = partial || m.Partial
+			}
+			if partial || r.LLMRequests[RootScript] != 2 || !historyContains(h, "Adjusted.") || len(h) != 4 {
+				t.Fatalf("requests %d, history %+v", r.LLMRequests[RootScript], h)
+			}
+		}},
+	} {
+		t.Run(c.scenario, func(t *testing.T) {
+			s := byName(t, c.scenario).Clone()
+			at := s.Inputs[1].At
+			s.Inputs = s.Inputs[:1]
+			s.Expect = Expect{}
+			m, err := New(s, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Advance(at) // delivers everything due at `at`, the timer or the stream's end included
+			if m.Now() != at {
+				t.Fatalf("clock at %v", m.Now())
+			}
+			m.Input(c.input) // then the input, at the same instant
+			r, err := m.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Passed {
+				t.Fatalf("violations: %v", r.Violations)
+			}
+			c.check(t, r, m.Core().View(kernel.Root).History)
+		})
+	}
+}

@@ -11,6 +11,7 @@
 package gen
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -37,6 +38,9 @@ type Options struct {
 	// Shutdowns lets an episode (rarely) shut the session down: every turn
 	// is aborted with reason shutdown and later input is refused.
 	Shutdowns bool
+	// MaxAgents bounds the agents a world can spawn (every delegation its
+	// scripts hold carried out, none refused); 0 means DefaultMaxAgents.
+	MaxAgents int
 }
 
 // DefaultOptions are what the property suites use.
@@ -90,7 +94,7 @@ func Script(o Options) *rapid.Generator[*sim.Scenario] {
 			}
 			levels = append(levels, names)
 		}
-		tree := &fanout{depth: depth, mult: map[string]int{sim.RootScript: 1}, agents: depth + 1}
+		tree := &fanout{depth: depth, mult: map[string]int{sim.RootScript: 1}, agents: depth + 1, max: cmp.Or(o.MaxAgents, DefaultMaxAgents)}
 		for l, names := range levels {
 			for _, name := range names {
 				var next []string
@@ -154,9 +158,9 @@ func drawTool(t *rapid.T, name string, l kernel.Limits) sim.ToolSpec {
 
 var words = []string{"alpha ", "beta ", "gamma ", "delta ", "eps ", "zeta ", "eta ", "theta "}
 
-// MaxAgents bounds the agents a generated world can spawn (every
-// delegation its scripts hold carried out, none refused).
-const MaxAgents = 32
+// DefaultMaxAgents bounds the agents a generated world can spawn unless
+// Options.MaxAgents says otherwise.
+const DefaultMaxAgents = 32
 
 // fanout tracks how many agents a world's scripts can spawn while they are
 // drawn, level by level from the root: mult is how many instances a script
@@ -167,16 +171,17 @@ type fanout struct {
 	depth  int
 	mult   map[string]int
 	agents int
+	max    int
 }
 
 // extra is how many more delegations a script at level with m instances
-// may draw for one reply without the tree passing MaxAgents.
+// may draw for one reply without the tree passing its bound.
 func (f *fanout) extra(level, m int) int {
 	cost := m * (f.depth - level)
 	if cost <= 0 {
 		return 0
 	}
-	return max(MaxAgents-f.agents, 0) / cost
+	return max(f.max-f.agents, 0) / cost
 }
 
 // drawScript draws one agent's replies. Any reply may delegate: the first
@@ -184,7 +189,7 @@ func (f *fanout) extra(level, m int) int {
 // level's first script (so the chain reaches the drawn depth unless
 // shrinking cuts it), and any reply may add delegations to the next level —
 // sometimes up to max_children and one beyond, so refusals and fan-outs of
-// three or more children happen — within what MaxAgents allows.
+// three or more children happen — within the world's bound on agents.
 func drawScript(t *rapid.T, name string, level int, next, tools []string, lim kernel.Limits, tree *fanout) sim.Script {
 	m := tree.mult[name]
 	n := rapid.IntRange(1, 4).Draw(t, name+"_replies")
