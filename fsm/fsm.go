@@ -27,7 +27,7 @@ import (
 // State is where an agent is in its turn. The zero value is Idle.
 type State uint8
 
-// The five agent states (DESIGN §2).
+// The five agent states (docs/semantics.md, "States and transitions").
 const (
 	// Idle: no turn is running; the agent waits for a submission.
 	Idle State = iota
@@ -63,9 +63,10 @@ func States() []State { return []State{Idle, Streaming, Tooling, Delegating, Int
 // per meaningful input; stale inputs never reach the machine.
 type Trigger uint8
 
-// The triggers (issue #2: submit, stream delta, stream end text / tool calls /
-// delegations, tool result, child outcome, interject, cancel, timeout, settled;
-// plus the ones the kernel needs to say why a turn moves on or ends).
+// The triggers: the inputs (submit, interject, cancel), the world's answers
+// (a stream's chunks, end, failure; a tool's result; a child's outcome), the
+// deadlines (timeout, restart, settled), and the ones the kernel needs to say
+// why a turn moves on or ends (docs/semantics.md, "States and transitions").
 const (
 	// Submit: the user submitted text (the root) or a parent delegated a task.
 	Submit Trigger = iota

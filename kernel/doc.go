@@ -14,7 +14,7 @@
 // FSM; a (state, trigger) pair the FSM does not declare becomes an EffError
 // naming both, and nothing else happens.
 //
-// Semantics (DESIGN §3), with the failure each rule rules out:
+// Semantics (docs/semantics.md), with the failure each rule rules out:
 //   - Cancel aborts the target and its whole live subtree in one Step: streams
 //     and tools get exactly one cancel each, partial text is kept and flagged
 //     (F7), half-streamed tool calls are dropped (F12), every open call gets a

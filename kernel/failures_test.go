@@ -16,7 +16,7 @@ import (
 	"github.com/escapement/escapement/fsm"
 )
 
-// The failure catalogue (DESIGN §1), one hand-written event sequence per
+// The failure catalogue (docs/semantics.md), one hand-written event sequence per
 // failure at depth 1 (main alone) and at depth 3 (main → a → b). Each case
 // asserts effects, states, outcomes and histories; the harness additionally
 // validates every history and request transcript after every step.

@@ -7,7 +7,7 @@ import (
 
 // Core is what the simulator drives: the kernel, or — in tests only — a
 // deliberately broken agent loop wrapped around it, so the suite can prove
-// the oracle catches each failure of DESIGN §1.
+// the oracle catches each failure of the catalogue (docs/semantics.md).
 type Core interface {
 	Step(kernel.Event) []kernel.Effect
 	// Target is the agent an event is addressed to (kernel.Kernel.Target).

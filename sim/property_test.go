@@ -20,7 +20,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// The property suites (issue #5). With rapid's default of 100 checks per
+// The property suites. With rapid's default of 100 checks per
 // property they run 1000 checks in `make test`: six depths of random worlds
 // (600), permuted worlds (100), the determinism re-run (100) and the
 // state-machine test at two depths (200); `make soak` raises RAPID_CHECKS
@@ -77,12 +77,12 @@ func TestWorlds(t *testing.T) {
 }
 
 // TestWorldsPermuted: the same with same-instant events delivered in an
-// order drawn from the world's seed (Part 4).
+// order drawn from the world's seed.
 func TestWorldsPermuted(t *testing.T) {
 	rapid.Check(t, worldProperty(6, true))
 }
 
-// TestRerunDeterminism (Part 8): a sample of generated worlds run twice give
+// TestRerunDeterminism: a sample of generated worlds run twice give
 // the same trace hash.
 func TestRerunDeterminism(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -99,7 +99,7 @@ func TestRerunDeterminism(t *testing.T) {
 	})
 }
 
-// TestStateMachine (Part 2): the user's inputs and the passage of time are
+// TestStateMachine: the user's inputs and the passage of time are
 // rapid actions — submit, cancel (of any agent that exists, sometimes bound
 // to a turn), interject, a rare shutdown, advance the clock, deliver the next
 // pending world event — with the oracle
@@ -168,7 +168,7 @@ func stateMachine(depth int) func(*rapid.T) {
 	}
 }
 
-// TestProbesReached (Part 6): over a fixed set of seeds every probe is
+// TestProbesReached: over a fixed set of seeds every probe is
 // reached, so the generators cannot silently stop covering a situation.
 func TestProbesReached(t *testing.T) {
 	n := 2000

@@ -1,7 +1,7 @@
 // Package sim is escapement's deterministic simulator: a virtual clock with
 // an event queue ordered by (virtual time, insertion sequence), a scripted
 // world (models, tools, faults, user inputs), the invariant oracle checked
-// after every step (DESIGN §4), JSON Lines traces with their SHA-256, and the
+// after every step (docs/semantics.md), JSON Lines traces with their SHA-256, and the
 // scenario format.
 //
 // Nothing here reads the wall clock, uses global randomness, starts a

@@ -77,7 +77,7 @@ func TestEmbeddedSuite(t *testing.T) {
 }
 
 // TestSuiteCoversCatalogue: there is a scenario per failure F1–F14 and per
-// extra situation issue #3 lists.
+// situation the README's scenario list names.
 func TestSuiteCoversCatalogue(t *testing.T) {
 	names := map[string]bool{}
 	about := ""

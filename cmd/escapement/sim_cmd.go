@@ -61,7 +61,7 @@ func (a *app) loadScenarios(paths []string) ([]*sim.Scenario, error) {
 	return sim.LoadPaths(paths)
 }
 
-// jsonResult is the --json shape (issue #3's CLI contract).
+// jsonResult is the --json shape (the CLI's contract, README "The simulator").
 type jsonResult struct {
 	Name        string            `json:"name"`
 	Passed      bool              `json:"passed"`

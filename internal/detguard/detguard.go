@@ -1,6 +1,6 @@
-// Package detguard is the determinism guard of issue #5: it type-checks Go
-// packages and reports what would make the kernel or the simulator
-// nondeterministic — reading the wall clock, global math/rand functions,
+// Package detguard is the determinism guard (docs/semantics.md,
+// "Determinism"): it type-checks Go packages and reports what would make
+// the kernel or the simulator nondeterministic — reading the wall clock, global math/rand functions,
 // goroutines, and ranging over a map or its maps.Keys/Values/All (whose
 // order Go randomises) unless a comment starting "determinism:" says why the
 // order cannot reach an output — at the end of the range's line, or in the

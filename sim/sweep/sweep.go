@@ -1,5 +1,5 @@
 // Package sweep runs generated worlds by seed and aggregates what they found
-// (issue #5, Part 9): the seeds a shard owns, one world's run (with an
+// (docs/semantics.md, "The oracle"): the seeds a shard owns, one world's run (with an
 // occasional determinism re-run and, on failure, a shrunk counterexample),
 // and a Summary that shards merge into the same result one machine would
 // have produced. It starts no goroutines; the CLI owns the worker pool.
