@@ -1,0 +1,266 @@
+package sim
+
+import (
+	"slices"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/kernel"
+)
+
+// apply reads the step's effects, then the views of the agents they named.
+func (m *model) apply(effs []kernel.Effect) {
+	s := &m.s
+	s.effs = effs
+	s.notes = slices.Grow(s.notes[:0], len(effs))[:len(effs)]
+	clear(s.notes)
+	if s.stale != notStale && s.target != kernel.NoAgent {
+		m.touch(s.target) // a stale event must not have changed it
+	}
+	for i := range effs {
+		e, n := &effs[i], &s.notes[i]
+		// Agents named by structural effects are read below. Progress (a
+		// chunk, a retry, a timer) cannot change an agent's state or
+		// history, so it does not force a read.
+		if e.Agent >= 0 && !progressOnly(e) {
+			m.touch(e.Agent)
+		}
+		switch e.Kind {
+		case kernel.EffError:
+			s.rejected = true
+		case kernel.EffStartLLM:
+			a := m.observe(e.Agent)
+			a.t.requests++
+			a.llmRequests++
+			a.t.lastReq = e.Op
+			a.liveOps++
+			a.started = a.started[:0]
+			n.a, n.count = a, a.t.requests
+			n.op, n.bad = m.startOp(e, false)
+		case kernel.EffStartTool:
+			m.startTool(e, n)
+		case kernel.EffCancelLLM, kernel.EffCancelTool:
+			m.cancelOp(e, n)
+		case kernel.EffSetTimer:
+			m.timers[e.Op] = timerObs{kind: e.Timer, agent: e.Agent, at: e.At}
+		case kernel.EffStopTimer:
+			if _, ok := m.timers[e.Op]; !ok {
+				n.bad = true
+			}
+			delete(m.timers, e.Op)
+		case kernel.EffEmit:
+			m.life(&e.Life, n)
+		}
+	}
+	// Only agents named by this step (its target, its effects) are read:
+	// every change the kernel makes to an agent comes with an effect naming
+	// it. A core that changed an agent silently is still caught, at the
+	// latest by the read of every agent at the end.
+	for i := 0; i < len(s.dirty); i++ {
+		m.refresh(s.dirty[i])
+	}
+	quiet := m.busy == 0 && len(m.live) == 0 && len(m.timers) == 0
+	if quiet && !m.quiet {
+		m.quietAt = m.now
+	}
+	m.quiet = quiet
+}
+
+// readAll reads every agent the core holds after the last step (one whose
+// every effect a broken loop hid is judged here too).
+func (m *model) readAll() {
+	s := &m.s
+	s.reset(&kernel.Event{At: m.now}, kernel.NoAgent)
+	s.final = true
+	for id := 0; id < m.c.NumAgents(); id++ {
+		m.touch(kernel.AgentID(id))
+	}
+	for i := 0; i < len(s.dirty); i++ {
+		m.refresh(s.dirty[i])
+	}
+}
+
+// progressOnly reports effects that never accompany a change of an agent's
+// state or history.
+func progressOnly(e *kernel.Effect) bool {
+	switch e.Kind {
+	case kernel.EffSetTimer, kernel.EffStopTimer:
+		return true
+	case kernel.EffEmit:
+		switch e.Life.Kind {
+		case kernel.LifeDelta, kernel.LifeRetry, kernel.LifeStale, kernel.LifeLate, kernel.LifeOpEnded:
+			return true
+		}
+	}
+	return false
+}
+
+// startOp records an op an effect starts; bad when its id was used before
+// (the first op's accounting would be lost).
+func (m *model) startOp(e *kernel.Effect, tool bool) (*opObs, bool) {
+	dup := m.ops.get(e.Op) != nil
+	op := &opObs{id: e.Op, agent: e.Agent, tool: tool, start: m.now}
+	m.ops.set(e.Op, op)
+	m.live = append(m.live, op)
+	return op, dup
+}
+
+func (m *model) startTool(e *kernel.Effect, n *note) {
+	a := m.observe(e.Agent)
+	a.liveOps++
+	a.liveTools++
+	n.a, n.liveTools = a, a.liveTools
+	n.op, n.bad = m.startOp(e, true)
+	a.started = append(a.started, e.Call.ID)
+	req := m.ops.get(a.t.lastReq)
+	n.req = req
+	if req == nil || req.agent != e.Agent || !req.endedOK {
+		return
+	}
+	for i := range req.frags {
+		if f := &req.frags[i]; !f.started && f.name == e.Call.Name && string(f.args) == e.Call.Arguments {
+			f.started = true
+			n.frag = f
+			return
+		}
+	}
+}
+
+func (m *model) cancelOp(e *kernel.Effect, n *note) {
+	op := m.ops.get(e.Op)
+	n.op = op
+	if op == nil || op.ended {
+		n.bad = true
+		return
+	}
+	op.cancels++
+	n.count = op.cancels
+	if op.cancels == 1 {
+		op.cancelAt, op.cancelStep = m.now, m.s.n
+		if !op.tool && !op.terminal {
+			m.cut(op, "its cancel")
+		}
+	}
+}
+
+// life reads one lifecycle event.
+func (m *model) life(l *kernel.Lifecycle, n *note) {
+	h := lifeHash(*l)
+	if len(m.emitted) < emittedRing {
+		m.emitted = append(m.emitted, h)
+	} else {
+		m.emitted[m.nEmitted%emittedRing] = h
+	}
+	m.nEmitted++
+	if l.Agent < 0 {
+		return
+	}
+	s := &m.s
+	a := m.observe(l.Agent)
+	n.a = a
+	switch l.Kind {
+	case kernel.LifeTransition:
+		for int(l.Agent) >= len(s.trans) {
+			s.trans = append(s.trans, nil)
+		}
+		if len(s.trans[l.Agent]) == 0 {
+			s.transUsed = append(s.transUsed, l.Agent)
+		}
+		s.trans[l.Agent] = append(s.trans[l.Agent], *l)
+		if l.To == fsm.Interrupted {
+			m.entered(a)
+		}
+	case kernel.LifeOpEnded:
+		op := m.ops.get(l.Op)
+		n.op = op
+		switch {
+		case op == nil, op.ended:
+			n.bad = true
+		default:
+			op.ended, op.end = true, l.End
+			owner := m.agents[op.agent]
+			owner.liveOps--
+			if op.tool {
+				owner.liveTools--
+			}
+			if i := slices.Index(m.live, op); i >= 0 {
+				m.live = slices.Delete(m.live, i, i+1)
+			}
+		}
+	case kernel.LifeTimedOut:
+		op := m.ops.get(l.Op)
+		n.op = op
+		if l.Reason == kernel.ReasonToolTimeout {
+			if op != nil {
+				op.timedOut = true
+			}
+		} else if l.Reason.IsTimeout() {
+			a.t.timedOut = l.Reason
+		}
+	case kernel.LifeInterrupted:
+		n.bad = a.t.interrupted && a.t.turn == l.Turn
+		a.t.interrupted, a.t.abortReason = true, l.Reason
+		// The abort cuts the request that ran when the step began (its
+		// cancel may come before or after this record).
+		if op := m.ops.get(a.t.lastReq); op != nil && !op.tool && !op.terminal && !op.ended && (op.cancels == 0 || op.cancelStep == s.n) {
+			a.t.cut = string(op.text)
+			m.cut(op, "its abort")
+		}
+	case kernel.LifeTurnStarted:
+		n.bad = l.Turn <= a.startedTurn
+		a.startedTurn = l.Turn
+		a.t = turnFacts{turn: l.Turn, start: m.now}
+		s.started = append(s.started, a)
+	case kernel.LifeTurnEnded:
+		e := turnEndObs{l: l, a: a, second: a.endedTurn == l.Turn && l.Turn != 0, facts: a.t, owed: a.owed}
+		a.owed = nil
+		if !e.second {
+			a.endedTurn = l.Turn
+			a.end = turnEnd{turn: l.Turn, outcome: l.Outcome, reason: l.Reason, text: l.Text, detail: l.Detail}
+		}
+		s.turnEnds = append(s.turnEnds, e)
+	case kernel.LifeCallFinished:
+		k := callKey{l.Agent, l.CallID}
+		f := m.calls[k]
+		if f == nil {
+			f = &callObs{l: *l}
+			m.calls[k] = f
+		}
+		f.n++
+		c := callFinObs{l: l, a: a, f: f, op: m.ops.get(l.Op), facts: a.t}
+		if l.Status == kernel.CallChild && f.n == 1 {
+			if child := m.agent(l.Child); child != nil {
+				c.child = child
+				if child.startedTurn != 0 && child.endedTurn == child.startedTurn {
+					c.childEnded, c.childEnd = true, child.end
+				} else {
+					child.owed = append(child.owed, f) // judged when the child's turn ends
+				}
+			}
+		}
+		s.callFins = append(s.callFins, c)
+	case kernel.LifeDelegated:
+		if a.delegated == nil {
+			a.delegated = make(map[string]kernel.AgentID)
+		}
+		a.delegated[l.CallID] = l.Child
+		a.t.spawned++
+		n.was = a.state
+		m.touch(l.Child)
+		m.observe(l.Child).kid = a.t.spawned
+	}
+}
+
+// entered records that a entered Interrupted: every descendant whose turn
+// still runs has had an ancestor aborted.
+func (m *model) entered(a *agentObs) {
+	s := &m.s
+	s.entered = append(s.entered, a.id)
+	if p := m.agent(a.parent); p != nil && slices.Contains(s.entered, p.id) {
+		return // aborted with its parent, which marked the subtree
+	}
+	for _, x := range m.agents {
+		if x != nil && x != a && x.startedTurn > x.endedTurn && m.descends(x.id, a.id) {
+			x.t.parentAborted = true
+		}
+	}
+}
