@@ -59,13 +59,16 @@ func (c *cancelChecker) step(s *step) {
 }
 
 // noOp: a cancel that finds its turn Interrupted or ended changes nothing;
-// its only effect is the ignored record.
+// its one effect is the ignored record that says so.
 func (c *cancelChecker) noOp(s *step) {
 	for i := range s.effs {
-		if e := &s.effs[i]; !(e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeIgnored) {
+		if e := &s.effs[i]; !(e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeIgnored && e.Life.Agent == s.cancel.target) {
 			c.violate(IdempotentInterrupts, s.cancel.target, "a cancel that found the turn %s (a no-op) caused %s", s.cancel.was, e.Describe())
 			return
 		}
+	}
+	if len(s.effs) != 1 {
+		c.violate(IdempotentInterrupts, s.cancel.target, "a cancel that found the turn %s left %d ignored records, want 1", s.cancel.was, len(s.effs))
 	}
 }
 

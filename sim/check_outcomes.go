@@ -175,6 +175,12 @@ func (c *outcomeChecker) toolContent(o *msgObs) {
 		return
 	}
 	l := &f.l
+	// The kernel flags what it wrote itself: every result but a tool's own
+	// answer, and a child's written by an abort before the child ended.
+	own := l.Status == kernel.CallOK || l.Status == kernel.CallError || (l.Status == kernel.CallChild && !f.early)
+	if o.m.Synthetic == own {
+		c.violate(TypedOutcomes, o.a.id, "the result of call %s (%s) is flagged synthetic=%v", o.m.ToolCallID, l.Status, o.m.Synthetic)
+	}
 	if l.Status == kernel.CallOK || l.Status == kernel.CallError {
 		return // the tool's own text
 	}

@@ -233,6 +233,7 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 				if child.startedTurn != 0 && child.endedTurn == child.startedTurn {
 					c.childEnded, c.childEnd = true, child.end
 				} else {
+					f.early = true
 					child.owed = append(child.owed, f) // judged when the child's turn ends
 				}
 			}

@@ -190,6 +190,9 @@ type callKey struct {
 type callObs struct {
 	n int              // call_finished events seen
 	l kernel.Lifecycle // the first of them
+	// early: a delegation's call closed before its child's turn ended (an
+	// abort wrote the result)
+	early bool
 	// content is the structured tool message, once read
 	content resultContent
 	read    bool

@@ -1,7 +1,6 @@
 package sim
 
 import (
-
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -57,6 +58,30 @@ func machineDiff(spec []move, table []fsm.Transition) []string {
 func TestOracleMachineIsTheTable(t *testing.T) {
 	if d := machineDiff(specMoves(), fsm.Table()); len(d) > 0 {
 		t.Fatalf("fsm.Table and the oracle's machine disagree:\n%s", strings.Join(d, "\n"))
+	}
+	// The machine the kernel runs, and fsm.Lookup, answer every pair as the
+	// statement does.
+	legal := legalMoves()
+	m := fsm.NewMachine()
+	for _, from := range fsm.States() {
+		for _, on := range fsm.Triggers() {
+			to, declared := legal.lookup(from, on)
+			if tr, ok := fsm.Lookup(from, on); ok != declared || (ok && (tr.To != to || tr.From != from || tr.Trigger != on)) {
+				t.Errorf("fsm.Lookup(%s, %s) = %+v, %v; the oracle's machine: %s, %v", from, on, tr, ok, to, declared)
+			}
+			if got := m.CanFire(from, on); got != declared {
+				t.Errorf("CanFire(%s, %s) = %v, want %v", from, on, got, declared)
+			}
+			st := from
+			err := m.Fire(&st, on)
+			var und *fsm.UndeclaredError
+			switch {
+			case declared && (err != nil || st != to):
+				t.Errorf("Fire(%s, %s): %v, now %s; want %s", from, on, err, st, to)
+			case !declared && (!errors.As(err, &und) || und.State != from || und.Trigger != on || st != from):
+				t.Errorf("Fire(%s, %s) of an undeclared pair: %v, now %s", from, on, err, st)
+			}
+		}
 	}
 	edits := map[string]func([]fsm.Transition) []fsm.Transition{
 		"F1 edge": func(tab []fsm.Transition) []fsm.Transition {

@@ -127,7 +127,7 @@ func drawLimits(t *rapid.T, depth int) kernel.Limits {
 	l.MaxRequests = rapid.SampledFrom([]int{50, 50, 3, 2, 1}).Draw(t, "max_requests")
 	// The caps on what a model sends, small now and then so they bite: a
 	// reply holds up to a dozen words and a few calls of 30-70 bytes each.
-	l.MaxMessageBytes = rapid.SampledFrom([]int{1 << 20, 1 << 20, 1 << 20, 1 << 20, 40, 120}).Draw(t, "max_message_bytes")
+	l.MaxMessageBytes = rapid.SampledFrom([]int{1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 40, 120}).Draw(t, "max_message_bytes")
 	l.MaxCalls = rapid.SampledFrom([]int{64, 64, 64, 1, 2}).Draw(t, "max_calls")
 	l.MaxParallelTools = rapid.SampledFrom([]int{8, 8, 8, 1, 2}).Draw(t, "max_parallel_tools")
 	return l
@@ -223,7 +223,11 @@ func drawScript(t *rapid.T, name string, level int, next, tools []string, lim ke
 			k := rapid.SampledFrom([]int{0, 0, 0, 0, 0, 1, 2, 3, lim.MaxChildren + 1}).Draw(t, key+"_children")
 			for k = min(k, tree.extra(level, m)); k > 0; k-- {
 				child := rapid.SampledFrom(next).Draw(t, key+"_child")
-				r.Calls = append(r.Calls, sim.Call{Delegate: child, Prompt: "task for " + child})
+				prompt := "task for " + child
+				if rapid.IntRange(0, 15).Draw(t, key+"_no_task") == 0 {
+					prompt = "" // a delegation without a task: malformed
+				}
+				r.Calls = append(r.Calls, sim.Call{Delegate: child, Prompt: prompt})
 				tree.mult[child] += m
 				tree.agents += m * (tree.depth - level)
 			}
@@ -291,7 +295,7 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 // phases.
 func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 	names := slices.Sorted(maps.Keys(s.Agents))
-	anchors := findAnchors(s, 128)
+	anchors, deep := findAnchors(s, 128)
 	return rapid.Custom(func(t *rapid.T) []sim.Input {
 		ins := []sim.Input{{At: 0, Submit: "s0"}}
 		at := time.Duration(0)
@@ -301,7 +305,14 @@ func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 		for e := 0; e < episodes && n < o.MaxInputs; e++ {
 			key := "episode" + strconv.Itoa(e)
 			var when time.Duration
+			// The first episode, now and then: later ones find the tree
+			// already cut by earlier ones.
+			deepCancel := e == 0 && len(deep) > 0 && rapid.IntRange(0, 2).Draw(t, key+"_deep") == 0
 			switch {
+			case deepCancel:
+				// Esc while a tool runs deep in the tree (depth 4 and more):
+				// the abort must reach down there in one step.
+				when = deep[rapid.IntRange(0, len(deep)-1).Draw(t, key+"_deep_at")]
 			case len(anchors) > 0 && rapid.Bool().Draw(t, key+"_anchored"):
 				when = anchors[rapid.IntRange(0, len(anchors)-1).Draw(t, key+"_anchor")] +
 					rapid.SampledFrom([]time.Duration{0, ms(1), grid}).Draw(t, key+"_after")
@@ -316,6 +327,9 @@ func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 			}
 			at = max(at, when)
 			kind := rapid.SampledFrom([]int{0, 2, 1, 3, 2}).Draw(t, key+"_kind")
+			if deepCancel {
+				kind = 0
+			}
 			if o.Shutdowns && rapid.IntRange(0, 15).Draw(t, key+"_shutdown") == 0 {
 				kind = 4 // rare: it ends the session
 			}
@@ -359,8 +373,10 @@ func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 // following the first reply of each script down the delegation chain from a
 // submission at 0, as the simulator would run it undisturbed: every chunk's
 // arrival, each stream's end, each tool's result and deadline, and each
-// request's first-token deadline. Sorted, without duplicates.
-func findAnchors(s *sim.Scenario, limit int) []time.Duration {
+// request's first-token deadline. Sorted, without duplicates. deep are the
+// instants a tool runs in an agent at depth 4 or more that is Tooling (its
+// reply delegates nothing).
+func findAnchors(s *sim.Scenario, limit int) (anchors, deep []time.Duration) {
 	seen := map[time.Duration]bool{}
 	var out []time.Duration
 	add := func(d time.Duration) {
@@ -388,12 +404,16 @@ func findAnchors(s *sim.Scenario, limit int) []time.Duration {
 		end := first + time.Duration(chunks)*interval
 		add(end)
 		add(start + s.Limits.FirstTokenTimeout)
+		delegates := slices.ContainsFunc(r.Calls, func(c sim.Call) bool { return c.Delegate != "" })
 		for _, c := range r.Calls {
 			if c.Tool != "" {
 				d := s.Tools[c.Tool].Duration
 				add(end + d/2) // the tool is running: the agent is Tooling
 				add(end + d)
 				add(end + s.Limits.ToolTimeout)
+				if depth >= 4 && !delegates && d > 0 {
+					deep = append(deep, end+d/2)
+				}
 			}
 		}
 		for _, c := range r.Calls {
@@ -404,5 +424,5 @@ func findAnchors(s *sim.Scenario, limit int) []time.Duration {
 	}
 	visit(sim.RootScript, 0, 0)
 	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
-	return out
+	return out, deep
 }
