@@ -28,8 +28,12 @@ func (c *inputChecker) step(s *step) {
 	switch {
 	case s.input:
 		c.input(s)
+	case s.malformed != "" && !s.rejected:
+		c.violate(InputsAnswered, s.target, "%s was taken, but it is malformed: %s", s.ev.Kind, s.malformed)
+	case s.malformed == "" && s.rejected:
+		c.violate(InputsAnswered, s.target, "%s was refused; only a malformed world event is", s.ev.Kind)
 	case s.rejected:
-		c.violate(InputsAnswered, s.target, "%s was refused; the world's events are never refused", s.ev.Kind)
+		c.refusedChangesNothing(s, s.target)
 	}
 	if s.is(kernel.EvShutdown) {
 		c.queued = 0 // discarded by the shutdown
@@ -42,6 +46,17 @@ func (c *inputChecker) step(s *step) {
 			c.violate(InputsAnswered, kernel.Root, "%d input(s) accepted while the root was Interrupted were lost: no turn started when turn %d ended", c.queued, e.l.Turn)
 		}
 		c.queued = 0
+	}
+}
+
+// refusedChangesNothing: a refusal's only effects are its error and its
+// rejected record.
+func (c *inputChecker) refusedChangesNothing(s *step, who kernel.AgentID) {
+	for i := range s.effs {
+		if e := &s.effs[i]; e.Kind != kernel.EffError && !(e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeRejected) {
+			c.violate(InputsAnswered, who, "a refused %s caused %s", s.ev.Kind, e.Describe())
+			return
+		}
 	}
 }
 
@@ -78,12 +93,7 @@ func (c *inputChecker) input(s *step) {
 	case why == "" && s.rejected:
 		c.violate(InputsAnswered, who, "%s was refused, but the spec accepts it (the root was %s)", s.ev.Kind, s.rootWas)
 	case s.rejected:
-		for i := range s.effs {
-			if e := &s.effs[i]; e.Kind != kernel.EffError && !(e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeRejected) {
-				c.violate(InputsAnswered, who, "a refused %s caused %s", s.ev.Kind, e.Describe())
-				break
-			}
-		}
+		c.refusedChangesNothing(s, who)
 	case s.is(kernel.EvSubmit) || s.is(kernel.EvInterject):
 		switch s.rootWas {
 		case fsm.Idle:

@@ -30,6 +30,10 @@ type step struct {
 	answer   bool
 	stale    staleKind
 	staleWhy string
+	// malformed says why a world event cannot be taken at all (it names a
+	// live op of another kind, a fragment has a negative index, its kind
+	// is unknown): it must be refused.
+	malformed string
 	// capCut is the request a chunk took past max_message_bytes.
 	capCut *opObs
 	// A timer event the model saw set.
@@ -160,7 +164,7 @@ func (s *step) reset(ev *kernel.Event, target kernel.AgentID) {
 	s.final = false
 	s.ev, s.target = *ev, target
 	s.input, s.cancel, s.rootCut = false, cancelObs{sub: s.cancel.sub[:0]}, ""
-	s.op, s.answer, s.stale, s.staleWhy, s.capCut = nil, false, notStale, "", nil
+	s.op, s.answer, s.stale, s.staleWhy, s.capCut, s.malformed = nil, false, notStale, "", nil, ""
 	s.timer, s.timerSet = timerObs{}, false
 	s.effs, s.notes, s.rejected = nil, s.notes[:0], false
 	for _, id := range s.transUsed {
@@ -204,11 +208,17 @@ func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 	case kernel.EvTimer:
 		t, ok := m.timers[ev.Op]
 		if !ok {
+			if op := m.ops.get(ev.Op); op != nil && !op.ended {
+				s.malformed = "a timer event names a running op"
+				return
+			}
 			s.stale, s.staleWhy = staleTimer, "timer that is not set"
 			return
 		}
 		delete(m.timers, ev.Op)
 		s.timer, s.timerSet = t, true
+	default:
+		s.malformed = "an unknown kind of event"
 	}
 }
 
@@ -250,7 +260,14 @@ func (m *model) beginWorld(ev *kernel.Event) {
 	op := m.ops.get(ev.Op)
 	switch {
 	case op == nil:
+		if _, timer := m.timers[ev.Op]; timer {
+			s.malformed = "a " + ev.Kind.String() + " names a timer"
+			return
+		}
 		s.stale, s.staleWhy = staleUnknownOp, "unknown op"
+		return
+	case !op.ended && op.tool != (ev.Kind == kernel.EvToolResult):
+		s.malformed = "a " + ev.Kind.String() + " names an op of another kind"
 		return
 	case op.ended:
 		s.stale, s.staleWhy = staleEnded, "op already ended"
@@ -264,6 +281,10 @@ func (m *model) beginWorld(ev *kernel.Event) {
 	}
 	switch ev.Kind {
 	case kernel.EvLLMDelta:
+		if ev.Call != nil && ev.Call.Index < 0 && op.cancels == 0 {
+			s.malformed = "a call fragment with a negative index"
+			return
+		}
 		if ev.Chunk != 0 && ev.Chunk <= op.lastChunk {
 			s.stale, s.staleWhy = staleDuplicate, "duplicate chunk"
 			return

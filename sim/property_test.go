@@ -102,7 +102,7 @@ func TestRerunDeterminism(t *testing.T) {
 // TestStateMachine: the user's inputs and the passage of time are
 // rapid actions — submit, cancel (of any agent that exists, sometimes bound
 // to a turn), interject, a rare shutdown, advance the clock, deliver the next
-// pending world event — with the oracle
+// pending world event, deliver a hostile one — with the oracle
 // as the invariant after every action.
 func TestStateMachine(t *testing.T) {
 	for _, depth := range []int{3, 6} {
@@ -142,6 +142,24 @@ func stateMachine(depth int) func(*rapid.T) {
 					t.Skip("shutdown is rare: it ends the session")
 				}
 				m.Input(sim.Input{Shutdown: true})
+			},
+			"hostile": func(t *rapid.T) {
+				// A world event a buggy driver or provider could send: it
+				// names some op (live, ended, a timer, of another kind or
+				// none) and is malformed, stale, or an early answer.
+				op := kernel.OpID(rapid.IntRange(1, 40).Draw(t, "op"))
+				switch rapid.IntRange(0, 4).Draw(t, "hostile_kind") {
+				case 0:
+					m.Deliver(kernel.CallFragment(0, op, 0, kernel.CallDelta{Index: -1, Name: "x"}))
+				case 1:
+					m.Deliver(kernel.ToolResult(0, op, kernel.ToolOK, "early"))
+				case 2:
+					m.Deliver(kernel.LLMEnd(0, op))
+				case 3:
+					m.Deliver(kernel.LLMError(0, op, kernel.FailureServer, "hostile"))
+				default:
+					m.Deliver(kernel.Event{Kind: kernel.EventKind(200), Op: op})
+				}
 			},
 			"advance": func(t *rapid.T) {
 				m.Advance(rapid.SampledFrom([]time.Duration{10 * time.Millisecond, 0, 100 * time.Millisecond, time.Second, 30 * time.Second}).Draw(t, "by"))

@@ -298,6 +298,12 @@ func (m *Sim) Input(in Input) {
 	}
 }
 
+// Deliver delivers a world event now, as a driver would — the
+// state-machine test's hostile events: an answer naming an op of another
+// kind or one long gone, a fragment with a negative index. The world does
+// not know of it; its own events still come.
+func (m *Sim) Deliver(ev kernel.Event) { m.deliver(ev, nil) }
+
 func (m *Sim) deliver(ev kernel.Event, it *item) {
 	ev.At = m.now
 	target := m.core.Target(ev)
