@@ -51,6 +51,7 @@ func (m *model) apply(effs []kernel.Effect) {
 			m.life(&e.Life, n)
 		}
 	}
+	s.chunkOnly = s.op != nil && s.ev.Kind == kernel.EvLLMDelta && s.capCut == nil && len(s.dirty) == 0 && chunkEffects(s)
 	// Only agents named by this step (its target, its effects) are read:
 	// every change the kernel makes to an agent comes with an effect naming
 	// it. A core that changed an agent silently is still caught, at the
@@ -63,6 +64,20 @@ func (m *model) apply(effs []kernel.Effect) {
 		m.quietAt = m.now
 	}
 	m.quiet = quiet
+}
+
+// chunkEffects reports whether a chunk's effects were only its delta
+// record and its watchdog re-armed (a timer stopped that was set).
+func chunkEffects(s *step) bool {
+	for i := range s.effs {
+		switch e := &s.effs[i]; {
+		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeDelta && e.Life.Op == s.ev.Op:
+		case (e.Kind == kernel.EffSetTimer || e.Kind == kernel.EffStopTimer) && e.Timer == kernel.TimerWatchdog && !s.notes[i].bad:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // readAll reads every agent the core holds after the last step (one whose

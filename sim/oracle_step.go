@@ -43,6 +43,9 @@ type step struct {
 	effs     []kernel.Effect
 	notes    []note
 	rejected bool // an error effect: the input was refused
+	// chunkOnly: the event was a live chunk within its cap, and its only
+	// effects were its delta record and the re-arming of its watchdog.
+	chunkOnly bool
 	// trans holds each agent's transitions of this step (index = agent
 	// id); transUsed lists the agents that have any, so a step resets only
 	// those and the slices are reused.
@@ -166,7 +169,7 @@ func (s *step) reset(ev *kernel.Event, target kernel.AgentID) {
 	s.input, s.cancel, s.rootCut = false, cancelObs{sub: s.cancel.sub[:0]}, ""
 	s.op, s.answer, s.stale, s.staleWhy, s.capCut, s.malformed = nil, false, notStale, "", nil, ""
 	s.timer, s.timerSet = timerObs{}, false
-	s.effs, s.notes, s.rejected = nil, s.notes[:0], false
+	s.effs, s.notes, s.rejected, s.chunkOnly = nil, s.notes[:0], false, false
 	for _, id := range s.transUsed {
 		s.trans[id] = s.trans[id][:0]
 	}
