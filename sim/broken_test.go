@@ -609,6 +609,54 @@ func invariantLoops() []BrokenLoop {
 					return out
 				}
 			})},
+		{"budget-exhaustion", "I22: once every result is in, the loop goes on only at the next event", NoWaitingForNothing,
+			holding(func(l *kernel.Lifecycle) bool { return l.Kind == kernel.LifeTransition && l.Trigger == fsm.ResultsIn })},
+		{"tool-ignores-cancel", "I22: an interrupted agent whose last op is gone settles only at the next event", NoWaitingForNothing,
+			holding(func(l *kernel.Lifecycle) bool { return l.Kind == kernel.LifeTransition && l.Trigger == fsm.Settled })},
+		{"nested-delegation", "I22: a child's result reaches its parent only at the next event", NoWaitingForNothing,
+			holding(func(l *kernel.Lifecycle) bool {
+				return l.Kind == kernel.LifeCallFinished && l.Status == kernel.CallChild
+			})},
+		{"half-streamed-call-dropped", "I14: a half-streamed call is dropped without its record", FinishedCallsOnly,
+			dropping(func(_ kernel.Event, e kernel.Effect) bool {
+				return e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeCallDropped
+			})},
+		{"interject-while-tooling", "I18: an interjection queued while tools run is recorded as delivered at once", InputsAnswered,
+			broken(func(b *brokenCore) {
+				b.step = editingLife(func(l *kernel.Lifecycle) {
+					if l.Kind == kernel.LifeInterjected {
+						l.Queued = !l.Queued
+					}
+				})
+			})},
+		{"interject-while-streaming", "I20: a completed turn keeps an old failure's detail", ResultsCarryText,
+			broken(func(b *brokenCore) {
+				b.step = editingLife(func(l *kernel.Lifecycle) {
+					if l.Kind == kernel.LifeTurnEnded && l.Outcome == kernel.OutcomeCompleted {
+						l.Detail = "stream: an earlier failure"
+					}
+				})
+			})},
+		{"max-depth-refused", "I13: a refusal names another limit than the one reached", TypedOutcomes,
+			broken(func(b *brokenCore) {
+				b.view = rewriting(func(m *kernel.Message) {
+					m.Content = strings.Replace(m.Content, `"limit":`+strconv.Itoa(b.cfg.MaxDepth), `"limit":`+strconv.Itoa(b.cfg.MaxDepth+1), 1)
+				})
+			})},
+		{"tool-timeout-ends-only-that-call", "I2: a tool whose deadline fired is not told to stop", CancelReachesSubtree,
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					if ev.Kind != kernel.EvTimer {
+						return out
+					}
+					return slices.DeleteFunc(out, func(e kernel.Effect) bool { return e.Kind == kernel.EffCancelTool })
+				}
+			})},
+		{"abort-and-refusal-results", "I19: a delegation beyond max_children is spawned", RequestBudget,
+			ignoring(func(l *kernel.Limits) { l.MaxChildren++ })},
+		{"max-depth-refused", "I19: a delegation beyond max_depth is spawned", RequestBudget,
+			ignoring(func(l *kernel.Limits) { l.MaxDepth++ })},
 		{"deadline-stall-exact", "liveness: a loop without a clock never sets a timer, so a stream that goes silent hangs the tree", Liveness,
 			dropping(func(_ kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffSetTimer || e.Kind == kernel.EffStopTimer
@@ -623,6 +671,70 @@ func invariantLoops() []BrokenLoop {
 // I5's late side is in the rapid suite through the restart loop.
 var scenarioOnly = map[string]string{
 	"I5: the watchdog is never re-armed for a stall: a stalled stream is noticed at its first-token deadline, or never": "a stalled stream is too rare in random worlds to shrink within rapid's time bound",
+}
+
+// holding is a loop that goes on one event late: from the first lifecycle
+// event hold matches, it keeps the rest of that step's effects back and
+// shows the agents they move as they were (the states before, the
+// histories without what the held effects appended) until the next event,
+// whose step begins with them.
+func holding(hold func(*kernel.Lifecycle) bool) CoreFactory {
+	return broken(func(b *brokenCore) {
+		var held []kernel.Effect
+		shown := map[string]View{} // by path: the view to show while held
+		done := false
+		b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+			var before []View
+			if !done {
+				for id := 0; id < b.NumAgents(); id++ {
+					before = append(before, b.Core.View(kernel.AgentID(id)))
+				}
+			}
+			out := b.inner(ev)
+			if len(held) > 0 {
+				out, held = append(held, out...), nil
+				clear(shown)
+			}
+			if done {
+				return out
+			}
+			for i := range out {
+				if out[i].Kind != kernel.EffEmit || !hold(&out[i].Life) {
+					continue
+				}
+				done, held, out = true, slices.Clone(out[i:]), out[:i]
+				// Agents the held effects name look as they did before the
+				// step, with what the kept effects appended.
+				for _, e := range held {
+					if e.Agent < 0 || int(e.Agent) >= len(before) {
+						continue
+					}
+					v := b.Core.View(e.Agent)
+					was := before[e.Agent]
+					v.State = was.State
+					if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTransition {
+						v.State = e.Life.From
+					}
+					if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeCallFinished {
+						if k := slices.IndexFunc(v.History, func(m kernel.Message) bool { return m.ToolCallID == e.Life.CallID }); k >= 0 {
+							v.History = v.History[:k]
+						}
+					}
+					if old, ok := shown[v.Path]; !ok || len(v.History) < len(old.History) {
+						shown[v.Path] = v
+					}
+				}
+				break
+			}
+			return out
+		}
+		b.view = func(v View) View {
+			if s, ok := shown[v.Path]; ok {
+				return s
+			}
+			return v
+		}
+	})
 }
 
 // dropping is a loop whose steps lose the effects drop matches.

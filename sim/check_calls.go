@@ -10,12 +10,14 @@ import (
 // callChecker holds I14 (F12), I15 and I19: what a model asks for is run
 // only within its budgets and caps (docs/semantics.md, "Budgets and caps").
 // A tool starts only as a whole call its agent's last finished stream
-// delivered, once (I14). A message past max_message_bytes is cut in the
+// delivered, once, and the calls a cut stream was still sending are
+// dropped and recorded, in index order (I14). A message past max_message_bytes is cut in the
 // step that took it past (with reason output_limit); no call beyond
 // max_calls of its message runs; no agent runs more than max_parallel_tools
 // tools at once, and none leaves a call waiting while a slot is free or
 // starts one ahead of an earlier waiting call (I15). No agent makes more
-// than max_requests requests in a turn (I19).
+// requests or spawns more children in a turn than its budget, no child sits
+// deeper than max_depth, and the tree never passes max_agents (I19).
 type callChecker struct{ judge }
 
 func (c *callChecker) step(s *step) {
@@ -29,7 +31,14 @@ func (c *callChecker) step(s *step) {
 			}
 		case kernel.EffStartTool:
 			c.toolStart(e, n)
+		case kernel.EffEmit:
+			if e.Life.Kind == kernel.LifeDelegated {
+				c.spawned(&e.Life, n)
+			}
 		}
+	}
+	for _, op := range s.cutOps {
+		c.dropped(s, op)
 	}
 	if op := s.capCut; op != nil {
 		if a := c.m.agents[op.agent]; op.cancels == 0 || a.t.abortReason != kernel.ReasonOutputLimit {
@@ -40,6 +49,21 @@ func (c *callChecker) step(s *step) {
 		if a := c.m.agents[id]; a.state == fsm.Tooling || a.state == fsm.Delegating {
 			c.waiting(a)
 		}
+	}
+}
+
+// spawned: a delegation stays within its parent's max_children for the
+// turn, max_depth, and the tree's max_agents.
+func (c *callChecker) spawned(l *kernel.Lifecycle, n *note) {
+	lim := c.m.lim
+	if n.count > lim.MaxChildren {
+		c.violate(RequestBudget, l.Agent, "child %d of one turn spawned (max_children %d)", n.count, lim.MaxChildren)
+	}
+	if ch := c.m.agent(l.Child); ch != nil && ch.depth > lim.MaxDepth {
+		c.violate(RequestBudget, l.Child, "spawned at depth %d (max_depth %d)", ch.depth, lim.MaxDepth)
+	}
+	if k := c.m.c.NumAgents(); k > c.m.maxAgents {
+		c.violate(RequestBudget, l.Child, "the tree holds %d agents (max_agents %d)", k, c.m.maxAgents)
 	}
 }
 
@@ -63,6 +87,28 @@ func (c *callChecker) toolStart(e *kernel.Effect, n *note) {
 	}
 	if n.frag == nil {
 		c.violate(FinishedCallsOnly, e.Agent, "tool call %s %s(%s) is not a call its stream delivered (or it started twice)", e.Call.ID, e.Call.Name, e.Call.Arguments)
+	}
+}
+
+// dropped: the calls a cut stream was still sending are recorded as
+// dropped in the step that cut it, in index order, none started.
+func (c *callChecker) dropped(s *step, op *opObs) {
+	frags := slices.Clone(op.frags)
+	slices.SortFunc(frags, func(x, y fragObs) int { return x.index - y.index })
+	k := 0
+	for i := range s.effs {
+		l := &s.effs[i].Life
+		if s.effs[i].Kind != kernel.EffEmit || l.Kind != kernel.LifeCallDropped || l.Agent != op.agent {
+			continue
+		}
+		if k >= len(frags) || l.Name != frags[k].name || l.Text != string(frags[k].args) {
+			c.violate(FinishedCallsOnly, op.agent, "dropped call %s %s(%s) is not the next call request %d was sending", l.CallID, l.Name, l.Text, op.id)
+			return
+		}
+		k++
+	}
+	if k < len(frags) {
+		c.violate(FinishedCallsOnly, op.agent, "request %d was cut while sending %d call(s); %d recorded as dropped", op.id, len(frags), k)
 	}
 }
 

@@ -11,7 +11,8 @@ import (
 // its target's turn runs and the cancel is bound to it — interrupts the
 // target and every working descendant in its own step, and every op in
 // flight in an aborted subtree gets exactly one cancel, whatever aborted it
-// (a cancel, a deadline, a shutdown, an output limit). A cancel that finds
+// (a cancel, a deadline, a shutdown, an output limit); so does a tool whose
+// own deadline fired. A cancel that finds
 // its turn Interrupted or ended is a declared no-op: nothing but an ignored
 // record. A turn is interrupted at most once and holds at most one marker.
 type cancelChecker struct{ judge }
@@ -34,6 +35,8 @@ func (c *cancelChecker) step(s *step) {
 			}
 		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeInterrupted && n.bad:
 			c.violate(IdempotentInterrupts, e.Agent, "turn %d interrupted twice", e.Life.Turn)
+		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTimedOut && e.Life.Reason == kernel.ReasonToolTimeout && n.op != nil && n.op.cancels == 0:
+			c.violate(CancelReachesSubtree, e.Agent, "tool op %d timed out and got no cancel", n.op.id)
 		}
 	}
 	for _, o := range s.msgs {

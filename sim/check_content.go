@@ -52,6 +52,10 @@ func (c *contentChecker) endText(e *turnEndObs) {
 		c.violate(ResultsCarryText, e.a.id, "turn %d ended %s with text %q, but it produced %q",
 			e.l.Turn, e.l.Outcome, textcut.Clip(e.l.Text, 60), textcut.Clip(want, 60))
 	}
+	// The detail says why a turn failed, and only a failed one has one.
+	if (e.l.Detail != "") != (e.l.Outcome == kernel.OutcomeFailed) {
+		c.violate(ResultsCarryText, e.a.id, "turn %d ended %s with detail %q", e.l.Turn, e.l.Outcome, textcut.Clip(e.l.Detail, 60))
+	}
 }
 
 // marker judges the one marker of an aborted turn (I13 counts them).

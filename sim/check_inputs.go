@@ -49,14 +49,56 @@ func (c *inputChecker) step(s *step) {
 	}
 }
 
+// accepted: an accepted text does what docs/semantics.md ("Inputs") says,
+// and its record says so: while the root is Idle it starts a turn (whose
+// record carries it); otherwise it is interjected — at once while the root
+// streams, queued for the next request or turn while it runs tools,
+// delegates or is Interrupted.
+func (c *inputChecker) accepted(s *step) {
+	if s.rootWas == fsm.Idle {
+		for i := range s.effs {
+			if l := &s.effs[i].Life; s.effs[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeTurnStarted && l.Agent == kernel.Root {
+				if l.Text != s.ev.Text {
+					c.violate(InputsAnswered, kernel.Root, "the turn %q started carries %q", s.ev.Text, l.Text)
+				}
+				return
+			}
+		}
+		c.violate(InputsAnswered, kernel.Root, "an accepted %s while the root was Idle started no turn", s.ev.Kind)
+		return
+	}
+	if s.rootWas == fsm.Interrupted {
+		c.queued++
+	}
+	queued := s.rootWas != fsm.Streaming
+	for i := range s.effs {
+		if l := &s.effs[i].Life; s.effs[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeInterjected && l.Agent == kernel.Root && l.Text == s.ev.Text {
+			if l.Queued != queued {
+				c.violate(InputsAnswered, kernel.Root, "%q typed while the root was %s is recorded queued=%v", s.ev.Text, s.rootWas, l.Queued)
+			}
+			return
+		}
+	}
+	c.violate(InputsAnswered, kernel.Root, "%q typed while the root was %s left no interjected record", s.ev.Text, s.rootWas)
+}
+
 // refusedChangesNothing: a refusal's only effects are its error and its
 // rejected record.
 func (c *inputChecker) refusedChangesNothing(s *step, who kernel.AgentID) {
+	errs, records := 0, 0
 	for i := range s.effs {
-		if e := &s.effs[i]; e.Kind != kernel.EffError && !(e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeRejected) {
+		switch e := &s.effs[i]; {
+		case e.Kind == kernel.EffError:
+			errs++
+		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeRejected:
+			records++
+		default:
 			c.violate(InputsAnswered, who, "a refused %s caused %s", s.ev.Kind, e.Describe())
 			return
 		}
+	}
+	if errs != 1 || records != 1 {
+		c.violate(InputsAnswered, who, "a refused %s left %d error(s) and %d rejected record(s), want one of each", s.ev.Kind, errs, records)
 	}
 }
 
@@ -95,13 +137,6 @@ func (c *inputChecker) input(s *step) {
 	case s.rejected:
 		c.refusedChangesNothing(s, who)
 	case s.is(kernel.EvSubmit) || s.is(kernel.EvInterject):
-		switch s.rootWas {
-		case fsm.Idle:
-			if !slices.Contains(s.started, c.m.agents[kernel.Root]) {
-				c.violate(InputsAnswered, kernel.Root, "an accepted %s while the root was Idle started no turn", s.ev.Kind)
-			}
-		case fsm.Interrupted:
-			c.queued++
-		}
+		c.accepted(s)
 	}
 }

@@ -198,7 +198,29 @@ func (c *outcomeChecker) toolContent(o *msgObs) {
 	if bad {
 		c.violate(TypedOutcomes, o.a.id, "result of call %s reads %s/%s%s/%q, but the call ended %s/%s/%q",
 			o.m.ToolCallID, r.Type, r.Status, r.Outcome, r.Reason, l.Status, l.Outcome, l.Reason)
+		return
 	}
+	switch {
+	case l.Status == kernel.CallRefused && r.Limit != c.limit(l.Reason):
+		c.violate(TypedOutcomes, o.a.id, "refusal of call %s names limit %d; %s is %d", o.m.ToolCallID, r.Limit, l.Reason, c.limit(l.Reason))
+	case l.Status == kernel.CallMalformed && r.Error == "":
+		c.violate(TypedOutcomes, o.a.id, "malformed call %s is not told what is wrong", o.m.ToolCallID)
+	}
+}
+
+// limit is the configured value of the limit a refusal names.
+func (c *outcomeChecker) limit(r kernel.Reason) int {
+	switch r {
+	case kernel.ReasonMaxDepth:
+		return c.m.lim.MaxDepth
+	case kernel.ReasonMaxChildren:
+		return c.m.lim.MaxChildren
+	case kernel.ReasonMaxAgents:
+		return c.m.maxAgents
+	case kernel.ReasonMaxCalls:
+		return c.m.lim.MaxCalls
+	}
+	return -1
 }
 
 // malformed reports whether the call a stream delivered really cannot run:

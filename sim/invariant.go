@@ -36,6 +36,7 @@ const (
 	RequestBudget           Invariant = "I19"
 	ResultsCarryText        Invariant = "I20"
 	OpEndsTruthful          Invariant = "I21"
+	NoWaitingForNothing     Invariant = "I22"
 	Liveness                Invariant = "liveness"
 
 	// RunLimit is no invariant: the run hit its event budget.
@@ -73,9 +74,10 @@ var invariantTable = [...]invariantSpec{
 	{ChildDeadlineClamped, "a child's turn deadline never reaches past its parent's: a turn timer set for a child is earlier than the parent's deadline (a child without one is cut by its ancestor's)", "check_deadlines.go"},
 	{MarkersTell, "a marker's outcome and reason are its turn's, and partial=\"true\" exactly when the abort or failure cut off streamed text", "check_content.go"},
 	{InputsAnswered, "an input is refused exactly where the spec refuses it (empty text, after shutdown, a submission while the root works, a cancel naming no agent; a world event only when malformed), a refusal changes nothing, and an input accepted while the root is Interrupted starts the next turn in the step the tree settles", "check_inputs.go"},
-	{RequestBudget, "no agent makes more than max_requests requests in one turn", "check_calls.go"},
+	{RequestBudget, "no agent makes more requests (max_requests) or spawns more children (max_children) in one turn than its budget, no child sits deeper than max_depth, and the tree never holds more than max_agents agents", "check_calls.go"},
 	{ResultsCarryText, "a turn's end carries the text its agent produced (the final answer, or what its abort or failure cut off), and a delegation's result tells the parent exactly that, under the child's name", "check_content.go"},
 	{OpEndsTruthful, "an op's end says what ended it (completed or failed by its own answer, cancelled by the answer to its cancel, abandoned when its grace ran out), in the step that ended it", "check_accounting.go"},
+	{NoWaitingForNothing, "no agent waits for nothing: in the step the last of its calls gets its result it sends its next request or ends its turn, a delegation's call gets its result in the step its child's turn ends (if no abort closed it before), and an interrupted agent with nothing in flight and no child running settles in that step", "check_progress.go"},
 	{Liveness, "after the last input or fault every tree is idle within 2×grace + turn_timeout + debounce, and at the end of the run", "check_quiesce.go"},
 	{RunLimit, "(a run limit, not an invariant) the run delivered as many events as it may", "run.go"},
 	{Expectation, "(not an invariant) an expectation of the scenario holds", "expect.go"},

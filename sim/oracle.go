@@ -88,6 +88,7 @@ func newOracle(c Core, cfg kernel.Config) *oracle {
 		o.quiesce,
 		o.deadline,
 		&accountingChecker{judge: j},
+		&progressChecker{judge: j},
 	}
 	return o
 }

@@ -262,7 +262,9 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		a.t.spawned++
 		n.was = a.state
 		m.touch(l.Child)
-		m.observe(l.Child).kid = a.t.spawned
+		c := m.observe(l.Child)
+		c.kid, c.via = a.t.spawned, callKey{a.id, l.CallID}
+		n.count = a.t.spawned
 	}
 }
 

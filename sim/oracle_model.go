@@ -86,8 +86,10 @@ type agentObs struct {
 	owed      []*callObs
 	delegated map[string]kernel.AgentID
 	// kid is this agent's place among the children its parent spawned in
-	// that turn (1 for the first).
+	// that turn (1 for the first); via is the parent's call it was spawned
+	// for.
 	kid         int
+	via         callKey
 	llmRequests int
 	liveOps     int
 	liveTools   int

@@ -56,6 +56,7 @@ type step struct {
 	turnEnds  []turnEndObs
 	callFins  []callFinObs
 	cuts      []cutObs
+	cutOps    []*opObs // requests cut (or failed) this step
 	msgs      []msgObs
 	changes   []stateChange
 	anomalies []anomaly
@@ -175,7 +176,7 @@ func (s *step) reset(ev *kernel.Event, target kernel.AgentID) {
 	}
 	s.transUsed = s.transUsed[:0]
 	s.entered, s.started = s.entered[:0], s.started[:0]
-	s.turnEnds, s.callFins, s.cuts = s.turnEnds[:0], s.callFins[:0], s.cuts[:0]
+	s.turnEnds, s.callFins, s.cuts, s.cutOps = s.turnEnds[:0], s.callFins[:0], s.cuts[:0], s.cutOps[:0]
 	s.msgs, s.changes, s.anomalies, s.dirty = s.msgs[:0], s.changes[:0], s.anomalies[:0], s.dirty[:0]
 }
 
@@ -370,6 +371,7 @@ func (m *model) cut(op *opObs, why string) {
 		return
 	}
 	op.cut = true
+	m.s.cutOps = append(m.s.cutOps, op)
 	if len(op.text) > 0 {
 		m.s.cuts = append(m.s.cuts, cutObs{agent: op.agent, text: string(op.text), why: why})
 	}
