@@ -186,8 +186,16 @@ func childContent(c *agent) string {
 }
 
 // childContentAborted renders a child aborted together with its parent.
+// A child whose own abort failed it (output_limit) keeps its failure's
+// detail, as childContent gives it: the parent's model learns the same
+// whether the child settled before its parent's abort or with it
+// (docs/semantics.md, "Results").
 func childContentAborted(c *agent, out Outcome) string {
-	return renderAgentResult(AgentResult{Type: "agent_result", Agent: c.name, Outcome: out, Reason: c.abort, Partial: c.cut})
+	r := AgentResult{Type: "agent_result", Agent: c.name, Outcome: out, Reason: c.abort, Partial: c.cut}
+	if out == OutcomeFailed {
+		r.Error = c.failDetail
+	}
+	return renderAgentResult(r)
 }
 
 func abortedToolContent(status CallStatus, reason Reason) string {

@@ -156,7 +156,9 @@ func drawTool(t *rapid.T, name string, l kernel.Limits) sim.ToolSpec {
 	return tool
 }
 
-var words = []string{"alpha ", "beta ", "gamma ", "delta ", "eps ", "zeta ", "eta ", "theta "}
+// words are what replies say; two hold characters JSON must escape (a tab,
+// a quote, a line separator) or that are not ASCII, so results carry them.
+var words = []string{"alpha ", "beta ", "gamma ", "delta ", "eps ", "zeta ", "eta ", "theta ", "t\tq\"u ", "é\u2028x "}
 
 // DefaultMaxAgents bounds the agents a generated world can spawn unless
 // Options.MaxAgents says otherwise.
