@@ -59,10 +59,10 @@ func TestGrepFileSwappedForFIFO(t *testing.T) {
 			t.Errorf("grep: %+v", r)
 		}
 	case <-time.After(30 * time.Second):
-		// Release the blocked open (a writer for the FIFO) before failing,
-		// so the goroutine ends.
+		// Release the blocked open before failing, so the goroutine ends:
+		// a writer comes and goes, and the reader then sees the end.
 		if w, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
-			defer w.Close()
+			w.Close()
 		}
 		<-done
 		t.Fatal("grep blocked opening a file swapped for a FIFO")

@@ -61,7 +61,7 @@ func result(t *testing.T, done <-chan live.ToolResult) live.ToolResult {
 // killed when the command ends, and the result says so.
 func TestShellKillsSetsidChildOnExit(t *testing.T) {
 	b, dir := newBox(t, true)
-	r := run(t, b, "shell", map[string]string{"command": escapee("escaped", "7781") + "echo done"})
+	r := result(t, runAsync(b, context.Background(), escapee("escaped", "7781")+"echo done"))
 	esc := proctest.WaitPIDFile(t, filepath.Join(dir, "escaped"), hang)
 	goneNow(t, "setsid child", esc)
 	if r.Status != kernel.ToolOK || !strings.HasPrefix(r.Content, "exit status 0 in ") ||
@@ -120,7 +120,7 @@ func TestParallelShellsKillOnlyTheirOwn(t *testing.T) {
 	b, dir := newBox(t, true)
 	second := runAsync(b, context.Background(), escapee("escaped2", "7787")+`while [ ! -e go2 ]; do sleep 0.01; done`)
 	esc2 := proctest.WaitPIDFile(t, filepath.Join(dir, "escaped2"), hang)
-	run(t, b, "shell", map[string]string{"command": escapee("escaped1", "7788") + "echo first"})
+	result(t, runAsync(b, context.Background(), escapee("escaped1", "7788")+"echo first"))
 	goneNow(t, "the first call's escapee", proctest.WaitPIDFile(t, filepath.Join(dir, "escaped1"), hang))
 	if !proctest.Alive(esc2) {
 		t.Fatal("the first call's end killed the second call's escapee")
