@@ -49,7 +49,7 @@ func (e Exit) String() string {
 
 // Process is a command started by Start: the leader of its own process
 // group, and on Linux the only child of a per-call helper that adopts and
-// kills every descendant (see doc.go). Its methods are safe for concurrent
+// kills every descendant (see the package documentation). Its methods are safe for concurrent
 // use.
 type Process struct {
 	pid       int

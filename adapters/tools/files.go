@@ -190,6 +190,14 @@ func (b *Box) grep(ctx context.Context, pattern, p string) (string, error) {
 			if d.Name() == ".git" && name != filepath.ToSlash(rel) {
 				return fs.SkipDir
 			}
+			// Opened like a file, so that a procfs mounted inside the
+			// workspace is skipped whole, not walked file by file.
+			dir, _, err := b.openRel(filepath.FromSlash(name), name, os.O_RDONLY, 0)
+			if err != nil {
+				skipped++
+				return fs.SkipDir
+			}
+			dir.Close()
 			return nil
 		}
 		if !d.Type().IsRegular() {
@@ -213,7 +221,11 @@ func (b *Box) grep(ctx context.Context, pattern, p string) (string, error) {
 		sb.WriteString("no matches\n")
 	}
 	if skipped > 0 {
-		fmt.Fprintf(&sb, "[%d unreadable files skipped]\n", skipped)
+		if skipped == 1 {
+			sb.WriteString("[1 unreadable file or directory skipped]\n")
+		} else {
+			fmt.Fprintf(&sb, "[%d unreadable files or directories skipped]\n", skipped)
+		}
 	}
 	return capText(sb.String(), b.cfg.OutputLimit), nil
 }
