@@ -99,7 +99,7 @@ func TestRedactExamples(t *testing.T) {
 	if got := nilR.Redact(key); got != key {
 		t.Errorf("nil Redactor changed text: %q", got)
 	}
-	if got := redact.New("é"+key[:12]).Redact("xé"+key[:12]+"y"); got != "x[redacted]y" {
+	if got := redact.New("é" + key[:12]).Redact("xé" + key[:12] + "y"); got != "x[redacted]y" {
 		t.Errorf("multi-byte: %q", got)
 	}
 }
