@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	oa "github.com/sashabaranov/go-openai"
 )
@@ -290,7 +291,7 @@ func codeJSON(code any) json.RawMessage {
 func retryAfter(c *capture, now time.Time) (time.Duration, string) {
 	if v := strings.TrimSpace(c.retryAfterMS); v != "" {
 		if d, ok := seconds(v, time.Millisecond); ok {
-			return d, "retry-after-ms: " + v
+			return d, "retry-after-ms: " + textcut.Clip(v, 40)
 		}
 	}
 	v := strings.TrimSpace(c.retryAfter)
@@ -298,7 +299,7 @@ func retryAfter(c *capture, now time.Time) (time.Duration, string) {
 		return 0, ""
 	}
 	if d, ok := seconds(v, time.Second); ok {
-		return d, "Retry-After: " + v
+		return d, "Retry-After: " + textcut.Clip(v, 40)
 	}
 	if t, err := http.ParseTime(v); err == nil {
 		if d := t.Sub(now); d > 0 {
@@ -312,8 +313,8 @@ func retryAfter(c *capture, now time.Time) (time.Duration, string) {
 // for a Duration saturates (it is then longer than any bound).
 func seconds(v string, unit time.Duration) (time.Duration, bool) {
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(f) {
-		return 0, false
+	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(f) {
+		return 0, false // out of range is ±Inf or 0, judged below
 	}
 	switch ns := f * float64(unit); {
 	case ns <= 0:

@@ -337,3 +337,28 @@ func BenchmarkCancelToServerClose(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds()), "median-close-ns")
 	b.ReportMetric(float64(total.Nanoseconds())/float64(len(lat)), "mean-close-ns")
 }
+
+// TestCancelWhileStalled: a server that sends its headers and then nothing
+// (a cold model load) is left at once on cancel: Stream returns the
+// cancellation and the server sees the connection close.
+func TestCancelWhileStalled(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Stall(ctx)
+	})
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- newModel(t, srv, nil).Stream(ctx, request(), newSink()) }()
+	wctx, wcancel := context.WithTimeout(context.Background(), 10*time.Second) // generous bound
+	defer wcancel()
+	if err := srv.WaitFor(wctx, func(rs []fakeopenai.Request) bool { return len(rs) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("Stream after cancel: %v", err)
+	}
+	if err := srv.WaitFor(wctx, func(rs []fakeopenai.Request) bool { return !rs[0].Closed.IsZero() }); err != nil {
+		t.Errorf("server never saw the connection close: %v", err)
+	}
+}

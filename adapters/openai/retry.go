@@ -61,10 +61,10 @@ func (m *Model) Stream(ctx context.Context, req live.Request, sink live.Sink) er
 			// say why now rather than end as a first-token timeout.
 			left = max(left, 0).Round(time.Millisecond)
 			if ae.retryAfter > 0 {
-				return m.fail(ae.failure, fmt.Sprintf("%s (%s asks to wait %v, longer than the %v left for the first token)",
+				return m.fail(ae.failure, fmt.Sprintf("%s (%s asks to wait %v; the first token is due within %v)",
 					detail, ae.retryHeader, ae.retryAfter, left))
 			}
-			return m.fail(ae.failure, fmt.Sprintf("%s (gave up after %d attempts: the next retry, in %v, would start past the %v left for the first token)",
+			return m.fail(ae.failure, fmt.Sprintf("%s (gave up after %d attempts: the next retry would wait %v; the first token is due within %v)",
 				detail, attempt, delay.Round(time.Millisecond), left))
 		}
 		sink.Retry(attempt+1, delay, detail)

@@ -192,10 +192,11 @@ func TestRetryAfterBeyondFirstTokenBound(t *testing.T) {
 		want   kernel.Failure
 		says   string
 	}{
-		{"429 asks 59.9s", http.StatusTooManyRequests, "59.9", kernel.FailureRateLimit, "Retry-After: 59.9 asks to wait 59.9s, longer than the 30s left for the first token"},
+		{"429 asks 59.9s", http.StatusTooManyRequests, "59.9", kernel.FailureRateLimit, "Retry-After: 59.9 asks to wait 59.9s; the first token is due within 30s"},
 		{"503 asks 45s", http.StatusServiceUnavailable, "45", kernel.FailureServer, "Retry-After: 45 asks to wait 45s"},
 		{"429 asks the bound exactly", http.StatusTooManyRequests, "30", kernel.FailureRateLimit, "Retry-After: 30 asks to wait 30s"},
 		{"429 asks forever", http.StatusTooManyRequests, "1e300", kernel.FailureRateLimit, "Retry-After: 1e300 asks to wait"},
+		{"429 asks forever, at length", http.StatusTooManyRequests, "1" + strings.Repeat("0", 400), kernel.FailureRateLimit, "Retry-After: 1000000000000000000000000000000000000000… asks to wait"},
 		{"429 HTTP date in an hour", http.StatusTooManyRequests, "Wed, 21 Oct 2015 08:28:00 GMT", kernel.FailureRateLimit, "asks to wait 1h0m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,7 +230,7 @@ func TestRetriesStopAtFirstTokenBound(t *testing.T) {
 	m := newModel(t, srv, func(c *openai.Config) { c.MaxRetryWait, c.Now, c.Sleep = 30*time.Second, clk.Now, clk.Sleep })
 	s := newSink()
 	err := m.Stream(context.Background(), request(), s)
-	if failure(err) != kernel.FailureServer || !strings.Contains(err.Error(), "HTTP 503 Service Unavailable: warming up (gave up after 3 attempts: the next retry, in 30ms, would start past the 0s left for the first token)") {
+	if failure(err) != kernel.FailureServer || !strings.Contains(err.Error(), "HTTP 503 Service Unavailable: warming up (gave up after 3 attempts: the next retry would wait 30ms; the first token is due within 0s)") {
 		t.Errorf("err %v (%s)", err, failure(err))
 	}
 	if n := len(srv.Requests()); n != 3 || len(s.retries) != 2 {
