@@ -167,7 +167,7 @@ func TestParallelToolCalls(t *testing.T) {
 // TestMalformedAndOddChunks: malformed tool arguments go back to the model
 // as an error tool result (the kernel's doing; the adapter passes raw
 // fragments), and odd chunks — empty choices, comments, a call without an
-// index, an absurd index (the kernel refuses that fragment), a second
+// index, a huge index (a sparse index is a call like any other), a second
 // choice, unknown fields, a null content — never crash anything.
 func TestMalformedAndOddChunks(t *testing.T) {
 	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
@@ -198,8 +198,9 @@ func TestMalformedAndOddChunks(t *testing.T) {
 	if end.Outcome != kernel.OutcomeCompleted || end.Text != "sorry, fixed" {
 		t.Fatalf("turn %s %q", end.Outcome, end.Text)
 	}
-	if len(ran) != 1 || ran[0] != `list_dir {"path":"."}` {
-		t.Errorf("tools run: %v (the malformed call must not run; the index-less one must)", ran)
+	sort.Strings(ran)
+	if len(ran) != 2 || ran[0] != `list_dir {"path":"."}` || ran[1] != `read_file {}` {
+		t.Errorf("tools run: %v (the malformed call must not run; the index-less and the huge-index ones must)", ran)
 	}
 	var toolMsgs []fakeopenai.Message
 	for _, m := range srv.Requests()[1].Body.Messages {
@@ -208,7 +209,7 @@ func TestMalformedAndOddChunks(t *testing.T) {
 		}
 	}
 	sort.Slice(toolMsgs, func(i, j int) bool { return toolMsgs[i].ToolCallID < toolMsgs[j].ToolCallID })
-	if len(toolMsgs) != 2 || toolMsgs[0].ToolCallID != "call_bad" || !strings.Contains(toolMsgs[0].Content, "arguments are not valid JSON") {
+	if len(toolMsgs) != 3 || toolMsgs[0].ToolCallID != "call_bad" || !strings.Contains(toolMsgs[0].Content, "arguments are not valid JSON") {
 		t.Errorf("tool messages %+v", toolMsgs)
 	}
 }
