@@ -260,6 +260,10 @@ func recvError(err error, c *capture) *attemptError {
 			"not an event stream (Content-Type %q, no data: line; is the base URL the API root?): %s",
 			c.contentType, strings.Join(strings.Fields(string(c.head)), " "))}
 	}
+	var long *lineTooLongError
+	if errors.As(err, &long) {
+		return &attemptError{failure: kernel.FailureBadResponse, detail: long.Error()}
+	}
 	if errors.Is(err, oa.ErrTooManyEmptyStreamMessages) {
 		return &attemptError{failure: kernel.FailureBadResponse, detail: err.Error()}
 	}

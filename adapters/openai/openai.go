@@ -71,6 +71,13 @@ type Config struct {
 	// own class (rate_limit for a 429) and the server's Retry-After in the
 	// error text. kernel.DefaultLimits().FirstTokenTimeout when 0.
 	MaxRetryWait time.Duration
+	// MaxLineBytes bounds one line of the event stream. go-openai reads a
+	// line whole before it decodes it, so a single 50 MB token would be
+	// buffered entirely before the kernel's max_message_bytes could cut
+	// the message; a longer line fails the request (bad_response, not
+	// retried) as soon as it passes the bound. The CLI derives it from
+	// max_message_bytes (MaxLineFor); MaxLineFor(1 MiB) when 0.
+	MaxLineBytes int
 	// TailWait bounds how long the stream may run on after its finish
 	// reason (waiting for the usage chunk and [DONE]); 2s when 0.
 	TailWait time.Duration
@@ -88,6 +95,11 @@ type Config struct {
 	// instead of sleeping them).
 	Sleep func(ctx context.Context, d time.Duration) error
 }
+
+// MaxLineFor is the event-stream line bound that lets every message of at
+// most maxMessageBytes through: a chunk's content may be JSON-escaped to six
+// bytes per byte (\u0000), plus the chunk's framing.
+func MaxLineFor(maxMessageBytes int) int { return 6*maxMessageBytes + 64<<10 }
 
 // Model streams chat completions from one endpoint. It is safe for
 // concurrent use: parallel agents share it.
@@ -122,6 +134,9 @@ func New(cfg Config) (*Model, error) {
 	if cfg.MaxRetryWait <= 0 {
 		cfg.MaxRetryWait = kernel.DefaultLimits().FirstTokenTimeout
 	}
+	if cfg.MaxLineBytes <= 0 {
+		cfg.MaxLineBytes = MaxLineFor(kernel.DefaultLimits().MaxMessageBytes)
+	}
 	if cfg.TailWait <= 0 {
 		cfg.TailWait = 2 * time.Second
 	}
@@ -140,7 +155,7 @@ func New(cfg Config) (*Model, error) {
 	}
 	oc := oa.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = cfg.BaseURL
-	oc.HTTPClient = &capturingDoer{c: hc}
+	oc.HTTPClient = &capturingDoer{c: hc, maxLine: cfg.MaxLineBytes}
 	m := &Model{cfg: cfg, client: oa.NewClientWithConfig(oc), redact: redact.New(cfg.APIKey)}
 	for _, s := range cfg.Tools {
 		m.tools = append(m.tools, oa.Tool{Type: oa.ToolTypeFunction, Function: &oa.FunctionDefinition{

@@ -166,3 +166,38 @@ func TestDoneSplitAndHugeToken(t *testing.T) {
 		t.Errorf("text of %d bytes, want %d", len(got), len(huge)+35)
 	}
 }
+
+// TestHugeLineRefused: one event-stream line past MaxLineBytes fails the
+// request as a bad response, not retried, before go-openai buffers the rest
+// of the line (a 50 MB token once took the process to 653 MB); text that
+// arrived before it stays the kernel's partial, and a line within the bound
+// passes whole.
+func TestHugeLineRefused(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Text("before ")
+		_ = w.Text(strings.Repeat("x", 8<<20))
+		_ = w.Done()
+	})
+	defer srv.Close()
+	s := newSink()
+	err := newModel(t, srv, func(c *openai.Config) { c.MaxLineBytes = 1 << 20 }).Stream(context.Background(), request(), s)
+	if failure(err) != kernel.FailureStream || !strings.Contains(err.Error(), "went past 1048576 bytes") {
+		t.Fatalf("err %v (%s), want a stream failure naming the line bound", err, failure(err))
+	}
+	if got := s.text.String(); got != "before " || len(srv.Requests()) != 1 {
+		t.Fatalf("text %q, %d requests", got, len(srv.Requests()))
+	}
+
+	first := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Text(strings.Repeat("y", 2<<20))
+		_ = w.Done()
+	})
+	defer first.Close()
+	err = newModel(t, first, func(c *openai.Config) { c.MaxLineBytes = 1 << 20 }).Stream(context.Background(), request(), newSink())
+	if failure(err) != kernel.FailureBadResponse || len(first.Requests()) != 1 {
+		t.Fatalf("a huge first line: err %v (%s), %d requests; want one bad_response", err, failure(err), len(first.Requests()))
+	}
+	if openai.MaxLineFor(1<<20) <= 6<<20 {
+		t.Fatal("the derived bound must let a fully escaped message of the cap through")
+	}
+}

@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 )
@@ -39,7 +40,11 @@ const maxErrorBody = 64 << 10
 // capture (found through the request's context), closing the connection's
 // body (go-openai reads error bodies but never closes them). For a stream it
 // puts a line watcher between the connection and go-openai's reader.
-type capturingDoer struct{ c *http.Client }
+type capturingDoer struct {
+	c *http.Client
+	// maxLine bounds one line of a stream (Config.MaxLineBytes).
+	maxLine int
+}
 
 func (d *capturingDoer) Do(req *http.Request) (*http.Response, error) {
 	resp, err := d.c.Do(req)
@@ -52,7 +57,7 @@ func (d *capturingDoer) Do(req *http.Request) (*http.Response, error) {
 	}
 	if resp.StatusCode < 400 {
 		c.contentType = resp.Header.Get("Content-Type")
-		resp.Body = &sseBody{ReadCloser: resp.Body, c: c}
+		resp.Body = &sseBody{ReadCloser: resp.Body, c: c, maxLine: d.maxLine}
 		return resp, nil
 	}
 	c.status = resp.StatusCode
@@ -81,11 +86,30 @@ type sseBody struct {
 	c    *capture
 	line []byte // the current line's first maxWatchedLine bytes
 	over bool   // the current line is longer than that
+	// lineLen is the current line's length so far; a line longer than
+	// maxLine ends the stream with a *lineTooLongError.
+	lineLen int
+	maxLine int
+	tooLong error
+}
+
+// lineTooLongError ends a stream whose line went past Config.MaxLineBytes,
+// before go-openai's reader buffers more of it.
+type lineTooLongError struct{ limit int }
+
+func (e *lineTooLongError) Error() string {
+	return fmt.Sprintf("an event-stream line went past %d bytes (a single chunk larger than max_message_bytes allows); the stream was refused", e.limit)
 }
 
 func (b *sseBody) Read(p []byte) (int, error) {
+	if b.tooLong != nil {
+		return 0, b.tooLong
+	}
 	n, err := b.ReadCloser.Read(p)
 	b.observe(p[:n])
+	if b.tooLong != nil {
+		return 0, b.tooLong // nothing of the overlong line reaches the reader's buffer any more
+	}
 	if err != nil {
 		b.endLine() // a last line without its newline still counts
 	}
@@ -101,6 +125,10 @@ func (b *sseBody) observe(p []byte) {
 		seg := p
 		if i >= 0 {
 			seg = p[:i]
+		}
+		if b.lineLen += len(seg); b.maxLine > 0 && b.lineLen > b.maxLine {
+			b.tooLong = &lineTooLongError{limit: b.maxLine}
+			return
 		}
 		if !b.over {
 			room := maxWatchedLine - len(b.line)
@@ -122,7 +150,7 @@ func (b *sseBody) observe(p []byte) {
 // the stream.
 func (b *sseBody) endLine() {
 	line, over := bytes.TrimSpace(b.line), b.over
-	b.line, b.over = b.line[:0], false
+	b.line, b.over, b.lineLen = b.line[:0], false, 0
 	payload, ok := bytes.CutPrefix(line, []byte("data:"))
 	if !ok {
 		return
