@@ -72,6 +72,7 @@ func New(cfg Config) (*Kernel, error) {
 		instances: make(map[string]int),
 	}
 	root := k.newAgent(nil, cfg.RootName)
+	root.turn = cfg.Turns
 	// The system prompt comes first, unless a resumed history brings its own.
 	if cfg.System != "" && (len(cfg.History) == 0 || cfg.History[0].Role != RoleSystem) {
 		root.history = append(root.history, Message{Role: RoleSystem, Content: cfg.System})
@@ -163,6 +164,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 			k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "result after cancel dropped: " + textcut.Clip(ev.Text, 80)})
 		}
 		k.endOp(a, ev.Op, o, OpCancelled)
+		k.startWaiting(a) // a timed-out tool's slot is free once it stopped
 		k.settleUp(a)
 		return nil, op{}
 	}
@@ -173,7 +175,11 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 		(kind == opTool && (a.state == fsm.Tooling || a.state == fsm.Delegating)); !live {
 		panic(fmt.Sprintf("kernel: %s op %d of %s is live in state %s", kindName(kind), ev.Op, a.path, a.state))
 	}
-	k.endOp(a, ev.Op, o, OpCompleted)
+	end := OpCompleted
+	if ev.Kind == EvLLMError || (kind == opTool && ev.Status != ToolOK) {
+		end = OpFailed
+	}
+	k.endOp(a, ev.Op, o, end)
 	return a, o
 }
 
@@ -250,6 +256,9 @@ func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
 	k.stopTimer(o.timer)
 	delete(k.ops, id)
 	a.inflight--
+	if o.kind == opTool {
+		a.runningTools--
+	}
 	if a.req == id {
 		a.req = 0
 	}

@@ -452,31 +452,35 @@ func (d *decoder) scenario(doc *yaml.Node) (*Scenario, error) {
 	return s, nil
 }
 
+// limits reads the limits mapping: its fields are kernel.LimitTable's,
+// each checked against its spec's range where it is written.
 func (d *decoder) limits(n *yaml.Node, l *kernel.Limits) error {
-	dur := func(name string, dst *time.Duration) func(*yaml.Node) error {
-		return func(v *yaml.Node) (err error) { *dst, err = d.duration(v, "limits."+name); return }
-	}
-	num := func(name string, dst *int) func(*yaml.Node) error {
-		return func(v *yaml.Node) error {
-			x, err := d.integer(v, "limits."+name)
-			if err == nil && x < 0 {
-				err = d.errf(v, "limits.%s: must not be negative", name)
+	handlers := make(map[string]func(*yaml.Node) error)
+	for _, spec := range kernel.LimitTable() {
+		where := "limits." + spec.Name
+		handlers[spec.Name] = func(v *yaml.Node) error {
+			var x int64
+			if spec.Unit == kernel.UnitDuration {
+				dv, err := d.duration(v, where)
+				if err != nil {
+					return err
+				}
+				x = int64(dv)
+			} else {
+				iv, err := d.integer(v, where)
+				if err != nil {
+					return err
+				}
+				x = int64(iv)
 			}
-			*dst = x
-			return err
+			if err := spec.Check(x); err != nil {
+				return d.errf(v, "%s: %v", where, err)
+			}
+			spec.Set(l, x)
+			return nil
 		}
 	}
-	return d.fields(n, "limits", map[string]func(*yaml.Node) error{
-		"grace":               dur("grace", &l.Grace),
-		"first_token_timeout": dur("first_token_timeout", &l.FirstTokenTimeout),
-		"stall_timeout":       dur("stall_timeout", &l.StallTimeout),
-		"tool_timeout":        dur("tool_timeout", &l.ToolTimeout),
-		"turn_timeout":        dur("turn_timeout", &l.TurnTimeout),
-		"debounce":            dur("debounce", &l.Debounce),
-		"max_depth":           num("max_depth", &l.MaxDepth),
-		"max_children":        num("max_children", &l.MaxChildren),
-		"max_requests":        num("max_requests", &l.MaxRequests),
-	})
+	return d.fields(n, "limits", handlers)
 }
 
 func (d *decoder) script(n *yaml.Node, where string) (Script, error) {

@@ -24,16 +24,14 @@ func (s *Scenario) YAML() []byte {
 	}
 	y.raw(0, "seed", strconv.FormatUint(s.Seed, 10))
 	y.key(0, "limits")
-	l := s.Limits
-	y.dur(1, "grace", l.Grace)
-	y.dur(1, "first_token_timeout", l.FirstTokenTimeout)
-	y.dur(1, "stall_timeout", l.StallTimeout)
-	y.dur(1, "tool_timeout", l.ToolTimeout)
-	y.dur(1, "turn_timeout", l.TurnTimeout)
-	y.raw(1, "max_depth", strconv.Itoa(l.MaxDepth))
-	y.raw(1, "max_children", strconv.Itoa(l.MaxChildren))
-	y.raw(1, "max_requests", strconv.Itoa(l.MaxRequests))
-	y.dur(1, "debounce", l.Debounce)
+	for _, spec := range kernel.LimitTable() {
+		v := spec.Get(s.Limits)
+		if spec.Unit == kernel.UnitDuration {
+			y.dur(1, spec.Name, time.Duration(v))
+		} else {
+			y.raw(1, spec.Name, strconv.FormatInt(v, 10))
+		}
+	}
 	y.key(0, "agents")
 	for _, name := range sortedKeys(s.Agents) {
 		script := s.Agents[name]

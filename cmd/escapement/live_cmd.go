@@ -39,7 +39,6 @@ type liveFlags struct {
 }
 
 func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
-	d := kernel.DefaultLimits()
 	fl := cmd.Flags()
 	fl.BoolVar(&f.json, "json", false, "print lifecycle events as JSON Lines on stdout (for scripts) instead of the answer text")
 	fl.StringVar(&f.trace, "trace", "", "write the kernel trace (JSON Lines, the kernel/trace format) to `FILE`")
@@ -52,42 +51,23 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
 	fl.StringVar(&f.model, "model", "", "model name (default $OPENAI_MODEL, else "+defaultModel+")")
 	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root (default $OPENAI_BASE_URL, else "+openai.DefaultBaseURL+")")
-	fl.IntVar(&f.limits.MaxDepth, "max-depth", d.MaxDepth, "deepest delegation level (the root is 0)")
-	fl.IntVar(&f.limits.MaxChildren, "max-children", d.MaxChildren, "delegations per agent per turn")
-	fl.IntVar(&f.limits.MaxRequests, "max-requests", d.MaxRequests, "LLM requests per agent per turn")
-	fl.DurationVar(&f.limits.Grace, "grace", d.Grace, "time a cancelled stream or tool gets to stop before it is abandoned")
-	fl.DurationVar(&f.limits.FirstTokenTimeout, "first-token-timeout", d.FirstTokenTimeout, "silence allowed from a request's start to its first chunk")
-	fl.DurationVar(&f.limits.StallTimeout, "stall-timeout", d.StallTimeout, "silence allowed between two chunks of a stream")
-	fl.DurationVar(&f.limits.ToolTimeout, "tool-timeout", d.ToolTimeout, "time one tool call may take")
-	fl.DurationVar(&f.limits.TurnTimeout, "turn-timeout", d.TurnTimeout, "time one turn may take (children get at most their parent's remaining time)")
-	fl.DurationVar(&f.limits.Debounce, "debounce", d.Debounce, "how long more interjections may join a cut stream before its request restarts")
+	f.limits = kernel.DefaultLimits()
+	for _, spec := range kernel.LimitTable() {
+		if p := spec.DurationPtr(&f.limits); p != nil {
+			fl.DurationVar(p, spec.Flag, *p, spec.Usage)
+		} else {
+			p := spec.IntPtr(&f.limits)
+			fl.IntVar(p, spec.Flag, *p, spec.Usage)
+		}
+	}
 }
 
 // validate names the flag of the first bad value.
 func (f *liveFlags) validate() error {
-	for _, d := range []struct {
-		flag string
-		v    time.Duration
-	}{
-		{"grace", f.limits.Grace}, {"first-token-timeout", f.limits.FirstTokenTimeout},
-		{"stall-timeout", f.limits.StallTimeout}, {"tool-timeout", f.limits.ToolTimeout},
-		{"turn-timeout", f.limits.TurnTimeout},
-	} {
-		if d.v <= 0 {
-			return usageErr("--%s must be positive, got %v", d.flag, d.v)
+	for _, spec := range kernel.LimitTable() {
+		if err := spec.Check(spec.Get(f.limits)); err != nil {
+			return usageErr("--%s %v", spec.Flag, err)
 		}
-	}
-	if f.limits.Debounce < 0 {
-		return usageErr("--debounce must not be negative, got %v", f.limits.Debounce)
-	}
-	if l := f.limits.MaxDepth; l < 0 || l > kernel.MaxDepthCeiling {
-		return usageErr("--max-depth must be in 0..%d, got %d", kernel.MaxDepthCeiling, l)
-	}
-	if l := f.limits.MaxChildren; l < 0 || l > kernel.MaxChildrenCeiling {
-		return usageErr("--max-children must be in 0..%d, got %d", kernel.MaxChildrenCeiling, l)
-	}
-	if l := f.limits.MaxRequests; l < 1 || l > kernel.MaxRequestsCeiling {
-		return usageErr("--max-requests must be in 1..%d, got %d", kernel.MaxRequestsCeiling, l)
 	}
 	if f.resume != "" && f.session != "" && f.session != f.resume {
 		return usageErr("--session and --resume name different files; --resume appends to the file it resumes")
