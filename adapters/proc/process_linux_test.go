@@ -124,7 +124,9 @@ func TestCancelHardKillReachesEveryone(t *testing.T) {
 func TestCancelInterruptsGroup(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := startScript(t, ctx, escapee("escaped", "7721")+`echo $$ > pid; sleep 7722`, Options{KillGrace: hang})
+	// The foreground child writes the pid file itself, so the SIGINT finds
+	// bash waiting for it (and bash then ends by the same signal).
+	s := startScript(t, ctx, escapee("escaped", "7721")+`sh -c 'echo $$ > pid; exec sleep 7722'`, Options{KillGrace: hang})
 	esc, _ := s.pid(t, "escaped"), s.pid(t, "pid")
 	cancel()
 	exit := s.wait(t)
@@ -195,8 +197,9 @@ func TestDoubleForkWithClearedEnvironment(t *testing.T) {
 	s := startScript(t, context.Background(),
 		`setsid env -i /bin/sh -c '/bin/sh -c "echo \$\$ > escaped; exec sleep 7761" &'; while [ ! -s escaped ]; do sleep 0.01; done`, Options{})
 	esc := s.pid(t, "escaped")
-	if exit := s.wait(t); exit.Leftover != 1 {
-		t.Errorf("exit %+v, want 1 left over", exit)
+	// The middle process may not have exited yet when bash does: 1 or 2.
+	if exit := s.wait(t); exit.Leftover < 1 || exit.Leftover > 2 {
+		t.Errorf("exit %+v, want 1 or 2 left over", exit)
 	}
 	gone(t, "double-forked daemon", esc)
 }

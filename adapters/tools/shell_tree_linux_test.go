@@ -76,7 +76,7 @@ func TestShellKillsSetsidChildOnCancel(t *testing.T) {
 	b, dir := newBox(t, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	done := runAsync(b, ctx, escapee("escaped", "7782")+"echo $$ > pid; sleep 7783")
+	done := runAsync(b, ctx, escapee("escaped", "7782")+"sh -c 'echo $$ > pid; exec sleep 7783'")
 	esc := proctest.WaitPIDFile(t, filepath.Join(dir, "escaped"), hang)
 	proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), hang)
 	cancel()
