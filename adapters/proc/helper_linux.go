@@ -124,16 +124,14 @@ func runHelper(parentArg string, args []string) int {
 // forwards SIGINT to the group and reaps adopted orphans as they exit.
 func (h *helper) watch(sigs <-chan os.Signal) (hard bool) {
 	for {
-		leaderRunning := false
 		for _, c := range h.children() {
-			switch {
-			case c.pid == h.leader:
-				leaderRunning = c.state != 'Z'
-			case c.state == 'Z':
+			if c.pid != h.leader && c.state == 'Z' {
 				_, _ = unix.Wait4(c.pid, nil, unix.WNOHANG, nil)
 			}
 		}
-		if !leaderRunning {
+		// Asked directly, not from the list: the leader is an unreaped
+		// child, so its /proc entry is its own until the helper reaps it.
+		if st, ok := readStat(h.leader); !ok || st.state == 'Z' {
 			return false
 		}
 		switch <-sigs {
@@ -159,7 +157,26 @@ func (h *helper) killAll() unix.WaitStatus {
 	_ = unix.Kill(-h.leader, unix.SIGKILL) // the leader is not reaped yet
 	var leader unix.WaitStatus
 	for {
-		for _, c := range h.children() {
+		kids := h.children()
+		if len(kids) == 0 && h.childFiles {
+			// The children files are read entry by entry; should one ever
+			// miss a child, the blocking wait below would wait for a live
+			// process nobody kills. So before waiting on "none", check
+			// that there is none, and scan /proc if there is one.
+			var ws unix.WaitStatus
+			pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+			switch {
+			case errors.Is(err, unix.ECHILD):
+				return leader
+			case pid == h.leader:
+				leader = ws
+				continue
+			case pid > 0:
+				continue
+			}
+			kids = scanChildren(h.self)
+		}
+		for _, c := range kids {
 			if c.state != 'Z' {
 				_ = unix.Kill(c.pid, unix.SIGKILL)
 			}

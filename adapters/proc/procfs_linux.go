@@ -28,18 +28,33 @@ func (h *helper) children() []child {
 // reads only the tree; without it (a kernel built without
 // CONFIG_PROC_CHILDREN) the whole of /proc is scanned for the parent pid.
 func (h *helper) below(pid int) []procStat {
-	var kids []procStat
 	if !h.childFiles {
-		for _, p := range scanProc() {
-			if p.ppid == pid {
-				kids = append(kids, p)
-			}
-		}
-		return kids
+		return scanBelow(pid)
 	}
+	var kids []procStat
 	for _, c := range taskChildren(pid) {
 		if st, ok := readStat(c); ok {
 			kids = append(kids, st)
+		}
+	}
+	return kids
+}
+
+// scanChildren is children by a scan of the whole of /proc.
+func scanChildren(self int) []child {
+	var kids []child
+	for _, p := range scanBelow(self) {
+		kids = append(kids, child{pid: p.pid, state: p.state})
+	}
+	return kids
+}
+
+// scanBelow lists the children of pid by a scan of the whole of /proc.
+func scanBelow(pid int) []procStat {
+	var kids []procStat
+	for _, p := range scanProc() {
+		if p.ppid == pid {
+			kids = append(kids, p)
 		}
 	}
 	return kids
