@@ -3,6 +3,7 @@ package sim_test
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
@@ -25,31 +26,53 @@ func benchWorlds(tb testing.TB) (suite, generated []*sim.Scenario) {
 }
 
 // BenchmarkScenarioYAML: the canonical rendering every run does for its
-// trace header, per scenario, beside the hand-written emitter it replaced
-// (in the same run, so the ratio is not the machine's load drift).
+// trace header, per scenario, beside the hand-written emitter it replaced.
+// Each iteration renders the set with both, timed separately, so their
+// ratio does not move with a shared machine's load.
 func BenchmarkScenarioYAML(b *testing.B) {
 	suite, generated := benchWorlds(b)
 	for _, set := range []struct {
 		name string
 		ss   []*sim.Scenario
 	}{{"suite", suite}, {"generated", generated}} {
-		for _, emit := range []struct {
-			name string
-			f    func(*sim.Scenario) []byte
-		}{{"format", (*sim.Scenario).YAML}, {"legacy", sim.LegacyYAML}} {
-			b.Run(set.name+"/"+emit.name, func(b *testing.B) {
-				b.ReportAllocs()
-				n, bytes := 0, 0
-				for b.Loop() {
-					for _, s := range set.ss {
-						bytes += len(emit.f(s))
-					}
-					n += len(set.ss)
+		b.Run(set.name, func(b *testing.B) {
+			var format, legacy time.Duration
+			n := 0
+			for b.Loop() {
+				t0 := time.Now()
+				for _, s := range set.ss {
+					_ = s.YAML()
 				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/scenario")
-				b.ReportMetric(float64(bytes)/float64(n), "B/scenario")
-			})
-		}
+				t1 := time.Now()
+				for _, s := range set.ss {
+					_ = sim.LegacyYAML(s)
+				}
+				t2 := time.Now()
+				format, legacy, n = format+t1.Sub(t0), legacy+t2.Sub(t1), n+len(set.ss)
+			}
+			b.ReportMetric(float64(format.Nanoseconds())/float64(n), "format-ns/scenario")
+			b.ReportMetric(float64(legacy.Nanoseconds())/float64(n), "legacy-ns/scenario")
+			b.ReportMetric(float64(format)/float64(legacy), "ratio")
+		})
+	}
+}
+
+// BenchmarkScenarioYAMLAllocs: the same renderings one at a time, for
+// their allocations.
+func BenchmarkScenarioYAMLAllocs(b *testing.B) {
+	_, generated := benchWorlds(b)
+	for _, emit := range []struct {
+		name string
+		f    func(*sim.Scenario) []byte
+	}{{"format", (*sim.Scenario).YAML}, {"legacy", sim.LegacyYAML}} {
+		b.Run(emit.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, s := range generated {
+					_ = emit.f(s)
+				}
+			}
+		})
 	}
 }
 

@@ -213,7 +213,9 @@ func (y *legacyOut) kv(level int, k, v string) {
 	y.b = append(y.b, '\n')
 }
 
-func (y *legacyOut) dur(level int, k string, d time.Duration) { y.raw(level, k, legacyJSONString(d.String())) }
+func (y *legacyOut) dur(level int, k string, d time.Duration) {
+	y.raw(level, k, legacyJSONString(d.String()))
+}
 
 // item starts a list item whose fields follow inline ("- a: 1\n  b: 2").
 func (y *legacyOut) item(level int) {
