@@ -91,10 +91,11 @@ func (d *decoder) value(n *yaml.Node, p *typePlan, f *fieldPlan, v reflect.Value
 		v.Set(reflect.ValueOf(m))
 	case kPtr:
 		ptr := reflect.New(p.elem.typ)
-		if err := d.leaf(n, p.elem, ptr.Elem()); err != nil {
+		if err := d.value(n, p.elem, f, ptr.Elem()); err != nil {
 			return err
 		}
 		v.Set(ptr)
+		return nil
 	default:
 		if err := d.leaf(n, p, v); err != nil {
 			return err
@@ -308,8 +309,11 @@ func parseOnCancel(s string) (CancelMode, time.Duration, error) {
 		return CancelIgnore, 0, nil
 	case strings.HasPrefix(s, "delay "):
 		d, err := time.ParseDuration(strings.TrimSpace(strings.TrimPrefix(s, "delay ")))
-		if err != nil || d < 0 {
+		switch {
+		case err != nil:
 			return 0, 0, fmt.Errorf("want \"delay <duration>\" like \"delay 5s\", got %q", s)
+		case d < 0:
+			return 0, 0, fmt.Errorf("negative delay %v", d)
 		}
 		return CancelDelay, d, nil
 	}

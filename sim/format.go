@@ -282,6 +282,9 @@ func planOf(t reflect.Type, seen map[reflect.Type]*typePlan) *typePlan {
 			p.defaults = p.elem.defaults
 		case reflect.Struct:
 			p.kind = kStruct
+			if t.NumField() > 64 {
+				panic("sim: scenario format: more than 64 fields (the decoder's bitset): " + t.String())
+			}
 			for i := range t.NumField() {
 				if f, ok := fieldOf(t, i, seen); ok {
 					p.fields = append(p.fields, f)

@@ -180,7 +180,11 @@ func checkText(file string, data []byte) error {
 		return nil
 	}
 	line, col := 1, 1
-	for i := 0; i < len(data); {
+	i := 0
+	if bytes.HasPrefix(data, []byte("\uFEFF")) {
+		i = 3 // a UTF-8 byte order mark, which yaml.v3 skips
+	}
+	for i < len(data) {
 		r, w := utf8.DecodeRune(data[i:])
 		switch {
 		case r == utf8.RuneError && w <= 1:
