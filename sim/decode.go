@@ -319,14 +319,3 @@ func parseOnCancel(s string) (CancelMode, time.Duration, error) {
 	}
 	return 0, 0, fmt.Errorf("want stop, ignore or \"delay <duration>\", got %q", s)
 }
-
-// formatOnCancel writes what parseOnCancel reads.
-func formatOnCancel(m CancelMode, delay time.Duration) string {
-	switch m {
-	case CancelIgnore:
-		return "ignore"
-	case CancelDelay:
-		return "delay " + delay.String()
-	}
-	return "stop"
-}

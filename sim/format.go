@@ -93,28 +93,34 @@ type fieldPlan struct {
 // path ("must be positive, got 0").
 type check func(v reflect.Value) error
 
+// namedCheck is a check a tag can name, and the kinds of value it reads.
+type namedCheck struct {
+	kinds []kind
+	check check
+}
+
 // checks are the named checks tags refer to.
-var checks = map[string]check{
-	"positive": func(v reflect.Value) error {
+var checks = map[string]namedCheck{
+	"positive": {[]kind{kFloat}, func(v reflect.Value) error {
 		if f := v.Float(); !(f > 0) {
 			return fmt.Errorf("must be positive, got %v", f)
 		}
 		return nil
-	},
-	"nonnegative": func(v reflect.Value) error {
+	}},
+	"nonnegative": {[]kind{kInt}, func(v reflect.Value) error {
 		if n := v.Int(); n < 0 {
 			return fmt.Errorf("must not be negative, got %d", n)
 		}
 		return nil
-	},
-	"turn": func(v reflect.Value) error {
+	}},
+	"turn": {[]kind{kUint}, func(v reflect.Value) error {
 		if v.Uint() < 1 {
 			return fmt.Errorf("turns are numbered from 1")
 		}
 		return nil
-	},
-	"name": func(v reflect.Value) error { return checkName(v.String()) },
-	"tool": func(v reflect.Value) error {
+	}},
+	"name": {[]kind{kString}, func(v reflect.Value) error { return checkName(v.String()) }},
+	"tool": {[]kind{kString}, func(v reflect.Value) error {
 		if err := checkName(v.String()); err != nil {
 			return err
 		}
@@ -122,11 +128,11 @@ var checks = map[string]check{
 			return fmt.Errorf("%q is taken by delegations", v.String())
 		}
 		return nil
-	},
-	"outcome": func(v reflect.Value) error {
+	}},
+	"outcome": {[]kind{kString}, func(v reflect.Value) error {
 		_, err := kernel.ParseOutcome(v.String())
 		return err
-	},
+	}},
 }
 
 func checkName(s string) error {
@@ -272,7 +278,7 @@ func planOf(t reflect.Type, seen map[reflect.Type]*typePlan) *typePlan {
 		case reflect.Pointer:
 			p.kind, p.elem = kPtr, planOf(t.Elem(), seen)
 		case reflect.Map:
-			if t.Key().Kind() != reflect.String {
+			if t.Key() != reflect.TypeFor[string]() { // the emitter reads keys into a string
 				panic("sim: scenario format: map keys must be strings: " + t.String())
 			}
 			p.kind, p.elem, p.values = kMap, planOf(t.Elem(), seen), reflect.SliceOf(t.Elem())
@@ -350,10 +356,22 @@ func fieldOf(t reflect.Type, i int, seen map[reflect.Type]*typePlan) (fieldPlan,
 			if !ok {
 				bad("no check %q", val)
 			}
+			// A check reads a leaf: the field's, or its map's or list's
+			// values; keys=… reads a map's keys (strings).
+			leaf := f.plan
+			if key == "keys" && leaf.kind == kMap {
+				leaf = &typePlan{kind: kString}
+			}
+			for key == "check" && (leaf.kind == kMap || leaf.kind == kList) {
+				leaf = leaf.elem
+			}
+			if !slices.Contains(c.kinds, leaf.kind) || (key == "keys" && f.plan.kind != kMap) {
+				bad("%s=%s does not read a %s", key, val, sf.Type)
+			}
 			if key == "keys" {
-				f.keyCheck = c
+				f.keyCheck = c.check
 			} else {
-				f.check = c
+				f.check = c.check
 			}
 		case "with":
 			w, ok := t.FieldByName(val)

@@ -230,6 +230,9 @@ func TestFormatRefusesBadTags(t *testing.T) {
 	type modeAlone struct {
 		M CancelMode `scenario:"m"`
 	}
+	type checkOnWrongKind struct {
+		A map[string]string `scenario:"a,check=positive"`
+	}
 	for _, c := range []struct {
 		t    reflect.Type
 		want string
@@ -240,6 +243,7 @@ func TestFormatRefusesBadTags(t *testing.T) {
 		{reflect.TypeFor[noCheck](), `noCheck.A: no check "prime"`},
 		{reflect.TypeFor[intKeys](), "map keys must be strings"},
 		{reflect.TypeFor[modeAlone](), "modeAlone.M: a CancelMode needs with="},
+		{reflect.TypeFor[checkOnWrongKind](), "checkOnWrongKind.A: check=positive does not read a map[string]string"},
 	} {
 		func() {
 			defer func() {

@@ -22,8 +22,11 @@ import (
 // struct's field names are not. Lists of values are JSON arrays as
 // encoding/json writes them; call arguments too.
 func (s *Scenario) YAML() []byte {
-	var entries [32]mapEntry
-	e := encoder{b: make([]byte, 0, 4096), key: reflect.New(reflect.TypeFor[string]()).Elem(), entries: entries[:0]}
+	e := encoder{
+		b:       make([]byte, 0, 4096),
+		key:     reflect.New(reflect.TypeFor[string]()).Elem(),
+		entries: make([]mapEntry, 0, 16),
+	}
 	e.fields(scenarioPlan(), reflect.ValueOf(s).Elem(), 0, false)
 	return e.b
 }
@@ -226,12 +229,16 @@ func (e *encoder) leaf(p *typePlan, f *fieldPlan, v, parent reflect.Value) {
 	case kPtr:
 		e.leaf(p.elem, f, v.Elem(), parent)
 	case kOnCancel:
-		if m := CancelMode(v.Int()); m == CancelDelay {
+		// What parseOnCancel reads.
+		switch CancelMode(v.Int()) {
+		case CancelIgnore:
+			e.b = append(e.b, `"ignore"`...)
+		case CancelDelay:
 			e.b = append(e.b, `"delay `...)
 			e.b = append(e.b, time.Duration(parent.Field(f.with).Int()).String()...)
 			e.b = append(e.b, '"')
-		} else {
-			e.b = kernel.AppendJSONString(e.b, formatOnCancel(m, 0))
+		default:
+			e.b = append(e.b, `"stop"`...)
 		}
 	case kArgs:
 		var err error
