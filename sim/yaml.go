@@ -23,17 +23,17 @@ import (
 // encoding/json writes them; call arguments too.
 func (s *Scenario) YAML() []byte {
 	e := encoder{
-		b:       make([]byte, 0, 4096),
 		key:     reflect.New(reflect.TypeFor[string]()).Elem(),
 		entries: make([]mapEntry, 0, 16),
 	}
-	e.fields(scenarioPlan(), reflect.ValueOf(s).Elem(), 0, false)
-	return e.b
+	b, _ := e.fields(make([]byte, 0, 4096), scenarioPlan(), reflect.ValueOf(s).Elem(), 0, false)
+	return b
 }
 
-// encoder appends a value's canonical YAML to b, walking its plan.
+// encoder appends a value's canonical YAML, walking its plan. Its methods
+// take the output and return it extended (as strconv's Append functions
+// do): a buffer in a local variable costs no write barrier per append.
 type encoder struct {
-	b []byte
 	// key is a settable string that map iteration reads keys into (a map
 	// key read by reflect otherwise costs an allocation).
 	key reflect.Value
@@ -49,40 +49,40 @@ type mapEntry struct {
 
 const spaces = "                                                                "
 
-func (e *encoder) indent(level int) {
+func indent(b []byte, level int) []byte {
 	if n := 2 * level; n <= len(spaces) {
-		e.b = append(e.b, spaces[:n]...)
-		return
+		return append(b, spaces[:n]...)
 	}
 	for range level {
-		e.b = append(e.b, "  "...)
+		b = append(b, "  "...)
 	}
+	return b
 }
 
 // fields writes a struct's fields as a block mapping at level; inline: the
-// first field goes on the current line (after a list item's "- "). It
+// first field goes on the current line (after a list item's "- "). It also
 // returns how many fields it wrote.
-func (e *encoder) fields(p *typePlan, v reflect.Value, level int, inline bool) int {
+func (e *encoder) fields(b []byte, p *typePlan, v reflect.Value, level int, inline bool) ([]byte, int) {
 	if p.kind == kLimits {
 		l := v.Addr().Interface().(*kernel.Limits)
 		for i := range p.fields {
 			f := &p.fields[i]
 			if !inline {
-				e.indent(level)
+				b = indent(b, level)
 			}
 			inline = false
-			e.b = append(e.b, f.name...)
-			e.b = append(e.b, ": "...)
+			b = append(b, f.name...)
+			b = append(b, ": "...)
 			// Through the field's pointer: LimitSpec.Get copies the
 			// limits to the heap.
 			if d := f.limit.DurationPtr(l); d != nil {
-				e.b = appendDuration(e.b, *d)
+				b = appendDuration(b, *d)
 			} else {
-				e.b = strconv.AppendInt(e.b, int64(*f.limit.IntPtr(l)), 10)
+				b = strconv.AppendInt(b, int64(*f.limit.IntPtr(l)), 10)
 			}
-			e.b = append(e.b, '\n')
+			b = append(b, '\n')
 		}
-		return len(p.fields)
+		return b, len(p.fields)
 	}
 	n := 0
 	for i := range p.fields {
@@ -92,70 +92,70 @@ func (e *encoder) fields(p *typePlan, v reflect.Value, level int, inline bool) i
 			continue
 		}
 		if !inline {
-			e.indent(level)
+			b = indent(b, level)
 		}
 		inline = false
-		e.b = append(e.b, f.name...)
-		e.value(f.plan, f, fv, v, level)
+		b = append(b, f.name...)
+		b = e.value(b, f.plan, f, fv, v, level)
 		n++
 	}
-	return n
+	return b, n
 }
 
 // value writes what follows a key at level: ": leaf\n", ": {}\n", ": []\n",
 // or ":\n" and a nested block. f is the field v is (nil for a map's value),
 // parent the struct holding it.
-func (e *encoder) value(p *typePlan, f *fieldPlan, v, parent reflect.Value, level int) {
+func (e *encoder) value(b []byte, p *typePlan, f *fieldPlan, v, parent reflect.Value, level int) []byte {
 	switch p.kind {
 	case kStruct, kLimits:
-		e.b = append(e.b, ":\n"...)
-		if e.fields(p, v, level+1, false) == 0 {
-			e.b = append(e.b[:len(e.b)-1], " {}\n"...)
+		b = append(b, ":\n"...)
+		b, n := e.fields(b, p, v, level+1, false)
+		if n == 0 {
+			b = append(b[:len(b)-1], " {}\n"...)
 		}
+		return b
 	case kMap:
 		if v.Len() == 0 {
-			e.b = append(e.b, ": {}\n"...)
-			return
+			return append(b, ": {}\n"...)
 		}
-		e.b = append(e.b, ":\n"...)
-		e.mapEntries(p, v, level+1)
+		return e.mapEntries(append(b, ":\n"...), p, v, level+1)
 	case kList:
 		switch {
 		case p.elem.kind < kPtr:
-			e.b = append(e.b, ": "...)
-			e.jsonList(p, v)
-			e.b = append(e.b, '\n')
+			b = append(b, ": "...)
+			b = e.jsonList(b, p, v)
+			return append(b, '\n')
 		case v.Len() == 0:
-			e.b = append(e.b, ": []\n"...)
-		default:
-			e.b = append(e.b, ":\n"...)
-			for i := range v.Len() {
-				item := v.Index(i)
-				e.indent(level + 1)
-				e.b = append(e.b, "- "...)
-				switch {
-				case f != nil && f.flow:
-					e.flow(p.elem, item)
-					e.b = append(e.b, '\n')
-				case p.elem.kind == kStruct:
-					if e.fields(p.elem, item, level+2, true) == 0 {
-						e.b = append(e.b, "{}\n"...)
-					}
-				default: // a list of lists is not part of the format
-					panic("sim: scenario format: no block form for " + p.typ.String())
+			return append(b, ": []\n"...)
+		}
+		b = append(b, ":\n"...)
+		for i := range v.Len() {
+			item := v.Index(i)
+			b = indent(b, level+1)
+			b = append(b, "- "...)
+			switch {
+			case f != nil && f.flow:
+				b = e.flow(b, p.elem, item)
+				b = append(b, '\n')
+			case p.elem.kind == kStruct:
+				var n int
+				if b, n = e.fields(b, p.elem, item, level+2, true); n == 0 {
+					b = append(b, "{}\n"...)
 				}
+			default: // a list of lists is not part of the format
+				panic("sim: scenario format: no block form for " + p.typ.String())
 			}
 		}
-	default:
-		e.b = append(e.b, ": "...)
-		e.leaf(p, f, v, parent)
-		e.b = append(e.b, '\n')
+		return b
 	}
+	b = append(b, ": "...)
+	b = e.leaf(b, p, f, v, parent)
+	return append(b, '\n')
 }
 
 // mapEntries writes a map's entries at level, keys sorted (map order must
 // never reach an output: I6) and quoted.
-func (e *encoder) mapEntries(p *typePlan, v reflect.Value, level int) {
+func (e *encoder) mapEntries(b []byte, p *typePlan, v reflect.Value, level int) []byte {
 	vals := reflect.MakeSlice(p.values, v.Len(), v.Len())
 	base := len(e.entries)
 	it := v.MapRange()
@@ -167,16 +167,17 @@ func (e *encoder) mapEntries(p *typePlan, v reflect.Value, level int) {
 	mine := e.entries[base:]
 	slices.SortFunc(mine, func(a, b mapEntry) int { return cmp.Compare(a.key, b.key) })
 	for _, me := range mine {
-		e.indent(level)
-		e.b = kernel.AppendJSONString(e.b, me.key)
-		e.value(p.elem, nil, vals.Index(me.i), reflect.Value{}, level)
+		b = indent(b, level)
+		b = kernel.AppendJSONString(b, me.key)
+		b = e.value(b, p.elem, nil, vals.Index(me.i), reflect.Value{}, level)
 	}
 	e.entries = e.entries[:base]
+	return b
 }
 
 // flow writes a struct of leaves as a one-line flow mapping.
-func (e *encoder) flow(p *typePlan, v reflect.Value) {
-	e.b = append(e.b, '{')
+func (e *encoder) flow(b []byte, p *typePlan, v reflect.Value) []byte {
+	b = append(b, '{')
 	sep := false
 	for i := range p.fields {
 		f := &p.fields[i]
@@ -185,69 +186,68 @@ func (e *encoder) flow(p *typePlan, v reflect.Value) {
 			continue
 		}
 		if sep {
-			e.b = append(e.b, ", "...)
+			b = append(b, ", "...)
 		}
 		sep = true
-		e.b = append(e.b, f.name...)
-		e.b = append(e.b, ": "...)
-		e.leaf(f.plan, f, fv, v)
+		b = append(b, f.name...)
+		b = append(b, ": "...)
+		b = e.leaf(b, f.plan, f, fv, v)
 	}
-	e.b = append(e.b, '}')
+	return append(b, '}')
 }
 
 // jsonList writes a list of values as encoding/json writes it.
-func (e *encoder) jsonList(p *typePlan, v reflect.Value) {
-	e.b = append(e.b, '[')
+func (e *encoder) jsonList(b []byte, p *typePlan, v reflect.Value) []byte {
+	b = append(b, '[')
 	for i := range v.Len() {
 		if i > 0 {
-			e.b = append(e.b, ',')
+			b = append(b, ',')
 		}
 		if item := v.Index(i); p.elem.kind == kString {
-			e.b = appendJSONHTML(e.b, item.String())
+			b = appendJSONHTML(b, item.String())
 		} else {
-			e.leaf(p.elem, nil, item, reflect.Value{})
+			b = e.leaf(b, p.elem, nil, item, reflect.Value{})
 		}
 	}
-	e.b = append(e.b, ']')
+	return append(b, ']')
 }
 
 // leaf writes a value as JSON.
-func (e *encoder) leaf(p *typePlan, f *fieldPlan, v, parent reflect.Value) {
+func (e *encoder) leaf(b []byte, p *typePlan, f *fieldPlan, v, parent reflect.Value) []byte {
 	switch p.kind {
 	case kString, kFault:
-		e.b = kernel.AppendJSONString(e.b, v.String())
+		return kernel.AppendJSONString(b, v.String())
 	case kInt:
-		e.b = strconv.AppendInt(e.b, v.Int(), 10)
+		return strconv.AppendInt(b, v.Int(), 10)
 	case kUint:
-		e.b = strconv.AppendUint(e.b, v.Uint(), 10)
+		return strconv.AppendUint(b, v.Uint(), 10)
 	case kFloat:
-		e.b = strconv.AppendFloat(e.b, v.Float(), 'g', -1, 64)
+		return strconv.AppendFloat(b, v.Float(), 'g', -1, 64)
 	case kBool:
-		e.b = strconv.AppendBool(e.b, v.Bool())
+		return strconv.AppendBool(b, v.Bool())
 	case kDuration:
-		e.b = appendDuration(e.b, time.Duration(v.Int()))
+		return appendDuration(b, time.Duration(v.Int()))
 	case kPtr:
-		e.leaf(p.elem, f, v.Elem(), parent)
+		return e.leaf(b, p.elem, f, v.Elem(), parent)
 	case kOnCancel:
 		// What parseOnCancel reads.
 		switch CancelMode(v.Int()) {
 		case CancelIgnore:
-			e.b = append(e.b, `"ignore"`...)
+			return append(b, `"ignore"`...)
 		case CancelDelay:
-			e.b = append(e.b, `"delay `...)
-			e.b = append(e.b, time.Duration(parent.Field(f.with).Int()).String()...)
-			e.b = append(e.b, '"')
-		default:
-			e.b = append(e.b, `"stop"`...)
+			b = append(b, `"delay `...)
+			b = append(b, time.Duration(parent.Field(f.with).Int()).String()...)
+			return append(b, '"')
 		}
+		return append(b, `"stop"`...)
 	case kArgs:
-		var err error
-		if e.b, err = appendArgsJSON(e.b, v.Interface().(map[string]any)); err != nil {
+		b, err := appendArgsJSON(b, v.Interface().(map[string]any))
+		if err != nil {
 			panic("sim: render scenario value: " + err.Error())
 		}
-	default:
-		panic("sim: scenario format: no leaf form for " + p.typ.String())
+		return b
 	}
+	panic("sim: scenario format: no leaf form for " + p.typ.String())
 }
 
 // appendDuration writes d quoted, in Go syntax ("1.5s").
