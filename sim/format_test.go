@@ -1,12 +1,14 @@
 package sim
 
 import (
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"testing/fstest"
 	"time"
+	"unicode/utf16"
 )
 
 // loadErr loads src as bad.yaml and returns its *LoadError (failing the
@@ -48,15 +50,41 @@ func TestLoadRefusesNonUTF8AtItsLine(t *testing.T) {
 		})
 	}
 	// What YAML allows loads: tabs, wide characters, a byte order mark,
-	// CRLF lines, and a file in UTF-16 (which yaml.v3 reads itself).
-	for _, src := range []string{
-		"\uFEFFname: t\r\nabout: \"caf\u00e9\t\u2713 \U0001D11E \u00a0\ufeff\"\r\nagents: {main: []}\r\n",
-		"\xff\xfen\x00a\x00m\x00e\x00:\x00 \x00t\x00\n\x00a\x00g\x00e\x00n\x00t\x00s\x00:\x00 \x00{\x00m\x00a\x00i\x00n\x00:\x00 \x00[\x00]\x00}\x00\n\x00",
-	} {
-		if _, err := Load("ok.yaml", []byte(src)); err != nil {
-			t.Errorf("%q: %v", src, err)
+	// CRLF lines; and UTF-16 after its byte order mark, either way round.
+	good := "\uFEFFname: t\r\nabout: \"caf\u00e9\t\u2713 \U0001D11E \u00a0\ufeff\"\r\nagents: {main: []}\r\n"
+	for _, src := range []string{good, utf16Text(good[3:], false), utf16Text(good[3:], true)} {
+		s, err := Load("ok.yaml", []byte(src))
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		if s.About != "caf\u00e9\t\u2713 \U0001D11E \u00a0\ufeff" {
+			t.Fatalf("about %q", s.About)
 		}
 	}
+	// Broken UTF-16 is refused where it breaks.
+	for _, c := range []struct{ src, want string }{
+		{utf16Text("name: t\nabout: x", false) + "\x00", "bad.yaml:2:9: not UTF-16: an odd number of bytes"},
+		{utf16Text("name: t\nab", true) + "\xdc\x00", "bad.yaml:2:3: not UTF-16: a surrogate without its pair"},
+		{utf16Text("name: t\nab", false) + "\x00\xd8" + utf16Text("x", false)[2:], "bad.yaml:2:3: not UTF-16: a surrogate without its pair"},
+		{utf16Text("name: t\x01", false), "bad.yaml:1:8: character U+0001 is not allowed"},
+	} {
+		if err := loadErr(t, c.src); !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("got %q, want %q", err, c.want)
+		}
+	}
+}
+
+// utf16Text is s in UTF-16 with its byte order mark.
+func utf16Text(s string, bigEndian bool) string {
+	order := binary.AppendByteOrder(binary.LittleEndian)
+	b := []byte{0xFF, 0xFE}
+	if bigEndian {
+		order, b = binary.BigEndian, []byte{0xFE, 0xFF}
+	}
+	for _, u := range utf16.Encode([]rune(s)) {
+		b = order.AppendUint16(b, u)
+	}
+	return string(b)
 }
 
 // bomb is a scenario whose aliases nest: a reply of n calls, a script of n
@@ -253,5 +281,21 @@ func TestFormatRefusesBadTags(t *testing.T) {
 			}()
 			planOf(c.t, map[reflect.Type]*typePlan{})
 		}()
+	}
+}
+
+// TestLoadLocatesSyntaxErrors: yaml.v3 leaves the line out of an error on
+// the first line and out of an alias to an unknown anchor; the loader puts
+// it back.
+func TestLoadLocatesSyntaxErrors(t *testing.T) {
+	for _, c := range []struct{ src, want string }{
+		{`"`, "bad.yaml:1: YAML syntax: found unexpected end of stream"},
+		{"\tname: t", "bad.yaml:1: YAML syntax: found character that cannot start any token"},
+		{"name: &x t\nabout: *y\n", "bad.yaml:2:8: YAML syntax: unknown anchor 'y' referenced"},
+		{"name: t\nagents: {main: [{text: *a-b}]}\n", "bad.yaml:2:24: YAML syntax: unknown anchor 'a-b' referenced"},
+	} {
+		if err := loadErr(t, c.src); err.Error() != c.want {
+			t.Errorf("got %q, want %q", err, c.want)
+		}
 	}
 }

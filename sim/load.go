@@ -14,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/escapement/escapement/kernel"
 	"go.yaml.in/yaml/v3"
@@ -86,22 +85,23 @@ func load(file string, data []byte) (*Scenario, *yaml.Node, error) {
 	if len(data) > MaxScenarioBytes {
 		return nil, nil, &LoadError{File: file, Msg: fmt.Sprintf("file is %d bytes, the limit is %d", len(data), MaxScenarioBytes)}
 	}
-	if err := checkText(file, data); err != nil {
+	text, err := yamlText(file, data)
+	if err != nil {
 		return nil, nil, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec := yaml.NewDecoder(bytes.NewReader(text))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, nil, &LoadError{File: file, Line: 1, Msg: "empty scenario"}
 		}
-		return nil, nil, syntaxError(file, err)
+		return nil, nil, syntaxError(file, text, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		return nil, nil, &LoadError{File: file, Line: extra.Line, Msg: "more than one YAML document; one scenario per file"}
 	} else if !errors.Is(err, io.EOF) {
-		return nil, nil, syntaxError(file, err)
+		return nil, nil, syntaxError(file, text, err)
 	}
 	root := &doc
 	if doc.Kind == yaml.DocumentNode {
@@ -157,69 +157,27 @@ func locate(n *yaml.Node, at fieldPath) *yaml.Node {
 	return n
 }
 
-var yamlLineRE = regexp.MustCompile(`line (\d+)`)
+var (
+	yamlLineRE   = regexp.MustCompile(`line (\d+)`)
+	yamlAnchorRE = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
+)
 
-func syntaxError(file string, err error) error {
+// syntaxError locates a yaml.v3 parse error in text. yaml.v3 writes "line
+// N" unless the problem is on the first line, and no position at all for
+// an alias to an unknown anchor (which is found here).
+func syntaxError(file string, text []byte, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 0
+	line, col := 1, 0
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = strings.TrimSpace(strings.Replace(msg, m[0]+":", "", 1))
-	}
-	return &LoadError{File: file, Line: line, Msg: "YAML syntax: " + msg}
-}
-
-// checkText refuses what yaml.v3's reader refuses without saying where:
-// bytes that are not UTF-8, and characters YAML does not allow (control
-// characters). Lines and columns count as yaml.v3 counts them (a column is
-// a character; \r\n, \r, \n, U+0085, U+2028 and U+2029 end a line). A file
-// that starts with a UTF-16 byte order mark is left to yaml.v3, which reads
-// UTF-16.
-func checkText(file string, data []byte) error {
-	if bytes.HasPrefix(data, []byte{0xFF, 0xFE}) || bytes.HasPrefix(data, []byte{0xFE, 0xFF}) {
-		return nil
-	}
-	line, col := 1, 1
-	i := 0
-	if bytes.HasPrefix(data, []byte("\uFEFF")) {
-		i = 3 // a UTF-8 byte order mark, which yaml.v3 skips
-	}
-	for i < len(data) {
-		r, w := utf8.DecodeRune(data[i:])
-		switch {
-		case r == utf8.RuneError && w <= 1:
-			return &LoadError{File: file, Line: line, Col: col,
-				Msg: fmt.Sprintf("not UTF-8: byte 0x%02X; a scenario file is UTF-8 text", data[i])}
-		case !yamlPrintable(r):
-			return &LoadError{File: file, Line: line, Col: col,
-				Msg: fmt.Sprintf("character %U is not allowed in YAML (control characters are not)", r)}
-		}
-		i += w
-		switch {
-		case r == '\r' && i < len(data) && data[i] == '\n':
-			col++ // the \n after it ends the line
-		case r == '\r' || r == '\n' || r == 0x85 || r == 0x2028 || r == 0x2029:
-			line, col = line+1, 1
-		default:
-			col++
+	} else if m := yamlAnchorRE.FindStringSubmatch(msg); m != nil {
+		if at := regexp.MustCompile(`(^|[\s,\[{:-])\*` + regexp.QuoteMeta(m[1]) + `($|[\s,\]}])`).FindIndex(text); at != nil {
+			off := at[0] + bytes.IndexByte(text[at[0]:], '*')
+			line, col = position(text, off)
 		}
 	}
-	return nil
-}
-
-// yamlPrintable is YAML's set of allowed characters (yaml.v3's reader
-// refuses the others).
-func yamlPrintable(r rune) bool {
-	switch {
-	case r == 0x09 || r == 0x0A || r == 0x0D || r == 0x85:
-	case r >= 0x20 && r <= 0x7E:
-	case r >= 0xA0 && r <= 0xD7FF:
-	case r >= 0xE000 && r <= 0xFFFD:
-	case r >= 0x10000 && r <= 0x10FFFF:
-	default:
-		return false
-	}
-	return true
+	return &LoadError{File: file, Line: line, Col: col, Msg: "YAML syntax: " + msg}
 }
 
 // LoadPaths loads scenario files and directories (every *.yaml and *.yml in
