@@ -12,7 +12,3 @@ type BrokenLoop struct {
 
 // BrokenLoops returns one broken loop per F-bug (F13 has two).
 func BrokenLoops() []BrokenLoop { return brokenLoops() }
-
-// LegacyYAML is the hand-written emitter the scenario format replaced (test
-// code), for the byte-for-byte comparison and the benchmark beside it.
-func LegacyYAML(s *Scenario) []byte { return s.legacyYAML() }
