@@ -40,6 +40,9 @@ func TestArgsJSON(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("argsJSON(%#v)\n got %s\nwant %s", m, got, want)
 		}
+		if got, _ := appendArgsJSON([]byte("pre"), m); string(got) != "pre"+string(want) {
+			t.Errorf("appendArgsJSON(pre, %#v) = %s, want pre%s", m, got, want)
+		}
 	}
 	for _, s := range []string{"", "plain", odd, "a<b", "x&y>z"} {
 		want, _ := json.Marshal(s)
