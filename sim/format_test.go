@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -297,5 +298,15 @@ func TestLoadLocatesSyntaxErrors(t *testing.T) {
 		if err := loadErr(t, c.src); err.Error() != c.want {
 			t.Errorf("got %q, want %q", err, c.want)
 		}
+	}
+}
+
+// TestLoadRefusesOversizedInput: Load bounds the bytes it is given, before
+// reading any of them as YAML.
+func TestLoadRefusesOversizedInput(t *testing.T) {
+	big := append([]byte("name: t\nagents: {main: []}\nabout: "), make([]byte, MaxScenarioBytes)...)
+	err := loadErr(t, string(big))
+	if want := fmt.Sprintf("bad.yaml: file is %d bytes, the limit is %d", len(big), MaxScenarioBytes); err.Error() != want {
+		t.Fatalf("got %q, want %q", err, want)
 	}
 }
