@@ -348,6 +348,11 @@ func fieldOf(t reflect.Type, i int, seen map[reflect.Type]*typePlan) (fieldPlan,
 			if f.plan.kind != kList || f.plan.elem.kind != kStruct {
 				bad("flow is for lists of structs")
 			}
+			for _, g := range f.plan.elem.fields {
+				if g.plan.kind >= kStruct {
+					bad("flow items hold values only, not %s", g.plan.typ)
+				}
+			}
 		case "default":
 			f.def = parseDefault(f.plan, val)
 			switch {

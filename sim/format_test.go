@@ -259,6 +259,12 @@ func TestFormatRefusesBadTags(t *testing.T) {
 	type modeAlone struct {
 		M CancelMode `scenario:"m"`
 	}
+	type nested struct {
+		L []string `scenario:"l"`
+	}
+	type flowNested struct {
+		A []nested `scenario:"a,flow"`
+	}
 	type checkOnWrongKind struct {
 		A map[string]string `scenario:"a,check=positive"`
 	}
@@ -272,6 +278,7 @@ func TestFormatRefusesBadTags(t *testing.T) {
 		{reflect.TypeFor[noCheck](), `noCheck.A: no check "prime"`},
 		{reflect.TypeFor[intKeys](), "map keys must be strings"},
 		{reflect.TypeFor[modeAlone](), "modeAlone.M: a CancelMode needs with="},
+		{reflect.TypeFor[flowNested](), "flowNested.A: flow items hold values only, not []string"},
 		{reflect.TypeFor[checkOnWrongKind](), "checkOnWrongKind.A: check=positive does not read a map[string]string"},
 	} {
 		func() {
