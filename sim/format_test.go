@@ -190,6 +190,11 @@ func TestLoadNamesWhereAFieldIs(t *testing.T) {
 	if err := loadErr(t, src); err.Line != 4 || err.Col != 3 {
 		t.Fatalf("script name: %q, want the key at 4:3", err)
 	}
+	// A reference Validate finds: at the value that names it.
+	src = "name: t\nagents:\n  main: []\ninputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: ghost}\n"
+	if err := loadErr(t, src); err.Line != 6 || err.Col != 22 || err.Path != "inputs[1].cancel" {
+		t.Fatalf("cancel: %q at %d:%d, want 6:22", err, err.Line, err.Col)
+	}
 }
 
 // TestLoadFSNameUsedTwice: two files with one name: the second is refused
@@ -315,5 +320,130 @@ func TestLoadRefusesOversizedInput(t *testing.T) {
 	err := loadErr(t, string(big))
 	if want := fmt.Sprintf("bad.yaml: file is %d bytes, the limit is %d", len(big), MaxScenarioBytes); err.Error() != want {
 		t.Fatalf("got %q, want %q", err, want)
+	}
+}
+
+// TestCanonicalYAML pins the canonical form on a scenario that meets every
+// rule of the format: fields in declaration order, defaults and empty
+// fields left out (a zero first_token is the default), {} args kept (nil
+// and empty differ), an empty script [] and an empty entry {}, map keys
+// quoted and sorted, calls as flow mappings, lists and args as
+// encoding/json writes them, on_cancel with its delay, every limit, and
+// the faults' kind-dependent defaults filled in. (Byte for byte what the
+// hand-written emitter before it wrote.)
+func TestCanonicalYAML(t *testing.T) {
+	src := `name: canon
+about: every rule of the canonical form
+seed: 0
+limits: {grace: 1500ms, max_calls: 3}
+agents:
+  main:
+    - text: "say <hi> & \"bye\""
+      first_token: 200ms
+      rate: 50
+      calls:
+        - {tool: t, args: {b: 1, a: "<x>"}}
+        - {tool: t, args: {}}
+        - {tool: t, args_raw: '{"bad'}
+        - {delegate: "c.d", prompt: go}
+    - {}
+    - rate: 12.5
+      first_token: 0
+  c.d: []
+tools:
+  t: {duration: 0s, on_cancel: stop}
+  u: {duration: 2s, result: r, error: e, on_cancel: "delay 1.5s"}
+  v: {duration: 1m, on_cancel: ignore}
+faults:
+  - {agent: main, fault: late_event}
+  - {at: 1s, agent: main, fault: rate_limit, tool: t, after: 2}
+inputs:
+  - {at: 0s, submit: go}
+  - {at: 1s, interject: more}
+  - {at: 2s, cancel: main, turn: 1}
+  - {at: 3s, shutdown: true}
+expect:
+  outcomes: {main: interrupted}
+  llm_requests: {"c.d": 0}
+  quiescent_by: 10s
+  history:
+    main: {marker: true, partial: false, contains: ["<a>", b], absent: []}
+    "c.d": {}
+`
+	want := `name: "canon"
+about: "every rule of the canonical form"
+seed: 1
+limits:
+  grace: "1.5s"
+  first_token_timeout: "30s"
+  stall_timeout: "30s"
+  tool_timeout: "2m0s"
+  turn_timeout: "10m0s"
+  debounce: "100ms"
+  max_depth: 8
+  max_children: 16
+  max_requests: 50
+  max_message_bytes: 1048576
+  max_calls: 3
+  max_parallel_tools: 8
+agents:
+  "c.d": []
+  "main":
+    - text: "say <hi> & \"bye\""
+      calls:
+        - {tool: "t", args: {"a":"\u003cx\u003e","b":1}}
+        - {tool: "t", args: {}}
+        - {tool: "t", args_raw: "{\"bad"}
+        - {delegate: "c.d", prompt: "go"}
+    - {}
+    - rate: 12.5
+tools:
+  "t":
+    duration: "0s"
+  "u":
+    duration: "2s"
+    result: "r"
+    error: "e"
+    on_cancel: "delay 1.5s"
+  "v":
+    duration: "1m0s"
+    on_cancel: "ignore"
+faults:
+  - at: "0s"
+    agent: "main"
+    fault: "late_event"
+    delay: "5s"
+  - at: "1s"
+    agent: "main"
+    fault: "rate_limit"
+    tool: "t"
+    after: 2
+    retry_after: "1s"
+    attempts: 1
+inputs:
+  - at: "0s"
+    submit: "go"
+  - at: "1s"
+    interject: "more"
+  - at: "2s"
+    cancel: "main"
+    turn: 1
+  - at: "3s"
+    shutdown: true
+expect:
+  outcomes:
+    "main": "interrupted"
+  llm_requests:
+    "c.d": 0
+  quiescent_by: "10s"
+  history:
+    "c.d": {}
+    "main":
+      marker: true
+      partial: false
+      contains: ["\u003ca\u003e","b"]
+`
+	if got := string(mustLoad(t, src).YAML()); got != want {
+		t.Fatalf("canonical form:\n%s\nwant:\n%s", got, want)
 	}
 }
