@@ -15,7 +15,7 @@ import (
 // emitted.
 type accountingChecker struct{ judge }
 
-func (c *accountingChecker) step(s *step) {
+func (c *accountingChecker) step(s *stepObs) {
 	if s.final {
 		return
 	}
@@ -61,7 +61,7 @@ func (c *accountingChecker) step(s *step) {
 
 // expectedEnd is how op must end in this step, and why (OpEndNone: the
 // step gives it no reason to end).
-func (c *accountingChecker) expectedEnd(s *step, op *opObs) (kernel.OpEnd, string) {
+func (c *accountingChecker) expectedEnd(s *stepObs, op *opObs) (kernel.OpEnd, string) {
 	switch {
 	case op == s.op && s.answer && op.cancels > 0:
 		return kernel.OpCancelled, "its answer came after its cancel"

@@ -20,7 +20,7 @@ import (
 // deeper than max_depth, and the tree never passes max_agents (I19).
 type callChecker struct{ judge }
 
-func (c *callChecker) step(s *step) {
+func (c *callChecker) step(s *stepObs) {
 	lim := c.m.lim
 	for i := range s.effs {
 		e, n := &s.effs[i], &s.notes[i]
@@ -92,7 +92,7 @@ func (c *callChecker) toolStart(e *kernel.Effect, n *note) {
 
 // dropped: the calls a cut stream was still sending are recorded as
 // dropped in the step that cut it, in index order, none started.
-func (c *callChecker) dropped(s *step, op *opObs) {
+func (c *callChecker) dropped(s *stepObs, op *opObs) {
 	frags := slices.Clone(op.frags)
 	slices.SortFunc(frags, func(x, y fragObs) int { return x.index - y.index })
 	k := 0

@@ -17,7 +17,7 @@ import (
 // record. A turn is interrupted at most once and holds at most one marker.
 type cancelChecker struct{ judge }
 
-func (c *cancelChecker) step(s *step) {
+func (c *cancelChecker) step(s *stepObs) {
 	if s.final {
 		return
 	}
@@ -63,7 +63,7 @@ func (c *cancelChecker) step(s *step) {
 
 // noOp: a cancel that finds its turn Interrupted or ended changes nothing;
 // its one effect is the ignored record that says so.
-func (c *cancelChecker) noOp(s *step) {
+func (c *cancelChecker) noOp(s *stepObs) {
 	for i := range s.effs {
 		if e := &s.effs[i]; !(e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeIgnored && e.Life.Agent == s.cancel.target) {
 			c.violate(IdempotentInterrupts, s.cancel.target, "a cancel that found the turn %s (a no-op) caused %s", s.cancel.was, e.Describe())
@@ -77,7 +77,7 @@ func (c *cancelChecker) noOp(s *step) {
 
 // acted: the cancel interrupted its target and reached every working
 // descendant.
-func (c *cancelChecker) acted(s *step) {
+func (c *cancelChecker) acted(s *stepObs) {
 	t := c.m.agent(s.cancel.target)
 	if !slices.Contains(s.entered, t.id) {
 		c.violate(CancelReachesSubtree, t.id, "cancel did not interrupt its target (still %s)", t.state)

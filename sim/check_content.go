@@ -16,7 +16,7 @@ import (
 // that, under the child's name (docs/semantics.md, "Results").
 type contentChecker struct{ judge }
 
-func (c *contentChecker) step(s *step) {
+func (c *contentChecker) step(s *stepObs) {
 	for i := range s.turnEnds {
 		e := &s.turnEnds[i]
 		if e.second {

@@ -128,7 +128,7 @@ func (c *deadlineChecker) scan(now time.Duration, verb string) {
 	c.next = next
 }
 
-func (c *deadlineChecker) step(s *step) {
+func (c *deadlineChecker) step(s *stepObs) {
 	if s.final {
 		return
 	}

@@ -29,7 +29,7 @@ func (c *freezeChecker) set(id kernel.AgentID, v bool) {
 	c.frozen[id] = v
 }
 
-func (c *freezeChecker) step(s *step) {
+func (c *freezeChecker) step(s *stepObs) {
 	if s.final {
 		return
 	}

@@ -11,7 +11,7 @@ type fsmChecker struct {
 	legal *legalTable
 }
 
-func (c *fsmChecker) step(s *step) {
+func (c *fsmChecker) step(s *stepObs) {
 	for i := range s.effs {
 		e := &s.effs[i]
 		switch {

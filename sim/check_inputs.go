@@ -21,7 +21,7 @@ type inputChecker struct {
 	queued int
 }
 
-func (c *inputChecker) step(s *step) {
+func (c *inputChecker) step(s *stepObs) {
 	if s.final {
 		return
 	}
@@ -54,7 +54,7 @@ func (c *inputChecker) step(s *step) {
 // record carries it); otherwise it is interjected — at once while the root
 // streams, queued for the next request or turn while it runs tools,
 // delegates or is Interrupted.
-func (c *inputChecker) accepted(s *step) {
+func (c *inputChecker) accepted(s *stepObs) {
 	if s.rootWas == fsm.Idle {
 		for i := range s.effs {
 			if l := &s.effs[i].Life; s.effs[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeTurnStarted && l.Agent == kernel.Root {
@@ -84,7 +84,7 @@ func (c *inputChecker) accepted(s *step) {
 
 // refusedChangesNothing: a refusal's only effects are its error and its
 // rejected record.
-func (c *inputChecker) refusedChangesNothing(s *step, who kernel.AgentID) {
+func (c *inputChecker) refusedChangesNothing(s *stepObs, who kernel.AgentID) {
 	errs, records := 0, 0
 	for i := range s.effs {
 		switch e := &s.effs[i]; {
@@ -104,7 +104,7 @@ func (c *inputChecker) refusedChangesNothing(s *step, who kernel.AgentID) {
 
 // refusal says why the spec refuses the step's input ("" when it accepts
 // it).
-func (c *inputChecker) refusal(s *step) string {
+func (c *inputChecker) refusal(s *stepObs) string {
 	switch s.ev.Kind {
 	case kernel.EvSubmit, kernel.EvInterject:
 		switch {
@@ -123,7 +123,7 @@ func (c *inputChecker) refusal(s *step) string {
 	return ""
 }
 
-func (c *inputChecker) input(s *step) {
+func (c *inputChecker) input(s *stepObs) {
 	who := s.target
 	if who == kernel.NoAgent {
 		who = kernel.Root

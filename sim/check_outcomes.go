@@ -17,7 +17,7 @@ import (
 // aborted turn leaves exactly one marker.
 type outcomeChecker struct{ judge }
 
-func (c *outcomeChecker) step(s *step) {
+func (c *outcomeChecker) step(s *stepObs) {
 	for i := range s.effs {
 		e := &s.effs[i]
 		if e.Kind != kernel.EffEmit {

@@ -14,7 +14,7 @@ import (
 // to go on stays correct until its turn deadline ends it as a timeout.
 type progressChecker struct{ judge }
 
-func (c *progressChecker) step(s *step) {
+func (c *progressChecker) step(s *stepObs) {
 	if s.final {
 		return
 	}

@@ -51,7 +51,7 @@ func (c *quiesceChecker) elapse() {
 	c.liveness()
 }
 
-func (c *quiesceChecker) step(s *step) {
+func (c *quiesceChecker) step(s *stepObs) {
 	for _, id := range s.entered {
 		if p := c.m.agent(id).parent; p != kernel.NoAgent && slices.Contains(s.entered, p) {
 			continue // aborted with its parent: the parent's subtree covers it

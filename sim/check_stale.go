@@ -7,7 +7,7 @@ import "github.com/escapement/escapement/kernel"
 // is the stale or late record that says it was dropped.
 type staleChecker struct{ judge }
 
-func (c *staleChecker) step(s *step) {
+func (c *staleChecker) step(s *stepObs) {
 	if s.stale == notStale {
 		return
 	}

@@ -14,7 +14,7 @@ import (
 // enters one.
 type transcriptChecker struct{ judge }
 
-func (c *transcriptChecker) step(s *step) {
+func (c *transcriptChecker) step(s *stepObs) {
 	for _, an := range s.anomalies {
 		c.violate(ValidTranscripts, an.a.id, "%s", an.detail)
 	}

@@ -28,7 +28,7 @@ func newUserTextChecker(j judge) *userTextChecker {
 	return &userTextChecker{judge: j, given: map[string]int{}, seen: map[string]int{}}
 }
 
-func (c *userTextChecker) step(s *step) {
+func (c *userTextChecker) step(s *stepObs) {
 	if (s.is(kernel.EvSubmit) || s.is(kernel.EvInterject)) && !s.rejected {
 		c.given[s.ev.Text]++
 		if s.ev.Kind == kernel.EvInterject {
@@ -49,7 +49,7 @@ func (c *userTextChecker) step(s *step) {
 
 // kept reports whether the step appended cut's text as a partial message of
 // its agent.
-func (c *userTextChecker) kept(s *step, cut cutObs) bool {
+func (c *userTextChecker) kept(s *stepObs, cut cutObs) bool {
 	for i := range s.msgs {
 		if o := &s.msgs[i]; o.a.id == cut.agent && o.m.Role == kernel.RoleAssistant && o.m.Partial && o.m.Content == cut.text {
 			return true
@@ -60,7 +60,7 @@ func (c *userTextChecker) kept(s *step, cut cutObs) bool {
 
 // userText: each user text appears as often as it was given, an
 // interjection right after the partial text it cut.
-func (c *userTextChecker) userText(s *step, i int) {
+func (c *userTextChecker) userText(s *stepObs, i int) {
 	o := &s.msgs[i]
 	text := o.m.Content
 	c.seen[text]++

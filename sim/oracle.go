@@ -35,7 +35,7 @@ type checker interface {
 	// before that event is read: deadlines that passed are judged here.
 	elapse()
 	// step judges one step the model has read.
-	step(s *step)
+	step(s *stepObs)
 	// finish runs once after the last step.
 	finish()
 }

@@ -68,7 +68,7 @@ func (m *model) apply(effs []kernel.Effect) {
 
 // chunkEffects reports whether a chunk's effects were only its delta
 // record and its watchdog re-armed (a timer stopped that was set).
-func chunkEffects(s *step) bool {
+func chunkEffects(s *stepObs) bool {
 	for i := range s.effs {
 		switch e := &s.effs[i]; {
 		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeDelta && e.Life.Op == s.ev.Op:

@@ -45,7 +45,7 @@ type model struct {
 	// nEmitted counts them all.
 	emitted  []uint64
 	nEmitted uint64
-	s        step
+	s        stepObs
 	mark     []uint32
 }
 

@@ -6,10 +6,10 @@ import (
 	"github.com/escapement/escapement/kernel"
 )
 
-// step is one step as the model saw it: the event and what it meant before
+// stepObs is one step as the model saw it: the event and what it meant before
 // the core stepped it, then the effects with what the model made of each,
 // and what the step changed in the agents it named. The checkers judge it.
-type step struct {
+type stepObs struct {
 	n      uint32
 	final  bool // the read of every agent after the last step (no event)
 	ev     kernel.Event
@@ -163,7 +163,7 @@ type anomaly struct {
 	detail string
 }
 
-func (s *step) reset(ev *kernel.Event, target kernel.AgentID) {
+func (s *stepObs) reset(ev *kernel.Event, target kernel.AgentID) {
 	s.n++
 	s.final = false
 	s.ev, s.target = *ev, target
@@ -181,7 +181,7 @@ func (s *step) reset(ev *kernel.Event, target kernel.AgentID) {
 }
 
 // transOf is id's transitions in this step.
-func (s *step) transOf(id kernel.AgentID) []kernel.Lifecycle {
+func (s *stepObs) transOf(id kernel.AgentID) []kernel.Lifecycle {
 	if id < 0 || int(id) >= len(s.trans) {
 		return nil
 	}
@@ -189,7 +189,7 @@ func (s *step) transOf(id kernel.AgentID) []kernel.Lifecycle {
 }
 
 // is reports whether the step delivered an event of kind k.
-func (s *step) is(k kernel.EventKind) bool { return !s.final && s.ev.Kind == k }
+func (s *stepObs) is(k kernel.EventKind) bool { return !s.final && s.ev.Kind == k }
 
 // begin reads the event about to be stepped, before the core steps it.
 func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
