@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/escapement/escapement/kernel"
 )
@@ -9,7 +10,9 @@ import (
 // accountingChecker holds I9 (F10) and I21. Every op started ends exactly
 // once, and says truthfully what ended it: completed or failed by its own
 // answer, cancelled by the answer to its cancel, abandoned when its grace
-// ran out — in the step that ended it (an op's answer ends it at once). No
+// ran out, lost when the host crashed (every op in flight then, resolved by
+// the recovery) — in the step that ended it (an op's answer ends it at
+// once). No
 // timer is stopped that was not set, none survives the run, and the
 // lifecycle log replays to a subscriber that joins late exactly as it was
 // emitted.
@@ -57,12 +60,38 @@ func (c *accountingChecker) step(s *stepObs) {
 	if s.answer && !answered {
 		c.violate(OpEndsTruthful, s.op.agent, "op %d got its answer (%s) and did not end", s.op.id, s.ev.Kind)
 	}
+	if s.is(kernel.EvRecover) {
+		c.recovered(s)
+	}
+	for _, op := range s.lost {
+		if op.end != kernel.OpLost {
+			c.violate(OpEndsTruthful, op.agent, "op %d was in flight at the crash and the recovery did not resolve it", op.id)
+		}
+	}
+}
+
+// recovered: a recovery announces itself first, with the number of ops it
+// resolves (every one in flight at the crash).
+func (c *accountingChecker) recovered(s *stepObs) {
+	for i := range s.effs {
+		if e := &s.effs[i]; e.Kind == kernel.EffEmit {
+			if e.Life.Kind != kernel.LifeRecovered || e.Life.N != len(s.lost) {
+				c.violate(OpEndsTruthful, kernel.Root, "a recovery of %d op(s) begins with %s", len(s.lost), e.Life.Describe())
+			}
+			return
+		}
+	}
+	c.violate(OpEndsTruthful, kernel.Root, "a recovery of %d op(s) says nothing", len(s.lost))
 }
 
 // expectedEnd is how op must end in this step, and why (OpEndNone: the
 // step gives it no reason to end).
 func (c *accountingChecker) expectedEnd(s *stepObs, op *opObs) (kernel.OpEnd, string) {
 	switch {
+	case s.is(kernel.EvRecover) && slices.Contains(s.lost, op):
+		return kernel.OpLost, "the host crashed while it ran"
+	case s.is(kernel.EvRecover):
+		return kernel.OpEndNone, ""
 	case op == s.op && s.answer && op.cancels > 0:
 		return kernel.OpCancelled, "its answer came after its cancel"
 	case op == s.op && s.answer && op.tool && op.result == kernel.ToolOK:

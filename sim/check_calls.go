@@ -74,6 +74,12 @@ func (c *callChecker) toolStart(e *kernel.Effect, n *note) {
 	if n.liveTools > lim.MaxParallelTools {
 		c.violate(CapsHold, e.Agent, "%d tools of one agent run at once (max_parallel_tools %d)", n.liveTools, lim.MaxParallelTools)
 	}
+	if n.rerun != nil {
+		if !slices.Contains(c.m.idempotent, e.Call.Name) {
+			c.violate(FinishedCallsOnly, e.Agent, "tool call %s runs again after the crash, but %s is not idempotent", e.Call.ID, e.Call.Name)
+		}
+		return
+	}
 	if req := n.req; req == nil || req.agent != e.Agent || !req.endedOK {
 		c.violate(FinishedCallsOnly, e.Agent, "tool call %s started outside the end of its own finished stream", e.Call.ID)
 		return

@@ -65,14 +65,21 @@ func (c *contentChecker) marker(e *turnEndObs) {
 		return
 	}
 	mk := a.marker
-	partial := strconv.FormatBool(e.facts.cut != "")
+	// The partial message right above the marker is the text the turn's
+	// end cut off — its abort's, its failure's, or a crash's whose restart
+	// the budget refused.
+	partial := strconv.FormatBool(mk.above)
+	if e.facts.cut != "" && !mk.above {
+		c.violate(MarkersTell, a.id, "the marker of turn %d does not follow the text its abort cut off, %q", l.Turn, textcut.Clip(e.facts.cut, 60))
+		return
+	}
 	switch {
 	case !mk.ok:
 		c.violate(MarkersTell, a.id, "the marker of turn %d is not `%soutcome=\"…\" reason=\"…\" partial=\"…\">`", l.Turn, kernel.MarkerPrefix)
 	case mk.outcome != l.Outcome.String() || mk.reason != l.Reason.String():
 		c.violate(MarkersTell, a.id, "the marker of turn %d says %s (%q), but the turn ended %s (%q)", l.Turn, mk.outcome, mk.reason, l.Outcome, l.Reason)
 	case mk.partial != partial:
-		c.violate(MarkersTell, a.id, "the marker of turn %d says partial=%q, but the turn's abort cut off %q", l.Turn, mk.partial, textcut.Clip(e.facts.cut, 60))
+		c.violate(MarkersTell, a.id, "the marker of turn %d says partial=%q, but the message above it is %s", l.Turn, mk.partial, map[bool]string{true: "cut-off text", false: "no cut-off text"}[mk.above])
 	}
 }
 

@@ -160,6 +160,9 @@ func (c *outcomeChecker) callResult(r *callFinObs) {
 		}
 	case kernel.CallMalformed:
 		ok = l.Reason == kernel.ReasonMalformed && c.malformed(a, f, l.CallID)
+	case kernel.CallLost:
+		// A crash lost the tool, and it is not safe to run again.
+		ok = l.Reason == kernel.ReasonCrash && op != nil && op.tool && op.end == kernel.OpLost && !slices.Contains(c.m.idempotent, l.Name)
 	}
 	if !ok {
 		c.violate(TypedOutcomes, l.Agent, "call %s ended %s with reason %q, which nothing in the run justifies", l.CallID, l.Status, l.Reason)
@@ -193,7 +196,7 @@ func (c *outcomeChecker) toolContent(o *msgObs) {
 	if l.Status == kernel.CallChild {
 		bad = r.Type != "agent_result" || r.Outcome != l.Outcome.String() || r.Reason != l.Reason.String()
 	} else {
-		bad = (r.Type != "tool_aborted" && r.Type != "tool_error") || r.Status != l.Status.String() || r.Reason != l.Reason.String()
+		bad = r.Type != resultType(l.Status) || r.Status != l.Status.String() || r.Reason != l.Reason.String()
 	}
 	if bad {
 		c.violate(TypedOutcomes, o.a.id, "result of call %s reads %s/%s%s/%q, but the call ended %s/%s/%q",
@@ -206,6 +209,18 @@ func (c *outcomeChecker) toolContent(o *msgObs) {
 	case l.Status == kernel.CallMalformed && r.Error == "":
 		c.violate(TypedOutcomes, o.a.id, "malformed call %s is not told what is wrong", o.m.ToolCallID)
 	}
+}
+
+// resultType is the type of the structured result of a call that ended
+// with status (docs/semantics.md, "Results").
+func resultType(status kernel.CallStatus) string {
+	switch status {
+	case kernel.CallCancelled, kernel.CallTimedOut:
+		return "tool_aborted"
+	case kernel.CallLost:
+		return "tool_lost"
+	}
+	return "tool_error"
 }
 
 // limit is the configured value of the limit a refusal names.

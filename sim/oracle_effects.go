@@ -125,7 +125,16 @@ func (m *model) startTool(e *kernel.Effect, n *note) {
 	a.liveTools++
 	n.a, n.liveTools = a, a.liveTools
 	n.op, n.bad = m.startOp(e, true)
+	n.op.call = e.Call.ID
 	a.started = append(a.started, e.Call.ID)
+	if m.s.is(kernel.EvRecover) {
+		for _, lost := range m.s.lost {
+			if lost.tool && lost.agent == e.Agent && lost.call == e.Call.ID {
+				n.rerun = lost // run again after the crash
+				return
+			}
+		}
+	}
 	req := m.ops.get(a.t.lastReq)
 	n.req = req
 	if req == nil || req.agent != e.Agent || !req.endedOK {

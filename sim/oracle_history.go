@@ -88,6 +88,7 @@ func (m *model) read(a *agentObs, i int, msg kernel.Message) {
 			}
 			a.marker = parseMarker(msg.Content)
 			a.marker.turn = a.turn
+			a.marker.above = i > 0 && a.lastRead.Role == kernel.RoleAssistant && a.lastRead.Partial
 			o.markers = a.markers
 		}
 	case kernel.RoleAssistant:
@@ -128,6 +129,7 @@ func (m *model) read(a *agentObs, i int, msg kernel.Message) {
 		m.anomaly(a, "unknown role %q at %d", msg.Role, i)
 	}
 	m.s.msgs = append(m.s.msgs, o)
+	a.lastRead = msg
 }
 
 // parseMarker reads a marker's attributes: `<turn_aborted outcome="…"

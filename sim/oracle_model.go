@@ -22,6 +22,7 @@ type model struct {
 	lim          kernel.Limits
 	delegateTool string
 	maxAgents    int
+	idempotent   []string
 	c            Core
 	now          time.Duration
 	agents       []*agentObs
@@ -63,6 +64,8 @@ type agentObs struct {
 	// its history as read so far
 	histLen int
 	last    kernel.Message
+	// lastRead is the last message read (the one above the next)
+	lastRead kernel.Message
 	// open maps the calls of its last assistant message to whether they
 	// have a tool message yet; openCount counts those without.
 	open      map[string]bool
@@ -128,8 +131,10 @@ type turnEnd struct {
 
 // markerObs is a marker message as read: its turn and attributes.
 type markerObs struct {
-	turn    uint64
-	ok      bool // it has the documented form
+	turn uint64
+	ok   bool // it has the documented form
+	// above: the message right above it is assistant text cut off
+	above   bool
 	outcome string
 	reason  string
 	partial string
@@ -140,6 +145,7 @@ type opObs struct {
 	id    kernel.OpID
 	agent kernel.AgentID
 	tool  bool
+	call  string // a tool's call id
 	start time.Duration
 	// a request's stream
 	lastChunk   uint32
@@ -221,6 +227,7 @@ func newModel(c Core, cfg kernel.Config) *model {
 		lim: cfg.Limits, c: c,
 		delegateTool: cmp.Or(cfg.DelegateTool, kernel.DefaultDelegateTool),
 		maxAgents:    cmp.Or(cfg.MaxAgents, kernel.DefaultMaxAgents),
+		idempotent:   cfg.Idempotent,
 		timers:       make(map[kernel.OpID]timerObs),
 		calls:        make(map[callKey]*callObs),
 	}

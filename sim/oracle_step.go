@@ -39,6 +39,9 @@ type stepObs struct {
 	// A timer event the model saw set.
 	timer    timerObs
 	timerSet bool
+	// lost are the ops a recovery resolves: everything in flight at the
+	// crash.
+	lost []*opObs
 
 	effs     []kernel.Effect
 	notes    []note
@@ -106,6 +109,8 @@ type note struct {
 	req       *opObs
 	frag      *fragObs
 	liveTools int
+	// rerun: the lost op a start_tool runs again after a crash
+	rerun *opObs
 	// delegated: the parent's state before the step.
 	was fsm.State
 }
@@ -169,7 +174,7 @@ func (s *stepObs) reset(ev *kernel.Event, target kernel.AgentID) {
 	s.ev, s.target = *ev, target
 	s.input, s.cancel, s.rootCut = false, cancelObs{sub: s.cancel.sub[:0]}, ""
 	s.op, s.answer, s.stale, s.staleWhy, s.capCut, s.malformed = nil, false, notStale, "", nil, ""
-	s.timer, s.timerSet = timerObs{}, false
+	s.timer, s.timerSet, s.lost = timerObs{}, false, s.lost[:0]
 	s.effs, s.notes, s.rejected, s.chunkOnly = nil, s.notes[:0], false, false
 	for _, id := range s.transUsed {
 		s.trans[id] = s.trans[id][:0]
@@ -209,6 +214,15 @@ func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 		m.beginCancel(ev)
 	case kernel.EvLLMDelta, kernel.EvLLMEnd, kernel.EvLLMError, kernel.EvLLMRetry, kernel.EvToolResult:
 		m.beginWorld(ev)
+	case kernel.EvRecover:
+		// Everything in flight is lost; what a stream had delivered is
+		// kept as partial text when its request restarts.
+		s.lost = append(s.lost, m.live...)
+		for _, op := range m.live {
+			if !op.tool && !op.terminal && op.cancels == 0 {
+				m.cut(op, "the crash")
+			}
+		}
 	case kernel.EvTimer:
 		t, ok := m.timers[ev.Op]
 		if !ok {

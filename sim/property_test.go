@@ -6,9 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,7 +104,8 @@ func TestRerunDeterminism(t *testing.T) {
 // TestStateMachine: the user's inputs and the passage of time are
 // rapid actions — submit, cancel (of any agent that exists, sometimes bound
 // to a turn), interject, a rare shutdown, advance the clock, deliver the next
-// pending world event, deliver a hostile one — with the oracle
+// pending world event, deliver a hostile one, crash and recover the host —
+// with the oracle
 // as the invariant after every action.
 func TestStateMachine(t *testing.T) {
 	for _, depth := range []int{3, 6} {
@@ -113,7 +116,14 @@ func TestStateMachine(t *testing.T) {
 func stateMachine(depth int) func(*rapid.T) {
 	return func(t *rapid.T) {
 		s := gen.Script(gen.DefaultOptions(depth)).Draw(t, "world")
-		m, err := sim.New(s, sim.Options{})
+		// Tools a crash may run again.
+		var idempotent []string
+		for _, name := range slices.Sorted(maps.Keys(s.Tools)) {
+			if rapid.Bool().Draw(t, "idempotent_"+name) {
+				idempotent = append(idempotent, name)
+			}
+		}
+		m, err := sim.New(s, sim.Options{Idempotent: idempotent})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,6 +152,12 @@ func stateMachine(depth int) func(*rapid.T) {
 					t.Skip("shutdown is rare: it ends the session")
 				}
 				m.Input(sim.Input{Shutdown: true})
+			},
+			"crash": func(t *rapid.T) {
+				if rapid.IntRange(0, 4).Draw(t, "rare") != 0 {
+					t.Skip("a crash is rare")
+				}
+				m.Recover()
 			},
 			"hostile": func(t *rapid.T) {
 				// A world event a buggy driver or provider could send: it

@@ -55,7 +55,7 @@ func Replay(r io.Reader) (*ReplayResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		opt.Trace, opt.Build = &buf, hdr.Build
+		opt.Trace, opt.Build, opt.Idempotent = &buf, hdr.Build, hdr.Idempotent
 		if _, err := Run(s, opt); err != nil {
 			return nil, err
 		}

@@ -32,6 +32,9 @@ type Options struct {
 	Permute bool
 	// Observe, when set, sees every step (for exports such as Perfetto).
 	Observe func(StepInfo)
+	// Idempotent names the tools a recovery may run again
+	// (kernel.Config.Idempotent; see Sim.Recover).
+	Idempotent []string
 }
 
 // StepInfo is one step as seen by Options.Observe.
@@ -144,7 +147,9 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	if factory == nil {
 		factory = KernelCore
 	}
-	core, err := factory(s.KernelConfig())
+	cfg := s.KernelConfig()
+	cfg.Idempotent = opt.Idempotent
+	core, err := factory(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
@@ -154,14 +159,14 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	}
 	hdr := trace.Header{
 		Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
-		Limits: s.Limits, RootName: RootScript, Build: opt.Build,
+		Limits: s.Limits, RootName: RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
 	}
 	hdr.Options = headerOptions(opt)
 	m := &Sim{
 		s: s, opt: opt, core: core,
 		tw:  trace.NewWriter(out, hdr),
 		w:   newWorld(s),
-		o:   newOracle(core, s.KernelConfig()),
+		o:   newOracle(core, cfg),
 		res: &Result{Name: s.Name, File: s.File},
 	}
 	if opt.Permute {
@@ -296,6 +301,18 @@ func (m *Sim) Input(in Input) {
 	if ev.Kind != kernel.EventNone {
 		m.deliver(ev, nil)
 	}
+}
+
+// Recover crashes the host now and recovers it (docs/semantics.md,
+// "Recovery"): the world forgets every op in flight and every timer — none
+// will ever answer or fire — and the kernel, which a restarted host would
+// rebuild from its logged events (here it simply lives on), is stepped
+// with kernel.Recover and resolves them. The crash counts as activity for
+// the liveness bound.
+func (m *Sim) Recover() {
+	m.w.crash()
+	m.o.activity(m.now)
+	m.deliver(kernel.Recover(0), nil)
 }
 
 // Deliver delivers a world event now, as a driver would — the

@@ -560,3 +560,65 @@ func TestSameInstantOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestRecovery: a host crash at chosen instants (docs/semantics.md,
+// "Recovery"): the world loses everything in flight, the kernel resolves
+// it, and the oracle judges every step — a streaming request restarts with
+// its text kept partial, an idempotent tool runs again and any other is
+// answered tool_lost, an op being cancelled ends lost so the tree settles,
+// a restart the budget refuses ends the turn, a debounce window survives,
+// a child's stream restarts under its waiting parent.
+func TestRecovery(t *testing.T) {
+	const tools = "tools:\n  slow: {duration: 2s, result: slow result}\n  risky: {duration: 2s, result: risky result}\n  stuck: {duration: 30s, on_cancel: ignore, result: late}\n"
+	for _, c := range []struct {
+		name, src string
+		crash     time.Duration
+		outcome   string
+		requests  int
+		contains  []string
+	}{
+		{"stream", "agents:\n  main:\n    - {text: one two three four five six, rate: 10}\n    - {text: recovered answer}\ninputs:\n  - {at: 0s, submit: go}\n",
+			350 * time.Millisecond, "completed", 2, []string{"one two ", "recovered answer"}},
+		{"tools", "agents:\n  main:\n    - calls: [{tool: slow, args: {n: 1}}, {tool: risky, args: {n: 2}}]\n    - {text: done}\n" + tools + "inputs:\n  - {at: 0s, submit: go}\n",
+			time.Second, "completed", 2, []string{`"type":"tool_lost","status":"lost","reason":"crash"`, "slow result", "done"}},
+		{"waiting", "limits: {max_parallel_tools: 1}\nagents:\n  main:\n    - calls: [{tool: risky, args: {n: 1}}, {tool: slow, args: {n: 2}}]\n    - {text: done}\n" + tools + "inputs:\n  - {at: 0s, submit: go}\n",
+			time.Second, "completed", 2, []string{`"type":"tool_lost"`, "slow result", "done"}},
+		{"interrupted", "agents:\n  main:\n    - calls: [{tool: stuck, args: {n: 1}}]\n" + tools + "inputs:\n  - {at: 0s, submit: go}\n  - {at: 500ms, cancel: main}\n",
+			time.Second, "interrupted", 1, []string{`"status":"cancelled"`}},
+		{"budget", "limits: {max_requests: 1}\nagents:\n  main:\n    - {text: one two three four five six, rate: 10}\ninputs:\n  - {at: 0s, submit: go}\n",
+			350 * time.Millisecond, "budget_exhausted", 1, []string{`reason="budget" partial="true"`}},
+		{"debounce", "agents:\n  main:\n    - {text: one two three four five six, rate: 10}\n    - {text: adjusted}\ninputs:\n  - {at: 0s, submit: go}\n  - {at: 350ms, interject: wait}\n",
+			400 * time.Millisecond, "completed", 2, []string{"wait", "adjusted"}},
+		{"child", "agents:\n  main:\n    - calls: [{delegate: kid, prompt: work}]\n    - {text: parent done}\n  kid:\n    - {text: kid works slowly here, rate: 5}\n    - {text: kid recovered}\ninputs:\n  - {at: 0s, submit: go}\n",
+			time.Second, "completed", 2, []string{"kid recovered", "parent done"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := mustLoad(t, "name: "+c.name+"\n"+c.src)
+			m, err := New(s, Options{Idempotent: []string{"slow"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.Advance(c.crash)
+			m.Recover()
+			r, err := m.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Passed {
+				t.Fatalf("violations: %v", r.Violations)
+			}
+			var all []kernel.Message
+			for id := 0; id < r.Agents; id++ {
+				all = append(all, m.Core().View(kernel.AgentID(id)).History...)
+			}
+			if got := r.Outcomes[RootScript]; got != c.outcome || r.LLMRequests[RootScript] != c.requests {
+				t.Fatalf("outcome %s after %d requests, want %s after %d", got, r.LLMRequests[RootScript], c.outcome, c.requests)
+			}
+			for _, sub := range c.contains {
+				if !historyContains(all, sub) {
+					t.Errorf("no message contains %q", sub)
+				}
+			}
+		})
+	}
+}

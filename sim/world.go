@@ -316,6 +316,19 @@ func (w *world) cancel(now time.Duration, id kernel.OpID) {
 	}
 }
 
+// crash is the world's side of a host crash: the processes that streamed
+// and ran tools are gone, so nothing already scheduled for an op is
+// delivered, and the host's timers are gone with them (the recovered
+// kernel arms again those it still wants).
+func (w *world) crash() {
+	// determinism: every op gets the same change; the order is not seen.
+	for _, op := range w.ops {
+		op.gen++
+		op.done, op.hang = true, true
+	}
+	clear(w.timers)
+}
+
 // matches reports whether the agent is what a fault or input names: its
 // path, its instance name, or (for a bare name) its script.
 func matches(v View, ref string) bool {
