@@ -87,7 +87,6 @@ func (m *model) read(a *agentObs, i int, msg kernel.Message) {
 				a.markerTurn, a.markers = a.turn, 1
 			}
 			a.marker = parseMarker(msg.Content)
-			a.marker.turn = a.turn
 			a.marker.above = i > 0 && a.lastRead.Role == kernel.RoleAssistant && a.lastRead.Partial
 			o.markers = a.markers
 		}

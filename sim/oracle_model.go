@@ -131,8 +131,7 @@ type turnEnd struct {
 
 // markerObs is a marker message as read: its turn and attributes.
 type markerObs struct {
-	turn uint64
-	ok   bool // it has the documented form
+	ok bool // it has the documented form
 	// above: the message right above it is assistant text cut off
 	above   bool
 	outcome string
@@ -158,8 +157,7 @@ type opObs struct {
 	msgBytes   int
 	overCapped bool
 	// its own answer
-	terminal bool // its end, failure or result was delivered
-	answer   kernel.EventKind
+	terminal bool              // its end, failure or result was delivered
 	endedOK  bool              // a stream end nobody asked for
 	result   kernel.ToolStatus // a tool's delivered result
 	timedOut bool              // a tool_timeout fired for it

@@ -335,7 +335,7 @@ func (m *model) beginWorld(ev *kernel.Event) {
 		return
 	}
 	s.op, s.answer = op, true
-	op.terminal, op.answer = true, ev.Kind
+	op.terminal = true
 	switch ev.Kind {
 	case kernel.EvLLMEnd:
 		op.endedOK = op.cancels == 0
