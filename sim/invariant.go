@@ -7,7 +7,7 @@ import (
 )
 
 // Invariant names what a violation broke: one of the invariants of
-// docs/semantics.md ("Invariants"), or — for the last three constants — a
+// docs/semantics.md ("The oracle"), or — for the last three constants — a
 // run limit or a scenario's expectation. Its value is what traces, the CLI
 // and sweep summaries print ("I5", "liveness").
 type Invariant string

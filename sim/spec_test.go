@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -302,5 +303,38 @@ func TestSemanticsListsInvariants(t *testing.T) {
 				t.Errorf("%s lacks the row\n%s", doc, row)
 			}
 		}
+	}
+}
+
+// TestSemanticsSectionsExist: every section of docs/semantics.md a Go
+// comment cites ("docs/semantics.md, "Deadlines"") exists.
+func TestSemanticsSectionsExist(t *testing.T) {
+	doc, err := os.ReadFile("../docs/semantics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cite := regexp.MustCompile(`docs/semantics\.md,?\s*(?://\s*)?\(?"([^"]+)"`)
+	n := 0
+	err = filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || filepath.Base(path) == "spec_test.go" {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range cite.FindAllStringSubmatch(string(src), -1) {
+			n++
+			if !strings.Contains(string(doc), "\n## "+m[1]+"\n") {
+				t.Errorf("%s cites docs/semantics.md section %q, which does not exist", path, m[1])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 {
+		t.Fatalf("only %d citations found: the pattern no longer matches them", n)
 	}
 }
