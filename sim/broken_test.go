@@ -673,18 +673,18 @@ func invariantLoops() []BrokenLoop {
 // I5's late side is in the rapid suite through the restart loop.
 var scenarioOnly = map[string]string{
 	"I5: the watchdog is never re-armed for a stall: a stalled stream is noticed at its first-token deadline, or never": "a stalled stream is too rare in random worlds to shrink within rapid's time bound",
-	"I5: a cancelled op is abandoned after half its grace": "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I17: a timed-out turn's marker tells the next request the user interrupted it": "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I20: a failed turn's end drops the text it had streamed": "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I22: an interrupted agent whose last op is gone settles only at the next event": "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I22: a child's result reaches its parent only at the next event": "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I14: a half-streamed call is dropped without its record": "I14 is in the rapid suite through F12; this one is held to its scenario (the suite's time)",
-	"I18: an interjection queued while tools run is recorded as delivered at once": "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I20: a completed turn keeps an old failure's detail": "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I13: a refusal names another limit than the one reached": "I13 is in the rapid suite through F6, F13 and F14; this one is held to its scenario (the suite's time)",
-	"I2: a tool whose deadline fired is not told to stop": "I2 is in the rapid suite through F2 and F9; this one is held to its scenario (the suite's time)",
-	"I19: a delegation beyond max_children is spawned": "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I19: a delegation beyond max_depth is spawned": "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I5: a cancelled op is abandoned after half its grace":                                                              "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I17: a timed-out turn's marker tells the next request the user interrupted it":                                     "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I20: a failed turn's end drops the text it had streamed":                                                           "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I22: an interrupted agent whose last op is gone settles only at the next event":                                    "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I22: a child's result reaches its parent only at the next event":                                                   "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I14: a half-streamed call is dropped without its record":                                                           "I14 is in the rapid suite through F12; this one is held to its scenario (the suite's time)",
+	"I18: an interjection queued while tools run is recorded as delivered at once":                                      "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I20: a completed turn keeps an old failure's detail":                                                               "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I13: a refusal names another limit than the one reached":                                                           "I13 is in the rapid suite through F6, F13 and F14; this one is held to its scenario (the suite's time)",
+	"I2: a tool whose deadline fired is not told to stop":                                                               "I2 is in the rapid suite through F2 and F9; this one is held to its scenario (the suite's time)",
+	"I19: a delegation beyond max_children is spawned":                                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I19: a delegation beyond max_depth is spawned":                                                                     "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
 }
 
 // holding is a loop that goes on one event late: from the first lifecycle
