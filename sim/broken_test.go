@@ -657,6 +657,34 @@ func invariantLoops() []BrokenLoop {
 			ignoring(func(l *kernel.Limits) { l.MaxChildren++ })},
 		{"max-depth-refused", "I19: a delegation beyond max_depth is spawned", RequestBudget,
 			ignoring(func(l *kernel.Limits) { l.MaxDepth++ })},
+		{"interject-while-streaming", "I10: an interjection is kept unflagged, as if it had been submitted", UserTextOnce,
+			broken(func(b *brokenCore) { b.view = rewriting(func(m *kernel.Message) { m.Interjection = false }) })},
+		{"budget-exhaustion", "I14: the assistant message records a call under another name than the stream gave it", FinishedCallsOnly,
+			broken(func(b *brokenCore) {
+				b.view = func(v View) View {
+					h := slices.Clone(v.History)
+					for i := range h {
+						if len(h[i].ToolCalls) > 0 {
+							calls := slices.Clone(h[i].ToolCalls)
+							calls[0].Name += "_renamed"
+							h[i].ToolCalls = calls
+						}
+					}
+					v.History = h
+					return v
+				}
+			})},
+		{"partial-kept", "I20: streamed text is not published to subscribers as it arrives", ResultsCarryText,
+			dropping(func(_ kernel.Event, e kernel.Effect) bool {
+				return e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeDelta
+			})},
+		{"nested-delegation", "I23: a finished turn's summary is not kept for the drivers that read it", ViewsTellTruth,
+			broken(func(b *brokenCore) {
+				b.view = func(v View) View {
+					v.Summary = ""
+					return v
+				}
+			})},
 		{"deadline-stall-exact", "liveness: a loop without a clock never sets a timer, so a stream that goes silent hangs the tree", Liveness,
 			dropping(func(_ kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffSetTimer || e.Kind == kernel.EffStopTimer
@@ -672,6 +700,9 @@ func invariantLoops() []BrokenLoop {
 // one in 10-30 worlds but cannot always shrink it within its time bound.
 // I5's late side is in the rapid suite through the restart loop.
 var scenarioOnly = map[string]string{
+	"I10: an interjection is kept unflagged, as if it had been submitted":                                               "I10 is in the rapid suite through F7; this one is held to its scenario (the suite's time)",
+	"I14: the assistant message records a call under another name than the stream gave it":                              "I14 is in the rapid suite through F12; this one is held to its scenario (the suite's time)",
+	"I20: streamed text is not published to subscribers as it arrives":                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
 	"I5: the watchdog is never re-armed for a stall: a stalled stream is noticed at its first-token deadline, or never": "a stalled stream is too rare in random worlds to shrink within rapid's time bound",
 	"I5: a cancelled op is abandoned after half its grace":                                                              "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
 	"I17: a timed-out turn's marker tells the next request the user interrupted it":                                     "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",

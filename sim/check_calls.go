@@ -2,6 +2,7 @@ package sim
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
@@ -39,6 +40,9 @@ func (c *callChecker) step(s *stepObs) {
 	}
 	for _, op := range s.cutOps {
 		c.dropped(s, op)
+	}
+	if op := s.op; op != nil && s.answer && op.endedOK && len(op.frags) > 0 {
+		c.recorded(s, op)
 	}
 	if op := s.capCut; op != nil {
 		if a := c.m.agents[op.agent]; op.cancels == 0 || a.t.abortReason != kernel.ReasonOutputLimit {
@@ -94,6 +98,39 @@ func (c *callChecker) toolStart(e *kernel.Effect, n *note) {
 	if n.frag == nil {
 		c.violate(FinishedCallsOnly, e.Agent, "tool call %s %s(%s) is not a call its stream delivered (or it started twice)", e.Call.ID, e.Call.Name, e.Call.Arguments)
 	}
+}
+
+// recorded: the assistant message a finished stream leaves records the
+// calls it delivered, in index order: each under the id the model gave it
+// (made unique with a #n suffix when the history holds it already) or a
+// generated one, its name (a placeholder for none) and its arguments.
+func (c *callChecker) recorded(s *stepObs, op *opObs) {
+	frags := slices.Clone(op.frags)
+	slices.SortFunc(frags, func(x, y fragObs) int { return x.index - y.index })
+	for _, o := range s.msgs {
+		if o.a.id != op.agent || o.m.Role != kernel.RoleAssistant {
+			continue
+		}
+		calls := o.m.ToolCalls
+		if len(calls) != len(frags) {
+			c.violate(FinishedCallsOnly, op.agent, "request %d delivered %d call(s); its message records %d", op.id, len(frags), len(calls))
+			return
+		}
+		for k, f := range frags {
+			name := f.name
+			if name == "" {
+				name = kernel.NamelessCall
+			}
+			call := calls[k]
+			if call.Name != name || call.Arguments != string(f.args) || call.ID == "" ||
+				(f.id != "" && call.ID != f.id && !strings.HasPrefix(call.ID, f.id+"#")) {
+				c.violate(FinishedCallsOnly, op.agent, "call %d of request %d was %s %s(%s); its message records %s %s(%s)", k, op.id, f.id, name, f.args, call.ID, call.Name, call.Arguments)
+				return
+			}
+		}
+		return
+	}
+	c.violate(FinishedCallsOnly, op.agent, "request %d delivered %d call(s) and left no message", op.id, len(frags))
 }
 
 // dropped: the calls a cut stream was still sending are recorded as

@@ -17,6 +17,10 @@ import (
 type contentChecker struct{ judge }
 
 func (c *contentChecker) step(s *stepObs) {
+	// (A chunk past the cap that the stream went on after is I15's.)
+	if s.op != nil && s.is(kernel.EvLLMDelta) && (s.capCut == nil || s.op.cancels > 0) {
+		c.published(s)
+	}
 	for i := range s.turnEnds {
 		e := &s.turnEnds[i]
 		if e.second {
@@ -32,6 +36,25 @@ func (c *contentChecker) step(s *stepObs) {
 		if r := &s.callFins[i]; r.childEnded && r.f.n == 1 {
 			c.childResult(r.f, r.child, r.childEnd)
 		}
+	}
+}
+
+// published: streamed text reaches subscribers as it arrives — each live
+// chunk's text (what fit, at the cap) in one delta record; a call fragment
+// in none.
+func (c *contentChecker) published(s *stepObs) {
+	n := 0
+	for i := range s.effs {
+		if l := &s.effs[i].Life; s.effs[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeDelta {
+			if l.Op != s.op.id || l.Text != s.delta {
+				c.violate(ResultsCarryText, s.op.agent, "a chunk of request %d bringing %q is published as %q (op %d)", s.op.id, textcut.Clip(s.delta, 40), textcut.Clip(l.Text, 40), l.Op)
+				return
+			}
+			n++
+		}
+	}
+	if want := min(len(s.delta), 1); n != want {
+		c.violate(ResultsCarryText, s.op.agent, "a chunk of request %d bringing %q left %d delta record(s), want %d", s.op.id, textcut.Clip(s.delta, 40), n, want)
 	}
 }
 

@@ -22,8 +22,6 @@ import (
 // fire before its parent's (I16).
 type deadlineChecker struct {
 	judge
-	// turnDue is each agent's running turn deadline (0: none).
-	turnDue []time.Duration
 	// The root's request an interjection cut restarts at restartDue.
 	restarting bool
 	restartDue time.Duration
@@ -42,19 +40,12 @@ func newDeadlineChecker(j judge) *deadlineChecker {
 	return &deadlineChecker{judge: j, next: never, lateOps: map[kernel.OpID]bool{}}
 }
 
+// due is id's running turn deadline as the model computed it (0: none).
 func (c *deadlineChecker) due(id kernel.AgentID) time.Duration {
-	if id < 0 || int(id) >= len(c.turnDue) {
-		return 0
+	if a := c.m.agent(id); a != nil {
+		return a.deadline
 	}
-	return c.turnDue[id]
-}
-
-func (c *deadlineChecker) setDue(id kernel.AgentID, d time.Duration) {
-	for int(id) >= len(c.turnDue) {
-		c.turnDue = append(c.turnDue, 0)
-		c.lateTurn = append(c.lateTurn, 0)
-	}
-	c.turnDue[id] = d
+	return 0
 }
 
 func (c *deadlineChecker) lower(d time.Duration) { c.next = min(c.next, d) }
@@ -101,11 +92,14 @@ func (c *deadlineChecker) scan(now time.Duration, verb string) {
 			next = min(next, due)
 		}
 	}
-	for id, due := range c.turnDue {
-		a := c.m.agents[id]
-		if due == 0 || a == nil || !isActive(a.state) {
+	for len(c.lateTurn) < len(c.m.agents) {
+		c.lateTurn = append(c.lateTurn, 0)
+	}
+	for id, a := range c.m.agents {
+		if a == nil || a.deadline == 0 || !isActive(a.state) {
 			continue
 		}
+		due := a.deadline
 		if now > due {
 			if c.lateTurn[id] != a.t.turn {
 				c.lateTurn[id] = a.t.turn
@@ -182,16 +176,8 @@ func (c *deadlineChecker) life(l *kernel.Lifecycle, n *note) {
 			}
 		}
 	case kernel.LifeTurnStarted:
-		d := now + lim.TurnTimeout
-		if p := n.a.parent; p != kernel.NoAgent {
-			if pd := c.due(p); pd > 0 && pd < d {
-				d = pd // a child's deadline is at most its parent's
-			}
-		}
-		c.setDue(l.Agent, d)
-		c.lower(d)
+		c.lower(c.due(l.Agent))
 	case kernel.LifeTurnEnded:
-		c.setDue(l.Agent, 0)
 		if l.Agent == kernel.Root && c.restarting {
 			c.restarting = false
 			if l.Reason == kernel.ReasonBudget && now < c.restartDue {

@@ -68,12 +68,18 @@ func (c *userTextChecker) userText(s *stepObs, i int) {
 		// Covers want 0: a text nobody typed.
 		c.violate(UserTextOnce, kernel.Root, "user text %q appears %d times, given %d", text, n, want)
 	}
+	interjected := false
+	defer func() {
+		if o.m.Interjection != interjected {
+			c.violate(UserTextOnce, kernel.Root, "user text %q is flagged interjection=%v, but it was %s", text, o.m.Interjection, map[bool]string{true: "interjected", false: "submitted"}[interjected])
+		}
+	}()
 	for j := range c.interjs {
 		ij := &c.interjs[j]
 		if ij.seen || ij.text != text {
 			continue
 		}
-		ij.seen = true
+		ij.seen, interjected = true, true
 		if ij.partial != "" {
 			h := c.m.c.View(kernel.Root).History
 			if o.i == 0 || o.i > len(h) {

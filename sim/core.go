@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 )
@@ -21,6 +23,10 @@ type Core interface {
 	LogRange(seq uint64, fn func(kernel.Lifecycle) bool) error
 	// LogOldest is the oldest sequence number the log still holds.
 	LogOldest() uint64
+	// Find resolves a path or instance name (kernel.Kernel.Find).
+	Find(name string) (kernel.AgentID, bool)
+	// Quiescent is the core's own report that nothing runs.
+	Quiescent() bool
 }
 
 // View is what the oracle may see of an agent.
@@ -33,6 +39,17 @@ type View struct {
 	Turn    uint64
 	Outcome kernel.Outcome
 	History []kernel.Message
+	// What a driver reads of the agent beside: how its last turn ended,
+	// the children it spawned, the current turn's requests, deadline and
+	// abort, and what it still waits for.
+	Reason       kernel.Reason
+	Summary      string
+	Children     []kernel.AgentID
+	Requests     int
+	Deadline     time.Duration
+	InFlight     int
+	LiveChildren int
+	Abort        kernel.Reason
 }
 
 type kernelCore struct{ k *kernel.Kernel }
@@ -45,13 +62,17 @@ func (c kernelCore) AgentState(id kernel.AgentID) fsm.State { return c.k.AgentSt
 func (c kernelCore) LogRange(seq uint64, fn func(kernel.Lifecycle) bool) error {
 	return c.k.Log().Range(seq, fn)
 }
-func (c kernelCore) LogOldest() uint64 { return c.k.Log().Oldest() }
+func (c kernelCore) LogOldest() uint64                       { return c.k.Log().Oldest() }
+func (c kernelCore) Find(name string) (kernel.AgentID, bool) { return c.k.Find(name) }
+func (c kernelCore) Quiescent() bool                         { return c.k.Quiescent() }
 func (c kernelCore) View(id kernel.AgentID) View {
 	a := c.k.Agent(id)
-	o, _ := a.Outcome()
+	o, r := a.Outcome()
 	return View{
 		Path: a.Path(), Name: a.Name(), Script: a.Script(), Parent: a.Parent(),
 		State: a.State(), Turn: a.Turn(), Outcome: o, History: a.History(),
+		Reason: r, Summary: a.Summary(), Children: a.Children(), Requests: a.Requests(),
+		Deadline: a.Deadline(), InFlight: a.InFlight(), LiveChildren: a.LiveChildren(), Abort: a.Abort(),
 	}
 }
 

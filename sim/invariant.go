@@ -37,6 +37,7 @@ const (
 	ResultsCarryText        Invariant = "I20"
 	OpEndsTruthful          Invariant = "I21"
 	NoWaitingForNothing     Invariant = "I22"
+	ViewsTellTruth          Invariant = "I23"
 	Liveness                Invariant = "liveness"
 
 	// RunLimit is no invariant: the run hit its event budget.
@@ -65,19 +66,20 @@ var invariantTable = [...]invariantSpec{
 	{DeclaredTransitions, "every transition is one the oracle's own statement of the machine declares, and a step's transitions explain each agent's change of state", "check_fsm.go"},
 	{StaleChangesNothing, "a stale event (an ended op's, a duplicate, a timer not set) changes no state, no history and causes no effect beyond its stale or late record", "check_stale.go"},
 	{OpsAccounted, "every op ends exactly once, no timer survives the run, and the lifecycle log replays to a late subscriber exactly as it was emitted", "check_accounting.go"},
-	{UserTextOnce, "each user text appears in the root's history as often as it was accepted, an interjection right after the partial text it cut, and text a cut or a failure ends is kept as a partial message", "check_usertext.go"},
+	{UserTextOnce, "each user text appears in the root's history as often as it was accepted (an interjection flagged so, right after the partial text it cut), and text a cut or a failure ends is kept as a partial message", "check_usertext.go"},
 	{IdempotentInterrupts, "a cancel that finds its turn interrupted or ended changes nothing beyond an ignored record; a turn is interrupted at most once and holds at most one marker", "check_cancel.go"},
 	{NoUIText, "UI strings never enter a transcript", "check_transcript.go"},
 	{TypedOutcomes, "one terminal outcome per turn and one result per call, each with a reason the run justifies; a delegation's result is its child's real outcome, a tool message says what the lifecycle says, and an aborted turn leaves exactly one marker", "check_outcomes.go"},
-	{FinishedCallsOnly, "a tool starts only as a whole call its agent's last finished stream delivered, and only once (again after a crash only when its tool is idempotent); the calls a cut stream was still sending are recorded as dropped", "check_calls.go"},
+	{FinishedCallsOnly, "a finished stream's message records the calls it delivered, and a tool starts only as one of them, only once (again after a crash only when its tool is idempotent); the calls a cut stream was still sending are recorded as dropped", "check_calls.go"},
 	{CapsHold, "a message past max_message_bytes is cut in that step (what fit kept, reason output_limit); no call beyond max_calls of its message runs; no agent runs more than max_parallel_tools tools, and no call waits while a slot is free or starts ahead of an earlier waiting one", "check_calls.go"},
 	{ChildDeadlineClamped, "a child's turn deadline never reaches past its parent's: a turn timer set for a child is earlier than the parent's deadline (a child without one is cut by its ancestor's)", "check_deadlines.go"},
 	{MarkersTell, "a marker's outcome and reason are its turn's, and partial=\"true\" exactly when the message right above it is assistant text that was cut off (by the turn's abort or failure, or a crash whose restart the budget refused)", "check_content.go"},
 	{InputsAnswered, "an input is refused exactly where the spec refuses it (empty text, after shutdown, a submission while the root works, a cancel naming no agent; a world event only when malformed), a refusal changes nothing, and an input accepted while the root is Interrupted starts the next turn in the step the tree settles", "check_inputs.go"},
 	{RequestBudget, "no agent makes more requests (max_requests) or spawns more children (max_children) in one turn than its budget, no child sits deeper than max_depth, and the tree never holds more than max_agents agents", "check_calls.go"},
-	{ResultsCarryText, "a turn's end carries the text its agent produced (the final answer, or what its abort or failure cut off), and a delegation's result tells the parent exactly that, under the child's name", "check_content.go"},
+	{ResultsCarryText, "streamed text is published once as it arrives, a turn's end carries the text its agent produced (the final answer, or what its abort or failure cut off), and a delegation's result tells the parent exactly that, under the child's name", "check_content.go"},
 	{OpEndsTruthful, "an op's end says what ended it (completed or failed by its own answer, cancelled by the answer to its cancel, abandoned when its grace ran out, lost when the host crashed and a recovery resolved it), in the step that ended it", "check_accounting.go"},
 	{NoWaitingForNothing, "no agent waits for nothing: in the step the last of its calls gets its result it sends its next request or ends its turn, a delegation's call gets its result in the step its child's turn ends (if no abort closed it before), and an interrupted agent with nothing in flight and no child running settles in that step", "check_progress.go"},
+	{ViewsTellTruth, "what the kernel reports of an agent (its last outcome, reason and summary, its children, its turn's requests, deadline and abort reason, its ops in flight and live children) and of the tree (quiescence, which agent a path or name finds) is what the oracle observed", "check_views.go"},
 	{Liveness, "after the last input or fault every tree is idle within 2×grace + turn_timeout + debounce, and at the end of the run", "check_quiesce.go"},
 	{RunLimit, "(a run limit, not an invariant) the run delivered as many events as it may", "run.go"},
 	{Expectation, "(not an invariant) an expectation of the scenario holds", "expect.go"},

@@ -89,6 +89,7 @@ func newOracle(c Core, cfg kernel.Config) *oracle {
 		o.deadline,
 		&accountingChecker{judge: j},
 		&progressChecker{judge: j},
+		&viewChecker{judge: j, quiet: true},
 	}
 	return o
 }

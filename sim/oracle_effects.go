@@ -69,15 +69,17 @@ func (m *model) apply(effs []kernel.Effect) {
 // chunkEffects reports whether a chunk's effects were only its delta
 // record and its watchdog re-armed (a timer stopped that was set).
 func chunkEffects(s *stepObs) bool {
+	deltas := 0
 	for i := range s.effs {
 		switch e := &s.effs[i]; {
-		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeDelta && e.Life.Op == s.ev.Op:
+		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeDelta && e.Life.Op == s.ev.Op && e.Life.Text == s.delta:
+			deltas++
 		case (e.Kind == kernel.EffSetTimer || e.Kind == kernel.EffStopTimer) && e.Timer == kernel.TimerWatchdog && !s.notes[i].bad:
 		default:
 			return false
 		}
 	}
-	return true
+	return deltas == 1 || (deltas == 0 && s.delta == "")
 }
 
 // readAll reads every agent the core holds after the last step (one whose
@@ -233,11 +235,17 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		n.bad = l.Turn <= a.startedTurn
 		a.startedTurn = l.Turn
 		a.t = turnFacts{turn: l.Turn, start: m.now}
+		// A child's deadline is the earlier of its own and its parent's.
+		a.deadline = m.now + m.lim.TurnTimeout
+		if p := m.agent(a.parent); p != nil && p.deadline > 0 && p.deadline < a.deadline {
+			a.deadline = p.deadline
+		}
 		s.started = append(s.started, a)
 	case kernel.LifeTurnEnded:
 		e := turnEndObs{l: l, a: a, second: a.endedTurn == l.Turn && l.Turn != 0, facts: a.t, owed: a.owed}
 		a.owed = nil
 		if !e.second {
+			a.deadline = 0
 			a.endedTurn = l.Turn
 			a.end = turnEnd{turn: l.Turn, outcome: l.Outcome, reason: l.Reason, text: l.Text, detail: l.Detail}
 		}
@@ -273,6 +281,7 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		m.touch(l.Child)
 		c := m.observe(l.Child)
 		c.kid, c.via = a.t.spawned, callKey{a.id, l.CallID}
+		a.kids = append(a.kids, l.Child)
 		n.count = a.t.spawned
 	}
 }

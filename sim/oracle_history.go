@@ -27,7 +27,7 @@ func (m *model) refresh(id kernel.AgentID) {
 	} else if len(s.transOf(id)) > 0 {
 		s.changes = append(s.changes, stateChange{a: a, from: a.state, to: v.State})
 	}
-	a.state, a.turn = v.State, v.Turn
+	a.state, a.turn, a.view = v.State, v.Turn, v
 	h := v.History
 	switch {
 	case len(h) < a.histLen:

@@ -91,8 +91,13 @@ type agentObs struct {
 	// kid is this agent's place among the children its parent spawned in
 	// that turn (1 for the first); via is the parent's call it was spawned
 	// for.
-	kid         int
-	via         callKey
+	kid int
+	via callKey
+	// kids are the children it spawned, in order; deadline its running
+	// turn's deadline (0 once the turn ended); view the last view read.
+	kids        []kernel.AgentID
+	deadline    time.Duration
+	view        View
 	llmRequests int
 	liveOps     int
 	liveTools   int
@@ -175,6 +180,7 @@ type opObs struct {
 // fragObs is one call a stream delivered, as the model assembled it.
 type fragObs struct {
 	index   int // the call's index in the stream
+	id      string
 	name    string
 	args    []byte
 	started bool // a tool op started for it
@@ -228,6 +234,7 @@ func newModel(c Core, cfg kernel.Config) *model {
 		idempotent:   cfg.Idempotent,
 		timers:       make(map[kernel.OpID]timerObs),
 		calls:        make(map[callKey]*callObs),
+		quiet:        true, // a new tree runs nothing
 	}
 	m.observe(kernel.Root)
 	return m

@@ -36,6 +36,9 @@ type stepObs struct {
 	malformed string
 	// capCut is the request a chunk took past max_message_bytes.
 	capCut *opObs
+	// delta is the text a live chunk adds to its stream (what fit, when it
+	// passed the cap): what its delta record must say.
+	delta string
 	// A timer event the model saw set.
 	timer    timerObs
 	timerSet bool
@@ -174,7 +177,7 @@ func (s *stepObs) reset(ev *kernel.Event, target kernel.AgentID) {
 	s.ev, s.target = *ev, target
 	s.input, s.cancel, s.rootCut = false, cancelObs{sub: s.cancel.sub[:0]}, ""
 	s.op, s.answer, s.stale, s.staleWhy, s.capCut, s.malformed = nil, false, notStale, "", nil, ""
-	s.timer, s.timerSet, s.lost = timerObs{}, false, s.lost[:0]
+	s.timer, s.timerSet, s.lost, s.delta = timerObs{}, false, s.lost[:0], ""
 	s.effs, s.notes, s.rejected, s.chunkOnly = nil, s.notes[:0], false, false
 	for _, id := range s.transUsed {
 		s.trans[id] = s.trans[id][:0]
@@ -318,8 +321,12 @@ func (m *model) beginWorld(ev *kernel.Event) {
 		}
 		op.gotChunk, op.lastChunkAt = true, m.now
 		op.text = append(op.text, ev.Text...)
+		s.delta = ev.Text
 		if ev.Call != nil {
 			f := op.frag(ev.Call.Index)
+			if ev.Call.ID != "" {
+				f.id = ev.Call.ID
+			}
 			if ev.Call.Name != "" {
 				f.name = ev.Call.Name
 			}
@@ -371,7 +378,8 @@ func (m *model) overCap(op *opObs, ev *kernel.Event) bool {
 		return false
 	}
 	if ev.Call == nil {
-		op.text = append(op.text, textcut.Prefix(ev.Text, m.lim.MaxMessageBytes-op.msgBytes)...)
+		m.s.delta = textcut.Prefix(ev.Text, m.lim.MaxMessageBytes-op.msgBytes)
+		op.text = append(op.text, m.s.delta...)
 	}
 	op.overCapped = true
 	m.s.capCut = op

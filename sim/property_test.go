@@ -160,11 +160,19 @@ func stateMachine(depth int) func(*rapid.T) {
 				m.Recover()
 			},
 			"hostile": func(t *rapid.T) {
-				// A world event a buggy driver or provider could send: it
-				// names some op (live, ended, a timer, of another kind or
-				// none) and is malformed, stale, or an early answer.
+				// An event a buggy driver or provider could send: a world
+				// event naming some op (live, ended, a timer, of another
+				// kind or none) that is malformed, stale or an early
+				// answer; an empty text; a cancel of an agent that may not
+				// exist.
 				op := kernel.OpID(rapid.IntRange(1, 40).Draw(t, "op"))
-				switch rapid.IntRange(0, 4).Draw(t, "hostile_kind") {
+				switch rapid.IntRange(0, 7).Draw(t, "hostile_kind") {
+				case 5:
+					m.Deliver(kernel.Submit(0, ""))
+				case 6:
+					m.Deliver(kernel.Interject(0, ""))
+				case 7:
+					m.Deliver(kernel.Cancel(0, kernel.AgentID(rapid.IntRange(-1, 60).Draw(t, "agent"))))
 				case 0:
 					m.Deliver(kernel.CallFragment(0, op, 0, kernel.CallDelta{Index: -1, Name: "x"}))
 				case 1:
