@@ -427,7 +427,7 @@ func TestChatE2E(t *testing.T) {
 	t.Cleanup(srv.Close) // after the binary is killed (cleanups run last-in first-out)
 	dir := t.TempDir()
 	sess := filepath.Join(dir, "chat.jsonl")
-	p := startBinary(t, bin, srv, dir, "chat", "--session", sess, "--system", "be terse")
+	p := startBinary(t, bin, srv, dir, "chat", "--session", sess, "--system", "be terse", "--while-busy", "interject")
 	say := func(line string) {
 		t.Helper()
 		if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {
