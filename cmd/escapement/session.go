@@ -56,7 +56,7 @@ type sessionWriter struct {
 	mu     sync.Mutex
 	f      *os.File
 	w      io.Writer // f, or a test's wrapper of it
-	err    error // the first error; nothing is written after it
+	err    error     // the first error; nothing is written after it
 	closed bool
 }
 
