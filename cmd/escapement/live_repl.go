@@ -229,6 +229,7 @@ func (r *repl) signal(ctx context.Context, sig os.Signal) (done bool, err error)
 		return false, nil
 	}
 	if !busy {
+		lr.intr.disarm()
 		fmt.Fprintln(lr.errw, "\n(no turn is running; Ctrl-D or /exit exits)")
 		r.prompt()
 		return false, nil

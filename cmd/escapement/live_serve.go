@@ -24,11 +24,11 @@ const stopSlack = time.Second
 
 // interrupts reads the process's signals for the whole life of a live
 // command — while the tree runs, while it shuts down, and while the command
-// waits for the driver to stop — so a signal is never left unread. Each
-// signal goes to the command's loop (soft), except once the command has
-// armed it (a turn already cancelled, a shutdown under way): then a signal
-// is the user insisting, and it exits at once from this goroutine
-// (hardExit), even while the loop is blocked.
+// waits for the driver to stop — so a signal is never left unread. A
+// signal goes to the command's loop (soft) and arms the reader: until the
+// loop disarms it (the signal only explained something, the turn it
+// cancelled has ended), another signal is the user insisting and exits at
+// once from this goroutine (hardExit), even while the loop is blocked.
 type interrupts struct {
 	soft     chan os.Signal
 	armed    atomic.Bool
@@ -39,7 +39,7 @@ type interrupts struct {
 }
 
 func startInterrupts(sigs <-chan os.Signal, hardExit func()) *interrupts {
-	in := &interrupts{soft: make(chan os.Signal, 4), exited: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	in := &interrupts{soft: make(chan os.Signal, 1), exited: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
 	go in.read(sigs, hardExit) // owned: close waits for it
 	return in
 }
@@ -49,15 +49,16 @@ func (in *interrupts) read(sigs <-chan os.Signal, hardExit func()) {
 	for {
 		select {
 		case sig := <-sigs:
-			if in.armed.Load() {
-				hardExit()
-				close(in.exited)
-				return
+			if in.armed.CompareAndSwap(false, true) {
+				select {
+				case in.soft <- sig:
+				default: // disarmed with a signal still unread: that one stands for both
+				}
+				continue
 			}
-			select {
-			case in.soft <- sig:
-			default: // four unread interrupts: more add nothing
-			}
+			hardExit()
+			close(in.exited)
+			return
 		case <-in.stop:
 			return
 		}

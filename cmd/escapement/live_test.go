@@ -25,23 +25,48 @@ import (
 
 const testKey = "sk-e2e-DO-NOT-LEAK-4f9c2a7b"
 
-// buildBinary builds the CLI into dir (the end-to-end tests run the real
-// binary: real signals, real process groups, real exit codes).
+// TestMain removes the binary the end-to-end tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// built is the CLI binary, built once per test run (the end-to-end tests
+// run the real binary: real signals, real process groups, real exit codes).
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// buildBinary returns the CLI binary, building it on first use.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "escapement")
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the end-to-end tests build the binary and need go on PATH: %v", err)
+	built.once.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			built.err = fmt.Errorf("the end-to-end tests build the binary and need go on PATH: %w", err)
+			return
+		}
+		if built.dir, built.err = os.MkdirTemp("", "escapement-bin-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "escapement")
+		if out, err := exec.Command(goBin, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return built.bin
 }
 
 // syncBuffer is a bytes.Buffer safe for a copier goroutine and the test.

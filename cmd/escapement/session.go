@@ -55,8 +55,9 @@ type sessionWriter struct {
 
 	mu     sync.Mutex
 	f      *os.File
-	w      io.Writer // f, or a test's wrapper of it
-	err    error     // the first error; nothing is written after it
+	w      io.Writer                 // f, or a test's wrapper of it
+	syncer interface{ Sync() error } // f, or the wrapper when it syncs
+	err    error                     // the first error; nothing is written after it
 	closed bool
 }
 
@@ -108,9 +109,12 @@ func appendSession(path string, redact func(string) string, wrap func(io.Writer)
 }
 
 func newSessionWriter(path string, f *os.File, redact func(string) string, wrap func(io.Writer) io.Writer) *sessionWriter {
-	s := &sessionWriter{path: path, f: f, w: f, redact: redact}
+	s := &sessionWriter{path: path, f: f, w: f, syncer: f, redact: redact}
 	if wrap != nil {
 		s.w = wrap(f)
+		if sy, ok := s.w.(interface{ Sync() error }); ok {
+			s.syncer = sy
+		}
 	}
 	return s
 }
@@ -173,7 +177,7 @@ func (s *sessionWriter) sync() {
 	if s.err != nil || s.closed {
 		return
 	}
-	if err := s.f.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+	if err := s.syncer.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
 		// EINVAL, ENOTSUP: a file that cannot be synced (/dev/null).
 		s.err = fmt.Errorf("session %s: %w", s.path, err)
 	}
