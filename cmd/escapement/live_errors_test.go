@@ -1,12 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -128,4 +133,79 @@ func TestCapsShown(t *testing.T) {
 			t.Errorf("the model was not told which calls did not run: %+v", last)
 		}
 	})
+}
+
+// keyTools is a toolBox whose one tool prints the environment's API key
+// (what `shell echo $OPENAI_API_KEY` did before the environment policy).
+type keyTools struct{ key string }
+
+func (k keyTools) Run(ctx context.Context, c live.Call) live.ToolResult {
+	return live.ToolResult{Status: kernel.ToolOK, Content: "OPENAI_API_KEY=" + k.key + "\n"}
+}
+
+func (keyTools) Specs() []live.ToolSpec {
+	return []live.ToolSpec{{Name: "env", Description: "prints the environment", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
+}
+func (keyTools) KillAll()     {}
+func (keyTools) Close() error { return nil }
+
+// TestKeyRedactedEverywhere: whatever carries the API key into the run — a
+// tool's output, a model repeating a piece of it split across chunks — no
+// run of 12 or more of its bytes reaches stdout, stderr, --json, the
+// session or the trace; a trace redacted where whole events held the key
+// still replays.
+func TestKeyRedactedEverywhere(t *testing.T) {
+	const key = "sk-proj-Zq8Lw3Rt5Yu7Io9Pa1Sd3Fg5Hj7Kl9"
+	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		switch {
+		case r.Body.Last().Role != "tool":
+			_ = w.Call(0, "c1", "env", `{}`, 2)
+			_ = w.End("tool_calls")
+		case r.Body.FirstUser() == "repeat it":
+			_ = w.Answer("the key starts "+key[:20]+" and goes on", 5) // split across chunks
+		default:
+			_ = w.Answer("done", 2)
+		}
+	})
+	t.Setenv("OPENAI_API_KEY", key)
+	dir := t.TempDir()
+	inject := func(a *app) { a.newTools = func(tools.Config) (toolBox, error) { return keyTools{key}, nil } }
+	outputs := map[string]string{}
+	for _, run := range []struct{ name, prompt, flag string }{
+		{"json", "look", "--json"},
+		{"text", "look", "--log-level=debug"},
+		{"repeat", "repeat it", "--log-level=debug"},
+	} {
+		sess, tr := filepath.Join(dir, run.name+"-s.jsonl"), filepath.Join(dir, run.name+"-t.jsonl")
+		var out, errb bytes.Buffer
+		code := runWith(context.Background(), []string{"run", run.prompt, run.flag, "--session", sess, "--trace", tr, "--workspace", dir},
+			streams{in: strings.NewReader(""), out: &out, err: &errb}, func(int) {}, noSignals, inject)
+		if code != exitOK {
+			t.Fatalf("%s: exit %d\n%s", run.name, code, errb.String())
+		}
+		outputs[run.name+" stdout"], outputs[run.name+" stderr"] = out.String(), errb.String()
+		for _, f := range []string{sess, tr} {
+			b, _ := os.ReadFile(f)
+			outputs[f] = string(b)
+		}
+		if run.name != "repeat" {
+			if code, o, e := runCLI(t, "sim", "replay", tr); code != exitOK {
+				t.Errorf("the redacted %s trace does not replay: %s %s", run.name, o, e)
+			}
+		}
+	}
+	for name, text := range outputs {
+		for i := 0; i+12 <= len(key); i++ {
+			if strings.Contains(text, key[i:i+12]) {
+				t.Errorf("%s holds %q, 12 bytes of the key", name, key[i:i+12])
+				break
+			}
+		}
+	}
+	if want := "the key starts [redacted] and goes on\n"; outputs["repeat stdout"] != want {
+		t.Errorf("stdout %q, want %q", outputs["repeat stdout"], want)
+	}
+	if !strings.Contains(outputs[filepath.Join(dir, "json-s.jsonl")], "OPENAI_API_KEY=[redacted]") {
+		t.Errorf("the tool's output was not redacted in the session")
+	}
 }

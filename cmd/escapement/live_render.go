@@ -21,6 +21,7 @@ type liveRun struct {
 	out       io.Writer
 	errw      io.Writer
 	redact    func(string) string // the API key out of everything printed or written
+	secret    string              // the API key, for answerText's hold-back
 	driver    *live.Driver
 	box       toolBox
 	session   *sessionWriter
@@ -34,10 +35,11 @@ type liveRun struct {
 	intr      *interrupts
 
 	// Kernel goroutine only.
-	written     int  // root messages already in the session file
-	midLine     bool // the root's answer text printed so far did not end with a newline
-	sessionLost bool // the session file failed and the user was told
-	traceLost   bool // the trace file failed and the user was told
+	written     int    // root messages already in the session file
+	midLine     bool   // the root's answer text printed so far did not end with a newline
+	heldBack    string // the end of the answer text not printed yet (answerText)
+	sessionLost bool   // the session file failed and the user was told
+	traceLost   bool   // the trace file failed and the user was told
 }
 
 // lockedWriter serialises writes from the kernel's goroutine (answers,
@@ -213,7 +215,7 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 	switch l.Kind {
 	case kernel.LifeDelta:
 		if l.Agent == kernel.Root {
-			io.WriteString(lr.out, lr.redact(l.Text))
+			lr.answerText(l.Text, false)
 			lr.midLine = !strings.HasSuffix(l.Text, "\n")
 		}
 	case kernel.LifeRetry:
@@ -234,10 +236,36 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 	case kernel.LifeTimedOut:
 		activity("[%s] %s\n", path(l.Agent), l.Reason)
 	case kernel.LifeTurnEnded:
-		if l.Agent == kernel.Root && lr.midLine {
-			fmt.Fprintln(lr.out)
+		if l.Agent == kernel.Root {
+			lr.answerText("", true)
+			if lr.midLine {
+				fmt.Fprintln(lr.out)
+			}
 		}
 		lr.showTurnEnd(e)
+	}
+}
+
+// answerText prints the root's streamed answer on stdout, redacted. A key
+// the model repeats arrives in pieces, each too short to be recognised, so
+// the end of the text that could be part of a run of the key (the longest
+// suffix that is a substring of it) is held back, unredacted, until a
+// chunk shows where the run ends, or the turn ends (final). Whatever run
+// touches the cut lies wholly in the part held back, so redacting the two
+// parts apart misses nothing.
+func (lr *liveRun) answerText(text string, final bool) {
+	text = lr.heldBack + text
+	lr.heldBack = ""
+	if !final && len(lr.secret) >= 4 {
+		for k := min(len(lr.secret), len(text)); k > 0; k-- {
+			if strings.Contains(lr.secret, text[len(text)-k:]) {
+				text, lr.heldBack = text[:len(text)-k], text[len(text)-k:]
+				break
+			}
+		}
+	}
+	if text != "" {
+		io.WriteString(lr.out, lr.redact(text))
 	}
 }
 

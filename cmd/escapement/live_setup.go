@@ -42,7 +42,8 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	red := redact.New(os.Getenv("OPENAI_API_KEY"))
+	key := os.Getenv("OPENAI_API_KEY")
+	red := redact.New(key)
 	kcfg := kernel.Config{Limits: f.limits, System: f.system}
 	var loaded *loadedSession
 	sessionPath := f.session
@@ -83,7 +84,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}()
 	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
 	m, err := openai.New(openai.Config{
-		APIKey:       os.Getenv("OPENAI_API_KEY"),
+		APIKey:       key,
 		BaseURL:      firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL),
 		Model:        model,
 		Tools:        box.Specs(),
@@ -94,7 +95,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		return nil, usageErr("--base-url/--model: %v", err)
 	}
 	errw := &lockedWriter{w: a.err}
-	lr = &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: errw, redact: red.Redact, box: box,
+	lr = &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: errw, redact: red.Redact, secret: key, box: box,
 		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1)}
 
 	// The outputs, in an order that leaves nothing behind on failure: the
