@@ -362,3 +362,27 @@ func recordRealSession(t *testing.T) []byte {
 	}
 	return data
 }
+
+// TestResumeRefusesDamageInTheMiddle: only the last line can be torn; a
+// line that does not parse anywhere else is damage, refused at its line
+// (treating it as a torn tail would cut every turn after it), and the file
+// is left as it is.
+func TestResumeRefusesDamageInTheMiddle(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	writeLines(t, path,
+		`{"type":"session","format":1}`,
+		`{"type":"message","message":{"role":"user","content":"hi"}}`,
+		`{"type":"message","message":{"role":"assistant","content":"hel`,
+		`{"type":"turn_end","turn":1,"outcome":"completed"}`,
+		`{"type":"message","message":{"role":"user","content":"again"}}`,
+		`{"type":"message","message":{"role":"assistant","content":"hello"}}`,
+		`{"type":"turn_end","turn":2,"outcome":"completed"}`)
+	before, _ := os.ReadFile(path)
+	code, _, errb := runCLI(t, "chat", "--resume", path)
+	if code != exitUsage || !strings.Contains(errb, path+":3: not a session record") {
+		t.Fatalf("exit %d, stderr %q", code, errb)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Error("the refused file was changed")
+	}
+}
