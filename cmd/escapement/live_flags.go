@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 
 	"github.com/escapement/escapement/adapters/openai"
@@ -66,6 +67,9 @@ func (f *liveFlags) validate() error {
 	}
 	if f.resume != "" && f.session != "" && f.session != f.resume {
 		return usageErr("--session and --resume name different files; --resume appends to the file it resumes")
+	}
+	if f.trace != "" && (filepath.Clean(f.trace) == filepath.Clean(f.session) || filepath.Clean(f.trace) == filepath.Clean(f.resume)) {
+		return usageErr("--trace and the session name the same file %s", f.trace)
 	}
 	switch f.whileBusy {
 	case "", busyInterject, busyQueue:

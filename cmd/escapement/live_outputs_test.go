@@ -41,6 +41,24 @@ func TestBadOutputPathWritesNothing(t *testing.T) {
 	if code, _, errb := runCLI(t, "run", "hi", "--session", sess, "--trace", tr, "--workspace", dir); code != exitOK {
 		t.Fatalf("the corrected run: exit %d %s", code, errb)
 	}
+	// A trace replaces an older trace, never other data: a session named
+	// as --trace by mistake is refused and kept.
+	if code, _, errb := runCLI(t, "run", "again", "--session", filepath.Join(dir, "s2.jsonl"), "--trace", tr, "--workspace", dir); code != exitOK {
+		t.Fatalf("over an older trace: exit %d %s", code, errb)
+	}
+	before, _ := os.ReadFile(sess)
+	for _, args := range [][]string{
+		{"--session", filepath.Join(dir, "s3.jsonl"), "--trace", sess},
+		{"--session", filepath.Join(dir, "s4.jsonl"), "--trace", filepath.Join(dir, "s4.jsonl")},
+	} {
+		code, _, errb := runCLI(t, append([]string{"run", "hi", "--workspace", dir}, args...)...)
+		if code != exitUsage || !(strings.Contains(errb, "is not an escapement trace") || strings.Contains(errb, "name the same file")) {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errb)
+		}
+	}
+	if after, _ := os.ReadFile(sess); string(after) != string(before) {
+		t.Error("the session named as --trace was changed")
+	}
 
 	// A bad --session (a directory): the trace is neither made nor emptied.
 	for _, existing := range []bool{false, true} {

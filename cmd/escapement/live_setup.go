@@ -202,6 +202,22 @@ func checkNewSession(path string) error {
 	return usageErr("--session %s is not empty and not an escapement session; name a new file", path)
 }
 
+// traceHeaderPrefix starts every trace (kernel/trace writes the header's
+// fields in a fixed order).
+const traceHeaderPrefix = `{"type":"header",`
+
+// startsWith reports whether the file at path starts with prefix.
+func startsWith(path, prefix string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, len(prefix))
+	_, err = io.ReadFull(f, b)
+	return err == nil && string(b) == prefix
+}
+
 // isSessionFile reports whether path starts with a session header.
 func isSessionFile(path string) bool {
 	f, err := os.Open(path)
@@ -223,10 +239,15 @@ type outputFile struct {
 }
 
 // openOutput opens path for writing without changing it. Non-blocking, so
-// a FIFO without a reader is an error rather than a hang.
+// a FIFO without a reader is an error rather than a hang. An existing
+// regular file is only ever replaced when it is an escapement trace (an
+// older run's): anything else (a session file named by mistake, notes) is
+// the user's data and refused.
 func openOutput(path string) (*outputFile, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return nil, fmt.Errorf("%s is a directory; name a file", path)
+	} else if err == nil && st.Mode().IsRegular() && st.Size() > 0 && !startsWith(path, traceHeaderPrefix) {
+		return nil, fmt.Errorf("%s exists and is not an escapement trace; name a new file (or remove it)", path)
 	}
 	o := &outputFile{path: path}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NONBLOCK, 0o644)
