@@ -59,6 +59,9 @@ type Header struct {
 	// History is the root's seeded history (a resumed live session), so a
 	// replay starts from the same transcript.
 	History []kernel.Message `json:"history,omitempty"`
+	// Idempotent names the tools a recovery may run again
+	// (kernel.Config.Idempotent), so a replay resolves a crash the same way.
+	Idempotent []string `json:"idempotent,omitempty"`
 	// Turns is how many turns the resumed root had already had
 	// (kernel.Config.Turns), so a replay numbers turns the same way.
 	Turns uint64 `json:"turns,omitempty"`
@@ -199,6 +202,12 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 	if len(h.History) > 0 {
 		e.lit(`,"history":`)
 		if err := e.json(h.History); err != nil {
+			return b, err
+		}
+	}
+	if len(h.Idempotent) > 0 {
+		e.lit(`,"idempotent":`)
+		if err := e.json(h.Idempotent); err != nil {
 			return b, err
 		}
 	}
