@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/escapement/escapement/adapters/openai"
+	toolproc "github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/kernel"
 	"github.com/spf13/cobra"
 )
@@ -27,6 +28,7 @@ type liveFlags struct {
 	resume     string
 	workspace  string
 	allowShell bool
+	toolEnv    []string // secret-looking variables passed to tools anyway
 	model      string
 	baseURL    string
 	whileBusy  string // chat only; "" until resolved from stdin
@@ -45,6 +47,7 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	}
 	fl.StringVar(&f.workspace, "workspace", ".", "directory the tools work in; paths that leave it are refused")
 	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
+	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools although its name looks secret (contains KEY, SECRET, TOKEN, PASSWORD or PASSWD); repeatable; never OPENAI_API_KEY")
 	fl.StringVar(&f.model, "model", "", "model name (default $OPENAI_MODEL, else "+defaultModel+")")
 	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root (default $OPENAI_BASE_URL, else "+openai.DefaultBaseURL+")")
 	f.limits = kernel.DefaultLimits()
@@ -67,6 +70,9 @@ func (f *liveFlags) validate() error {
 	}
 	if f.resume != "" && f.session != "" && f.session != f.resume {
 		return usageErr("--session and --resume name different files; --resume appends to the file it resumes")
+	}
+	if err := (toolproc.EnvPolicy{Pass: f.toolEnv}).Validate(); err != nil {
+		return usageErr("--tool-env: %v", err)
 	}
 	if f.trace != "" && (filepath.Clean(f.trace) == filepath.Clean(f.session) || filepath.Clean(f.trace) == filepath.Clean(f.resume)) {
 		return usageErr("--trace and the session name the same file %s", f.trace)

@@ -73,7 +73,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	if newTools == nil {
 		newTools = newToolBox
 	}
-	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, KillGrace: f.limits.Grace / 2})
+	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, KillGrace: f.limits.Grace / 2})
 	if err != nil {
 		return nil, usageErr("--workspace: %v", err)
 	}
