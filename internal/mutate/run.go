@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -54,6 +55,10 @@ type Config struct {
 	TimeoutFactor    float64
 	MinTimeout       time.Duration
 	CompileAllowance time.Duration
+	// GoCache, if set, is the build cache of every go command (GOCACHE);
+	// the runner deletes what mutants add to it (see judgeAll). Empty: the
+	// caller's cache, which then grows by every mutant's builds.
+	GoCache string
 	// Log gets one line per judged mutant and the baseline's timings.
 	Log io.Writer
 }
@@ -117,6 +122,9 @@ func Run(ctx context.Context, cfg Config, mutants []*Mutant) ([]*Record, error) 
 		if err := r.baseline(ctx, todo); err != nil {
 			return nil, err
 		}
+		if err := r.snapshotCache(); err != nil {
+			return nil, err
+		}
 		w, err := openRecords(cfg.Out)
 		if err != nil {
 			return nil, err
@@ -140,8 +148,9 @@ func Run(ctx context.Context, cfg Config, mutants []*Mutant) ([]*Record, error) 
 }
 
 type runner struct {
-	cfg    Config
-	limits map[string]time.Duration // layer key → time limit
+	cfg       Config
+	limits    map[string]time.Duration // layer key → time limit
+	cacheKeep map[string]bool          // the private build cache's files after the baseline
 }
 
 func layerKey(p Profile, l Layer) string {
@@ -191,9 +200,33 @@ func (r *runner) baseline(ctx context.Context, todo []*Mutant) error {
 	return nil
 }
 
+// trimBatch is how many mutants per job run between two trims of the
+// private build cache.
+const trimBatch = 8
+
 // judgeAll runs the mutants on cfg.Jobs workers and writes each record as
-// it is judged.
+// it is judged. With a private build cache it goes in batches and, between
+// two, deletes what the batch added to the cache (each mutant leaves tens
+// of megabytes of packages built with it that no later build reuses).
 func (r *runner) judgeAll(ctx context.Context, todo []*Mutant, w *recordWriter, done map[string]*Record) error {
+	batch := len(todo)
+	if r.cfg.GoCache != "" {
+		batch = r.cfg.Jobs * trimBatch
+	}
+	n := 0
+	for start := 0; start < len(todo); start += batch {
+		err := r.judgeBatch(ctx, todo[start:min(start+batch, len(todo))], len(todo), &n, w, done)
+		if terr := r.trimCache(); terr != nil {
+			fmt.Fprintln(r.cfg.Log, "mutate: warning: trimming the build cache:", terr)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *runner) judgeBatch(ctx context.Context, todo []*Mutant, total int, n *int, w *recordWriter, done map[string]*Record) error {
 	work := make(chan *Mutant)
 	type result struct {
 		rec *Record
@@ -226,7 +259,6 @@ func (r *runner) judgeAll(ctx context.Context, todo []*Mutant, w *recordWriter, 
 		close(results)
 	}()
 	var firstErr error
-	n := 0
 	for res := range results {
 		if res.err != nil {
 			if firstErr == nil && !errors.Is(res.err, context.Canceled) {
@@ -234,17 +266,46 @@ func (r *runner) judgeAll(ctx context.Context, todo []*Mutant, w *recordWriter, 
 			}
 			continue
 		}
-		n++
+		*n++
 		done[res.rec.ID+"@"+res.rec.SrcSHA256] = res.rec
 		if err := w.write(res.rec); err != nil && firstErr == nil {
 			firstErr = err
 		}
-		fmt.Fprintf(r.cfg.Log, "[%d/%d] %s\n", n, len(todo), progressLine(res.rec))
+		fmt.Fprintf(r.cfg.Log, "[%d/%d] %s\n", *n, total, progressLine(res.rec))
 	}
 	if firstErr != nil {
 		return firstErr
 	}
 	return ctx.Err()
+}
+
+// snapshotCache records the private build cache's files after the
+// baseline: what every mutant's build reuses.
+func (r *runner) snapshotCache() error {
+	if r.cfg.GoCache == "" {
+		return nil
+	}
+	r.cacheKeep = map[string]bool{}
+	return filepath.WalkDir(r.cfg.GoCache, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			r.cacheKeep[p] = true
+		}
+		return err
+	})
+}
+
+// trimCache deletes the private cache's files the snapshot does not hold.
+// No go command runs while it does.
+func (r *runner) trimCache() error {
+	if r.cfg.GoCache == "" || r.cacheKeep == nil {
+		return nil
+	}
+	return filepath.WalkDir(r.cfg.GoCache, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || r.cacheKeep[p] {
+			return err
+		}
+		return os.Remove(p)
+	})
 }
 
 func progressLine(rec *Record) string {
@@ -389,7 +450,11 @@ func verdict(l Layer, o outcome, limit time.Duration) LayerResult {
 func (r *runner) env(tmp string) []string {
 	scratch := filepath.Join(tmp, "tmp")
 	_ = os.MkdirAll(scratch, 0o755)
-	return append(os.Environ(),
+	env := os.Environ()
+	if r.cfg.GoCache != "" {
+		env = append(env, "GOCACHE="+r.cfg.GoCache)
+	}
+	return append(env,
 		"TMPDIR="+scratch,
 		"RAPID_NOFAILFILE=true", // rapid would write testdata/rapid/... into the package directory
 		"ESCAPEMENT_FAILURES="+filepath.Join(tmp, "failures"),

@@ -43,6 +43,7 @@ func main() {
 
 type options struct {
 	root, out, summary, equivalent, ops string
+	gocache                             string
 	sample, jobs                        int
 	seed                                uint64
 	timeoutFactor                       float64
@@ -53,12 +54,18 @@ type options struct {
 	patterns                            []string
 }
 
+// defaultPatterns are the kernel and the FSM. kernel/trace is left out: it
+// is the trace's byte format, which the oracle does not judge (it checks
+// behaviour, and compares a run's trace only with a rerun's); its unit
+// tests do. Name it to include it.
+var defaultPatterns = []string{"./kernel", "./fsm"}
+
 func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("mutate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `usage: mutate [flags] [PACKAGES...]   (default ./kernel/... ./fsm/...)
+		fmt.Fprint(stderr, `usage: mutate [flags] [PACKAGES...]   (default ./kernel ./fsm)
 
 Plants one small bug at a time in the packages' non-test files (through
 go build -overlay; the working tree is never written) and runs the test
@@ -79,6 +86,12 @@ flags:
 	fs.StringVar(&o.out, "out", "mutate-out/mutants.jsonl", "JSON Lines output, one record per mutant; mutants already in it are skipped")
 	fs.StringVar(&o.summary, "summary", "", "Markdown summary (default: --out with .md)")
 	fs.StringVar(&o.equivalent, "equivalent", "internal/mutate/equivalent.txt", "allow-list of equivalent mutants (relative to --root)")
+	cacheDir, err := os.UserCacheDir()
+	if err != nil {
+		cacheDir = os.TempDir()
+	}
+	fs.StringVar(&o.gocache, "gocache", filepath.Join(cacheDir, "escapement-mutate", "go-build"),
+		"private build cache, trimmed back after every few mutants (\"\": use go's own cache, which then grows by tens of MB per mutant)")
 	fs.StringVar(&o.ops, "ops", "", "comma-separated operators to use (default: all)")
 	fs.IntVar(&o.sample, "sample", 0, "judge a deterministic sample of N mutants, stratified by package (0: all)")
 	fs.Uint64Var(&o.seed, "seed", 1, "the sample's seed")
@@ -95,7 +108,7 @@ flags:
 	}
 	o.patterns = fs.Args()
 	if len(o.patterns) == 0 {
-		o.patterns = []string{"./kernel/...", "./fsm/..."}
+		o.patterns = defaultPatterns
 	}
 	switch {
 	case o.jobs < 1:
@@ -175,7 +188,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	profileFor := mutate.ProjectProfiles(mutate.SweepPlan{Seeds: o.sweepSeeds, Depth: o.sweepDepth})
 	profiles := []mutate.Profile{mutate.OracleProfile(mutate.SweepPlan{Seeds: o.sweepSeeds, Depth: o.sweepDepth}), mutate.PackageProfile(".")}
-	treeBefore := gitStatus(o.root)
+	ours := []string{o.out, o.summary}
+	treeBefore := gitStatus(o.root, ours)
 	var recs []*mutate.Record
 	var runErr error
 	var warnings []string
@@ -198,8 +212,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 			return fail(exitUsage, "--out: %v", err)
 		}
+		if o.gocache != "" {
+			if err := os.MkdirAll(o.gocache, 0o755); err != nil {
+				return fail(exitUsage, "--gocache: %v", err)
+			}
+		}
 		cfg := mutate.Config{
-			Root: o.root, Profile: profileFor, Jobs: o.jobs, Out: o.out, Equivalents: eqs,
+			Root: o.root, Profile: profileFor, Jobs: o.jobs, Out: o.out, Equivalents: eqs, GoCache: o.gocache,
 			TimeoutFactor: o.timeoutFactor, MinTimeout: o.minTimeout, Log: stderr,
 		}
 		recs, runErr = mutate.Run(ctx, cfg, selected)
@@ -207,7 +226,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return fail(exitCheckFailed, "%v", runErr)
 		}
 	}
-	if after := gitStatus(o.root); after != treeBefore {
+	if after := gitStatus(o.root, ours); after != treeBefore {
 		warnings = append(warnings, "the working tree's `git status` changed during the run (something other than the overlay wrote to it):\n"+after)
 	}
 	if len(recs) < len(selected) {
@@ -264,12 +283,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func gitStatus(root string) string {
+// gitStatus is `git status --porcelain` without the lines naming our own
+// output files.
+func gitStatus(root string, ours []string) string {
 	out, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=all").Output()
 	if err != nil {
 		return ""
 	}
-	return string(out)
+	var keep []string
+	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
+		mine := false
+		for _, p := range ours {
+			if rel, err := filepath.Rel(root, p); err == nil && strings.HasSuffix(l, filepath.ToSlash(rel)) {
+				mine = true
+			}
+		}
+		if !mine && l != "" {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
 }
 
 func gitDescribe(root string) string {
@@ -278,7 +311,7 @@ func gitDescribe(root string) string {
 		return ""
 	}
 	s := "commit " + strings.TrimSpace(string(out))
-	if gitStatus(root) != "" {
+	if gitStatus(root, nil) != "" {
 		s += " with uncommitted changes"
 	}
 	return s
