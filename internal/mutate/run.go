@@ -182,6 +182,16 @@ func (r *runner) baseline(ctx context.Context, todo []*Mutant) error {
 				}
 				built[p.Binary] = true
 			}
+			if l.GoTest != nil {
+				// Build the tests first, so the timing below is of the
+				// tests (a cold build cache would stretch the time limit).
+				warm := append(goArgs("test", "", "-count=1", "-vet=off", "-run", "^$"), l.GoTest...)
+				if o := r.command(ctx, 30*time.Minute, tmp, warm...); ctx.Err() != nil {
+					return ctx.Err()
+				} else if o.exit != 0 {
+					return fmt.Errorf("baseline: the tests of layer %s do not build on the unmutated tree:\n%s", l.Name, o.out.text())
+				}
+			}
 			o := r.runLayer(ctx, p, l, "", tmp, 30*time.Minute)
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -214,3 +214,37 @@ func TestCaptureKeepsWhatKilled(t *testing.T) {
 		t.Errorf("build failure not seen: %v %q", c.buildFailed, c.head(2))
 	}
 }
+
+// TestTrimCacheKeepsTheBaseline: trimming the private build cache deletes
+// what was added after the snapshot and keeps everything before it.
+func TestTrimCacheKeepsTheBaseline(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(name), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old := write("ab/ab01-d")
+	r := &runner{cfg: Config{GoCache: dir}}
+	if err := r.snapshotCache(); err != nil {
+		t.Fatal(err)
+	}
+	added := write("cd/cd02-d")
+	if err := r.trimCache(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); err != nil {
+		t.Errorf("baseline entry removed: %v", err)
+	}
+	if _, err := os.Stat(added); !os.IsNotExist(err) {
+		t.Errorf("entry added after the snapshot kept: %v", err)
+	}
+	if err := (&runner{}).trimCache(); err != nil {
+		t.Errorf("no private cache: %v", err)
+	}
+}
