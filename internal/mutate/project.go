@@ -62,6 +62,7 @@ func OracleProfile(sweep SweepPlan) Profile {
 	}
 	return Profile{
 		Name:   "oracle",
+		Title:  "kernel/ and fsm/: the simulator layers versus the unit tests",
 		Groups: []string{"sim", "unit"},
 		Binary: "./cmd/escapement",
 		Layers: []Layer{
@@ -83,6 +84,7 @@ func PackageProfile(dir string) Profile {
 	}
 	return Profile{
 		Name:   "package",
+		Title:  "adapters/, cmd/ and other packages: each package's tests",
 		Groups: []string{"tests"},
 		Layers: []Layer{{Name: "tests", Group: "tests", GoTest: pkgs}},
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"strings"
 )
@@ -158,7 +159,7 @@ func groupTitle(g string) string {
 func writeLayered(b *strings.Builder, p Profile, recs []*Record, eqs []Equivalent) {
 	t := Count(recs, p.Groups, eqs)
 	first := p.Groups[0]
-	fmt.Fprintf(b, "\n## Profile %q: %s versus %s\n\n", p.Name, first, strings.Join(p.Groups[1:], ", "))
+	fmt.Fprintf(b, "\n## %s (profile %q)\n\n", cmp.Or(p.Title, first+" versus "+strings.Join(p.Groups[1:], ", ")), p.Name)
 	b.WriteString("| | mutants | share of scored |\n|---|---:|---:|\n")
 	fmt.Fprintf(b, "| judged | %d | |\n| uncompilable (discarded) | %d | |\n| equivalent (allow-list) | %d | |\n| **scored** | **%d** | |\n",
 		t.Judged, t.Uncompilable, t.Equivalent, t.Scored)
@@ -182,8 +183,8 @@ func writeLayered(b *strings.Builder, p Profile, recs []*Record, eqs []Equivalen
 	header := fmt.Sprintf("| scored | killed by %s | only by %s | survived | %s score |\n|---|---:|---:|---:|---:|---:|\n",
 		first, strings.Join(p.Groups[1:], ", "), first)
 	b.WriteString("\nBy package:\n\n| package " + header)
-	for _, k := range keys(recs, func(r *Record) string { return r.Pkg }) {
-		tt := Count(filter(recs, func(r *Record) bool { return r.Pkg == k }), p.Groups, eqs)
+	for _, k := range keys(recs, pkgDir) {
+		tt := Count(filter(recs, func(r *Record) bool { return pkgDir(r) == k }), p.Groups, eqs)
 		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f %% |\n", k, tt.Scored, tt.KilledFirst, tt.KilledLater, tt.Survived, tt.Score())
 	}
 	b.WriteString("\nBy operator:\n\n| operator " + header)
@@ -217,10 +218,10 @@ func writeLayered(b *strings.Builder, p Profile, recs []*Record, eqs []Equivalen
 func writeSingle(b *strings.Builder, p Profile, recs []*Record, eqs []Equivalent) {
 	g := p.Groups[0]
 	t := Count(recs, p.Groups, eqs)
-	fmt.Fprintf(b, "\n## Profile %q: killed by %s\n\n", p.Name, groupTitle(g))
+	fmt.Fprintf(b, "\n## %s (profile %q)\n\n", cmp.Or(p.Title, "killed by "+groupTitle(g)), p.Name)
 	b.WriteString("| package | judged | uncompilable | equivalent | scored | killed | survived | kill rate |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, k := range keys(recs, func(r *Record) string { return r.Pkg }) {
-		tt := Count(filter(recs, func(r *Record) bool { return r.Pkg == k }), p.Groups, eqs)
+	for _, k := range keys(recs, pkgDir) {
+		tt := Count(filter(recs, func(r *Record) bool { return pkgDir(r) == k }), p.Groups, eqs)
 		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %d | %.1f %% |\n", k, tt.Judged, tt.Uncompilable, tt.Equivalent, tt.Scored, tt.KilledFirst, tt.Survived, tt.Score())
 	}
 	fmt.Fprintf(b, "| **all** | %d | %d | %d | %d | **%d** | %d | **%.1f %%** |\n", t.Judged, t.Uncompilable, t.Equivalent, t.Scored, t.KilledFirst, t.Survived, t.Score())
@@ -303,6 +304,9 @@ func writeStale(b *strings.Builder, recs []*Record, eqs []Equivalent) {
 			len(stale), strings.Join(stale, "\n"))
 	}
 }
+
+// pkgDir is the record's package as its directory in the module.
+func pkgDir(r *Record) string { return path.Dir(r.File) }
 
 func mutantLine(r *Record) string {
 	return fmt.Sprintf("`%s:%d` %s: %s → %s", r.File, r.Line, r.Op, code(r.Before), code(r.After))

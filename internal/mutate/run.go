@@ -33,6 +33,7 @@ type Layer struct {
 // Profile says which layers judge the mutants of a package.
 type Profile struct {
 	Name   string
+	Title  string   // the report's heading
 	Groups []string // in report order: the first is the one the score is about
 	// Binary is the main package ("./cmd/escapement") built once per
 	// mutant, with the mutant, for the Exec layers.

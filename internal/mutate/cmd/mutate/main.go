@@ -190,6 +190,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	profiles := []mutate.Profile{mutate.OracleProfile(mutate.SweepPlan{Seeds: o.sweepSeeds, Depth: o.sweepDepth}), mutate.PackageProfile(".")}
 	ours := []string{o.out, o.summary}
 	treeBefore := gitStatus(o.root, ours)
+	tree := gitDescribe(o.root)
 	var recs []*mutate.Record
 	var runErr error
 	var warnings []string
@@ -237,10 +238,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	meta := mutate.ReportMeta{
 		Command:  "go run ./internal/mutate/cmd/mutate " + strings.Join(args, " "),
-		Tree:     gitDescribe(o.root),
+		Tree:     tree,
 		Selected: how,
-		Wall:     time.Since(started).Round(time.Second).String(),
 		Warnings: warnings,
+	}
+	if !o.reportOnly {
+		meta.Wall = time.Since(started).Round(time.Second).String()
 	}
 	f, err := os.Create(o.summary)
 	if err != nil {
