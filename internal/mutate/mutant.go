@@ -97,6 +97,9 @@ type Mutant struct {
 // file:line:col:operator.
 func (m *Mutant) ID() string { return fmt.Sprintf("%s:%d:%d:%s", m.File, m.Line, m.Col, m.Op) }
 
+// Key identifies the mutant in its file's version (see Record.Key).
+func (m *Mutant) Key() string { return m.ID() + "@" + m.SrcSHA256 }
+
 // Diff is the one-line form of the change.
 func (m *Mutant) Diff() string { return m.Before + "  →  " + m.After }
 

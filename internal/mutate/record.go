@@ -71,6 +71,31 @@ func (r *Record) KilledBy(group string) bool {
 	return false
 }
 
+// Incomplete reports a record some layer of which could not run (its tests
+// did not build: a broken build cache, a full disk): it says nothing about
+// the mutant, so a resumed run judges the mutant again.
+func (r *Record) Incomplete() bool {
+	for _, l := range r.Layers {
+		if l.Result == Errored {
+			return true
+		}
+	}
+	return false
+}
+
+// Key identifies a record's mutant in its file's version.
+func (r *Record) Key() string { return r.ID + "@" + r.SrcSHA256 }
+
+// Latest keeps the last record of each mutant (a rejudged mutant's record
+// is appended after the old one).
+func Latest(recs []*Record) map[string]*Record {
+	out := map[string]*Record{}
+	for _, r := range recs {
+		out[r.Key()] = r
+	}
+	return out
+}
+
 // Layer returns the named layer's result (nil if it did not run).
 func (r *Record) Layer(name string) *LayerResult {
 	for i := range r.Layers {

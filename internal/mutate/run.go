@@ -57,8 +57,9 @@ type Config struct {
 	MinTimeout       time.Duration
 	CompileAllowance time.Duration
 	// GoCache, if set, is the build cache of every go command (GOCACHE);
-	// the runner deletes what mutants add to it (see judgeAll). Empty: the
-	// caller's cache, which then grows by every mutant's builds.
+	// the runner locks it for the run and deletes what mutants add to it
+	// (see judgeAll). Empty: the caller's cache, which then grows by every
+	// mutant's builds.
 	GoCache string
 	// Log gets one line per judged mutant and the baseline's timings.
 	Log io.Writer
@@ -106,19 +107,31 @@ func Run(ctx context.Context, cfg Config, mutants []*Mutant) ([]*Record, error) 
 	for _, w := range warnings {
 		fmt.Fprintln(cfg.Log, "mutate: warning:", w)
 	}
+	prev := Latest(old)
 	done := map[string]*Record{}
-	for _, r := range old {
-		done[r.ID+"@"+r.SrcSHA256] = r
-	}
 	var todo []*Mutant
+	retry := 0
 	for _, m := range mutants {
-		if _, ok := done[m.ID()+"@"+m.SrcSHA256]; !ok {
+		switch r, ok := prev[m.Key()]; {
+		case !ok:
 			todo = append(todo, m)
+		case r.Incomplete():
+			todo = append(todo, m)
+			retry++
+		default:
+			done[m.Key()] = r
 		}
 	}
-	fmt.Fprintf(cfg.Log, "mutate: %d mutant(s), %d already judged in %s, %d to run with %d job(s)\n",
-		len(mutants), len(mutants)-len(todo), cfg.Out, len(todo), cfg.Jobs)
+	fmt.Fprintf(cfg.Log, "mutate: %d mutant(s), %d already judged in %s, %d to run (%d of them again: a layer could not run) with %d job(s)\n",
+		len(mutants), len(done), cfg.Out, len(todo), retry, cfg.Jobs)
 	r := &runner{cfg: cfg, limits: map[string]time.Duration{}}
+	if cfg.GoCache != "" && len(todo) > 0 {
+		unlock, err := lockDir(cfg.GoCache)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+	}
 	if len(todo) > 0 {
 		if err := r.baseline(ctx, todo); err != nil {
 			return nil, err
@@ -141,8 +154,10 @@ func Run(ctx context.Context, cfg Config, mutants []*Mutant) ([]*Record, error) 
 	}
 	var out []*Record
 	for _, m := range mutants {
-		if rec, ok := done[m.ID()+"@"+m.SrcSHA256]; ok {
+		if rec, ok := done[m.Key()]; ok {
 			out = append(out, rec)
+		} else if rec, ok := prev[m.Key()]; ok {
+			out = append(out, rec) // incomplete, and not judged again (interrupted)
 		}
 	}
 	return out, err
@@ -278,7 +293,7 @@ func (r *runner) judgeBatch(ctx context.Context, todo []*Mutant, total int, n *i
 			continue
 		}
 		*n++
-		done[res.rec.ID+"@"+res.rec.SrcSHA256] = res.rec
+		done[res.rec.Key()] = res.rec
 		if err := w.write(res.rec); err != nil && firstErr == nil {
 			firstErr = err
 		}
@@ -366,6 +381,9 @@ func (r *runner) judge(ctx context.Context, m *Mutant) (*Record, error) {
 		o := r.command(ctx, r.cfg.CompileAllowance, tmp, goArgs("build", overlay, b...)...)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if o.exit != 0 && r.cfg.GoCache != "" && strings.Contains(o.out.text(), r.cfg.GoCache) {
+			return nil, fmt.Errorf("%s: the build failed inside the build cache, not in the mutant:\n%s", m.ID(), o.out.head(8))
 		}
 		if o.exit != 0 {
 			rec.Status = StatusUncompilable

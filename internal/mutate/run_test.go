@@ -150,6 +150,33 @@ func TestRunnerReportsLayers(t *testing.T) {
 	if err != nil || len(again) != len(ms) || !strings.Contains(log.String(), "0 to run") {
 		t.Fatalf("resume: %d records, %v\n%s", len(again), err, log.String())
 	}
+
+	// A record a layer of which could not run is judged again on resume,
+	// and the new record wins.
+	w, err := openRecords(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := *recs[0]
+	bad.Layers = []LayerResult{{Name: "add-sum", Group: "first", Result: Errored, Detail: "tests did not build"}}
+	if err := w.write(&bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.close(); err != nil {
+		t.Fatal(err)
+	}
+	log.Reset()
+	again, err = Run(context.Background(), cfg, ms)
+	if err != nil || !strings.Contains(log.String(), "1 to run (1 of them again") {
+		t.Fatalf("retry: %v\n%s", err, log.String())
+	}
+	if r := again[0]; r.Incomplete() || r.Layer("add-sum").Result != Killed {
+		t.Fatalf("retried record %+v", r)
+	}
+	written, _, err := ReadRecords(out)
+	if err != nil || Latest(written)[add.Key()].Layer("add-sum").Result != Killed {
+		t.Fatalf("the file's latest record of %s is not the retried one (%v)", add.ID(), err)
+	}
 }
 
 // TestBaselineMustPass: a layer that fails on the unmutated tree stops the

@@ -248,3 +248,22 @@ func TestTrimCacheKeepsTheBaseline(t *testing.T) {
 		t.Errorf("no private cache: %v", err)
 	}
 }
+
+// TestLockDirExcludesASecondRun: one build cache, one run at a time; the
+// lock goes with its holder.
+func TestLockDirExcludesASecondRun(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockDir(dir); err == nil || !strings.Contains(err.Error(), "in use by another mutate run") {
+		t.Fatalf("second lock: %v", err)
+	}
+	unlock()
+	unlock2, err := lockDir(dir)
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	unlock2()
+}

@@ -86,12 +86,8 @@ flags:
 	fs.StringVar(&o.out, "out", "mutate-out/mutants.jsonl", "JSON Lines output, one record per mutant; mutants already in it are skipped")
 	fs.StringVar(&o.summary, "summary", "", "Markdown summary (default: --out with .md)")
 	fs.StringVar(&o.equivalent, "equivalent", "internal/mutate/equivalent.txt", "allow-list of equivalent mutants (relative to --root)")
-	cacheDir, err := os.UserCacheDir()
-	if err != nil {
-		cacheDir = os.TempDir()
-	}
-	fs.StringVar(&o.gocache, "gocache", filepath.Join(cacheDir, "escapement-mutate", "go-build"),
-		"private build cache, trimmed back after every few mutants (\"\": use go's own cache, which then grows by tens of MB per mutant)")
+	fs.StringVar(&o.gocache, "gocache", "auto",
+		"build cache: auto (a fresh one for this run, removed at its end), go (go's own, which grows by tens of MB per mutant) or a directory (kept; one run at a time)")
 	fs.StringVar(&o.ops, "ops", "", "comma-separated operators to use (default: all)")
 	fs.IntVar(&o.sample, "sample", 0, "judge a deterministic sample of N mutants, stratified by package (0: all)")
 	fs.Uint64Var(&o.seed, "seed", 1, "the sample's seed")
@@ -200,12 +196,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(exitUsage, "--out: %v", err)
 		}
-		want := map[string]bool{}
+		latest := mutate.Latest(all)
 		for _, m := range selected {
-			want[m.ID()+"@"+m.SrcSHA256] = true
-		}
-		for _, r := range all {
-			if want[r.ID+"@"+r.SrcSHA256] {
+			if r, ok := latest[m.Key()]; ok {
 				recs = append(recs, r)
 			}
 		}
@@ -213,13 +206,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 			return fail(exitUsage, "--out: %v", err)
 		}
-		if o.gocache != "" {
-			if err := os.MkdirAll(o.gocache, 0o755); err != nil {
-				return fail(exitUsage, "--gocache: %v", err)
-			}
+		gocache, cleanup, err := buildCache(o.gocache)
+		if err != nil {
+			return fail(exitUsage, "--gocache: %v", err)
 		}
+		defer cleanup()
 		cfg := mutate.Config{
-			Root: o.root, Profile: profileFor, Jobs: o.jobs, Out: o.out, Equivalents: eqs, GoCache: o.gocache,
+			Root: o.root, Profile: profileFor, Jobs: o.jobs, Out: o.out, Equivalents: eqs, GoCache: gocache,
 			TimeoutFactor: o.timeoutFactor, MinTimeout: o.minTimeout, Log: stderr,
 		}
 		recs, runErr = mutate.Run(ctx, cfg, selected)
@@ -284,6 +277,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitInterrupted
 	}
 	return code
+}
+
+// buildCache resolves --gocache: the directory to use ("" for go's own)
+// and what to do when the run ends.
+func buildCache(flag string) (dir string, cleanup func(), err error) {
+	switch flag {
+	case "go":
+		return "", func() {}, nil
+	case "auto":
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		base = filepath.Join(base, "escapement-mutate")
+		if err := os.MkdirAll(base, 0o755); err != nil {
+			return "", nil, err
+		}
+		dir, err := os.MkdirTemp(base, "go-build-")
+		if err != nil {
+			return "", nil, err
+		}
+		return dir, func() { os.RemoveAll(dir) }, nil
+	}
+	dir, err = filepath.Abs(flag)
+	if err != nil {
+		return "", nil, err
+	}
+	return dir, func() {}, os.MkdirAll(dir, 0o755)
 }
 
 // gitStatus is `git status --porcelain` without the lines naming our own
