@@ -103,6 +103,7 @@ type ReportMeta struct {
 	Selected string // how the mutants were chosen
 	Wall     string // how long this invocation took
 	Warnings []string
+	Stale    []Equivalent // allow-list entries naming no mutant (see Stale)
 }
 
 // WriteReport writes the Markdown summary of the records, profile by
@@ -138,7 +139,7 @@ func WriteReport(w io.Writer, recs []*Record, profiles []Profile, eqs []Equivale
 			writeSingle(&b, p, mine, eqs)
 		}
 	}
-	writeStale(&b, recs, eqs)
+	writeStale(&b, meta.Stale)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -290,19 +291,33 @@ func writeRest(b *strings.Builder, recs []*Record, eqs []Equivalent) {
 	}
 }
 
-// writeStale lists allow-list entries that name no judged mutant: the code
-// moved and the entry must be updated.
-func writeStale(b *strings.Builder, recs []*Record, eqs []Equivalent) {
-	var stale []string
+// writeStale lists allow-list entries that name no mutant the generator
+// makes today: the code moved and the entry must be updated.
+func writeStale(b *strings.Builder, stale []Equivalent) {
+	if len(stale) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## Allow-list entries naming no mutant (%d)\n\nThe code moved: update or remove them.\n\n", len(stale))
+	for _, e := range stale {
+		fmt.Fprintf(b, "- %s: `%s:%d %s`\n", e.At, e.File, e.Line, e.Op)
+	}
+}
+
+// Stale returns the allow-list entries about the given files that match
+// none of the mutants (pass every mutant generated from those files, not a
+// sample): entries about other files are not judged.
+func Stale(eqs []Equivalent, ms []*Mutant) []Equivalent {
+	files := map[string]bool{}
+	for _, m := range ms {
+		files[m.File] = true
+	}
+	var out []Equivalent
 	for _, e := range eqs {
-		if !slices.ContainsFunc(recs, func(r *Record) bool { return e.Matches(r.File, r.Line, r.Col, r.Op) }) {
-			stale = append(stale, fmt.Sprintf("- %s: `%s:%d %s` matches no judged mutant", e.At, e.File, e.Line, e.Op))
+		if files[e.File] && !slices.ContainsFunc(ms, func(m *Mutant) bool { return e.Matches(m.File, m.Line, m.Col, m.Op) }) {
+			out = append(out, e)
 		}
 	}
-	if len(stale) > 0 {
-		fmt.Fprintf(b, "\n## Allow-list entries matching no judged mutant (%d)\n\nStale after a code change, or the mutant was not in this sample.\n\n%s\n",
-			len(stale), strings.Join(stale, "\n"))
-	}
+	return out
 }
 
 // pkgDir is the record's package as its directory in the module.

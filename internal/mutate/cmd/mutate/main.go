@@ -160,9 +160,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
-	var all []*mutate.Mutant
+	var all, allGenerated []*mutate.Mutant
 	for _, p := range pkgs {
 		for _, m := range mutate.Generate(p, mutate.ProjectExclusions()) {
+			allGenerated = append(allGenerated, m)
 			if ops == nil || ops[m.Op] {
 				all = append(all, m)
 			}
@@ -234,6 +235,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Tree:     tree,
 		Selected: how,
 		Warnings: warnings,
+		Stale:    mutate.Stale(eqs, allGenerated),
 	}
 	if !o.reportOnly {
 		meta.Wall = time.Since(started).Round(time.Second).String()
