@@ -98,15 +98,18 @@ const (
 	Timeout
 	// Settled: every cancelled operation has ended or been abandoned.
 	Settled
+	// OutputLimit: the streamed message went past its size cap; the stream
+	// is cut and the turn aborted like a timeout, with reason output_limit.
+	OutputLimit
 )
 
 // NumTriggers is the number of triggers; triggers are 0..NumTriggers-1.
-const NumTriggers = 15
+const NumTriggers = 16
 
 var triggerNames = [NumTriggers]string{
 	"Submit", "Delta", "StreamText", "StreamTools", "StreamDelegations", "StreamFailed",
 	"ToolResult", "ChildOutcome", "ResultsIn", "BudgetExhausted",
-	"Interject", "Restart", "Cancel", "Timeout", "Settled",
+	"Interject", "Restart", "Cancel", "Timeout", "Settled", "OutputLimit",
 }
 
 func (t Trigger) String() string {
@@ -180,6 +183,7 @@ func Table() []Transition {
 		{Streaming, BudgetExhausted, Idle, Move, "no request budget left for the restart: outcome budget_exhausted"},
 		{Streaming, Cancel, Interrupted, Move, "cancel the request and the subtree"},
 		{Streaming, Timeout, Interrupted, Move, "first-token, stall or turn deadline: abort like a cancel, typed reason"},
+		{Streaming, OutputLimit, Interrupted, Move, "the message went past max_message_bytes: cut the stream, keep what fit as partial, reason output_limit"},
 
 		{Tooling, ToolResult, Tooling, Internal, "record one result; wait for the rest"},
 		{Tooling, ResultsIn, Streaming, Move, "all results in: send the follow-up request (with queued interjections)"},

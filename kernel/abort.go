@@ -267,5 +267,6 @@ func (k *Kernel) onGrace(a *agent, timer, id OpID) {
 	o := k.ops[id]
 	o.timer = 0
 	k.endOp(a, id, o, OpAbandoned)
+	k.startWaiting(a) // a timed-out tool's slot is free once abandoned
 	k.settleUp(a)
 }

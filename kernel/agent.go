@@ -49,11 +49,24 @@ type agent struct {
 	lastChunkNo uint32
 	watchAt     time.Duration // deadline the request's watchdog is armed for
 	text        []byte
-	drafts      []callDraft
+	// drafts holds the calls being streamed in the order their first
+	// fragment arrived; draftAt finds a call's draft by its stream index
+	// (indices come from the model: sparse, possibly huge).
+	drafts  []callDraft
+	draftAt map[int]int
+	// msgBytes is what the streamed message holds so far, as counted
+	// against Limits.MaxMessageBytes (messageCost).
+	msgBytes int
 
 	// Calls of the last assistant message, and how many still lack a result.
 	open    []openCall
 	pending int
+	// runningTools counts this agent's tool ops not yet ended (cancelling
+	// ones included: their processes still run); at most
+	// Limits.MaxParallelTools. nextWaiting is the first open call that may
+	// still be waiting for a slot.
+	runningTools int
+	nextWaiting  int
 
 	// queued: interjections waiting for the next request (Tooling/Delegating).
 	queued []string
@@ -79,10 +92,10 @@ type input struct {
 
 // callDraft is a tool call being streamed.
 type callDraft struct {
-	present bool
-	id      string
-	name    string
-	args    []byte
+	index int // the call's index in the stream
+	id    string
+	name  string
+	args  []byte
 }
 
 // openCall is a call of the last assistant message.
@@ -91,6 +104,9 @@ type openCall struct {
 	op     OpID    // tool op, 0 for delegations and immediate results
 	child  AgentID // NoAgent unless a delegation spawned a child
 	closed bool
+	// waiting: a tool call that has not started yet because its agent runs
+	// Limits.MaxParallelTools tools already.
+	waiting bool
 }
 
 // claimID records id as used in a's history and returns it, or, when it is

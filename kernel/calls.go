@@ -25,12 +25,40 @@ func (k *Kernel) dispatchCall(a *agent, i int) {
 		k.closeCall(a, i, fsm.ToolResult, CallMalformed, ReasonMalformed, toolErrorContent(CallMalformed, ReasonMalformed, "arguments are not valid JSON: "+textcut.Clip(c.Arguments, 200)), NoAgent, OutcomeNone, true)
 		return
 	}
+	if a.runningTools >= k.cfg.MaxParallelTools {
+		a.open[i].waiting = true // startWaiting runs it when a slot frees
+		return
+	}
+	k.startTool(a, i)
+}
+
+// startTool starts call i as a tool op with its own deadline.
+func (k *Kernel) startTool(a *agent, i int) {
+	c := a.open[i].call
 	id := k.newOp(op{kind: opTool, agent: a.id, call: int32(i)})
 	a.open[i].op = id
 	a.inflight++
+	a.runningTools++
 	k.out = append(k.out, Effect{Kind: EffStartTool, Agent: a.id, Op: id, Call: c})
 	k.setOpTimer(id, k.setTimer(a, TimerTool, k.now+k.cfg.ToolTimeout, id))
 	k.emit(Lifecycle{Kind: LifeToolStarted, Agent: a.id, Op: id, CallID: c.ID, Name: c.Name})
+}
+
+// startWaiting starts a's waiting tool calls, in call order, while it has
+// free slots (Limits.MaxParallelTools). Only an agent still waiting for
+// its calls starts them: an aborted agent closes them unstarted.
+func (k *Kernel) startWaiting(a *agent) {
+	if a.state != fsm.Tooling && a.state != fsm.Delegating {
+		return
+	}
+	for a.nextWaiting < len(a.open) && a.runningTools < k.cfg.MaxParallelTools {
+		i := a.nextWaiting
+		a.nextWaiting++
+		if oc := &a.open[i]; oc.waiting && !oc.closed {
+			oc.waiting = false
+			k.startTool(a, i)
+		}
+	}
 }
 
 // NamelessCall is the name a tool call streamed without one is given in
@@ -125,6 +153,7 @@ func (k *Kernel) onToolResult(ev Event) {
 		}
 	}
 	k.closeCall(a, i, fsm.ToolResult, status, reason, content, NoAgent, OutcomeNone, false)
+	k.startWaiting(a)
 	if a.pending == 0 {
 		k.resume(a)
 	}

@@ -23,6 +23,8 @@ type Kernel struct {
 	// instances counts spawned agents per script name, for name#N.
 	instances map[string]int
 	shutdown  bool
+	// idempotent holds Config.Idempotent as a set.
+	idempotent map[string]bool
 	// scratch for subtree traversals (no allocation per cancel once warm).
 	stack []AgentID
 	order []AgentID
@@ -53,9 +55,10 @@ type op struct {
 	// call is a tool op's index in its agent's open calls.
 	call int32
 	// tkind and target describe a timer op: what it is and which op (if any) it
-	// watches.
+	// watches; at is when it is due (so recovery can arm it again).
 	tkind  TimerKind
 	target OpID
+	at     time.Duration
 }
 
 // New returns a kernel for one tree with an Idle root.
@@ -71,7 +74,14 @@ func New(cfg Config) (*Kernel, error) {
 		log:       newLog(cfg.LogCapacity),
 		instances: make(map[string]int),
 	}
+	if len(cfg.Idempotent) > 0 {
+		k.idempotent = make(map[string]bool, len(cfg.Idempotent))
+		for _, name := range cfg.Idempotent {
+			k.idempotent[name] = true
+		}
+	}
 	root := k.newAgent(nil, cfg.RootName)
+	root.turn = cfg.Turns
 	// The system prompt comes first, unless a resumed history brings its own.
 	if cfg.System != "" && (len(cfg.History) == 0 || cfg.History[0].Role != RoleSystem) {
 		root.history = append(root.history, Message{Role: RoleSystem, Content: cfg.System})
@@ -125,6 +135,8 @@ func (k *Kernel) Step(ev Event) []Effect {
 		k.onToolResult(ev)
 	case EvTimer:
 		k.onTimer(ev)
+	case EvRecover:
+		k.onRecover()
 	default:
 		k.reject(NoAgent, fmt.Sprintf("unknown event kind %d", ev.Kind))
 	}
@@ -163,6 +175,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 			k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "result after cancel dropped: " + textcut.Clip(ev.Text, 80)})
 		}
 		k.endOp(a, ev.Op, o, OpCancelled)
+		k.startWaiting(a) // a timed-out tool's slot is free once it stopped
 		k.settleUp(a)
 		return nil, op{}
 	}
@@ -173,7 +186,11 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 		(kind == opTool && (a.state == fsm.Tooling || a.state == fsm.Delegating)); !live {
 		panic(fmt.Sprintf("kernel: %s op %d of %s is live in state %s", kindName(kind), ev.Op, a.path, a.state))
 	}
-	k.endOp(a, ev.Op, o, OpCompleted)
+	end := OpCompleted
+	if ev.Kind == EvLLMError || (kind == opTool && ev.Status != ToolOK) {
+		end = OpFailed
+	}
+	k.endOp(a, ev.Op, o, end)
 	return a, o
 }
 
@@ -228,7 +245,7 @@ func (k *Kernel) newOp(o op) OpID {
 }
 
 func (k *Kernel) setTimer(a *agent, kind TimerKind, at time.Duration, target OpID) OpID {
-	id := k.newOp(op{kind: opTimer, agent: a.id, tkind: kind, target: target})
+	id := k.newOp(op{kind: opTimer, agent: a.id, tkind: kind, target: target, at: at})
 	k.out = append(k.out, Effect{Kind: EffSetTimer, Agent: a.id, Op: id, At: at, Timer: kind})
 	return id
 }
@@ -250,6 +267,9 @@ func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
 	k.stopTimer(o.timer)
 	delete(k.ops, id)
 	a.inflight--
+	if o.kind == opTool {
+		a.runningTools--
+	}
 	if a.req == id {
 		a.req = 0
 	}
@@ -311,7 +331,7 @@ func (k *Kernel) Find(name string) (AgentID, bool) {
 // or malformed. Traces use it to print the agent path and state before/after.
 func (k *Kernel) Target(ev Event) AgentID {
 	switch ev.Kind {
-	case EvSubmit, EvInterject, EvShutdown:
+	case EvSubmit, EvInterject, EvShutdown, EvRecover:
 		return Root
 	case EvCancel:
 		if k.agentAt(ev.Agent) != nil {

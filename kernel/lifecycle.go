@@ -49,7 +49,8 @@ const (
 	// Since is the start of the silence or wait that justified it (I5).
 	LifeTimedOut
 	// LifeTurnEnded: Agent's turn Turn ended with Outcome and Reason (I13);
-	// Text is the final or partial text.
+	// Text is the final or partial text; Detail says why a turn that did
+	// not complete ended (a failed request's cause, the cap that was hit).
 	LifeTurnEnded
 	// LifeLate: an event for an op that was cancelled or timed out (its call
 	// already answered) arrived and was dropped (F3); Text describes it. An
@@ -64,12 +65,17 @@ const (
 	LifeIgnored
 	// LifeRejected: an input was refused (see the matching EffError).
 	LifeRejected
+	// LifeRecovered: the kernel resolved what a crashed host had in flight
+	// (EvRecover); N is how many operations it resolved, Text says how
+	// (requests restarted, tools run again, tool calls lost).
+	LifeRecovered
 )
 
 var lifeNames = [...]string{
 	"", "turn_started", "transition", "request_started", "delta", "retry", "op_ended",
 	"tool_started", "call_finished", "call_dropped", "delegated", "interjected",
 	"interrupted", "timed_out", "turn_ended", "late", "stale", "ignored", "rejected",
+	"recovered",
 }
 
 func (k LifeKind) String() string {
@@ -88,16 +94,25 @@ type OpEnd uint8
 // Op ends.
 const (
 	OpEndNone OpEnd = iota
-	// OpCompleted: it finished on its own (a result, a stream end, an error).
+	// OpCompleted: it finished on its own and succeeded (a stream end, a
+	// tool's ok result).
 	OpCompleted
 	// OpCancelled: it acknowledged a cancel.
 	OpCancelled
 	// OpAbandoned: it did not stop within the grace period; any later result
 	// is dropped.
 	OpAbandoned
+	// OpFailed: it ended on its own without success: a request's stream
+	// failed (after the adapter's retries), or a tool reported an error or
+	// stopped without being asked to.
+	OpFailed
+	// OpLost: the process that ran it stopped (a crash) and the recovered
+	// kernel resolved it (EvRecover): a request is restarted, a tool run
+	// again or answered tool_lost.
+	OpLost
 )
 
-var opEndNames = [...]string{"", "completed", "cancelled", "abandoned"}
+var opEndNames = [...]string{"", "completed", "cancelled", "abandoned", "failed", "lost"}
 
 func (e OpEnd) String() string {
 	if int(e) < len(opEndNames) {
@@ -123,9 +138,12 @@ const (
 	CallMalformed
 	// CallChild: a delegation's result; the child's Outcome says how it went.
 	CallChild
+	// CallLost: the tool was running when the host crashed, and it is not
+	// safe to run again: it may or may not have taken effect (tool_lost).
+	CallLost
 )
 
-var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child"}
+var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child", "lost"}
 
 func (s CallStatus) String() string {
 	if int(s) < len(callStatusNames) {
@@ -161,6 +179,7 @@ type Lifecycle struct {
 	Queued  bool          `json:"queued,omitempty"`
 	Since   time.Duration `json:"since,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
+	Detail  string        `json:"detail,omitempty"`
 }
 
 // Describe prints the lifecycle event on one line.
@@ -204,6 +223,9 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " turn=%d %s", l.Turn, l.Outcome)
 		if l.Reason != ReasonNone {
 			fmt.Fprintf(&b, " reason=%s", l.Reason)
+		}
+		if l.Detail != "" {
+			fmt.Fprintf(&b, " detail=%q", l.Detail)
 		}
 	default:
 		if l.Op != 0 {

@@ -157,6 +157,13 @@ func declaredCases() map[[2]fsm.State]transitionCase {
 			h.wait(h.k.Config().FirstTokenTimeout)
 			expectLife(t, h.last, LifeTimedOut)
 		}},
+		key(fsm.Streaming, fsm.OutputLimit): {cfg: func(c *Config) { c.MaxMessageBytes = 8 }, run: func(t *testing.T, h *harness) {
+			h.submit("hi")
+			h.text(Root, "12345")
+			h.text(Root, "67890")
+			expectEffect(t, h.last, EffCancelLLM)
+			expectLife(t, h.last, LifeInterrupted)
+		}},
 		key(fsm.Tooling, fsm.ToolResult): {run: func(t *testing.T, h *harness) {
 			h.submit("hi")
 			c := h.call("a", `{}`)
@@ -379,9 +386,9 @@ func TestBadInputs(t *testing.T) {
 	if out[0].Kind != EffError || !strings.Contains(out[0].Detail, "not a tool call") {
 		t.Fatalf("got %v", out)
 	}
-	out = h.do(CallFragment(0, r, 1, CallDelta{Index: h.k.Config().MaxCalls}))
+	out = h.do(CallFragment(0, r, 1, CallDelta{Index: -1}))
 	if out[0].Kind != EffError {
-		t.Fatalf("out-of-range call index accepted: %v", out)
+		t.Fatalf("negative call index accepted: %v", out)
 	}
 	h.state(Root, fsm.Streaming)
 }

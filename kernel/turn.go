@@ -1,11 +1,14 @@
 package kernel
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/textcut"
 )
 
 func (k *Kernel) root() *agent { return k.agents[Root] }
@@ -128,7 +131,8 @@ func (k *Kernel) startRequest(a *agent) {
 	a.inflight++
 	a.reqStart, a.gotChunk, a.lastChunkNo = k.now, false, 0
 	a.text = a.text[:0]
-	a.drafts = a.drafts[:0]
+	a.clearDrafts()
+	a.msgBytes = 0
 	n := len(a.history)
 	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: a.history[:n:n]})
 	a.watchAt = k.now + k.cfg.FirstTokenTimeout
@@ -153,8 +157,8 @@ func (k *Kernel) onDelta(ev Event) {
 		k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "chunk after cancel dropped"})
 		return
 	}
-	if ev.Call != nil && (ev.Call.Index < 0 || ev.Call.Index >= k.cfg.MaxCalls) {
-		k.reject(a.id, fmt.Sprintf("tool-call fragment index %d outside 0..%d", ev.Call.Index, k.cfg.MaxCalls-1))
+	if ev.Call != nil && ev.Call.Index < 0 {
+		k.reject(a.id, fmt.Sprintf("tool-call fragment index %d is negative", ev.Call.Index))
 		return
 	}
 	if ev.Chunk != 0 {
@@ -164,6 +168,12 @@ func (k *Kernel) onDelta(ev Event) {
 		}
 		a.lastChunkNo = ev.Chunk
 	}
+	cost := a.messageCost(ev)
+	if a.msgBytes+cost > k.cfg.MaxMessageBytes {
+		k.overflow(a, ev)
+		return
+	}
+	a.msgBytes += cost
 	if !k.fire(a, fsm.Delta) {
 		return
 	}
@@ -177,11 +187,7 @@ func (k *Kernel) onDelta(ev Event) {
 		k.rearmWatchdog(a, stall)
 	}
 	if ev.Call != nil {
-		for len(a.drafts) <= ev.Call.Index {
-			a.drafts = append(a.drafts, callDraft{})
-		}
-		d := &a.drafts[ev.Call.Index]
-		d.present = true
+		d := a.draft(ev.Call.Index)
 		if ev.Call.ID != "" {
 			d.id = ev.Call.ID
 		}
@@ -194,6 +200,62 @@ func (k *Kernel) onDelta(ev Event) {
 		a.text = append(a.text, ev.Text...)
 		k.emit(Lifecycle{Kind: LifeDelta, Agent: a.id, Op: ev.Op, Text: ev.Text})
 	}
+}
+
+// callOverhead is what each streamed call counts against MaxMessageBytes
+// beside its id, name and arguments (about its JSON framing), so a stream
+// of empty fragments for ever new indices cannot grow the drafts unbounded.
+const callOverhead = 16
+
+// messageCost is what a chunk adds to the streamed message, as counted
+// against Limits.MaxMessageBytes: its text, or its call fragment's id,
+// name and arguments (plus callOverhead for a call not seen before).
+func (a *agent) messageCost(ev Event) int {
+	if ev.Call == nil {
+		return len(ev.Text)
+	}
+	n := len(ev.Call.ID) + len(ev.Call.Name) + len(ev.Call.Args)
+	if _, seen := a.draftAt[ev.Call.Index]; !seen {
+		n += callOverhead
+	}
+	return n
+}
+
+// overflow handles the chunk that would take the streamed message past
+// Limits.MaxMessageBytes: the text that still fits is kept (cut at a rune
+// boundary) and the stream is cut like an abort with reason output_limit
+// (docs/semantics.md, "Budgets and caps"), so what the model sent within
+// the cap stays as partial text and no half-streamed call runs (F12).
+func (k *Kernel) overflow(a *agent, ev Event) {
+	if ev.Call == nil {
+		if fit := textcut.Prefix(ev.Text, k.cfg.MaxMessageBytes-a.msgBytes); fit != "" {
+			a.msgBytes += len(fit)
+			a.text = append(a.text, fit...)
+			k.emit(Lifecycle{Kind: LifeDelta, Agent: a.id, Op: ev.Op, Text: fit})
+		}
+	}
+	a.failDetail = "the assistant message went past max_message_bytes (" + strconv.Itoa(k.cfg.MaxMessageBytes) + " bytes); the stream was cut"
+	k.abortSubtree(a, fsm.OutputLimit, ReasonOutputLimit)
+}
+
+// draft returns the draft of the call streamed at index, creating it when
+// this is its first fragment.
+func (a *agent) draft(index int) *callDraft {
+	if i, ok := a.draftAt[index]; ok {
+		return &a.drafts[i]
+	}
+	if a.draftAt == nil {
+		a.draftAt = make(map[int]int)
+	}
+	a.draftAt[index] = len(a.drafts)
+	a.drafts = append(a.drafts, callDraft{index: index})
+	return &a.drafts[len(a.drafts)-1]
+}
+
+// clearDrafts forgets the streamed calls (reusing their memory).
+func (a *agent) clearDrafts() {
+	a.drafts = a.drafts[:0]
+	clear(a.draftAt)
 }
 
 func (k *Kernel) rearmWatchdog(a *agent, at time.Duration) {
@@ -235,7 +297,9 @@ func (k *Kernel) onLLMEnd(ev Event) {
 			// the placeholder's name is unaffected.
 			calls[i].Name = NamelessCall
 		case k.cfg.DelegateTool:
-			trigger = fsm.StreamDelegations
+			if i < k.cfg.MaxCalls { // a delegation beyond the cap is refused, never spawned
+				trigger = fsm.StreamDelegations
+			}
 		}
 	}
 	if !k.fire(a, trigger) {
@@ -244,7 +308,14 @@ func (k *Kernel) onLLMEnd(ev Event) {
 	a.history = append(a.history, Message{Role: RoleAssistant, Content: text, ToolCalls: calls})
 	a.open = open
 	a.pending = len(open)
+	a.nextWaiting = 0
 	for i := range open {
+		if i >= k.cfg.MaxCalls {
+			// The model is told which calls did not run, and why: never
+			// silence (docs/semantics.md, "Budgets and caps").
+			k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxCalls, refusalContent(ReasonMaxCalls, k.cfg.MaxCalls), NoAgent, OutcomeNone, true)
+			continue
+		}
 		k.dispatchCall(a, i)
 	}
 	if a.pending == 0 {
@@ -256,22 +327,29 @@ func (k *Kernel) onLLMEnd(ev Event) {
 // draft here belongs to a finished stream (F12). Missing ids are generated;
 // ids already used in this agent's history get a suffix (F11).
 func (k *Kernel) finishDrafts(a *agent, req OpID) []openCall {
-	var open []openCall
+	if len(a.drafts) == 0 {
+		return nil
+	}
+	// Calls run in index order, as the model numbered them (their first
+	// fragments may have arrived in another order).
+	slices.SortFunc(a.drafts, func(x, y callDraft) int { return cmp.Compare(x.index, y.index) })
+	open := make([]openCall, 0, len(a.drafts))
 	for i := range a.drafts {
 		d := &a.drafts[i]
-		if !d.present {
-			continue
-		}
 		c := ToolCall{ID: d.id, Name: d.name, Arguments: string(d.args)}
 		if c.ID == "" {
-			c.ID = "call_" + strconv.FormatUint(uint64(req), 10) + "_" + strconv.Itoa(i)
+			c.ID = "call_" + strconv.FormatUint(uint64(req), 10) + "_" + strconv.Itoa(d.index)
 		}
 		c.ID = a.claimID(c.ID)
 		open = append(open, openCall{call: c, child: NoAgent})
 	}
-	a.drafts = a.drafts[:0]
+	a.clearDrafts()
 	return open
 }
+
+// maxDetail bounds the failure detail a turn keeps from an error event
+// (a server's message can be long).
+const maxDetail = 1 << 10
 
 // onLLMError: a request failed (or acknowledged its cancel).
 func (k *Kernel) onLLMError(ev Event) {
@@ -285,7 +363,7 @@ func (k *Kernel) onLLMError(ev Event) {
 	text := k.keepPartial(a)
 	a.failDetail = ev.Failure.String()
 	if ev.Text != "" {
-		a.failDetail += ": " + ev.Text
+		a.failDetail += ": " + textcut.Clip(ev.Text, maxDetail)
 	}
 	k.appendMarker(a, OutcomeFailed, ReasonLLMError)
 	k.endTurn(a, OutcomeFailed, ReasonLLMError, text)
@@ -331,13 +409,13 @@ func (k *Kernel) keepPartial(a *agent) string {
 	if text != "" {
 		a.history = append(a.history, Message{Role: RoleAssistant, Content: text, Partial: true})
 	}
+	// Dropped calls are reported in index order, like the calls that run.
+	slices.SortFunc(a.drafts, func(x, y callDraft) int { return cmp.Compare(x.index, y.index) })
 	for i := range a.drafts {
 		d := &a.drafts[i]
-		if d.present {
-			k.emit(Lifecycle{Kind: LifeCallDropped, Agent: a.id, CallID: d.id, Name: d.name, Text: string(d.args)})
-		}
+		k.emit(Lifecycle{Kind: LifeCallDropped, Agent: a.id, CallID: d.id, Name: d.name, Text: string(d.args)})
 	}
-	a.drafts = a.drafts[:0]
+	a.clearDrafts()
 	return text
 }
 
@@ -400,7 +478,7 @@ func (k *Kernel) finishTurn(a *agent, outcome Outcome, reason Reason, text strin
 	k.stopTimer(a.restartTimer)
 	a.turnTimer, a.restartTimer = 0, 0
 	a.deadline = 0
-	k.emit(Lifecycle{Kind: LifeTurnEnded, Agent: a.id, Outcome: outcome, Reason: reason, Text: text})
+	k.emit(Lifecycle{Kind: LifeTurnEnded, Agent: a.id, Outcome: outcome, Reason: reason, Text: text, Detail: a.failDetail})
 	if a.parent == NoAgent {
 		if len(a.nextTurn) > 0 && !k.shutdown {
 			next := a.nextTurn

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/escapement/escapement/internal/enumtext"
 )
@@ -23,90 +22,6 @@ const NoAgent AgentID = -1
 // tool call or a timer. Ids are never reused, so an event that names an op the
 // kernel no longer tracks is stale by construction (I8). 0 means none.
 type OpID uint64
-
-// Limits are the deadlines and budgets of a tree (DESIGN §3). Every wait has a
-// deadline: all durations must be positive.
-type Limits struct {
-	// Grace is how long a cancelled operation gets to stop before it is
-	// abandoned (F3). The tree is quiescent by interrupt time + Grace (I3).
-	Grace time.Duration `json:"grace"`
-	// FirstTokenTimeout bounds the silence between a request's start and its
-	// first chunk.
-	FirstTokenTimeout time.Duration `json:"first_token_timeout"`
-	// StallTimeout bounds the silence between two chunks of one stream. It
-	// watches only that stream (F4).
-	StallTimeout time.Duration `json:"stall_timeout"`
-	// ToolTimeout bounds one tool call, from start to result.
-	ToolTimeout time.Duration `json:"tool_timeout"`
-	// TurnTimeout bounds a whole turn. A child's turn deadline is the earlier of
-	// its own and its parent's (child ≤ parent's remaining time).
-	TurnTimeout time.Duration `json:"turn_timeout"`
-	// Debounce is how long, after an interjection cuts a stream, more
-	// interjections may join before the request restarts. (Repeated cancels
-	// need no window: the first acts at once and the FSM coalesces the rest,
-	// see onCancel.)
-	Debounce time.Duration `json:"debounce"`
-	// MaxDepth is the deepest an agent may sit (the root is depth 0). A
-	// delegation that would go deeper gets an error tool result.
-	MaxDepth int `json:"max_depth"`
-	// MaxChildren is how many children one agent may delegate to per turn.
-	MaxChildren int `json:"max_children"`
-	// MaxRequests is how many LLM requests one agent may make per turn.
-	MaxRequests int `json:"max_requests"`
-}
-
-// DefaultLimits are the documented defaults (the scenario format's too).
-func DefaultLimits() Limits {
-	return Limits{
-		Grace:             2 * time.Second,
-		FirstTokenTimeout: 30 * time.Second,
-		StallTimeout:      30 * time.Second,
-		ToolTimeout:       2 * time.Minute,
-		TurnTimeout:       10 * time.Minute,
-		Debounce:          100 * time.Millisecond,
-		MaxDepth:          8,
-		MaxChildren:       16,
-		MaxRequests:       50,
-	}
-}
-
-// Validate reports the first limit that is out of range, naming the field.
-func (l Limits) Validate() error {
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"grace", l.Grace}, {"first_token_timeout", l.FirstTokenTimeout},
-		{"stall_timeout", l.StallTimeout}, {"tool_timeout", l.ToolTimeout},
-		{"turn_timeout", l.TurnTimeout},
-	} {
-		if d.v <= 0 {
-			return fmt.Errorf("limit %s must be positive, got %v", d.name, d.v)
-		}
-	}
-	if l.Debounce < 0 {
-		return fmt.Errorf("limit debounce must not be negative, got %v", l.Debounce)
-	}
-	if l.MaxDepth < 0 || l.MaxDepth > MaxDepthCeiling {
-		return fmt.Errorf("limit max_depth must be in 0..%d, got %d", MaxDepthCeiling, l.MaxDepth)
-	}
-	if l.MaxChildren < 0 || l.MaxChildren > MaxChildrenCeiling {
-		return fmt.Errorf("limit max_children must be in 0..%d, got %d", MaxChildrenCeiling, l.MaxChildren)
-	}
-	if l.MaxRequests < 1 || l.MaxRequests > MaxRequestsCeiling {
-		return fmt.Errorf("limit max_requests must be in 1..%d, got %d", MaxRequestsCeiling, l.MaxRequests)
-	}
-	return nil
-}
-
-// Hard ceilings on the configurable limits: a limit on everything (TigerBeetle).
-const (
-	MaxDepthCeiling    = 1 << 16
-	MaxChildrenCeiling = 1 << 20
-	MaxRequestsCeiling = 1 << 20
-	// MaxAgentsCeiling bounds the number of agents one tree may ever hold.
-	MaxAgentsCeiling = 1 << 22
-)
 
 // Config configures one kernel (one agent tree).
 type Config struct {
@@ -129,9 +44,14 @@ type Config struct {
 	// MaxAgents bounds the agents the tree may hold over its life; a delegation
 	// beyond it is refused with reason max_agents. DefaultMaxAgents when 0.
 	MaxAgents int
-	// MaxCalls bounds the tool calls accepted in one assistant message;
-	// fragments for higher indices are refused as bad input. 1024 when 0.
-	MaxCalls int
+	// Idempotent names the tools that are safe to run again when a crash
+	// cut them off (EvRecover); a call of any other tool is answered
+	// tool_lost instead, never silently re-run.
+	Idempotent []string
+	// Turns is how many turns the root has already had (a resumed
+	// session): its next turn is numbered Turns+1, so turn numbers in a
+	// session file and a trace never repeat.
+	Turns uint64
 }
 
 // Defaults of Config fields left zero.
@@ -152,9 +72,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxAgents == 0 {
 		c.MaxAgents = DefaultMaxAgents
-	}
-	if c.MaxCalls == 0 {
-		c.MaxCalls = 1024
 	}
 	return c
 }
@@ -178,9 +95,6 @@ func (c Config) Validate() error {
 		if h := c.History[0]; h.Role == RoleSystem && c.System != "" && c.System != h.Content {
 			return errors.New("system prompt differs from the history's system message")
 		}
-	}
-	if c.MaxCalls < 1 || c.MaxCalls > MaxChildrenCeiling {
-		return fmt.Errorf("max calls per message must be in 1..%d, got %d", MaxChildrenCeiling, c.MaxCalls)
 	}
 	return nil
 }
@@ -252,12 +166,21 @@ const (
 	// ReasonMaxAgents: a delegation was refused because the tree holds as
 	// many agents as Config.MaxAgents allows.
 	ReasonMaxAgents
+	// ReasonOutputLimit: a streamed assistant message went past
+	// Limits.MaxMessageBytes; the stream was cut.
+	ReasonOutputLimit
+	// ReasonMaxCalls: a tool call was refused because its message asked for
+	// more than Limits.MaxCalls calls.
+	ReasonMaxCalls
+	// ReasonCrash: the host crashed while the call ran (EvRecover).
+	ReasonCrash
 )
 
 var reasonNames = [...]string{
 	"", "user_cancel", "parent_cancelled", "first_token_timeout", "stall_timeout",
 	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
 	"max_depth", "max_children", "malformed", "tool_error", "max_agents",
+	"output_limit", "max_calls", "crash",
 }
 
 func (r Reason) String() string {

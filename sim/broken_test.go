@@ -115,6 +115,15 @@ func rewriting(edit func(m *kernel.Message)) func(View) View {
 	}
 }
 
+// ignoring is a loop that does not enforce a cap: the real kernel built
+// with edit applied to its limits, while the oracle judges the scenario's.
+func ignoring(edit func(*kernel.Limits)) CoreFactory {
+	return func(cfg kernel.Config) (Core, error) {
+		edit(&cfg.Limits)
+		return KernelCore(cfg)
+	}
+}
+
 // assertCaught: scenario passes with the kernel and, run with core, fails —
 // exit 1 — with invariant named first. It returns that first violation.
 func assertCaught(t *testing.T, scenario string, core CoreFactory, invariant, what string) Violation {
@@ -402,6 +411,12 @@ func TestOracleCatchesBrokenInvariants(t *testing.T) {
 					}
 				})
 			})},
+		{"cap-output-limit", "a message past max_message_bytes is streamed on, whole", "I15",
+			ignoring(func(l *kernel.Limits) { l.MaxMessageBytes = kernel.MaxMessageBytesCeiling })},
+		{"cap-max-calls", "calls beyond max_calls run", "I15",
+			ignoring(func(l *kernel.Limits) { l.MaxCalls = kernel.MaxCallsCeiling })},
+		{"cap-parallel-tools", "every call of a message runs at once", "I15",
+			ignoring(func(l *kernel.Limits) { l.MaxParallelTools = kernel.MaxCallsCeiling })},
 		{"faults-duplicate-late", "a late or duplicate event wakes the model again", "I8",
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {

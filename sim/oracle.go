@@ -90,6 +90,9 @@ type oracle struct {
 	stale     bool
 	staleWhy  string
 	cancelEv  *cancelObs
+	// capCut is the request a chunk took past max_message_bytes in this
+	// step: the step must cut it (I15).
+	capCut    *opObs
 	deadlines []quiesceDeadline // pending I3 deadlines
 	userInput bool
 	inputText string
@@ -235,6 +238,7 @@ type agentObs struct {
 	// expectations
 	llmRequests int
 	liveOps     int
+	liveTools   int // tool ops started and not ended (max_parallel_tools)
 	interrupted bool
 }
 
@@ -253,12 +257,19 @@ type opObs struct {
 	ended       bool
 	text        []byte
 	frags       []fragObs
+	// msgBytes is what the stream delivered, counted as the kernel counts
+	// it against max_message_bytes; overCapped is set once a chunk would
+	// have taken it past the cap (the kernel must cut the stream, I15).
+	msgBytes   int
+	overCapped bool
 }
 
+// fragObs is one call a stream delivered, as the oracle assembled it.
 type fragObs struct {
-	name string
-	args []byte
-	seen bool
+	index   int // the call's index in the stream
+	name    string
+	args    []byte
+	started bool // a tool op started for it
 }
 
 func newOracle(c Core, cfg kernel.Config) *oracle {
@@ -332,6 +343,7 @@ func (o *oracle) before(ev *kernel.Event, target kernel.AgentID) {
 	}
 	o.transUsed = o.transUsed[:0]
 	o.stale, o.staleWhy, o.cancelEv, o.userInput, o.inputText = false, "", nil, false, ""
+	o.capCut = nil
 	o.endedNow = o.endedNow[:0]
 	o.partials = o.partials[:0]
 	// Events are formatted only when a violation quotes them.
@@ -448,21 +460,17 @@ func (o *oracle) beforeWorld(ev *kernel.Event) {
 			return
 		}
 		op.lastChunk = ev.Chunk
+		if o.overCap(op, ev) {
+			return
+		}
 		op.gotChunk, op.lastChunkAt = true, o.now
 		op.text = append(op.text, ev.Text...)
 		if ev.Call != nil {
-			i := ev.Call.Index
-			for len(op.frags) <= i && i < 1<<16 {
-				op.frags = append(op.frags, fragObs{})
+			f := op.frag(ev.Call.Index)
+			if ev.Call.Name != "" {
+				f.name = ev.Call.Name
 			}
-			if i < len(op.frags) {
-				f := &op.frags[i]
-				f.seen = true
-				if ev.Call.Name != "" {
-					f.name = ev.Call.Name
-				}
-				f.args = append(f.args, ev.Call.Args...)
-			}
+			f.args = append(f.args, ev.Call.Args...)
 		}
 	case kernel.EvLLMRetry:
 		if op.cancels > 0 {
@@ -528,7 +536,7 @@ func (o *oracle) after(ev *kernel.Event, target kernel.AgentID, effs []kernel.Ef
 		case kernel.EffStartLLM:
 			o.onStartLLM(e)
 		case kernel.EffStartTool:
-			o.onStartTool(ev, e)
+			o.onStartTool(e)
 		case kernel.EffCancelLLM, kernel.EffCancelTool:
 			op := o.ops.get(e.Op)
 			switch {
@@ -573,6 +581,7 @@ func (o *oracle) after(ev *kernel.Event, target kernel.AgentID, effs []kernel.Ef
 			o.violate("I10", p.agent, "text %q streamed before %s was not kept as a partial message", textcut.Clip(p.text, 60), p.why)
 		}
 	}
+	o.checkCut()
 	o.checkCancel()
 	o.checkDeadlines()
 	quiet := o.busy == 0 && len(o.inFlight) == 0 && len(o.timers) == 0
@@ -626,21 +635,33 @@ func (o *oracle) startOp(e *kernel.Effect, tool bool) {
 	o.inFlight[e.Op] = op
 }
 
-func (o *oracle) onStartTool(ev *kernel.Event, e *kernel.Effect) {
+// onStartTool: a tool may start only as a call its agent's last stream
+// delivered whole (I14) — at that stream's end, or later when a slot frees
+// (Limits.MaxParallelTools) — once, within the message's first MaxCalls
+// calls, and never beside MaxParallelTools others of its agent (I15).
+func (o *oracle) onStartTool(e *kernel.Effect) {
 	a := o.observe(e.Agent)
 	a.liveOps++
+	a.liveTools++
 	o.startOp(e, true)
-	req := o.ops.get(ev.Op)
-	if ev.Kind != kernel.EvLLMEnd || req == nil || req.agent != e.Agent || !req.endedOK {
-		o.violate("I14", e.Agent, "tool call %s started outside the end of its own finished stream (event %s)", e.Call.ID, ev.Kind)
+	if a.liveTools > o.lim.MaxParallelTools {
+		o.violate("I15", e.Agent, "%d tools of one agent run at once (max_parallel_tools %d)", a.liveTools, o.lim.MaxParallelTools)
+	}
+	req := o.ops.get(a.lastReq)
+	if req == nil || req.agent != e.Agent || !req.endedOK {
+		o.violate("I14", e.Agent, "tool call %s started outside the end of its own finished stream", e.Call.ID)
 		return
 	}
-	for _, f := range req.frags {
-		if f.seen && f.name == e.Call.Name && string(f.args) == e.Call.Arguments {
+	if _, i, ok := o.callIndex(e.Agent, e.Call.ID); ok && i >= o.lim.MaxCalls {
+		o.violate("I15", e.Agent, "tool call %s is call %d of its message and started (max_calls %d)", e.Call.ID, i+1, o.lim.MaxCalls)
+	}
+	for i := range req.frags {
+		if f := &req.frags[i]; !f.started && f.name == e.Call.Name && string(f.args) == e.Call.Arguments {
+			f.started = true
 			return
 		}
 	}
-	o.violate("I14", e.Agent, "tool call %s %s(%s) is not a call its stream delivered", e.Call.ID, e.Call.Name, e.Call.Arguments)
+	o.violate("I14", e.Agent, "tool call %s %s(%s) is not a call its stream delivered (or it started twice)", e.Call.ID, e.Call.Name, e.Call.Arguments)
 }
 
 func (o *oracle) onLife(l kernel.Lifecycle) {
@@ -681,6 +702,9 @@ func (o *oracle) onLife(l kernel.Lifecycle) {
 		default:
 			op.ended = true
 			o.agents[op.agent].liveOps--
+			if op.tool {
+				o.agents[op.agent].liveTools--
+			}
 			delete(o.inFlight, l.Op)
 			if l.End == kernel.OpAbandoned {
 				o.probes.hit(ProbeAbandoned)
@@ -822,6 +846,9 @@ func (o *oracle) checkTurnEnd(l kernel.Lifecycle, a *agentObs) {
 	case kernel.ReasonBudget:
 		ok = a.requestsTurn >= o.lim.MaxRequests
 		o.probes.hit(ProbeBudget)
+	case kernel.ReasonOutputLimit:
+		op := o.ops.get(a.lastReq)
+		ok = op != nil && op.overCapped
 	default:
 		ok = false
 	}

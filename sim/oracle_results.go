@@ -56,6 +56,9 @@ func (o *oracle) checkCallResult(l kernel.Lifecycle, a *agentObs, f *callFinObs)
 			ok = a.spawnedTurn >= o.lim.MaxChildren
 		case kernel.ReasonMaxAgents:
 			ok = o.c.NumAgents() >= o.maxAgents
+		case kernel.ReasonMaxCalls:
+			_, i, found := o.callIndex(l.Agent, l.CallID)
+			ok = found && i >= o.lim.MaxCalls
 		default:
 			ok = false
 		}
@@ -121,21 +124,13 @@ func (o *oracle) checkToolContent(id kernel.AgentID, m kernel.Message) {
 // it came without a name, its arguments are not JSON, or it is a delegation
 // without a task.
 func (o *oracle) malformed(id kernel.AgentID, a *agentObs, callID string) bool {
-	var c *kernel.ToolCall
-	h := o.c.View(id).History
-	for i := len(h) - 1; i >= 0 && c == nil; i-- {
-		for j := range h[i].ToolCalls {
-			if h[i].ToolCalls[j].ID == callID {
-				c = &h[i].ToolCalls[j]
-			}
-		}
-	}
-	if c == nil {
+	c, _, found := o.callIndex(id, callID)
+	if !found {
 		return false
 	}
 	if req := o.ops.get(a.lastReq); req != nil {
 		for _, f := range req.frags {
-			if f.seen && f.name == "" && string(f.args) == c.Arguments {
+			if f.name == "" && string(f.args) == c.Arguments {
 				return true // streamed without a name
 			}
 		}
@@ -150,4 +145,18 @@ func (o *oracle) malformed(id kernel.AgentID, a *agentObs, callID string) bool {
 		Task string `json:"task"`
 	}
 	return json.Unmarshal([]byte(c.Arguments), &args) != nil || strings.TrimSpace(args.Task) == ""
+}
+
+// callIndex finds call callID in id's history: the call, and its position
+// among its message's calls.
+func (o *oracle) callIndex(id kernel.AgentID, callID string) (kernel.ToolCall, int, bool) {
+	h := o.c.View(id).History
+	for i := len(h) - 1; i >= 0; i-- {
+		for j := range h[i].ToolCalls {
+			if h[i].ToolCalls[j].ID == callID {
+				return h[i].ToolCalls[j], j, true
+			}
+		}
+	}
+	return kernel.ToolCall{}, 0, false
 }

@@ -12,9 +12,9 @@ package sim
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -26,21 +26,22 @@ import (
 // Scenario is a reproducible story: scripts for the models, tool behaviours,
 // faults, user inputs and expectations. It is a plain value so a generator
 // can build one; Load builds one from YAML.
+//
+// The struct tags are the scenario format (format.go reads them): the YAML
+// name of each field and its rules. Field order is the canonical order.
 type Scenario struct {
-	Name   string
-	About  string
-	Seed   uint64
-	Limits kernel.Limits
+	Name   string        `scenario:"name,required,check=name"`
+	About  string        `scenario:"about,omitempty"`
+	Seed   uint64        `scenario:"seed,default=1"`
+	Limits kernel.Limits `scenario:"limits"`
 	// Agents maps a script name to its replies; the root's script is "main".
-	Agents map[string]Script
-	Tools  map[string]ToolSpec
-	Faults []Fault
-	Inputs []Input
-	Expect Expect
+	Agents map[string]Script   `scenario:"agents,keys=name"`
+	Tools  map[string]ToolSpec `scenario:"tools,omitempty,keys=tool"`
+	Faults []Fault             `scenario:"faults,omitempty"`
+	Inputs []Input             `scenario:"inputs,omitempty"`
+	Expect Expect              `scenario:"expect,omitempty"`
 	// File is where the scenario was loaded from ("" when generated).
-	File string
-	// Line positions of top-level sections, for error messages.
-	line map[string]int
+	File string `scenario:"-"`
 }
 
 // RootScript is the root agent's script name.
@@ -53,14 +54,13 @@ type Script []Reply
 
 // Reply is the model's answer to one request.
 type Reply struct {
-	Text string
-	// FirstToken is the latency before the first chunk (default 200ms).
-	FirstToken time.Duration
-	// Rate is tokens per second after the first (default 50); text is split
-	// into tokens on spaces.
-	Rate  float64
-	Calls []Call
-	Line  int
+	Text string `scenario:"text,omitempty"`
+	// FirstToken is the latency before the first chunk (DefaultFirstToken).
+	FirstToken time.Duration `scenario:"first_token,omitempty,default=200ms"`
+	// Rate is tokens per second after the first (DefaultRate); text is
+	// split into tokens on spaces.
+	Rate  float64 `scenario:"rate,omitempty,default=50,check=positive"`
+	Calls []Call  `scenario:"calls,omitempty,flow"`
 }
 
 // Interval is the time between two chunks of the reply's stream (at least
@@ -89,16 +89,16 @@ func (r Reply) Chunks() int { return r.Tokens() + 3*len(r.Calls) }
 // Call is one tool call or delegation in a reply. Calls of one reply run in
 // parallel.
 type Call struct {
-	// Tool names a tool of the scenario; Args are its JSON arguments.
-	Tool string
-	Args map[string]any
+	// Tool names a tool of the scenario; Args are its JSON arguments (nil:
+	// none, which differs from {}).
+	Tool string         `scenario:"tool,omitempty"`
+	Args map[string]any `scenario:"args,omitnil"`
 	// ArgsRaw, when set, is sent verbatim as the arguments (for malformed
 	// JSON tests).
-	ArgsRaw string
+	ArgsRaw string `scenario:"args_raw,omitempty"`
 	// Delegate names the script of a child agent; Prompt is its task.
-	Delegate string
-	Prompt   string
-	Line     int
+	Delegate string `scenario:"delegate,omitempty"`
+	Prompt   string `scenario:"prompt,omitempty"`
 }
 
 // CancelMode is what a scripted tool does when cancelled.
@@ -116,12 +116,12 @@ const (
 
 // ToolSpec scripts a tool.
 type ToolSpec struct {
-	Duration    time.Duration
-	Result      string
-	Error       string // when set, the tool fails with this error
-	OnCancel    CancelMode
-	CancelDelay time.Duration
-	Line        int
+	Duration time.Duration `scenario:"duration"`
+	Result   string        `scenario:"result,omitempty"`
+	Error    string        `scenario:"error,omitempty"` // when set, the tool fails with this error
+	// OnCancel is written stop, ignore or "delay 5s" (CancelDelay).
+	OnCancel    CancelMode    `scenario:"on_cancel,omitempty,with=CancelDelay"`
+	CancelDelay time.Duration `scenario:"-"`
 }
 
 // FaultKind names an injected fault.
@@ -164,34 +164,32 @@ func (f FaultKind) known() bool { return slices.Contains(FaultKinds(), f) }
 
 // Fault is one injected fault.
 type Fault struct {
-	At    time.Duration
-	Agent string // script or instance name or path
-	Fault FaultKind
+	At    time.Duration `scenario:"at"`
+	Agent string        `scenario:"agent,required"` // script or instance name or path
+	Fault FaultKind     `scenario:"fault,required"`
 	// Tool restricts the fault to calls of this tool.
-	Tool string
+	Tool string `scenario:"tool,omitempty"`
 	// After is how many tokens stream before stream_error/disconnect
 	// (default: half the reply's tokens).
-	After int
+	After int `scenario:"after,omitempty,check=nonnegative"`
 	// RetryAfter is each rate-limit retry's wait (default 1s); Attempts the
 	// number of refused attempts (default 1).
-	RetryAfter time.Duration
-	Attempts   int
+	RetryAfter time.Duration `scenario:"retry_after,omitempty"`
+	Attempts   int           `scenario:"attempts,omitempty"`
 	// Delay is how late a late_event arrives (default 5s).
-	Delay time.Duration
-	Line  int
+	Delay time.Duration `scenario:"delay,omitempty"`
 }
 
 // Input is one user action at a virtual time.
 type Input struct {
-	At        time.Duration
-	Submit    string
-	Interject string
+	At        time.Duration `scenario:"at,required"`
+	Submit    string        `scenario:"submit,omitempty"`
+	Interject string        `scenario:"interject,omitempty"`
 	// Cancel names the agent whose turn is cancelled (script, instance or path).
-	Cancel string
+	Cancel string `scenario:"cancel,omitempty"`
 	// Turn binds a cancel to a turn of its agent (0: the current one) (F14).
-	Turn     uint64
-	Shutdown bool
-	Line     int
+	Turn     uint64 `scenario:"turn,omitempty,check=turn"`
+	Shutdown bool   `scenario:"shutdown,omitempty"`
 }
 
 // Kind names the input's action.
@@ -213,27 +211,26 @@ func (in Input) Kind() string {
 type Expect struct {
 	// Outcomes maps an agent (script, instance or path) to the outcome of its
 	// last turn.
-	Outcomes map[string]string
+	Outcomes map[string]string `scenario:"outcomes,omitempty,check=outcome"`
 	// LLMRequests maps an agent to the number of requests it made in the run.
-	LLMRequests map[string]int
+	LLMRequests map[string]int `scenario:"llm_requests,omitempty,check=nonnegative"`
 	// QuiescentBy: the tree is quiescent by this virtual time (0: unchecked).
-	QuiescentBy time.Duration
-	History     map[string]HistoryExpect
-	Line        int
-	lines       map[string]int // "section.agent" → line, for messages
+	QuiescentBy time.Duration            `scenario:"quiescent_by,omitempty"`
+	History     map[string]HistoryExpect `scenario:"history,omitempty"`
 }
 
 // HistoryExpect constrains one agent's final history.
 type HistoryExpect struct {
-	Marker   *bool
-	Partial  *bool
-	Contains []string
-	Absent   []string
+	Marker   *bool    `scenario:"marker,omitempty"`
+	Partial  *bool    `scenario:"partial,omitempty"`
+	Contains []string `scenario:"contains,omitempty"`
+	Absent   []string `scenario:"absent,omitempty"`
 }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
 
-// Defaults for replies and faults.
+// Defaults for replies and faults. The reply defaults are also in the
+// format's tags (TestFormatDefaults keeps the two equal).
 const (
 	DefaultFirstToken = 200 * time.Millisecond
 	DefaultRate       = 50.0
@@ -241,23 +238,12 @@ const (
 	DefaultLateDelay  = 5 * time.Second
 )
 
-// applyDefaults fills zero fields with documented defaults. Limits are
-// filled by the loader (a zero limit there is an explicit, invalid value).
+// applyDefaults fills zero fields with documented defaults: those the
+// format's tags give, and the faults' that depend on the fault's kind.
+// Limits are filled by the loader (a zero limit there is an explicit,
+// invalid value).
 func (s *Scenario) applyDefaults() {
-	if s.Seed == 0 {
-		s.Seed = 1
-	}
-	for name, sc := range s.Agents { // determinism: each script on its own
-		for i := range sc {
-			if sc[i].FirstToken == 0 {
-				sc[i].FirstToken = DefaultFirstToken
-			}
-			if sc[i].Rate == 0 {
-				sc[i].Rate = DefaultRate
-			}
-		}
-		s.Agents[name] = sc
-	}
+	fillDefaults(scenarioPlan(), reflect.ValueOf(s).Elem())
 	for i := range s.Faults {
 		f := &s.Faults[i]
 		if f.Fault == FaultRateLimit {
@@ -274,151 +260,35 @@ func (s *Scenario) applyDefaults() {
 	}
 }
 
-// Validate checks what the YAML shape cannot: references between sections
-// and value ranges. Errors name file:line where the scenario has positions.
-func (s *Scenario) Validate() error {
-	errAt := func(line int, format string, args ...any) error {
-		return &LoadError{File: s.File, Line: line, Msg: fmt.Sprintf(format, args...)}
+// fillDefaults sets every zero field that has a default in v (settable),
+// by plan p.
+func fillDefaults(p *typePlan, v reflect.Value) {
+	if !p.defaults {
+		return
 	}
-	if s.Name == "" {
-		return errAt(1, "name: required")
-	}
-	if !nameRE.MatchString(s.Name) {
-		return errAt(s.line["name"], "name: %q must match %s", s.Name, nameRE)
-	}
-	if err := s.Limits.Validate(); err != nil {
-		return errAt(s.line["limits"], "limits: %v", err)
-	}
-	if _, ok := s.Agents[RootScript]; !ok {
-		return errAt(s.line["agents"], "agents: the root script %q is missing", RootScript)
-	}
-	for _, name := range sortedKeys(s.Agents) {
-		if !nameRE.MatchString(name) {
-			return errAt(s.line["agents"], "agents: script name %q must match %s", name, nameRE)
-		}
-		for i, r := range s.Agents[name] {
-			where := fmt.Sprintf("agents.%s[%d]", name, i)
-			if r.FirstToken < 0 {
-				return errAt(r.Line, "%s.first_token: negative duration %v", where, r.FirstToken)
+	switch p.kind {
+	case kStruct:
+		for i := range p.fields {
+			f := &p.fields[i]
+			fv := v.Field(f.index)
+			if f.def.IsValid() && fv.IsZero() {
+				fv.Set(f.def)
 			}
-			if r.Rate <= 0 {
-				return errAt(r.Line, "%s.rate: must be positive, got %v", where, r.Rate)
-			}
-			for j, c := range r.Calls {
-				cw := fmt.Sprintf("%s.calls[%d]", where, j)
-				switch {
-				case (c.Tool == "") == (c.Delegate == ""):
-					return errAt(c.Line, "%s: exactly one of tool or delegate", cw)
-				case c.Tool != "":
-					if _, ok := s.Tools[c.Tool]; !ok {
-						return errAt(c.Line, "%s: unknown tool %q (tools: %s)", cw, c.Tool, strings.Join(sortedKeys(s.Tools), ", "))
-					}
-					if c.Prompt != "" {
-						return errAt(c.Line, "%s: prompt belongs to delegate calls", cw)
-					}
-					if c.Args != nil {
-						// The model streams the args as JSON: a value JSON
-						// cannot hold (.nan, .inf, a non-string key) is bad
-						// input here, not a surprise at run time.
-						if _, err := json.Marshal(c.Args); err != nil {
-							return errAt(c.Line, "%s.args: not representable as JSON: %v", cw, err)
-						}
-					}
-				default:
-					if _, ok := s.Agents[c.Delegate]; !ok {
-						return errAt(c.Line, "%s: delegate to unknown script %q (scripts: %s)", cw, c.Delegate, strings.Join(sortedKeys(s.Agents), ", "))
-					}
-					if c.Delegate == RootScript {
-						return errAt(c.Line, "%s: cannot delegate to the root script %q", cw, RootScript)
-					}
-					if c.Args != nil || c.ArgsRaw != "" {
-						return errAt(c.Line, "%s: args belong to tool calls", cw)
-					}
-				}
-			}
+			fillDefaults(f.plan, fv)
+		}
+	case kList:
+		for i := range v.Len() {
+			fillDefaults(p.elem, v.Index(i))
+		}
+	case kMap:
+		it := v.MapRange()
+		for it.Next() { // determinism: each value is filled on its own
+			val := reflect.New(p.elem.typ).Elem()
+			val.Set(it.Value())
+			fillDefaults(p.elem, val)
+			v.SetMapIndex(it.Key(), val)
 		}
 	}
-	for _, name := range sortedKeys(s.Tools) {
-		t := s.Tools[name]
-		if !nameRE.MatchString(name) || name == "delegate" {
-			return errAt(t.Line, "tools: tool name %q must match %s and not be \"delegate\"", name, nameRE)
-		}
-		if t.Duration < 0 || t.CancelDelay < 0 {
-			return errAt(t.Line, "tools.%s: negative duration", name)
-		}
-	}
-	for i, f := range s.Faults {
-		where := fmt.Sprintf("faults[%d]", i)
-		if !f.Fault.known() {
-			return errAt(f.Line, "%s.fault: unknown fault %q (want %s)", where, f.Fault, faultList())
-		}
-		if f.At < 0 || f.RetryAfter < 0 || f.Delay < 0 {
-			return errAt(f.Line, "%s: negative duration", where)
-		}
-		if err := s.checkAgentRef(f.Agent); err != nil {
-			return errAt(f.Line, "%s.agent: %v", where, err)
-		}
-		if f.Tool != "" {
-			if _, ok := s.Tools[f.Tool]; !ok {
-				return errAt(f.Line, "%s.tool: unknown tool %q", where, f.Tool)
-			}
-		}
-		if f.After < 0 {
-			return errAt(f.Line, "%s.after: must not be negative", where)
-		}
-	}
-	last := time.Duration(0)
-	for i, in := range s.Inputs {
-		where := fmt.Sprintf("inputs[%d]", i)
-		n := 0
-		for _, set := range []bool{in.Submit != "", in.Interject != "", in.Cancel != "", in.Shutdown} {
-			if set {
-				n++
-			}
-		}
-		if n != 1 {
-			return errAt(in.Line, "%s: exactly one of submit, interject, cancel or shutdown", where)
-		}
-		if in.At < 0 {
-			return errAt(in.Line, "%s.at: negative duration %v", where, in.At)
-		}
-		if in.At < last {
-			return errAt(in.Line, "%s.at: %v is before the previous input's %v; list inputs in time order", where, in.At, last)
-		}
-		last = in.At
-		if in.Cancel != "" {
-			if err := s.checkAgentRef(in.Cancel); err != nil {
-				return errAt(in.Line, "%s.cancel: %v", where, err)
-			}
-		} else if in.Turn != 0 {
-			return errAt(in.Line, "%s.turn: only a cancel is bound to a turn", where)
-		}
-	}
-	for _, key := range sortedKeys(s.Expect.Outcomes) {
-		if err := s.checkAgentRef(key); err != nil {
-			return errAt(s.Expect.lines["outcomes."+key], "expect.outcomes: %v", err)
-		}
-		if _, err := kernel.ParseOutcome(s.Expect.Outcomes[key]); err != nil {
-			return errAt(s.Expect.lines["outcomes."+key], "expect.outcomes.%s: %v", key, err)
-		}
-	}
-	for _, key := range sortedKeys(s.Expect.LLMRequests) {
-		if err := s.checkAgentRef(key); err != nil {
-			return errAt(s.Expect.lines["llm_requests."+key], "expect.llm_requests: %v", err)
-		}
-		if s.Expect.LLMRequests[key] < 0 {
-			return errAt(s.Expect.lines["llm_requests."+key], "expect.llm_requests.%s: must not be negative", key)
-		}
-	}
-	for _, key := range sortedKeys(s.Expect.History) {
-		if err := s.checkAgentRef(key); err != nil {
-			return errAt(s.Expect.lines["history."+key], "expect.history: %v", err)
-		}
-	}
-	if s.Expect.QuiescentBy < 0 {
-		return errAt(s.Expect.Line, "expect.quiescent_by: negative duration")
-	}
-	return nil
 }
 
 // checkAgentRef accepts "main", a script name, an instance name (script#N)

@@ -30,8 +30,6 @@ func (s *Scenario) Clone() *Scenario {
 	c.Expect.Outcomes = maps.Clone(s.Expect.Outcomes)
 	c.Expect.LLMRequests = maps.Clone(s.Expect.LLMRequests)
 	c.Expect.History = maps.Clone(s.Expect.History)
-	c.Expect.lines = maps.Clone(s.Expect.lines)
-	c.line = nil
 	return &c
 }
 
@@ -120,7 +118,7 @@ func Shrink(s *Scenario, fails func(*Scenario) bool, budget int) *Scenario {
 				half.Duration /= 2
 				simpler = append(simpler, half)
 			}
-			if plain := (ToolSpec{Duration: t.Duration, Result: t.Result, Line: t.Line}); plain != t {
+			if plain := (ToolSpec{Duration: t.Duration, Result: t.Result}); plain != t {
 				simpler = append(simpler, plain)
 			}
 			for _, st := range simpler {

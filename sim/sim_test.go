@@ -214,11 +214,14 @@ func fuzzSeeds(f *testing.F) {
 	f.Add([]byte(goodHead + "inputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: child}\n"))
 	f.Add([]byte("name: x\nagents: {main: [{text: a b c, rate: 0.001}]}\ninputs: [{at: 0s, submit: s}]\n"))
 	f.Add([]byte("name: x\nagents: &a {main: []}\nexpect: {outcomes: {main: *a}}\n"))
+	f.Add([]byte("name: x\nabout: caf\xe9\nagents: {main: []}\n"))
+	f.Add([]byte("\xff\xfen\x00a\x00m\x00e\x00:\x00 \x00x\x00\n\x00"))
+	f.Add([]byte(bomb(4, 2)))
 }
 
-// FuzzLoad: the loader never panics and only returns *LoadError; whatever it
-// accepts is valid and survives the canonical round trip. CI runs it for a
-// few seconds (make fuzz).
+// FuzzLoad: the loader never panics and only returns *LoadError, which
+// names a line; whatever it accepts is valid and survives the canonical
+// round trip. CI runs it for a few seconds (make fuzz).
 func FuzzLoad(f *testing.F) {
 	fuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -228,7 +231,13 @@ func FuzzLoad(f *testing.F) {
 			if !errors.As(err, &le) {
 				t.Fatalf("error of type %T: %v", err, err)
 			}
+			if le.Line < 1 && len(data) <= MaxScenarioBytes {
+				t.Fatalf("error without a line: %v", err)
+			}
 			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("loaded, yet invalid: %v", err)
 		}
 		// The canonical form (what a trace header embeds) loads back to a
 		// scenario with the same canonical form.

@@ -45,8 +45,13 @@ func appendJSONHTML(b []byte, s string) []byte {
 // integers and booleans that scenarios hold skip reflection; anything else
 // goes to json.Marshal. TestArgsJSON compares the two.
 func argsJSON(m map[string]any) ([]byte, error) {
+	return appendArgsJSON(make([]byte, 0, 64), m)
+}
+
+// appendArgsJSON is argsJSON appending to b.
+func appendArgsJSON(b []byte, m map[string]any) ([]byte, error) {
 	if m == nil {
-		return []byte("null"), nil
+		return append(b, "null"...), nil
 	}
 	var small [8]string
 	keys := small[:0]
@@ -54,7 +59,7 @@ func argsJSON(m map[string]any) ([]byte, error) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	b := make([]byte, 0, 64)
+	start := len(b)
 	b = append(b, '{')
 	for i, k := range keys {
 		if i > 0 {
@@ -72,7 +77,8 @@ func argsJSON(m map[string]any) ([]byte, error) {
 		case nil:
 			b = append(b, "null"...)
 		default:
-			return json.Marshal(m)
+			j, err := json.Marshal(m)
+			return append(b[:start], j...), err
 		}
 	}
 	return append(b, '}'), nil

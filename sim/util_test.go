@@ -40,6 +40,9 @@ func TestArgsJSON(t *testing.T) {
 		if string(got) != string(want) {
 			t.Errorf("argsJSON(%#v)\n got %s\nwant %s", m, got, want)
 		}
+		if got, _ := appendArgsJSON([]byte("pre"), m); string(got) != "pre"+string(want) {
+			t.Errorf("appendArgsJSON(pre, %#v) = %s, want pre%s", m, got, want)
+		}
 	}
 	for _, s := range []string{"", "plain", odd, "a<b", "x&y>z"} {
 		want, _ := json.Marshal(s)
@@ -90,7 +93,7 @@ func TestStreamTokens(t *testing.T) {
 // chunks; a chunk delivered twice (a duplicate_event fault) counts once.
 func streamTokens(t *testing.T, text, fault string) {
 	t.Helper()
-	src := "name: tokens\nagents:\n  main:\n    - text: " + jsonString(text) + "\n      calls: [{tool: t}]\n    - text: done\ntools:\n  t: {duration: 1s, result: ok}\ninputs:\n  - {at: 0s, submit: go}\n" + fault
+	src := "name: tokens\nagents:\n  main:\n    - text: " + string(kernel.AppendJSONString(nil, text)) + "\n      calls: [{tool: t}]\n    - text: done\ntools:\n  t: {duration: 1s, result: ok}\ninputs:\n  - {at: 0s, submit: go}\n" + fault
 	s := mustLoad(t, src)
 	var got []string
 	seen := map[uint32]bool{}

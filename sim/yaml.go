@@ -1,295 +1,258 @@
 package sim
 
 import (
-	"encoding/json"
+	"cmp"
+	"reflect"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/escapement/escapement/kernel"
 )
 
-// YAML renders the scenario in the loader's format, canonically: fixed field
-// order, map keys sorted, defaults omitted. It is what a trace header embeds
-// (so every run computes it), what a generator writes for a failing world,
-// and what Load reads back to the same value (TestYAMLRoundTrip).
+// YAML renders the scenario in the loader's format, canonically: fields in
+// their declaration order, map keys sorted, defaults and empty fields
+// omitted (the plan of format.go says which). It is what a trace header
+// embeds (so every run computes it), what a generator writes for a failing
+// world, and what Load reads back to the same value (TestYAMLRoundTrip).
 //
 // Structure is block YAML; every leaf is written as JSON (a JSON string is a
 // valid YAML double-quoted scalar, a JSON object a valid flow mapping), so
-// quoting is always right and rendering needs no reflection.
+// quoting is always right. Map keys are quoted (names may hold / and #), a
+// struct's field names are not. Lists of values are JSON arrays as
+// encoding/json writes them; call arguments too.
 func (s *Scenario) YAML() []byte {
-	y := yamlOut{b: make([]byte, 0, 4096)}
-	y.kv(0, "name", s.Name)
-	if s.About != "" {
-		y.kv(0, "about", s.About)
+	e := encoder{
+		key:     reflect.New(reflect.TypeFor[string]()).Elem(),
+		entries: make([]mapEntry, 0, 16),
 	}
-	y.raw(0, "seed", strconv.FormatUint(s.Seed, 10))
-	y.key(0, "limits")
-	l := s.Limits
-	y.dur(1, "grace", l.Grace)
-	y.dur(1, "first_token_timeout", l.FirstTokenTimeout)
-	y.dur(1, "stall_timeout", l.StallTimeout)
-	y.dur(1, "tool_timeout", l.ToolTimeout)
-	y.dur(1, "turn_timeout", l.TurnTimeout)
-	y.raw(1, "max_depth", strconv.Itoa(l.MaxDepth))
-	y.raw(1, "max_children", strconv.Itoa(l.MaxChildren))
-	y.raw(1, "max_requests", strconv.Itoa(l.MaxRequests))
-	y.dur(1, "debounce", l.Debounce)
-	y.key(0, "agents")
-	for _, name := range sortedKeys(s.Agents) {
-		script := s.Agents[name]
-		if len(script) == 0 {
-			y.raw(1, y.q(name), "[]")
+	b, _ := e.fields(make([]byte, 0, 4096), scenarioPlan(), reflect.ValueOf(s).Elem(), 0, false)
+	return b
+}
+
+// encoder appends a value's canonical YAML, walking its plan. Its methods
+// take the output and return it extended (as strconv's Append functions
+// do): a buffer in a local variable costs no write barrier per append.
+type encoder struct {
+	// key is a settable string that map iteration reads keys into (a map
+	// key read by reflect otherwise costs an allocation).
+	key reflect.Value
+	// entries is scratch space for sorting map entries; nested maps use it
+	// as a stack.
+	entries []mapEntry
+}
+
+type mapEntry struct {
+	key string
+	i   int
+}
+
+const spaces = "                                                                "
+
+func indent(b []byte, level int) []byte {
+	if n := 2 * level; n <= len(spaces) {
+		return append(b, spaces[:n]...)
+	}
+	for range level {
+		b = append(b, "  "...)
+	}
+	return b
+}
+
+// fields writes a struct's fields as a block mapping at level; inline: the
+// first field goes on the current line (after a list item's "- "). It also
+// returns how many fields it wrote.
+func (e *encoder) fields(b []byte, p *typePlan, v reflect.Value, level int, inline bool) ([]byte, int) {
+	if p.kind == kLimits {
+		l := v.Addr().Interface().(*kernel.Limits)
+		for i := range p.fields {
+			f := &p.fields[i]
+			if !inline {
+				b = indent(b, level)
+			}
+			inline = false
+			b = append(b, f.name...)
+			b = append(b, ": "...)
+			// Through the field's pointer: LimitSpec.Get copies the
+			// limits to the heap.
+			if d := f.limit.DurationPtr(l); d != nil {
+				b = appendDuration(b, *d)
+			} else {
+				b = strconv.AppendInt(b, int64(*f.limit.IntPtr(l)), 10)
+			}
+			b = append(b, '\n')
+		}
+		return b, len(p.fields)
+	}
+	n := 0
+	for i := range p.fields {
+		f := &p.fields[i]
+		fv := v.Field(f.index)
+		if f.omitted(fv) {
 			continue
 		}
-		y.key(1, y.q(name))
-		for _, r := range script {
-			y.item(2)
-			n := 0
-			if r.Text != "" {
-				y.kvInline(3, &n, "text", r.Text)
-			}
-			if r.FirstToken != DefaultFirstToken {
-				y.rawInline(3, &n, "first_token", jsonString(r.FirstToken.String()))
-			}
-			if r.Rate != DefaultRate {
-				y.rawInline(3, &n, "rate", strconv.FormatFloat(r.Rate, 'g', -1, 64))
-			}
-			if len(r.Calls) > 0 {
-				y.rawInline(3, &n, "calls", "")
-				for _, c := range r.Calls {
-					y.callLine(4, c)
-				}
-			}
-			if n == 0 {
-				y.b = append(y.b, "{}\n"...)
-			}
+		if !inline {
+			b = indent(b, level)
 		}
+		inline = false
+		b = append(b, f.name...)
+		b = e.value(b, f.plan, f, fv, v, level)
+		n++
 	}
-	if len(s.Tools) > 0 {
-		y.key(0, "tools")
-		for _, name := range sortedKeys(s.Tools) {
-			t := s.Tools[name]
-			y.key(1, y.q(name))
-			y.dur(2, "duration", t.Duration)
-			if t.Result != "" {
-				y.kv(2, "result", t.Result)
-			}
-			if t.Error != "" {
-				y.kv(2, "error", t.Error)
-			}
-			switch t.OnCancel {
-			case CancelIgnore:
-				y.kv(2, "on_cancel", "ignore")
-			case CancelDelay:
-				y.kv(2, "on_cancel", "delay "+t.CancelDelay.String())
-			}
+	return b, n
+}
+
+// value writes what follows a key at level: ": leaf\n", ": {}\n", ": []\n",
+// or ":\n" and a nested block. f is the field v is (nil for a map's value),
+// parent the struct holding it.
+func (e *encoder) value(b []byte, p *typePlan, f *fieldPlan, v, parent reflect.Value, level int) []byte {
+	switch p.kind {
+	case kStruct, kLimits:
+		b = append(b, ":\n"...)
+		b, n := e.fields(b, p, v, level+1, false)
+		if n == 0 {
+			b = append(b[:len(b)-1], " {}\n"...)
 		}
-	}
-	if len(s.Faults) > 0 {
-		y.key(0, "faults")
-		for _, f := range s.Faults {
-			y.item(1)
-			n := 0
-			y.rawInline(2, &n, "at", jsonString(f.At.String()))
-			y.kvInline(2, &n, "agent", f.Agent)
-			y.kvInline(2, &n, "fault", string(f.Fault))
-			if f.Tool != "" {
-				y.kvInline(2, &n, "tool", f.Tool)
-			}
-			if f.After != 0 {
-				y.rawInline(2, &n, "after", strconv.Itoa(f.After))
-			}
-			if f.RetryAfter != 0 {
-				y.rawInline(2, &n, "retry_after", jsonString(f.RetryAfter.String()))
-			}
-			if f.Attempts != 0 {
-				y.rawInline(2, &n, "attempts", strconv.Itoa(f.Attempts))
-			}
-			if f.Delay != 0 {
-				y.rawInline(2, &n, "delay", jsonString(f.Delay.String()))
-			}
+		return b
+	case kMap:
+		if v.Len() == 0 {
+			return append(b, ": {}\n"...)
 		}
-	}
-	if len(s.Inputs) > 0 {
-		y.key(0, "inputs")
-		for _, in := range s.Inputs {
-			y.item(1)
-			n := 0
-			y.rawInline(2, &n, "at", jsonString(in.At.String()))
+		return e.mapEntries(append(b, ":\n"...), p, v, level+1)
+	case kList:
+		switch {
+		case p.elem.kind < kPtr:
+			b = append(b, ": "...)
+			b = e.jsonList(b, p, v)
+			return append(b, '\n')
+		case v.Len() == 0:
+			return append(b, ": []\n"...)
+		}
+		b = append(b, ":\n"...)
+		for i := range v.Len() {
+			item := v.Index(i)
+			b = indent(b, level+1)
+			b = append(b, "- "...)
 			switch {
-			case in.Submit != "":
-				y.kvInline(2, &n, "submit", in.Submit)
-			case in.Interject != "":
-				y.kvInline(2, &n, "interject", in.Interject)
-			case in.Cancel != "":
-				y.kvInline(2, &n, "cancel", in.Cancel)
-				if in.Turn != 0 {
-					y.rawInline(2, &n, "turn", strconv.FormatUint(in.Turn, 10))
+			case f != nil && f.flow:
+				b = e.flow(b, p.elem, item)
+				b = append(b, '\n')
+			case p.elem.kind == kStruct:
+				var n int
+				if b, n = e.fields(b, p.elem, item, level+2, true); n == 0 {
+					b = append(b, "{}\n"...)
 				}
-			case in.Shutdown:
-				y.rawInline(2, &n, "shutdown", "true")
+			default: // a list of lists is not part of the format
+				panic("sim: scenario format: no block form for " + p.typ.String())
 			}
 		}
+		return b
 	}
-	e := s.Expect
-	if len(e.Outcomes)+len(e.LLMRequests)+len(e.History) > 0 || e.QuiescentBy > 0 {
-		y.key(0, "expect")
-		if len(e.Outcomes) > 0 {
-			y.key(1, "outcomes")
-			for _, k := range sortedKeys(e.Outcomes) {
-				y.kv(2, y.q(k), e.Outcomes[k])
-			}
-		}
-		if len(e.LLMRequests) > 0 {
-			y.key(1, "llm_requests")
-			for _, k := range sortedKeys(e.LLMRequests) {
-				y.raw(2, y.q(k), strconv.Itoa(e.LLMRequests[k]))
-			}
-		}
-		if e.QuiescentBy > 0 {
-			y.dur(1, "quiescent_by", e.QuiescentBy)
-		}
-		if len(e.History) > 0 {
-			y.key(1, "history")
-			for _, k := range sortedKeys(e.History) {
-				h := e.History[k]
-				y.key(2, y.q(k))
-				if h.Marker != nil {
-					y.raw(3, "marker", strconv.FormatBool(*h.Marker))
-				}
-				if h.Partial != nil {
-					y.raw(3, "partial", strconv.FormatBool(*h.Partial))
-				}
-				if len(h.Contains) > 0 {
-					y.raw(3, "contains", jsonValue(h.Contains))
-				}
-				if len(h.Absent) > 0 {
-					y.raw(3, "absent", jsonValue(h.Absent))
-				}
-				if h.Marker == nil && h.Partial == nil && len(h.Contains)+len(h.Absent) == 0 {
-					y.b = y.b[:len(y.b)-1]
-					y.b = append(y.b, " {}\n"...)
-				}
-			}
-		}
+	b = append(b, ": "...)
+	b = e.leaf(b, p, f, v, parent)
+	return append(b, '\n')
+}
+
+// mapEntries writes a map's entries at level, keys sorted (map order must
+// never reach an output: I6) and quoted.
+func (e *encoder) mapEntries(b []byte, p *typePlan, v reflect.Value, level int) []byte {
+	vals := reflect.MakeSlice(p.values, v.Len(), v.Len())
+	base := len(e.entries)
+	it := v.MapRange()
+	for i := 0; it.Next(); i++ {
+		e.key.SetIterKey(it)
+		vals.Index(i).SetIterValue(it)
+		e.entries = append(e.entries, mapEntry{e.key.String(), i})
 	}
-	return y.b
-}
-
-type yamlOut struct{ b []byte }
-
-func (y *yamlOut) indent(level int) {
-	for i := 0; i < level; i++ {
-		y.b = append(y.b, "  "...)
+	mine := e.entries[base:]
+	slices.SortFunc(mine, func(a, b mapEntry) int { return cmp.Compare(a.key, b.key) })
+	for _, me := range mine {
+		b = indent(b, level)
+		b = kernel.AppendJSONString(b, me.key)
+		b = e.value(b, p.elem, nil, vals.Index(me.i), reflect.Value{}, level)
 	}
+	e.entries = e.entries[:base]
+	return b
 }
 
-// q quotes a map key (names may contain / and #, which YAML allows, but a
-// quoted key is unambiguous whatever it holds).
-func (y *yamlOut) q(s string) string { return jsonString(s) }
-
-func (y *yamlOut) key(level int, k string) {
-	y.indent(level)
-	y.b = append(y.b, k...)
-	y.b = append(y.b, ":\n"...)
-}
-
-func (y *yamlOut) raw(level int, k, v string) {
-	y.indent(level)
-	y.b = append(y.b, k...)
-	y.b = append(y.b, ": "...)
-	y.b = append(y.b, v...)
-	y.b = append(y.b, '\n')
-}
-
-// kv writes a string field, quoting v straight into the output (every run
-// renders its scenario, so this avoids a string per field).
-func (y *yamlOut) kv(level int, k, v string) {
-	y.indent(level)
-	y.b = append(y.b, k...)
-	y.b = append(y.b, ": "...)
-	y.b = kernel.AppendJSONString(y.b, v)
-	y.b = append(y.b, '\n')
-}
-
-func (y *yamlOut) dur(level int, k string, d time.Duration) { y.raw(level, k, jsonString(d.String())) }
-
-// item starts a list item whose fields follow inline ("- a: 1\n  b: 2").
-func (y *yamlOut) item(level int) {
-	y.indent(level)
-	y.b = append(y.b, "- "...)
-}
-
-// rawInline writes a field of the current list item: the first on the dash's
-// line, the others aligned below it. An empty v opens a nested block.
-func (y *yamlOut) rawInline(level int, n *int, k, v string) {
-	if *n > 0 {
-		y.indent(level)
-	}
-	*n++
-	y.b = append(y.b, k...)
-	if v == "" {
-		y.b = append(y.b, ":\n"...)
-		return
-	}
-	y.b = append(y.b, ": "...)
-	y.b = append(y.b, v...)
-	y.b = append(y.b, '\n')
-}
-
-func (y *yamlOut) kvInline(level int, n *int, k, v string) {
-	if *n > 0 {
-		y.indent(level)
-	}
-	*n++
-	y.b = append(y.b, k...)
-	y.b = append(y.b, ": "...)
-	y.b = kernel.AppendJSONString(y.b, v)
-	y.b = append(y.b, '\n')
-}
-
-// callLine writes one call as a flow mapping on one line.
-func (y *yamlOut) callLine(level int, c Call) {
-	y.indent(level)
-	y.b = append(y.b, "- {"...)
+// flow writes a struct of leaves as a one-line flow mapping.
+func (e *encoder) flow(b []byte, p *typePlan, v reflect.Value) []byte {
+	b = append(b, '{')
 	sep := false
-	key := func(k string) {
+	for i := range p.fields {
+		f := &p.fields[i]
+		fv := v.Field(f.index)
+		if f.omitted(fv) {
+			continue
+		}
 		if sep {
-			y.b = append(y.b, ", "...)
+			b = append(b, ", "...)
 		}
 		sep = true
-		y.b = append(y.b, k...)
-		y.b = append(y.b, ": "...)
+		b = append(b, f.name...)
+		b = append(b, ": "...)
+		b = e.leaf(b, f.plan, f, fv, v)
 	}
-	str := func(k, v string) {
-		if v != "" {
-			key(k)
-			y.b = kernel.AppendJSONString(y.b, v)
+	return append(b, '}')
+}
+
+// jsonList writes a list of values as encoding/json writes it.
+func (e *encoder) jsonList(b []byte, p *typePlan, v reflect.Value) []byte {
+	b = append(b, '[')
+	for i := range v.Len() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if item := v.Index(i); p.elem.kind == kString {
+			b = appendJSONHTML(b, item.String())
+		} else {
+			b = e.leaf(b, p.elem, nil, item, reflect.Value{})
 		}
 	}
-	str("tool", c.Tool)
-	if c.Args != nil {
-		key("args")
-		args, err := argsJSON(c.Args)
+	return append(b, ']')
+}
+
+// leaf writes a value as JSON.
+func (e *encoder) leaf(b []byte, p *typePlan, f *fieldPlan, v, parent reflect.Value) []byte {
+	switch p.kind {
+	case kString, kFault:
+		return kernel.AppendJSONString(b, v.String())
+	case kInt:
+		return strconv.AppendInt(b, v.Int(), 10)
+	case kUint:
+		return strconv.AppendUint(b, v.Uint(), 10)
+	case kFloat:
+		return strconv.AppendFloat(b, v.Float(), 'g', -1, 64)
+	case kBool:
+		return strconv.AppendBool(b, v.Bool())
+	case kDuration:
+		return appendDuration(b, time.Duration(v.Int()))
+	case kPtr:
+		return e.leaf(b, p.elem, f, v.Elem(), parent)
+	case kOnCancel:
+		// What parseOnCancel reads.
+		switch CancelMode(v.Int()) {
+		case CancelIgnore:
+			return append(b, `"ignore"`...)
+		case CancelDelay:
+			b = append(b, `"delay `...)
+			b = append(b, time.Duration(parent.Field(f.with).Int()).String()...)
+			return append(b, '"')
+		}
+		return append(b, `"stop"`...)
+	case kArgs:
+		b, err := appendArgsJSON(b, v.Interface().(map[string]any))
 		if err != nil {
 			panic("sim: render scenario value: " + err.Error())
 		}
-		y.b = append(y.b, args...)
+		return b
 	}
-	str("args_raw", c.ArgsRaw)
-	str("delegate", c.Delegate)
-	str("prompt", c.Prompt)
-	y.b = append(y.b, "}\n"...)
+	panic("sim: scenario format: no leaf form for " + p.typ.String())
 }
 
-func jsonString(s string) string { return string(kernel.AppendJSONString(nil, s)) }
-
-// jsonValue renders decoded YAML values (maps, lists, scalars) as JSON flow;
-// encoding/json sorts map keys, so the output is deterministic.
-func jsonValue(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("sim: render scenario value: " + err.Error())
-	}
-	return string(b)
+// appendDuration writes d quoted, in Go syntax ("1.5s").
+func appendDuration(b []byte, d time.Duration) []byte {
+	b = append(b, '"')
+	b = append(b, d.String()...)
+	return append(b, '"')
 }

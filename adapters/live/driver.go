@@ -1,7 +1,6 @@
 package live
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -14,8 +13,9 @@ import (
 	"github.com/escapement/escapement/kernel"
 )
 
-// ErrStopped is returned by inputs sent after the driver has stopped (or
-// while it is shutting down: a shutdown accepts no new input).
+// ErrStopped is returned by inputs sent after Run has returned, and by
+// Submit, Say, Interject and Cancel while the tree shuts down (the shutdown
+// already cancelled everything and no turn may start; Inspect still works).
 var ErrStopped = errors.New("live driver stopped")
 
 // ErrRejected wraps the kernel's refusal of an input (an EffError), e.g. a
@@ -54,8 +54,8 @@ type Step struct {
 }
 
 // Driver runs one agent tree live. Create it with New, run it with Run (in
-// its own goroutine), and feed user input with Submit, Say, Interject and
-// Cancel from any goroutine.
+// its own goroutine), feed user input with Submit, Say, Interject and Cancel
+// from any goroutine, and end it with Shutdown or by ending Run's context.
 type Driver struct {
 	cfg     Config
 	k       *kernel.Kernel
@@ -66,13 +66,15 @@ type Driver struct {
 	started atomic.Bool
 
 	// Owned by the loop goroutine.
-	start  time.Time
-	now    time.Duration
-	base   context.Context // parent of every op context
-	ops    map[kernel.OpID]context.CancelFunc
-	timers timerHeap
-	live   map[kernel.OpID]time.Duration // timers not stopped or fired
-	wg     sync.WaitGroup
+	start    time.Time
+	now      time.Duration
+	base     context.Context // parent of every op context
+	ops      map[kernel.OpID]context.CancelFunc
+	timers   timers
+	stopping bool // the kernel has stepped EvShutdown
+
+	mu    sync.Mutex
+	procs map[kernel.OpID]*opProc // op goroutines that have not returned
 }
 
 // New builds the kernel and the driver; nothing runs until Run.
@@ -95,7 +97,8 @@ func New(cfg Config) (*Driver, error) {
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
 		ops:    make(map[kernel.OpID]context.CancelFunc),
-		live:   make(map[kernel.OpID]time.Duration),
+		timers: newTimers(),
+		procs:  make(map[kernel.OpID]*opProc),
 	}, nil
 }
 
@@ -115,12 +118,18 @@ func (d *Driver) Kernel() *kernel.Kernel {
 	panic("live: Driver.Kernel called while Run is running; use Inspect")
 }
 
-// Run owns the kernel until ctx is done, then shuts the tree down
-// gracefully: it feeds EvShutdown (every turn aborts with reason shutdown,
-// every op is cancelled), keeps stepping until the kernel is quiescent
-// (acknowledgements, or abandonment after the grace period), cancels every
-// op context still open, and waits for every goroutine it started. It
-// returns nil after a shutdown, or an error if called twice.
+// Done is closed when Run has returned.
+func (d *Driver) Done() <-chan struct{} { return d.done }
+
+// Run owns the kernel until a shutdown — ctx is done or Shutdown was
+// called — and then shuts the tree down gracefully: the kernel steps
+// EvShutdown (every turn aborts with reason shutdown, every op is
+// cancelled), and Run keeps stepping until the kernel is quiescent (every
+// op acknowledged its cancel, or was abandoned after the grace period). It
+// then waits for every op goroutine the kernel has not abandoned (each has
+// already delivered its last event) and returns nil; abandoned ones may
+// still run (see Abandoned and the package doc). A second call returns an
+// error.
 func (d *Driver) Run(ctx context.Context) error {
 	if !d.started.CompareAndSwap(false, true) {
 		return errors.New("live: Run called twice")
@@ -128,38 +137,44 @@ func (d *Driver) Run(ctx context.Context) error {
 	defer close(d.done)
 	d.start = time.Now()
 	base, cancelAll := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelAll()
 	d.base = base
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
 
-	ctxDone, inputs := ctx.Done(), d.inputs
-	stopping := false
-	for !stopping || !d.k.Quiescent() {
+	ctxDone := ctx.Done()
+	for !d.stopping || !d.k.Quiescent() {
 		var timerC <-chan time.Time
-		if at, ok := d.timers.next(d.live); ok {
+		if at, ok := d.timers.next(); ok {
 			timer.Reset(max(0, at-time.Since(d.start)))
 			timerC = timer.C
 		}
 		select {
-		case in := <-inputs:
+		case in := <-d.inputs:
 			d.onInput(in)
 		case ev := <-d.events:
 			d.onWorld(ev)
 		case <-timerC:
 			d.fireDue()
 		case <-ctxDone:
-			// No new input during a shutdown: the kernel would refuse it.
-			stopping, ctxDone, inputs = true, nil, nil
-			d.step(kernel.Shutdown(d.clock()))
+			ctxDone = nil
+			d.shutdown()
 		}
 	}
 	close(d.quit)
-	// Quiescent: what is still running was abandoned (and already
-	// cancelled); cancel the rest defensively and wait for all of it.
-	cancelAll()
-	d.wg.Wait()
+	d.waitOwned()
 	return nil
+}
+
+// shutdown steps EvShutdown once; from then on the loop accepts no input
+// but Inspect and ends when the kernel is quiescent.
+func (d *Driver) shutdown() {
+	if d.stopping {
+		return
+	}
+	d.stopping = true
+	d.step(kernel.Shutdown(d.clock()))
 }
 
 // clock is the event clock: time since Run started, never decreasing.
@@ -200,88 +215,23 @@ func (d *Driver) execute(e *kernel.Effect) {
 		d.startTool(e)
 	case kernel.EffCancelLLM, kernel.EffCancelTool:
 		// The op's goroutine answers with its acknowledgement when it has
-		// stopped; the cancel func stays until that terminal event arrives.
+		// stopped; the cancel func stays until that terminal event arrives
+		// or the kernel abandons the op.
 		if cancel, ok := d.ops[e.Op]; ok {
 			cancel()
 		}
 	case kernel.EffSetTimer:
-		d.live[e.Op] = e.At
-		heap.Push(&d.timers, timerEntry{at: e.At, op: e.Op})
+		d.timers.set(e.Op, e.At)
 	case kernel.EffStopTimer:
-		delete(d.live, e.Op) // lazily dropped from the heap
+		d.timers.stop(e.Op)
+	case kernel.EffEmit:
+		if e.Life.Kind == kernel.LifeOpEnded && e.Life.End == kernel.OpAbandoned {
+			d.abandon(e.Life.Op, e.Life.At)
+		}
 	}
 }
 
 func (d *Driver) path(id kernel.AgentID) string { return d.k.Agent(id).Path() }
-
-// spawn runs one op in a goroutine the driver owns: its context is
-// registered under op (so the kernel's cancel effect reaches it), Run waits
-// for it, and the terminal event run returns is sent to the loop.
-func (d *Driver) spawn(op kernel.OpID, run func(ctx context.Context) kernel.Event) {
-	ctx, cancel := context.WithCancel(d.base)
-	d.ops[op] = cancel
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		d.send(run(ctx))
-	}()
-}
-
-func (d *Driver) startStream(e *kernel.Effect) {
-	req := Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages}
-	d.spawn(req.Op, func(ctx context.Context) kernel.Event {
-		s := &streamSink{d: d, op: req.Op}
-		err := d.stream(ctx, req, s)
-		switch {
-		case ctx.Err() != nil:
-			return kernel.LLMError(0, req.Op, kernel.FailureCancelled, "cancelled")
-		case err == nil:
-			ev := kernel.LLMEnd(0, req.Op)
-			ev.Usage = s.usage
-			return ev
-		default:
-			return kernel.LLMError(0, req.Op, failureOf(err, s.chunk), err.Error())
-		}
-	})
-}
-
-// stream runs the model, turning a panic into a bad-response failure: a
-// broken adapter must fail its request, not the process.
-func (d *Driver) stream(ctx context.Context, req Request, s *streamSink) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = Fail(kernel.FailureBadResponse, errors.New(panicText("model", v)))
-		}
-	}()
-	return d.cfg.Model.Stream(ctx, req, s)
-}
-
-func (d *Driver) startTool(e *kernel.Effect) {
-	call := Call{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), ToolCall: e.Call}
-	d.spawn(call.Op, func(ctx context.Context) kernel.Event {
-		r := d.runTool(ctx, call)
-		return kernel.ToolResult(0, call.Op, r.Status, r.Content)
-	})
-}
-
-// runTool runs a tool, turning a panic into an error result (never a crash).
-func (d *Driver) runTool(ctx context.Context, call Call) (r ToolResult) {
-	defer func() {
-		if v := recover(); v != nil {
-			r = ToolResult{Status: kernel.ToolError, Content: panicText("tool "+call.Name, v)}
-		}
-	}()
-	return d.cfg.Tools.Run(ctx, call)
-}
-
-// send delivers a world event to the loop, or drops it once the loop has
-// ended (nothing could use it then).
-func (d *Driver) send(ev kernel.Event) {
-	select {
-	case d.events <- ev:
-	case <-d.quit:
-	}
-}
 
 // onWorld steps an event from a stream or tool goroutine. A terminal event
 // (stream end or error, tool result) is the last its goroutine sends, so the
@@ -303,43 +253,13 @@ func (d *Driver) onWorld(ev kernel.Event) {
 func (d *Driver) fireDue() {
 	now := d.clock()
 	for {
-		at, ok := d.timers.next(d.live)
-		if !ok || at > now {
+		op, ok := d.timers.popDue(now)
+		if !ok {
 			return
 		}
-		t := heap.Pop(&d.timers).(timerEntry)
-		delete(d.live, t.op)
-		d.step(kernel.TimerFired(now, t.op))
+		d.step(kernel.TimerFired(now, op))
 	}
 }
-
-// streamSink turns one stream's output into numbered kernel events. Only the
-// stream's goroutine calls it.
-type streamSink struct {
-	d     *Driver
-	op    kernel.OpID
-	chunk uint32
-	usage *kernel.Usage
-}
-
-func (s *streamSink) Text(text string) {
-	if text == "" {
-		return
-	}
-	s.chunk++
-	s.d.send(kernel.TextDelta(0, s.op, s.chunk, text))
-}
-
-func (s *streamSink) Call(c kernel.CallDelta) {
-	s.chunk++
-	s.d.send(kernel.CallFragment(0, s.op, s.chunk, c))
-}
-
-func (s *streamSink) Retry(attempt int, delay time.Duration, cause string) {
-	s.d.send(kernel.LLMRetry(0, s.op, attempt, delay, cause))
-}
-
-func (s *streamSink) Usage(u kernel.Usage) { s.usage = &u }
 
 // Inputs.
 
@@ -351,6 +271,7 @@ const (
 	inSay
 	inCancel
 	inInspect
+	inShutdown
 )
 
 type input struct {
@@ -363,6 +284,21 @@ type input struct {
 }
 
 func (d *Driver) onInput(in input) {
+	switch {
+	case in.kind == inInspect:
+		in.inspect(d.k)
+		in.reply <- nil
+		return
+	case in.kind == inShutdown:
+		d.shutdown()
+		in.reply <- nil
+		return
+	case d.stopping:
+		// The kernel would refuse a turn now, and a cancel has nothing
+		// left to do: the shutdown cancelled everything.
+		in.reply <- ErrStopped
+		return
+	}
 	var ev kernel.Event
 	now := d.clock()
 	switch in.kind {
@@ -380,10 +316,6 @@ func (d *Driver) onInput(in input) {
 		}
 	case inCancel:
 		ev = kernel.CancelTurn(now, in.agent, in.turn)
-	case inInspect:
-		in.inspect(d.k)
-		in.reply <- nil
-		return
 	}
 	if refused := d.step(ev); len(refused) > 0 {
 		in.reply <- fmt.Errorf("%s: %w: %s", ev.Kind, ErrRejected, strings.Join(refused, "; "))
@@ -427,45 +359,25 @@ func (d *Driver) Cancel(ctx context.Context, agent kernel.AgentID, turn uint64) 
 	return d.do(ctx, input{kind: inCancel, agent: agent, turn: turn})
 }
 
-// Inspect runs fn on the kernel's goroutine (read-only access to the tree).
+// Inspect runs fn on the kernel's goroutine (read-only access to the tree),
+// also while the tree shuts down.
 func (d *Driver) Inspect(ctx context.Context, fn func(*kernel.Kernel)) error {
 	return d.do(ctx, input{kind: inInspect, inspect: fn})
 }
 
-// timerHeap orders live timers by (deadline, op id): the kernel's op ids
-// increase, so equal deadlines fire in the order they were set.
-type timerEntry struct {
-	at time.Duration
-	op kernel.OpID
-}
-
-type timerHeap []timerEntry
-
-func (h timerHeap) Len() int { return len(h) }
-func (h timerHeap) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+// Shutdown shuts the tree down the way ending Run's context does — every
+// running turn ends interrupted with reason shutdown, queued input is
+// discarded, Run returns once the kernel is quiescent — but is an input: it
+// returns as soon as the kernel has stepped EvShutdown, so the caller keeps
+// its own loop (signals, rendering) running while the tree settles, and
+// watches the turn end through the Observer or Run's return through Done.
+// This is what a host does on SIGTERM; Cancel is the user's interrupt
+// (reason user_cancel) and leaves the driver running. Shutdown is
+// idempotent: it returns nil when a shutdown has already begun or Run has
+// returned.
+func (d *Driver) Shutdown(ctx context.Context) error {
+	if err := d.do(ctx, input{kind: inShutdown}); !errors.Is(err, ErrStopped) {
+		return err
 	}
-	return h[i].op < h[j].op
-}
-func (h timerHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *timerHeap) Push(x any)   { *h = append(*h, x.(timerEntry)) }
-func (h *timerHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// next drops stopped timers from the top and returns the earliest live
-// deadline.
-func (h *timerHeap) next(live map[kernel.OpID]time.Duration) (time.Duration, bool) {
-	for h.Len() > 0 {
-		top := (*h)[0]
-		if at, ok := live[top.op]; ok && at == top.at {
-			return top.at, true
-		}
-		heap.Pop(h)
-	}
-	return 0, false
+	return nil
 }

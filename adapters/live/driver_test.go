@@ -1,7 +1,6 @@
 package live
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -99,6 +98,17 @@ func (r *recorder) lifes(kind kernel.LifeKind) []kernel.Lifecycle {
 	return out
 }
 
+// abandoned lists the ops the kernel abandoned, in order.
+func (r *recorder) abandoned() []kernel.OpID {
+	var out []kernel.OpID
+	for _, l := range r.lifes(kernel.LifeOpEnded) {
+		if l.End == kernel.OpAbandoned {
+			out = append(out, l.Op)
+		}
+	}
+	return out
+}
+
 func newDriver(t *testing.T, m Model, tools Tools, rec *recorder, mutate func(*kernel.Config)) *Driver {
 	t.Helper()
 	cfg := kernel.Config{Limits: kernel.DefaultLimits()}
@@ -113,7 +123,8 @@ func newDriver(t *testing.T, m Model, tools Tools, rec *recorder, mutate func(*k
 }
 
 // start runs d in a goroutine and returns a stop function that shuts it
-// down and waits for Run to return.
+// down, waits for Run to return, and checks that every op goroutine still
+// running then is one the kernel abandoned.
 func start(t *testing.T, d *Driver) func() {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -123,6 +134,9 @@ func start(t *testing.T, d *Driver) func() {
 		cancel()
 		if err := <-errc; err != nil {
 			t.Errorf("Run: %v", err)
+		}
+		if running, abandoned := d.procCount(), len(d.Abandoned()); running != abandoned {
+			t.Errorf("Run returned with %d op goroutines running, %d of them abandoned", running, abandoned)
 		}
 	}
 }
@@ -192,17 +206,16 @@ func TestSynctestToolTurn(t *testing.T) {
 
 // TestSynctestCancelAbandonsStubbornTool: a tool that ignores its cancel is
 // abandoned exactly Grace after the cancel (F3, I3), the turn ends
-// interrupted then, no request follows (F1), and Run still waits for the
-// tool's goroutine before it returns.
+// interrupted then, no request follows (F1), and Run returns at once on
+// shutdown without waiting for the abandoned goroutine, which is listed as
+// abandoned until it returns and then sends nothing the kernel sees.
 func TestSynctestCancelAbandonsStubbornTool(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := &script{gap: time.Millisecond, answer: func(req Request) []chunk {
 			return []chunk{{call: &kernel.CallDelta{Index: 0, ID: "c1", Name: "slow", Args: `{}`}}}
 		}}
-		var toolEnded time.Time
 		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
 			time.Sleep(10 * time.Second) // ignores ctx
-			toolEnded = time.Now()
 			return ToolResult{Status: kernel.ToolOK, Content: "too late"}
 		})
 		rec := newRecorder()
@@ -224,20 +237,27 @@ func TestSynctestCancelAbandonsStubbornTool(t *testing.T) {
 			t.Errorf("turn ended at %v, want cancel (1s) + grace (2s) = %v", end.At, want)
 		}
 		stop()
-		// The tool started after the 1ms chunk and sleeps 10s; Run returns
-		// only after its goroutine has ended.
-		if toolEnded.IsZero() || time.Since(t0) != 10*time.Second+time.Millisecond {
-			t.Errorf("Run returned at %v, before the abandoned tool's goroutine ended", time.Since(t0))
+		if took := time.Since(t0); took != 3*time.Second {
+			t.Errorf("Run returned %v after the start, want 3s: it waited for the abandoned tool", took)
+		}
+		ab := rec.abandoned()
+		if len(ab) != 1 {
+			t.Fatalf("abandoned ops %v, want the stubborn tool", ab)
+		}
+		want := []AbandonedOp{{Op: ab[0], Agent: kernel.Root, Path: "main", Tool: "slow", At: 3 * time.Second}}
+		if got := d.Abandoned(); !slices.Equal(got, want) {
+			t.Errorf("Abandoned() = %+v, want %+v", got, want)
+		}
+		steps := len(rec.steps)
+		time.Sleep(time.Hour) // the tool returns at 10s and its result is dropped
+		if got := d.Abandoned(); len(got) != 0 {
+			t.Errorf("Abandoned() = %+v after the tool returned", got)
+		}
+		if len(rec.steps) != steps {
+			t.Errorf("the abandoned tool's late result reached the kernel after Run returned: %+v", rec.steps[steps:])
 		}
 		if n := len(rec.lifes(kernel.LifeOpEnded)); n != 2 {
 			t.Errorf("%d op ends, want 2 (request, abandoned tool)", n)
-		}
-		var abandoned bool
-		for _, l := range rec.lifes(kernel.LifeOpEnded) {
-			abandoned = abandoned || l.End == kernel.OpAbandoned
-		}
-		if !abandoned {
-			t.Error("the stubborn tool was not abandoned")
 		}
 		if m.count() != 1 {
 			t.Errorf("%d requests after the interrupt, want 1 (F1)", m.count())
@@ -504,24 +524,29 @@ func TestKernelReadableBeforeRun(t *testing.T) {
 }
 
 // TestTimerHeapOrder: due timers come out by deadline and, for equal
-// deadlines, by op id (the order the kernel set them); a stopped timer and
-// the old deadline of a re-set one are skipped.
+// deadlines, by op id (the order the kernel set them); a stopped timer is
+// skipped, and nothing comes out before its deadline.
 func TestTimerHeapOrder(t *testing.T) {
-	var h timerHeap
-	live := map[kernel.OpID]time.Duration{7: 5, 3: 5, 4: 8}
-	for _, e := range []timerEntry{{5, 7}, {2, 9}, {5, 4}, {5, 3}, {8, 4}} { // 9 stopped; 4 re-set from 5 to 8
-		heap.Push(&h, e)
+	tm := newTimers()
+	for _, e := range []timerEntry{{5, 7}, {2, 9}, {8, 4}, {5, 3}} {
+		tm.set(e.op, e.at)
 	}
-	var got []timerEntry
+	tm.stop(9)
+	if op, ok := tm.popDue(4); ok {
+		t.Fatalf("timer %d fired at 4, before its deadline", op)
+	}
+	var got []kernel.OpID
 	for {
-		if _, ok := h.next(live); !ok {
+		op, ok := tm.popDue(8)
+		if !ok {
 			break
 		}
-		e := heap.Pop(&h).(timerEntry)
-		delete(live, e.op)
-		got = append(got, e)
+		got = append(got, op)
 	}
-	if want := []timerEntry{{5, 3}, {5, 7}, {8, 4}}; !slices.Equal(got, want) {
+	if want := []kernel.OpID{3, 7, 4}; !slices.Equal(got, want) {
 		t.Fatalf("fired %v, want %v", got, want)
+	}
+	if _, ok := tm.next(); ok || len(tm.live) != 0 {
+		t.Errorf("timers left after all fired: %v", tm.live)
 	}
 }

@@ -19,8 +19,14 @@ type Model interface {
 	// stream finished normally, an error (ideally a *FailureError naming the
 	// kernel failure class) when it failed, and promptly after ctx is
 	// cancelled (the driver then reports the cancel's acknowledgement
-	// itself). Retries before the first token are the model's business; it
-	// reports each through sink.Retry.
+	// itself, whatever Stream returns). Retries before the first token are
+	// the model's business; it reports each through sink.Retry.
+	//
+	// A Stream that has not returned within the kernel's Grace of its cancel
+	// is abandoned: the driver stops waiting for it (Run may return and the
+	// process exit while it still runs), its sink drops everything, and
+	// what it returns is dropped too. It must hold nothing that outlives the
+	// process but what the operating system reclaims.
 	Stream(ctx context.Context, req Request, sink Sink) error
 }
 
@@ -35,10 +41,12 @@ type Request struct {
 	Messages []kernel.Message
 }
 
-// Sink receives one stream's output. Each call becomes one kernel event; it
-// blocks while the kernel's goroutine is busy (back-pressure, so a fast
-// stream cannot queue unbounded memory) and returns at once, dropping the
-// value, once the driver has stopped.
+// Sink receives one stream's output. Each call becomes one kernel event, in
+// order and never dropped while the request is live: it blocks while the
+// kernel's goroutine is busy (back-pressure, so a fast stream cannot queue
+// unbounded memory). Once the kernel has cancelled the request (an
+// interrupt, a timeout, a shutdown) nothing more can reach the model: every
+// call returns at once, also one already blocked, and drops its value.
 type Sink interface {
 	// Text is a streamed text delta.
 	Text(text string)
@@ -91,9 +99,13 @@ func failureOf(err error, chunks uint32) kernel.Failure {
 type Tools interface {
 	// Run executes call and returns its result. It must return promptly
 	// after ctx is cancelled (with ToolCancelled, or whatever actually
-	// happened): the driver's Run waits for every tool goroutine before it
-	// returns. Unknown tools and bad arguments are ToolError results, never
-	// panics.
+	// happened): the kernel waits the grace period for that answer. A Run
+	// still running after it is abandoned: the driver stops waiting for it
+	// (its Run may return and the process exit while the tool still runs),
+	// and its late result never reaches the model. Anything it started
+	// that must not outlive the process (a child process group) it must
+	// stop itself on cancel. Unknown tools and bad arguments are ToolError
+	// results; a panic becomes one.
 	Run(ctx context.Context, call Call) ToolResult
 }
 

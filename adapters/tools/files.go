@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/internal/textcut"
@@ -28,26 +29,39 @@ const (
 	maxDirEntries   = 1000
 )
 
-// open opens p in the workspace, through the root (which resolves and
-// polices symlinks), and refuses what is neither a regular file nor a
-// directory. The open itself does not block: a FIFO or a device would hold
-// the call past its cancel, and the driver waits for every tool call.
+// open opens p (a path from the model) in the workspace; see openRel.
 func (b *Box) open(p string, flag int, perm fs.FileMode) (f *os.File, rel string, st fs.FileInfo, err error) {
 	if rel, err = b.rel(p); err != nil {
 		return nil, rel, nil, err
 	}
-	if f, err = b.root.OpenFile(rel, flag|syscall.O_NONBLOCK, perm); err != nil {
-		return nil, rel, nil, b.fsErr(p, err)
+	f, st, err = b.openRel(rel, p, flag, perm)
+	return f, rel, st, err
+}
+
+// openRel opens rel (clean, relative to the workspace) through the root,
+// which resolves and polices symlinks, and refuses what is neither a
+// regular file nor a directory, and files of a kernel pseudo-filesystem.
+// The open itself does not block: a FIFO or a device would hold the call
+// past its cancel. Errors name the file as p.
+func (b *Box) openRel(rel, p string, flag int, perm fs.FileMode) (*os.File, fs.FileInfo, error) {
+	f, err := b.root.OpenFile(rel, flag|syscall.O_NONBLOCK, perm)
+	if err != nil {
+		return nil, nil, b.fsErr(p, err)
 	}
-	if st, err = f.Stat(); err != nil {
+	st, err := f.Stat()
+	if err != nil {
 		f.Close()
-		return nil, rel, nil, b.fsErr(p, err)
+		return nil, nil, b.fsErr(p, err)
 	}
 	if !st.Mode().IsRegular() && !st.IsDir() {
 		f.Close()
-		return nil, rel, nil, fmt.Errorf("%s is not a regular file or a directory (%s)", p, st.Mode().Type())
+		return nil, nil, fmt.Errorf("%s is not a regular file or a directory (%s)", p, st.Mode().Type())
 	}
-	return f, rel, st, nil
+	if fsys := pseudoFS(f); fsys != "" {
+		f.Close()
+		return nil, nil, fmt.Errorf("refused: %s is on %s, a kernel pseudo-filesystem (process environments, kernel state)", p, fsys)
+	}
+	return f, st, nil
 }
 
 func (b *Box) readFile(p string) (string, error) {
@@ -59,9 +73,12 @@ func (b *Box) readFile(p string) (string, error) {
 	if st.IsDir() {
 		return "", fmt.Errorf("%s is a directory (use list_dir)", p)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, int64(b.cfg.OutputLimit)+1))
+	data, err := io.ReadAll(io.LimitReader(f, int64(max(b.cfg.OutputLimit, binarySniff))+1))
 	if err != nil {
 		return "", b.fsErr(p, err)
+	}
+	if binary(data) {
+		return fmt.Sprintf("binary file, %d bytes, not shown", st.Size()), nil
 	}
 	if len(data) > b.cfg.OutputLimit {
 		head := textcut.Prefix(string(data), b.cfg.OutputLimit)
@@ -153,13 +170,11 @@ func (b *Box) grep(ctx context.Context, pattern, p string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("bad pattern: %v", err)
 	}
-	rel, err := b.rel(p)
+	f, rel, _, err := b.open(p, os.O_RDONLY, 0)
 	if err != nil {
 		return "", err
 	}
-	if _, err := b.root.Stat(rel); err != nil {
-		return "", b.fsErr(p, err)
-	}
+	f.Close()
 	fsys := b.root.FS()
 	var sb strings.Builder
 	matches, skipped := 0, 0
@@ -175,12 +190,20 @@ func (b *Box) grep(ctx context.Context, pattern, p string) (string, error) {
 			if d.Name() == ".git" && name != filepath.ToSlash(rel) {
 				return fs.SkipDir
 			}
+			// Opened like a file, so that a procfs mounted inside the
+			// workspace is skipped whole, not walked file by file.
+			dir, _, err := b.openRel(filepath.FromSlash(name), name, os.O_RDONLY, 0)
+			if err != nil {
+				skipped++
+				return fs.SkipDir
+			}
+			dir.Close()
 			return nil
 		}
 		if !d.Type().IsRegular() {
 			return nil // symlinks are not followed
 		}
-		n, err := grepFile(fsys, name, re, &sb, maxGrepMatches-matches)
+		n, err := b.grepFile(name, re, &sb, maxGrepMatches-matches)
 		if err != nil {
 			skipped++
 		}
@@ -198,23 +221,33 @@ func (b *Box) grep(ctx context.Context, pattern, p string) (string, error) {
 		sb.WriteString("no matches\n")
 	}
 	if skipped > 0 {
-		fmt.Fprintf(&sb, "[%d unreadable files skipped]\n", skipped)
+		if skipped == 1 {
+			sb.WriteString("[1 unreadable file or directory skipped]\n")
+		} else {
+			fmt.Fprintf(&sb, "[%d unreadable files or directories skipped]\n", skipped)
+		}
 	}
 	return capText(sb.String(), b.cfg.OutputLimit), nil
 }
 
-func grepFile(fsys fs.FS, name string, re *regexp.Regexp, out *strings.Builder, budget int) (int, error) {
-	f, err := fsys.Open(name)
+// grepFile prints the matches of re in one walked file (name is slash-
+// separated, relative to the workspace). The file is opened like every
+// other: it may have been swapped for a FIFO since the walk saw it.
+func (b *Box) grepFile(name string, re *regexp.Regexp, out *strings.Builder, budget int) (int, error) {
+	if b.grepOpenHook != nil {
+		b.grepOpenHook(name)
+	}
+	f, st, err := b.openRel(filepath.FromSlash(name), name, os.O_RDONLY, 0)
 	if err != nil {
 		return 0, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || st.Size() > maxGrepFileSize {
-		return 0, err
+	if !st.Mode().IsRegular() || st.Size() > maxGrepFileSize {
+		return 0, nil
 	}
 	br := bufio.NewReader(f)
-	if head, _ := br.Peek(8000); bytes.IndexByte(head, 0) >= 0 {
-		return 0, nil // binary
+	if head, _ := br.Peek(binarySniff); binary(head) {
+		return 0, nil
 	}
 	sc := bufio.NewScanner(br)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -227,6 +260,31 @@ func grepFile(fsys fs.FS, name string, re *regexp.Regexp, out *strings.Builder, 
 		}
 	}
 	return n, sc.Err()
+}
+
+// binarySniff is how much of a file's start decides whether it is binary:
+// git's 8000 bytes (buffer_is_binary).
+const binarySniff = 8000
+
+// binary reports whether a file whose first bytes are head is binary: a NUL
+// byte among the first binarySniff bytes (git's test), or more than one in
+// ten of them outside valid UTF-8 (random or compressed data that happens
+// to hold no NUL). Text in a legacy 8-bit encoding (Latin-1) has far fewer
+// and is shown, its odd bytes as U+FFFD.
+func binary(head []byte) bool {
+	head = head[:min(len(head), binarySniff)]
+	if bytes.IndexByte(head, 0) >= 0 {
+		return true
+	}
+	invalid := 0
+	for i := 0; i < len(head); {
+		r, size := utf8.DecodeRune(head[i:])
+		if r == utf8.RuneError && size == 1 && len(head)-i >= utf8.UTFMax {
+			invalid++ // a rune cut by the sniff's end is not invalid
+		}
+		i += size
+	}
+	return invalid*10 > len(head)
 }
 
 // capText keeps the head of an over-long result and says how much was cut.

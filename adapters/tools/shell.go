@@ -2,24 +2,24 @@ package tools
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 )
 
-// shell runs `bash -c command` in the workspace, in its own process group
-// with stdin closed. On cancel the whole group gets SIGINT, and SIGKILL
-// after KillGrace (F3); when the command ends, whatever it left running in
-// its group is killed too, so nothing outlives its tool call.
+// shell runs `bash -c command` in the workspace through proc.Start: its own
+// process group, stdin closed, the environment filtered by the policy. On
+// cancel the group gets SIGINT, and the hard kill after KillGrace (F3);
+// when the command ends, whatever it left running is killed too — on Linux
+// also what left the group — so nothing outlives its tool call.
 func (b *Box) shell(ctx context.Context, command string) live.ToolResult {
 	started := time.Now()
 	pr, pw, err := os.Pipe()
@@ -30,80 +30,55 @@ func (b *Box) shell(ctx context.Context, command string) live.ToolResult {
 	cmd.Dir = b.real
 	cmd.Stdin = nil // /dev/null: a tool must never wait for the user's terminal
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = shellProcAttr()
-	if err := cmd.Start(); err != nil {
+	p, err := proc.Start(ctx, cmd, proc.Options{Env: b.env, KillGrace: b.cfg.KillGrace})
+	pw.Close() // the children hold the write end now
+	if err != nil {
 		pr.Close()
-		pw.Close()
 		return live.ToolResult{Status: kernel.ToolError, Content: "error: shell: " + err.Error()}
 	}
-	pw.Close() // the children hold the write end now
-	pgid := cmd.Process.Pid
-	b.track(pgid, true)
-	defer b.track(pgid, false)
+	b.track(p, true)
+	defer b.track(p, false)
 
 	out := &headTail{limit: b.cfg.OutputLimit}
 	drained := make(chan struct{})
-	go func() { // owned: shell waits for it below before returning
+	go func() { // owned: drain waits for it before shell returns
 		defer close(drained)
 		_, _ = io.Copy(out, pr)
 	}()
-	waited := make(chan error, 1)
-	go func() { waited <- cmd.Wait() }() // owned: received from below
-
-	var (
-		waitErr   error
-		cancelled bool
-		killed    bool
-	)
-	select {
-	case waitErr = <-waited:
-	case <-ctx.Done():
-		cancelled = true
-		_ = syscall.Kill(-pgid, syscall.SIGINT)
-		grace := time.NewTimer(b.cfg.KillGrace)
-		select {
-		case waitErr = <-waited:
-			grace.Stop()
-		case <-grace.C:
-			killed = true
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			waitErr = <-waited
-		}
-	}
-	// The leader has exited; reap the rest of its group (background jobs).
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	// A process that left the group (setsid) may still hold the pipe: bound
-	// the drain, then stop reading. After a cancel the bound is short: what
-	// the group wrote is already in the pipe, and the kernel's grace for
-	// this call is running (KillGrace took half of it).
+	exit, waitErr := p.Wait()
+	// On Linux the whole tree is gone and the pipe at its end. Elsewhere a
+	// process that left the group may still hold it: bound the drain, and
+	// after a cancel keep it short (what the group wrote is in the pipe
+	// already, and the kernel's grace for this call is running).
 	limit := b.cfg.DrainLimit
-	if cancelled {
+	if exit.Cancelled {
 		limit = min(limit, cancelledDrain)
 	}
-	drain := time.NewTimer(limit)
-	select {
-	case <-drained:
-		drain.Stop()
-	case <-drain.C:
-		_ = pr.SetReadDeadline(time.Now())
-		<-drained
-	}
-	pr.Close()
+	drain(pr, drained, limit)
 	elapsed := time.Since(started).Round(time.Millisecond)
 
 	var sb strings.Builder
 	status := kernel.ToolOK
 	switch {
-	case cancelled:
+	case exit.Cancelled:
 		status = kernel.ToolCancelled
 		fmt.Fprintf(&sb, "cancelled after %v: SIGINT sent to the process group", elapsed)
-		if killed {
+		if exit.Killed {
 			fmt.Fprintf(&sb, ", SIGKILL after %v", b.cfg.KillGrace)
 		}
-		sb.WriteString("\n")
+	case waitErr != nil:
+		fmt.Fprintf(&sb, "error: %v after %v", waitErr, elapsed)
 	default:
-		fmt.Fprintf(&sb, "%s in %v\n", exitText(waitErr), elapsed)
+		fmt.Fprintf(&sb, "%s in %v", exit, elapsed)
 	}
+	switch exit.Leftover {
+	case 0:
+	case 1:
+		sb.WriteString("; killed 1 process it left running")
+	default:
+		fmt.Fprintf(&sb, "; killed %d processes it left running", exit.Leftover)
+	}
+	sb.WriteString("\n")
 	if text := out.String(); text != "" {
 		sb.WriteString("output:\n")
 		sb.WriteString(text)
@@ -119,38 +94,39 @@ func (b *Box) shell(ctx context.Context, command string) live.ToolResult {
 // cancelledDrain bounds the output drain of a cancelled shell.
 const cancelledDrain = 100 * time.Millisecond
 
-func exitText(err error) string {
-	if err == nil {
-		return "exit status 0"
+// drain waits for the copy into the output to end (drained closes at the
+// pipe's end) for at most limit, then stops it, and closes the pipe.
+func drain(pr *os.File, drained <-chan struct{}, limit time.Duration) {
+	timer := time.NewTimer(limit)
+	select {
+	case <-drained:
+		timer.Stop()
+	case <-timer.C:
+		_ = pr.SetReadDeadline(time.Now())
+		<-drained
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "killed by signal " + ws.Signal().String()
-		}
-		return fmt.Sprintf("exit status %d", ee.ExitCode())
-	}
-	return "error: " + err.Error()
+	pr.Close()
 }
 
-func (b *Box) track(pgid int, running bool) {
+func (b *Box) track(p *proc.Process, running bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if running {
-		b.groups[pgid] = struct{}{}
+		b.running[p] = struct{}{}
 	} else {
-		delete(b.groups, pgid)
+		delete(b.running, p)
 	}
 }
 
-// KillAll sends SIGKILL to every running shell's process group at once. The
-// CLI calls it on a hard exit (a second Ctrl-C), which does not wait for the
-// kernel's graceful cancel.
+// KillAll starts the hard kill of every running shell at once (on Linux,
+// each call's helper then kills its whole tree, even after this process
+// has exited). The CLI calls it on a hard exit (a second Ctrl-C), which
+// does not wait for the kernel's graceful cancel.
 func (b *Box) KillAll() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for pgid := range b.groups {
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	for p := range b.running {
+		p.Kill()
 	}
 }
 

@@ -1,6 +1,8 @@
 // Package tools is escapement's real tool set for a coding agent: files
 // confined to a workspace directory, grep, and (only when allowed) a shell
-// whose whole process group is interrupted and then killed on cancel (F3).
+// whose whole process group is interrupted and then killed on cancel (F3),
+// started through adapters/proc so that nothing it starts outlives the call
+// and no secret from the environment reaches it.
 //
 // Confinement rests on os.Root: every file operation resolves inside the
 // workspace, and a path that leaves it — through "..", an absolute path
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 )
@@ -32,6 +35,11 @@ type Config struct {
 	// AllowShell enables the shell tool. Off by default: a shell can reach
 	// anything the user can, so it must be asked for (--allow-shell).
 	AllowShell bool
+	// PassEnv names environment variables the shell gets although their
+	// names look secret (proc.Secret: KEY, SECRET, TOKEN, PASSWORD, PASSWD);
+	// every other such variable, and always OPENAI_API_KEY, is withheld.
+	// New refuses OPENAI_API_KEY here.
+	PassEnv []string
 	// KillGrace is how long a cancelled shell's process group has between
 	// SIGINT and SIGKILL. Keep it below the kernel's grace so the group is
 	// gone before the kernel abandons the call (the CLI uses half of it);
@@ -56,14 +64,26 @@ type Box struct {
 	real string // the same with symlinks resolved
 	root *os.Root
 
-	mu     sync.Mutex
-	groups map[int]struct{} // process groups of running shells
+	env proc.EnvPolicy // the shell's environment policy
+
+	// grepOpenHook, when a test sets it, runs between grep's walk seeing a
+	// file and opening it: the window in which the file can be swapped.
+	grepOpenHook func(name string)
+
+	mu      sync.Mutex
+	running map[*proc.Process]struct{} // running shells
 }
 
-// New opens the workspace.
+// New opens the workspace. It refuses a workspace the file tools must not
+// expose (see sensitiveRoot) and an environment policy that would pass the
+// API key.
 func New(cfg Config) (*Box, error) {
 	if cfg.Workspace == "" {
 		return nil, errors.New("tools: workspace is required")
+	}
+	env := proc.EnvPolicy{Pass: cfg.PassEnv}
+	if err := env.Validate(); err != nil {
+		return nil, fmt.Errorf("tool environment: %w", err)
 	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = time.Second
@@ -92,11 +112,34 @@ func New(cfg Config) (*Box, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("workspace %s: not a directory", cfg.Workspace)
 	}
+	if why := sensitiveRoot(real); why != "" {
+		return nil, fmt.Errorf("workspace %s: refused: %s; choose a project directory", cfg.Workspace, why)
+	}
 	root, err := os.OpenRoot(real)
 	if err != nil {
 		return nil, fmt.Errorf("workspace %s: %w", cfg.Workspace, err)
 	}
-	return &Box{cfg: cfg, dir: dir, real: real, root: root, groups: make(map[int]struct{})}, nil
+	return &Box{cfg: cfg, dir: dir, real: real, root: root, env: env, running: make(map[*proc.Process]struct{})}, nil
+}
+
+// sensitiveRoot says why a workspace (its resolved absolute path) is
+// refused, or "" when it is not: the filesystem root, because it holds
+// /proc/self/environ (this process's environment, API key included), and
+// the kernel's pseudo-filesystems /proc, /sys and /dev and everything under
+// them, which hold other processes' environments and memory, kernel state
+// and devices — never a project. Any other directory is the user's choice,
+// home included: the tools are confined to it, not to a guess at what in it
+// is sensitive.
+func sensitiveRoot(real string) string {
+	if real == "/" {
+		return "the filesystem root would expose every file the user can read to the file tools, on Linux /proc/self/environ too (this process's environment, the API key included)"
+	}
+	for _, tree := range []string{"/proc", "/sys", "/dev"} {
+		if real == tree || strings.HasPrefix(real, tree+"/") {
+			return tree + " is a kernel pseudo-filesystem (process environments and memory, kernel state, devices), not a project"
+		}
+	}
+	return ""
 }
 
 // Close releases the workspace handle.

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -221,33 +222,31 @@ func TestShellCancel(t *testing.T) {
 	}
 }
 
-// TestShellCancelEscapedChild: a process that left the group (setsid) and
-// holds the output pipe does not hold a cancelled call past the kill grace:
-// the drain after a cancel is short (the finished-shell DrainLimit, 2s here,
-// would outlast the kernel's grace).
-func TestShellCancelEscapedChild(t *testing.T) {
-	b, dir := newBox(t, true)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan live.ToolResult, 1)
+// TestShellDrainBounded: when something outside the call's tree still
+// holds the output pipe (possible on macOS, where a process that left the
+// group survives the call), the drain stops at its limit instead of
+// holding the call until that process exits.
+func TestShellDrainBounded(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Close() // the holder that never closes, until the test ends
+	out := &headTail{limit: 1024}
+	drained := make(chan struct{})
 	go func() {
-		done <- b.Run(ctx, call("shell", map[string]string{"command": "setsid sh -c 'echo $$ > escaped; exec sleep 30' & echo $$ > pid; sleep 30"}))
+		defer close(drained)
+		_, _ = io.Copy(out, pr)
 	}()
-	proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), 5*time.Second)
-	escaped := proctest.WaitPIDFile(t, filepath.Join(dir, "escaped"), 5*time.Second)
-	t.Cleanup(func() { _ = syscall.Kill(escaped, syscall.SIGKILL) })
-	cancel()
-	cancelled := time.Now()
+	returned := make(chan struct{})
+	go func() {
+		drain(pr, drained, 50*time.Millisecond)
+		close(returned)
+	}()
 	select {
-	case r := <-done:
-		if r.Status != kernel.ToolCancelled {
-			t.Errorf("result %+v", r)
-		}
-		// KillGrace is 300ms; the old drain waited DrainLimit (2s) more.
-		if d := time.Since(cancelled); d > 1500*time.Millisecond {
-			t.Errorf("returned %v after the cancel, want well under the 2s drain limit", d)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("cancelled shell still running after 10s")
+	case <-returned:
+	case <-time.After(30 * time.Second):
+		t.Fatal("drain still waiting for the pipe's holder after 30s")
 	}
 }
 

@@ -1,8 +1,14 @@
 // Package fakeopenai is a scriptable OpenAI-protocol chat-completions server
 // for tests: it listens on loopback (net/http/httptest), records every
 // request, and lets a test script each response as real SSE bytes — text
-// deltas, tool-call fragments, finish reasons, usage, error statuses, error
-// events, abrupt disconnects, or a stream that never ends.
+// deltas (of any size), tool-call fragments, finish reasons (or none),
+// usage, error statuses with Retry-After in its forms, error events with
+// codes, lines split across reads, abrupt disconnects, stalls, or a stream
+// that never ends.
+//
+// A handler that returns without Done ends the response cleanly (the
+// chunked body is terminated) but without `data: [DONE]`: what a client sees
+// when a proxy cuts a stream at an event boundary.
 package fakeopenai
 
 import (
@@ -264,14 +270,88 @@ func (w *Writer) Answer(text string, n int) error {
 	return w.End("stop")
 }
 
-// Status answers with an HTTP error status, extra headers and a body.
+// AnswerNoFinish streams text in pieces of n bytes and ends with usage and
+// [DONE] but no finish_reason, as some servers and proxies do.
+func (w *Writer) AnswerNoFinish(text string, n int) error {
+	for len(text) > 0 {
+		k := min(n, len(text))
+		if err := w.Text(text[:k]); err != nil {
+			return err
+		}
+		text = text[k:]
+	}
+	if err := w.Usage(10, w.chunkN); err != nil {
+		return err
+	}
+	return w.Done()
+}
+
+// ErrorEvent sends an error event inside the stream, OpenAI's shape:
+// data: {"error":{"message":…,"type":…,"code":…}}. An empty typ and a nil
+// code are left out; code may be a string or a number.
+func (w *Writer) ErrorEvent(message, typ string, code any) error {
+	e := map[string]any{"message": message}
+	if typ != "" {
+		e["type"] = typ
+	}
+	if code != nil {
+		e["code"] = code
+	}
+	b, _ := json.Marshal(map[string]any{"error": e})
+	return w.Raw("data: " + string(b))
+}
+
+// Split writes one data line (and the blank line after it) in pieces of n
+// bytes, flushing after each, so the client reads it in several reads.
+func (w *Writer) Split(line string, n int) error {
+	w.start()
+	rest := line + "\n\n"
+	for len(rest) > 0 {
+		k := min(max(n, 1), len(rest))
+		if _, err := io.WriteString(w.rw, rest[:k]); err != nil {
+			return err
+		}
+		if w.flush != nil {
+			w.flush()
+		}
+		rest = rest[k:]
+	}
+	return nil
+}
+
+// Status answers with an HTTP error status, extra headers (name, value
+// pairs: "Retry-After", "1.5") and a body; the Content-Type is JSON unless
+// the headers set one.
 func (w *Writer) Status(code int, body string, headers ...string) {
+	w.rw.Header().Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
 		w.rw.Header().Set(headers[i], headers[i+1])
 	}
-	w.rw.Header().Set("Content-Type", "application/json")
 	w.rw.WriteHeader(code)
 	_, _ = io.WriteString(w.rw, body)
+}
+
+// RateLimited answers 429 with OpenAI's rate-limit body and, unless
+// retryAfter is empty, that Retry-After header (delta-seconds, fractional,
+// or an HTTP date).
+func (w *Writer) RateLimited(retryAfter string) {
+	var h []string
+	if retryAfter != "" {
+		h = []string{"Retry-After", retryAfter}
+	}
+	w.Status(http.StatusTooManyRequests, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`, h...)
+}
+
+// Stall sends the response headers (if nothing was sent yet) and then
+// nothing more until the client goes away; it records when in the request's
+// Closed.
+func (w *Writer) Stall(ctx context.Context) {
+	w.start()
+	if w.flush != nil {
+		w.flush()
+	}
+	<-ctx.Done()
+	w.srv.markClosed(w.req, time.Now())
 }
 
 // Hangup closes the connection abruptly (no [DONE], no finish reason).

@@ -306,5 +306,9 @@ func (e *enc) life(l *kernel.Lifecycle) {
 		e.lit(`,"delay":`)
 		e.i64(int64(l.Delay))
 	}
+	if l.Detail != "" {
+		e.lit(`,"detail":`)
+		e.str(l.Detail)
+	}
 	e.b = append(e.b, '}')
 }

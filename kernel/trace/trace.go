@@ -13,7 +13,9 @@
 //
 // Format 2 nests a step's effects in its line; format 1 wrote one line per
 // effect, repeating the step's head on each, for 18% more bytes to write and
-// hash on every simulated step.
+// hash on every simulated step. Format 3 writes every limit of
+// kernel.LimitTable in the header (the output caps among them) and the
+// root's prior turn count of a resumed session.
 package trace
 
 import (
@@ -32,7 +34,7 @@ import (
 )
 
 // FormatVersion is written in every header; readers refuse other versions.
-const FormatVersion = 2
+const FormatVersion = 3
 
 // Header is the first line of a trace.
 type Header struct {
@@ -57,6 +59,12 @@ type Header struct {
 	// History is the root's seeded history (a resumed live session), so a
 	// replay starts from the same transcript.
 	History []kernel.Message `json:"history,omitempty"`
+	// Idempotent names the tools a recovery may run again
+	// (kernel.Config.Idempotent), so a replay resolves a crash the same way.
+	Idempotent []string `json:"idempotent,omitempty"`
+	// Turns is how many turns the resumed root had already had
+	// (kernel.Config.Turns), so a replay numbers turns the same way.
+	Turns uint64 `json:"turns,omitempty"`
 	// Build names the binary that wrote the trace (for reproduction notes).
 	Build string `json:"build,omitempty"`
 }
@@ -171,19 +179,16 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 			return b, err
 		}
 	}
-	l := h.Limits
-	for _, f := range [...]struct {
-		key string
-		v   int64
-	}{
-		{`,"limits":{"grace":`, int64(l.Grace)}, {`,"first_token_timeout":`, int64(l.FirstTokenTimeout)},
-		{`,"stall_timeout":`, int64(l.StallTimeout)}, {`,"tool_timeout":`, int64(l.ToolTimeout)},
-		{`,"turn_timeout":`, int64(l.TurnTimeout)}, {`,"debounce":`, int64(l.Debounce)},
-		{`,"max_depth":`, int64(l.MaxDepth)}, {`,"max_children":`, int64(l.MaxChildren)},
-		{`,"max_requests":`, int64(l.MaxRequests)},
-	} {
-		e.lit(f.key)
-		e.i64(f.v)
+	for i, spec := range kernel.LimitTable() {
+		if i == 0 {
+			e.lit(`,"limits":{`)
+		} else {
+			e.b = append(e.b, ',')
+		}
+		e.b = append(e.b, '"')
+		e.lit(spec.Name)
+		e.lit(`":`)
+		e.i64(spec.Get(h.Limits))
 	}
 	e.b = append(e.b, '}')
 	for _, f := range [...]struct{ key, v string }{
@@ -199,6 +204,16 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 		if err := e.json(h.History); err != nil {
 			return b, err
 		}
+	}
+	if len(h.Idempotent) > 0 {
+		e.lit(`,"idempotent":`)
+		if err := e.json(h.Idempotent); err != nil {
+			return b, err
+		}
+	}
+	if h.Turns != 0 {
+		e.lit(`,"turns":`)
+		e.u64(h.Turns)
 	}
 	if h.Build != "" {
 		e.lit(`,"build":`)
@@ -285,6 +300,16 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 	if len(t.buf) >= flushAt {
 		t.flush()
 	}
+}
+
+// Flush writes out (and hashes) what is buffered and returns the first
+// write error. A live run calls it after every step, so its file holds
+// every step recorded so far whatever ends the process; the simulator
+// never calls it (its trace goes out in flushAt blocks). Flushing changes
+// neither the bytes nor the hash.
+func (t *Writer) Flush() error {
+	t.flush()
+	return t.err
 }
 
 // Note records an annotation at time at.

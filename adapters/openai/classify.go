@@ -1,0 +1,331 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/escapement/escapement/internal/textcut"
+	"github.com/escapement/escapement/kernel"
+	oa "github.com/sashabaranov/go-openai"
+)
+
+// attemptError classifies one failed attempt. Its detail is raw (neither
+// redacted nor cut): Stream cleans it before it leaves the adapter.
+type attemptError struct {
+	failure    kernel.Failure
+	retry      bool
+	retryAfter time.Duration
+	// retryHeader is the header that asked for retryAfter, as sent
+	// ("Retry-After: 59.9"), for the error text.
+	retryHeader string
+	detail      string
+}
+
+func (e *attemptError) Error() string { return e.detail }
+
+// class is how a failure is reported and whether it is worth retrying.
+type class struct {
+	failure kernel.Failure
+	retry   bool
+}
+
+var (
+	// Authentication, permission, not found, invalid request: the same
+	// request fails the same way again.
+	classClient = class{kernel.FailureBadResponse, false}
+	classRate   = class{kernel.FailureRateLimit, true}
+	// OpenAI's insufficient_quota comes as a 429 but lasts until someone
+	// pays: retrying only wastes the first-token budget.
+	classQuota  = class{kernel.FailureRateLimit, false}
+	classServer = class{kernel.FailureServer, true}
+)
+
+// statusClass classifies an HTTP error status: 429 is a rate limit, 408 and
+// 5xx are server failures (retried), every other 4xx a client error (not).
+func statusClass(code int) class {
+	switch {
+	case code == http.StatusTooManyRequests:
+		return classRate
+	case code == http.StatusRequestTimeout || code >= 500:
+		return classServer
+	}
+	return classClient
+}
+
+// codeClass classifies a server's error code or type (OpenAI's, Ollama's,
+// vLLM's and the like); ok is false for one it does not know.
+func codeClass(s string) (c class, ok bool) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" {
+		return class{}, false
+	}
+	if n, err := strconv.Atoi(s); err == nil {
+		if n >= 400 && n <= 599 {
+			return statusClass(n), true
+		}
+		return class{}, false
+	}
+	has := func(parts ...string) bool {
+		for _, p := range parts {
+			if strings.Contains(s, p) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("quota"):
+		return classQuota, true
+	case has("rate_limit", "ratelimit", "too_many_requests") || s == "requests" || s == "tokens":
+		return classRate, true
+	case has("api_key", "auth", "permission", "forbidden", "invalid", "not_found", "notfound",
+		"unsupported", "context_length", "bad_request", "badrequest"):
+		return classClient, true
+	case has("server", "overload", "unavailable", "internal", "timeout", "api_error", "gateway"):
+		return classServer, true
+	}
+	return class{}, false
+}
+
+// errorInfo is what a server said about a failure.
+type errorInfo struct {
+	message string
+	typ     string
+	code    string
+}
+
+// String is the message with its code (or type) when the message does not
+// already say it: `Incorrect API key provided (invalid_api_key)`.
+func (e errorInfo) String() string {
+	tag := e.code
+	if tag == "" {
+		tag = e.typ
+	}
+	switch {
+	case e.message == "":
+		return tag
+	case tag == "" || strings.Contains(e.message, tag):
+		return e.message
+	}
+	return e.message + " (" + tag + ")"
+}
+
+// class classifies by code, then type; ok is false when neither is known.
+func (e errorInfo) class() (class, bool) {
+	if c, ok := codeClass(e.code); ok {
+		return c, true
+	}
+	return codeClass(e.typ)
+}
+
+// parseErrorBody reads a server's error body: OpenAI's
+// {"error":{"message","type","code"}}, Ollama's {"error":"…"}, vLLM's
+// top-level {"message","type","code"}, FastAPI's {"detail":…}, or plain
+// text (HTML included), whitespace collapsed.
+func parseErrorBody(body []byte) errorInfo {
+	body = bytes.TrimSpace(body)
+	var v struct {
+		Error   json.RawMessage `json:"error"`
+		Message json.RawMessage `json:"message"`
+		Type    json.RawMessage `json:"type"`
+		Code    json.RawMessage `json:"code"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &v) != nil {
+		return errorInfo{message: strings.Join(strings.Fields(string(body)), " ")}
+	}
+	if s, ok := jsonString(v.Error); ok {
+		return errorInfo{message: s}
+	}
+	var nested struct {
+		Message json.RawMessage `json:"message"`
+		Type    json.RawMessage `json:"type"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if len(v.Error) > 0 && json.Unmarshal(v.Error, &nested) == nil {
+		v.Message, v.Type, v.Code = nested.Message, nested.Type, nested.Code
+	}
+	e := errorInfo{message: jsonText(v.Message), typ: jsonText(v.Type), code: jsonText(v.Code)}
+	if e.message == "" {
+		e.message = jsonText(v.Detail)
+	}
+	if e.message == "" && e.typ == "" && e.code == "" {
+		e.message = string(body)
+	}
+	return e
+}
+
+// jsonString decodes a JSON string.
+func jsonString(raw json.RawMessage) (string, bool) {
+	var s string
+	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// jsonText renders a JSON value for an error text: a string as itself, a
+// list of strings joined, null as nothing, anything else as compact JSON.
+func jsonText(raw json.RawMessage) string {
+	if s, ok := jsonString(raw); ok {
+		return s
+	}
+	var list []string
+	if json.Unmarshal(raw, &list) == nil {
+		return strings.Join(list, ", ")
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// statusError classifies an HTTP error response: the status decides, except
+// that a 429 whose code says the quota is gone is not retried. The detail is
+// `HTTP 404 Not Found: model "x" not found, try pulling it first`.
+func statusError(c *capture, now time.Time) *attemptError {
+	info := parseErrorBody(c.body)
+	if info.code == strconv.Itoa(c.status) {
+		info.code = "" // vLLM repeats the status as its code
+	}
+	cls := statusClass(c.status)
+	if cc, ok := info.class(); ok && cls == classRate && cc == classQuota {
+		cls = classQuota
+	}
+	detail := strings.TrimSpace(fmt.Sprintf("HTTP %d %s", c.status, http.StatusText(c.status)))
+	if msg := info.String(); msg != "" {
+		detail += ": " + msg // cut by Stream, after redaction
+	}
+	e := &attemptError{failure: cls.failure, retry: cls.retry, detail: detail}
+	if e.retry {
+		e.retryAfter, e.retryHeader = retryAfter(c, now)
+	}
+	return e
+}
+
+// openError classifies a failure to open the stream: an HTTP error status
+// (from the capture), no connection, or a request go-openai refused.
+func openError(err error, c *capture, now time.Time) *attemptError {
+	if c.status != 0 {
+		return statusError(c, now)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return &attemptError{failure: kernel.FailureDisconnect, retry: true, detail: "connection failed: " + ue.Err.Error()}
+	}
+	return &attemptError{failure: kernel.FailureBadResponse, detail: err.Error()}
+}
+
+// eventError classifies an error event inside the stream by its code and
+// type like the HTTP statuses; one that names neither is a server failure
+// (the server gave up mid-answer) and is retried.
+func eventError(info errorInfo) *attemptError {
+	cls, ok := info.class()
+	if !ok {
+		cls = classServer
+	}
+	return &attemptError{failure: cls.failure, retry: cls.retry, detail: "error event in stream: " + info.String()}
+}
+
+// recvError classifies the end of a stream that went wrong before a finish
+// reason: an error event, a body that is not an event stream, a stream that
+// stopped without [DONE], an unparseable chunk, or a lost connection. (A
+// clean [DONE] is judged by the caller.)
+func recvError(err error, c *capture) *attemptError {
+	if c.errEvent != nil {
+		// Decoded here rather than by go-openai, which cannot read
+		// Ollama's string form.
+		return eventError(parseErrorBody(c.errEvent))
+	}
+	var ae *oa.APIError
+	if errors.As(err, &ae) {
+		// A bare {"error": …} body without `data:`, which go-openai decodes.
+		return eventError(errorInfo{message: ae.Message, typ: ae.Type, code: jsonText(codeJSON(ae.Code))})
+	}
+	if !c.sawData && len(c.head) > 0 && !strings.Contains(c.contentType, "event-stream") {
+		return &attemptError{failure: kernel.FailureBadResponse, detail: fmt.Sprintf(
+			"not an event stream (Content-Type %q, no data: line; is the base URL the API root?): %s",
+			c.contentType, strings.Join(strings.Fields(string(c.head)), " "))}
+	}
+	var long *lineTooLongError
+	if errors.As(err, &long) {
+		return &attemptError{failure: kernel.FailureBadResponse, detail: long.Error()}
+	}
+	if errors.Is(err, oa.ErrTooManyEmptyStreamMessages) {
+		return &attemptError{failure: kernel.FailureBadResponse, detail: err.Error()}
+	}
+	var (
+		syntaxErr *json.SyntaxError
+		typeErr   *json.UnmarshalTypeError
+	)
+	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
+		return &attemptError{failure: kernel.FailureBadResponse, detail: "unparseable chunk: " + err.Error()}
+	}
+	if errors.Is(err, io.EOF) { // without [DONE]: the body ended early
+		return &attemptError{failure: kernel.FailureDisconnect, retry: true,
+			detail: "stream ended without [DONE] or a finish_reason (connection closed)"}
+	}
+	return &attemptError{failure: kernel.FailureDisconnect, retry: true, detail: "connection lost: " + err.Error()}
+}
+
+// codeJSON re-encodes go-openai's decoded Code (a string, an int or nil).
+func codeJSON(code any) json.RawMessage {
+	b, _ := json.Marshal(code)
+	return b
+}
+
+// retryAfter reads how long the server asks to wait: retry-after-ms
+// (OpenAI's, in milliseconds), else Retry-After in delta-seconds (fractions
+// kept) or as an HTTP date (RFC 9110's IMF-fixdate and the two obsolete
+// forms, http.ParseTime); 0 when absent, unparseable or already past. It
+// also returns the header as sent, for the error text.
+func retryAfter(c *capture, now time.Time) (time.Duration, string) {
+	if v := strings.TrimSpace(c.retryAfterMS); v != "" {
+		if d, ok := seconds(v, time.Millisecond); ok {
+			return d, "retry-after-ms: " + textcut.Clip(v, 40)
+		}
+	}
+	v := strings.TrimSpace(c.retryAfter)
+	if v == "" {
+		return 0, ""
+	}
+	if d, ok := seconds(v, time.Second); ok {
+		return d, "Retry-After: " + textcut.Clip(v, 40)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		if d := t.Sub(now); d > 0 {
+			return d, "Retry-After: " + v
+		}
+	}
+	return 0, ""
+}
+
+// seconds parses a non-negative decimal count of unit; a count too large
+// for a Duration saturates (it is then longer than any bound).
+func seconds(v string, unit time.Duration) (time.Duration, bool) {
+	f, err := strconv.ParseFloat(v, 64)
+	if (err != nil && !errors.Is(err, strconv.ErrRange)) || math.IsNaN(f) {
+		return 0, false // out of range is ±Inf or 0, judged below
+	}
+	switch ns := f * float64(unit); {
+	case ns <= 0:
+		return 0, true
+	case ns >= math.MaxInt64:
+		return math.MaxInt64, true
+	default:
+		return time.Duration(ns), true
+	}
+}

@@ -1,0 +1,218 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/internal/redact"
+	"github.com/escapement/escapement/kernel"
+)
+
+// TestAPIKeyRedacted: a server that echoes the key in its error body does
+// not get it into the error text or a retry's cause, not even a prefix of
+// it: a key straddling the cut at maxDetail bytes must be redacted before
+// the text is cut.
+func TestAPIKeyRedacted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pad  int // bytes of the message before the key
+	}{
+		{"short body", 0},
+		{"key straddles the cut", 280}, // the key spans byte maxDetail of the error text
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+				msg := strings.Repeat("x", tc.pad) + strings.TrimPrefix(r.Auth, "Bearer ") + " is not a valid key"
+				if r.N == 1 {
+					w.Status(http.StatusInternalServerError, `{"error":{"message":"`+msg+`"}}`)
+					return
+				}
+				w.Status(http.StatusUnauthorized, `{"error":{"message":"`+msg+`"}}`)
+			})
+			defer srv.Close()
+			s := newSink()
+			err := newModel(t, srv, nil).Stream(context.Background(), request(), s)
+			if err == nil || !strings.Contains(err.Error(), "HTTP 401") {
+				t.Fatalf("error %v, want the 401", err)
+			}
+			if len(s.retries) != 1 || !strings.Contains(s.retries[0], "HTTP 500") {
+				t.Fatalf("retries %q, want one after the 500", s.retries)
+			}
+			prefix := apiKey[:8] // "sk-test-": what a cut key would leave
+			for name, text := range map[string]string{"error": err.Error(), "retry cause": s.retries[0]} {
+				if strings.Contains(text, prefix) {
+					t.Errorf("%s leaks (part of) the key: %q", name, text)
+				}
+				if tc.pad == 0 && !strings.Contains(text, "[redacted]") {
+					t.Errorf("%s lacks [redacted]: %q", name, text)
+				}
+			}
+		})
+	}
+}
+
+// TestAPIKeyPartsRedacted: a server that echoes only part of the key (a
+// prefix, the middle, or the "sk-SECRET123...abcd" form OpenAI prints) does
+// not get any 12-byte run of it into the error text.
+func TestAPIKeyPartsRedacted(t *testing.T) {
+	for name, echo := range map[string]string{
+		"prefix":         apiKey[:14] + "...",
+		"middle":         "key " + apiKey[4:17] + " refused",
+		"first and last": apiKey[:12] + "****" + apiKey[len(apiKey)-4:],
+	} {
+		srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+			b, _ := json.Marshal(map[string]any{"error": map[string]any{"message": "Incorrect API key provided: " + echo, "code": "invalid_api_key"}})
+			w.Status(http.StatusUnauthorized, string(b))
+		})
+		err := newModel(t, srv, nil).Stream(context.Background(), request(), newSink())
+		srv.Close()
+		if err == nil || !strings.Contains(err.Error(), "[redacted]") {
+			t.Errorf("%s: %v, want the echo redacted", name, err)
+			continue
+		}
+		for i := 0; i+redact.MinRun <= len(apiKey); i++ {
+			if run := apiKey[i : i+redact.MinRun]; strings.Contains(err.Error(), run) {
+				t.Errorf("%s: error text keeps %q of the key: %q", name, run, err.Error())
+			}
+		}
+	}
+}
+
+// TestFailureTextSaysWhy: every failed request says why in its error text
+// (which the live driver hands the kernel as the failure's detail): the HTTP
+// status with its text and the server's message, read from OpenAI's body,
+// Ollama's, vLLM's, FastAPI's or plain text, cut to a bounded length.
+// Authentication, not-found and invalid-request errors are not retried;
+// 5xx are, and say so when the retries run out.
+func TestFailureTextSaysWhy(t *testing.T) {
+	long := strings.Repeat("proxy says no. ", 100)
+	for _, tc := range []struct {
+		name     string
+		status   int
+		body     string
+		headers  []string
+		want     string // the whole error text
+		failure  kernel.Failure
+		requests int
+	}{
+		{"401 OpenAI", http.StatusUnauthorized,
+			`{"error":{"message":"Incorrect API key provided: sk-abc****wxyz.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`, nil,
+			"HTTP 401 Unauthorized: Incorrect API key provided: sk-abc****wxyz. (invalid_api_key)", kernel.FailureBadResponse, 1},
+		{"404 Ollama model not pulled", http.StatusNotFound,
+			`{"error":"model \"llama9\" not found, try pulling it first"}`, nil,
+			`HTTP 404 Not Found: model "llama9" not found, try pulling it first`, kernel.FailureBadResponse, 1},
+		{"403 plain text", http.StatusForbidden, "Forbidden by\n  proxy policy\n", []string{"Content-Type", "text/plain"},
+			"HTTP 403 Forbidden: Forbidden by proxy policy", kernel.FailureBadResponse, 1},
+		{"400 vLLM", http.StatusBadRequest,
+			`{"object":"error","message":"maximum context length is 4096 tokens","type":"BadRequestError","param":null,"code":400}`, nil,
+			"HTTP 400 Bad Request: maximum context length is 4096 tokens (BadRequestError)", kernel.FailureBadResponse, 1},
+		{"422 FastAPI", http.StatusUnprocessableEntity, `{"detail":[{"loc":["body","model"],"msg":"field required"}]}`, nil,
+			`HTTP 422 Unprocessable Entity: [{"loc":["body","model"],"msg":"field required"}]`, kernel.FailureBadResponse, 1},
+		{"429 quota gone", http.StatusTooManyRequests,
+			`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, nil,
+			"HTTP 429 Too Many Requests: You exceeded your current quota (insufficient_quota)", kernel.FailureRateLimit, 1},
+		{"500 after retries", http.StatusInternalServerError, `{"error":{"message":"boom","type":"server_error"}}`, nil,
+			"HTTP 500 Internal Server Error: boom (server_error) (gave up after 3 attempts)", kernel.FailureServer, 3},
+		{"502 empty body", http.StatusBadGateway, "", nil,
+			"HTTP 502 Bad Gateway (gave up after 3 attempts)", kernel.FailureServer, 3},
+		{"403 long body", http.StatusForbidden, long, []string{"Content-Type", "text/html"},
+			"HTTP 403 Forbidden: " + long[:300-len("HTTP 403 Forbidden: ")] + "…", kernel.FailureBadResponse, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+				w.Status(tc.status, tc.body, tc.headers...)
+			})
+			defer srv.Close()
+			s := newSink()
+			err := newModel(t, srv, func(c *openai.Config) { c.MaxRetries = 2 }).Stream(context.Background(), request(), s)
+			if err == nil || err.Error() != tc.want || failure(err) != tc.failure {
+				t.Errorf("err %v (%s)\nwant %s (%s)", err, failure(err), tc.want, tc.failure)
+			}
+			if n := len(srv.Requests()); n != tc.requests {
+				t.Errorf("%d requests, want %d", n, tc.requests)
+			}
+		})
+	}
+}
+
+// TestNotAnEventStream: a 200 that is not SSE (a web page at a wrong base
+// URL) fails at once and says what arrived instead.
+func TestNotAnEventStream(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Status(http.StatusOK, "<html>\n<body>Welcome to nginx!</body>\n</html>\n", "Content-Type", "text/html")
+	})
+	defer srv.Close()
+	err := newModel(t, srv, nil).Stream(context.Background(), request(), newSink())
+	want := `not an event stream (Content-Type "text/html", no data: line; is the base URL the API root?): <html> <body>Welcome to nginx!</body> </html>`
+	if failure(err) != kernel.FailureBadResponse || err.Error() != want || len(srv.Requests()) != 1 {
+		t.Errorf("err %v (%s), %d requests\nwant %s", err, failure(err), len(srv.Requests()), want)
+	}
+}
+
+// TestErrorEventInvalidAPIKeyNotRetried: a server that reports a bad key as
+// an error event inside a 200 stream gets exactly one request, and the
+// error says what the server said.
+func TestErrorEventInvalidAPIKeyNotRetried(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.ErrorEvent("Incorrect API key provided", "invalid_request_error", "invalid_api_key")
+	})
+	defer srv.Close()
+	s := newSink()
+	err := newModel(t, srv, nil).Stream(context.Background(), request(), s)
+	if n := len(srv.Requests()); n != 1 || len(s.retries) != 0 {
+		t.Errorf("%d requests, retries %q: want exactly one request", n, s.retries)
+	}
+	if failure(err) != kernel.FailureBadResponse || err == nil || err.Error() != "error event in stream: Incorrect API key provided (invalid_api_key)" {
+		t.Errorf("err %v (%s)", err, failure(err))
+	}
+}
+
+// TestErrorEventsClassified: an error event before the first token is
+// classified by its code, then its type, like the HTTP statuses: auth,
+// permission, not found and invalid requests fail at once; rate limits,
+// server errors and overload are retried (and give up typed); one that
+// names nothing known is a server failure. Ollama's string form keeps its
+// message.
+func TestErrorEventsClassified(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		line     string
+		failure  kernel.Failure
+		requests int
+		says     string
+	}{
+		{"model_not_found code", `data: {"error":{"message":"The model x does not exist","type":"invalid_request_error","code":"model_not_found"}}`, kernel.FailureBadResponse, 1, "The model x does not exist (model_not_found)"},
+		{"authentication_error type", `data: {"error":{"message":"invalid x-api-key","type":"authentication_error"}}`, kernel.FailureBadResponse, 1, "invalid x-api-key (authentication_error)"},
+		{"permission_error type", `data: {"error":{"message":"no access","type":"permission_error"}}`, kernel.FailureBadResponse, 1, "no access"},
+		{"numeric 401 code", `data: {"error":{"message":"unauthorized","code":401}}`, kernel.FailureBadResponse, 1, "unauthorized (401)"},
+		{"context length", `data: {"error":{"message":"too long","code":"context_length_exceeded"}}`, kernel.FailureBadResponse, 1, "too long"},
+		{"insufficient_quota", `data: {"error":{"message":"quota","type":"insufficient_quota"}}`, kernel.FailureRateLimit, 1, "quota"},
+		{"rate_limit_exceeded", `data: {"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, kernel.FailureRateLimit, 3, "slow down (rate_limit_exceeded) (gave up after 3 attempts)"},
+		{"server_error type", `data: {"error":{"message":"The server had an error","type":"server_error"}}`, kernel.FailureServer, 3, "The server had an error (server_error)"},
+		{"numeric 500 code", `data: {"error":{"message":"internal","type":"api_error","code":500}}`, kernel.FailureServer, 3, "internal (500)"},
+		{"overloaded", `data: {"error":{"message":"Overloaded","type":"overloaded_error"}}`, kernel.FailureServer, 3, "Overloaded (overloaded_error)"},
+		{"unknown code", `data: {"error":{"message":"odd","code":"flux_capacitor"}}`, kernel.FailureServer, 3, "odd (flux_capacitor)"},
+		{"Ollama string", `data: {"error":"model requires more system memory (9.8 GiB) than is available (4.1 GiB)"}`, kernel.FailureServer, 3, "model requires more system memory (9.8 GiB) than is available (4.1 GiB)"},
+		{"spaced data prefix", `data:   {"error":{"message":"bad key","code":"invalid_api_key"}}`, kernel.FailureBadResponse, 1, "bad key (invalid_api_key)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+				_ = w.Raw(": keep-alive")
+				_ = w.Raw(tc.line)
+			})
+			defer srv.Close()
+			err := newModel(t, srv, func(c *openai.Config) { c.MaxRetries = 2 }).Stream(context.Background(), request(), newSink())
+			if failure(err) != tc.failure || err == nil || !strings.Contains(err.Error(), "error event in stream: "+tc.says) {
+				t.Errorf("err %v (%s), want %s saying %q", err, failure(err), tc.failure, tc.says)
+			}
+			if n := len(srv.Requests()); n != tc.requests {
+				t.Errorf("%d requests, want %d", n, tc.requests)
+			}
+		})
+	}
+}

@@ -1,0 +1,198 @@
+package openai_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/kernel"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const apiKey = "sk-test-SECRET-0123456789"
+
+// sink records what a stream produced.
+type sink struct {
+	mu      sync.Mutex
+	text    strings.Builder
+	calls   []kernel.CallDelta
+	retries []string
+	delays  []time.Duration
+	usage   *kernel.Usage
+	first   chan struct{}
+	once    sync.Once
+	retried chan struct{} // closed at the first Retry
+	once2   sync.Once
+}
+
+func newSink() *sink { return &sink{first: make(chan struct{}), retried: make(chan struct{})} }
+
+func (s *sink) Text(t string) {
+	s.mu.Lock()
+	s.text.WriteString(t)
+	s.mu.Unlock()
+	s.once.Do(func() { close(s.first) })
+}
+func (s *sink) Call(d kernel.CallDelta) {
+	s.mu.Lock()
+	s.calls = append(s.calls, d)
+	s.mu.Unlock()
+}
+func (s *sink) Retry(attempt int, delay time.Duration, cause string) {
+	s.mu.Lock()
+	s.retries = append(s.retries, fmt.Sprintf("%d %s", attempt, cause))
+	s.delays = append(s.delays, delay)
+	s.mu.Unlock()
+	s.once2.Do(func() { close(s.retried) })
+}
+func (s *sink) Usage(u kernel.Usage) { s.mu.Lock(); s.usage = &u; s.mu.Unlock() }
+
+// assembled concatenates call fragments the way the kernel does.
+func (s *sink) assembled() []kernel.ToolCall {
+	var out []kernel.ToolCall
+	for _, d := range s.calls {
+		for len(out) <= d.Index {
+			out = append(out, kernel.ToolCall{})
+		}
+		c := &out[d.Index]
+		if d.ID != "" {
+			c.ID = d.ID
+		}
+		if d.Name != "" {
+			c.Name = d.Name
+		}
+		c.Arguments += d.Args
+	}
+	return out
+}
+
+// clock is the adapter's time in tests: Sleep records the wait and moves
+// Now on at once, so no test sleeps through a backoff or a Retry-After.
+type clock struct {
+	mu    sync.Mutex
+	now   time.Time
+	slept []time.Duration
+}
+
+func newClock() *clock { return &clock{now: time.Date(2015, 10, 21, 7, 28, 0, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock on (a server "taking" d to answer).
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.slept = append(c.slept, d)
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *clock) Slept() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.slept)
+}
+
+// newModel builds a model for srv with a pinned jitter and a fake clock.
+func newModel(t *testing.T, srv *fakeopenai.Server, mutate func(*openai.Config)) *openai.Model {
+	t.Helper()
+	m, _ := newModelClock(t, srv, mutate)
+	return m
+}
+
+func newModelClock(t *testing.T, srv *fakeopenai.Server, mutate func(*openai.Config)) (*openai.Model, *clock) {
+	t.Helper()
+	clk := newClock()
+	box, err := tools.New(tools.Config{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { box.Close() })
+	cfg := openai.Config{APIKey: apiKey, BaseURL: srv.BaseURL(), Model: "fake-model", Tools: box.Specs(),
+		RetryBase: 10 * time.Millisecond, Jitter: func() float64 { return 0.5 }, Now: clk.Now, Sleep: clk.Sleep}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	m, err := openai.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, clk
+}
+
+func request(msgs ...kernel.Message) live.Request {
+	if len(msgs) == 0 {
+		msgs = []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}}
+	}
+	return live.Request{Op: 1, Path: "main", Messages: msgs}
+}
+
+func failure(err error) kernel.Failure {
+	var fe *live.FailureError
+	if errors.As(err, &fe) {
+		return fe.Failure
+	}
+	return kernel.FailureNone
+}
+
+// runTurn runs one turn through the live driver and returns the root's
+// turn end and the kernel (after Run returned).
+func runTurn(t *testing.T, m live.Model, tl live.Tools, prompt string, mutate ...func(*kernel.Config)) (kernel.Lifecycle, *kernel.Kernel) {
+	t.Helper()
+	ended := make(chan kernel.Lifecycle, 1)
+	cfg := kernel.Config{Limits: kernel.DefaultLimits()}
+	for _, f := range mutate {
+		f(&cfg)
+	}
+	d, err := live.New(live.Config{Kernel: cfg, Model: m, Tools: tl, Observer: func(s live.Step) {
+		for _, e := range s.Effects {
+			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root {
+				ended <- e.Life
+			}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- d.Run(ctx) }()
+	if err := d.Submit(ctx, prompt); err != nil {
+		t.Fatal(err)
+	}
+	var end kernel.Lifecycle
+	select {
+	case end = <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("turn did not end")
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	return end, d.Kernel()
+}

@@ -1,0 +1,62 @@
+package proc
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestEnvPolicy: by default the API key and every variable whose name holds
+// KEY, SECRET, TOKEN, PASSWORD or PASSWD (any case) are withheld; a name in
+// Pass gets through, except the API key.
+func TestEnvPolicy(t *testing.T) {
+	parent := []string{
+		"PATH=/usr/bin", "HOME=/home/u", "OPENAI_API_KEY=sk-live", "OPENAI_BASE_URL=http://x/v1",
+		"MY_GITHUB_TOKEN=ghp", "db_password=hunter2", "AWS_SECRET_ACCESS_KEY=aws", "AWS_REGION=eu-west-1",
+		"Api_Key=k", "SSHPASSWD=p", "GH_TOKEN=gh", "KEYBOARD=us", "LANG=C.UTF-8", "EMPTY=", "NOEQUALS",
+	}
+	for _, tc := range []struct {
+		name     string
+		policy   EnvPolicy
+		kept     []string
+		withheld []string
+	}{
+		{"default", EnvPolicy{},
+			[]string{"PATH=/usr/bin", "HOME=/home/u", "OPENAI_BASE_URL=http://x/v1", "AWS_REGION=eu-west-1", "LANG=C.UTF-8", "EMPTY=", "NOEQUALS"},
+			[]string{"OPENAI_API_KEY", "MY_GITHUB_TOKEN", "db_password", "AWS_SECRET_ACCESS_KEY", "Api_Key", "SSHPASSWD", "GH_TOKEN", "KEYBOARD"}},
+		{"pass two", EnvPolicy{Pass: []string{"GH_TOKEN", "KEYBOARD", "gh_token", "UNSET_TOKEN"}},
+			[]string{"PATH=/usr/bin", "HOME=/home/u", "OPENAI_BASE_URL=http://x/v1", "AWS_REGION=eu-west-1", "GH_TOKEN=gh", "KEYBOARD=us", "LANG=C.UTF-8", "EMPTY=", "NOEQUALS"},
+			[]string{"OPENAI_API_KEY", "MY_GITHUB_TOKEN", "db_password", "AWS_SECRET_ACCESS_KEY", "Api_Key", "SSHPASSWD"}},
+		// Validate refuses this Pass; Apply still never passes the key.
+		{"key never passes", EnvPolicy{Pass: []string{APIKeyVar}},
+			[]string{"PATH=/usr/bin", "HOME=/home/u", "OPENAI_BASE_URL=http://x/v1", "AWS_REGION=eu-west-1", "LANG=C.UTF-8", "EMPTY=", "NOEQUALS"},
+			[]string{"OPENAI_API_KEY", "MY_GITHUB_TOKEN", "db_password", "AWS_SECRET_ACCESS_KEY", "Api_Key", "SSHPASSWD", "GH_TOKEN", "KEYBOARD"}},
+	} {
+		got := tc.policy.Apply(parent)
+		if !slices.Equal(got, tc.kept) {
+			t.Errorf("%s: Apply = %q, want %q", tc.name, got, tc.kept)
+		}
+		if w := tc.policy.Withheld(parent); !slices.Equal(w, tc.withheld) {
+			t.Errorf("%s: Withheld = %q, want %q", tc.name, w, tc.withheld)
+		}
+	}
+	if got := (EnvPolicy{}).Apply(nil); len(got) != 0 {
+		t.Errorf("Apply(nil) = %q", got)
+	}
+}
+
+func TestEnvPolicyValidate(t *testing.T) {
+	if err := (EnvPolicy{Pass: []string{"GH_TOKEN", "PGPASSWORD"}}).Validate(); err != nil {
+		t.Errorf("valid names refused: %v", err)
+	}
+	for pass, want := range map[string]string{
+		APIKeyVar: "OPENAI_API_KEY cannot be passed to tools: the model's API key goes only into the Authorization header",
+		"A=B":     `"A=B" is not a variable name`,
+		"":        "an empty variable name",
+	} {
+		err := (EnvPolicy{Pass: []string{"OK", pass}}).Validate()
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Pass %q: %v, want an error containing %q", pass, err, want)
+		}
+	}
+}
