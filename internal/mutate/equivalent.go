@@ -18,21 +18,28 @@ type Equivalent struct {
 	Col    int // 0: any column on the line
 	Op     Operator
 	Reason string
+	// Source, if set, is the mutated line's text as the entry was written:
+	// an entry whose line no longer holds it (the code moved) matches
+	// nothing, rather than excusing whatever mutant moved onto that line.
+	Source string
 	At     string // where the entry is written (file:line), for messages
 }
 
-// Matches reports whether the entry names mutant m.
-func (e Equivalent) Matches(file string, line, col int, op Operator) bool {
-	return e.File == file && e.Line == line && e.Op == op && (e.Col == 0 || e.Col == col)
+// Matches reports whether the entry names the mutant at file:line:col with
+// operator op whose line reads before.
+func (e Equivalent) Matches(file string, line, col int, op Operator, before string) bool {
+	return e.File == file && e.Line == line && e.Op == op && (e.Col == 0 || e.Col == col) &&
+		(e.Source == "" || e.Source == before)
 }
 
 // ReadEquivalents reads an allow-list file; a missing file is an empty
 // list. Each non-blank line that does not start with # is
 //
-//	FILE:LINE[:COL] OPERATOR REASON...
+//	FILE:LINE[:COL] OPERATOR REASON... [| SOURCE LINE]
 //
 // with FILE relative to the module root; the reason is required (an entry
-// without one cannot be reviewed).
+// without one cannot be reviewed). After the last " | ", the trimmed text
+// of the mutated line, which pins the entry to that code (see Source).
 func ReadEquivalents(path string) ([]Equivalent, error) {
 	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -75,7 +82,16 @@ func ParseEquivalents(name string, b []byte) ([]Equivalent, error) {
 		if e.Op, err = ParseOperator(fields[1]); err != nil {
 			return nil, fmt.Errorf("%s: %w", at, err)
 		}
-		e.Reason = strings.Join(fields[2:], " ")
+		after := line[len(fields[0]):] // line is trimmed: fields[0] starts it
+		rest := strings.TrimSpace(after[strings.Index(after, fields[1])+len(fields[1]):])
+		if i := strings.LastIndex(" "+rest, " | "); i >= 0 { // " "+: a bare "| SOURCE" has no reason
+			e.Source = strings.TrimSpace(rest[i+2:])
+			rest = strings.TrimSpace(rest[:max(0, i-1)])
+		}
+		if rest == "" {
+			return nil, fmt.Errorf("%s: want FILE:LINE[:COL] OPERATOR REASON, got %q", at, line)
+		}
+		e.Reason = rest
 		out = append(out, e)
 	}
 	return out, sc.Err()

@@ -40,7 +40,7 @@ func pct(a, b int) float64 {
 // equivalentReason is the current allow-list's reason for rec ("" if none).
 func equivalentReason(rec *Record, eqs []Equivalent) string {
 	for _, e := range eqs {
-		if e.Matches(rec.File, rec.Line, rec.Col, rec.Op) {
+		if e.Matches(rec.File, rec.Line, rec.Col, rec.Op, rec.Before) {
 			return e.Reason
 		}
 	}
@@ -313,7 +313,7 @@ func Stale(eqs []Equivalent, ms []*Mutant) []Equivalent {
 	}
 	var out []Equivalent
 	for _, e := range eqs {
-		if files[e.File] && !slices.ContainsFunc(ms, func(m *Mutant) bool { return e.Matches(m.File, m.Line, m.Col, m.Op) }) {
+		if files[e.File] && !slices.ContainsFunc(ms, func(m *Mutant) bool { return e.Matches(m.File, m.Line, m.Col, m.Op, m.Before) }) {
 			out = append(out, e)
 		}
 	}

@@ -358,7 +358,7 @@ func (r *runner) judge(ctx context.Context, m *Mutant) (*Record, error) {
 	p := r.cfg.Profile(m)
 	rec := newRecord(m, p.Name)
 	for _, e := range r.cfg.Equivalents {
-		if e.Matches(m.File, m.Line, m.Col, m.Op) {
+		if e.Matches(m.File, m.Line, m.Col, m.Op, m.Before) {
 			rec.Equivalent = e.Reason
 		}
 	}
