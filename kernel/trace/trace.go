@@ -302,6 +302,16 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 	}
 }
 
+// Flush writes out (and hashes) what is buffered and returns the first
+// write error. A live run calls it after every step, so its file holds
+// every step recorded so far whatever ends the process; the simulator
+// never calls it (its trace goes out in flushAt blocks). Flushing changes
+// neither the bytes nor the hash.
+func (t *Writer) Flush() error {
+	t.flush()
+	return t.err
+}
+
 // Note records an annotation at time at.
 func (t *Writer) Note(at time.Duration, note string) {
 	t.mark("note", at, note)
