@@ -159,6 +159,9 @@ func (c *deadlineChecker) step(s *stepObs) {
 	if op := s.op; op != nil && !op.tool && op.gotChunk {
 		c.lower(op.lastChunkAt + lim.StallTimeout)
 	}
+	if s.is(kernel.EvLLMDelta) && s.op != nil {
+		c.rearm(s)
+	}
 }
 
 func (c *deadlineChecker) life(l *kernel.Lifecycle, n *note) {
@@ -191,6 +194,26 @@ func (c *deadlineChecker) life(l *kernel.Lifecycle, n *note) {
 	}
 }
 
+// rearm: a chunk moves its stream's deadline later, and the watchdog
+// catches up lazily when it fires (docs/semantics.md, "Deadlines"); a
+// chunk re-arms it only when the stall deadline comes before the one it is
+// armed for (the first chunk of a stream whose stall_timeout is shorter
+// than what is left of its first-token window).
+func (c *deadlineChecker) rearm(s *stepObs) {
+	var stopped time.Duration
+	for i := range s.effs {
+		e := &s.effs[i]
+		switch {
+		case e.Kind == kernel.EffStopTimer && e.Timer == kernel.TimerWatchdog:
+			stopped = s.stoppedAt[e.Op]
+		case e.Kind == kernel.EffSetTimer && e.Timer == kernel.TimerWatchdog:
+			if stopped == 0 || e.At >= stopped {
+				c.violate(DeadlinesOnTime, e.Agent, "a chunk re-armed the watchdog at %v, not before the %v it was armed for", e.At, stopped)
+			}
+		}
+	}
+}
+
 // timeout: a timeout never fires before its deadline (the late side is
 // scan's).
 func (c *deadlineChecker) timeout(l *kernel.Lifecycle, op *opObs) {
@@ -214,6 +237,21 @@ func (c *deadlineChecker) timeout(l *kernel.Lifecycle, op *opObs) {
 		if d := c.due(l.Agent); d == 0 || now < d {
 			c.violate(DeadlinesOnTime, l.Agent, "turn timeout at %v; the turn's deadline is %v", now, d)
 		}
+	}
+	// The record says when the silence or wait it judged began.
+	var since time.Duration
+	switch {
+	case l.Reason == kernel.ReasonTurnTimeout:
+		since = c.m.agent(l.Agent).t.start
+	case op == nil:
+		return
+	case l.Reason == kernel.ReasonStallTimeout:
+		since = op.lastChunkAt
+	default:
+		since = op.start
+	}
+	if l.Since != since {
+		c.violate(DeadlinesOnTime, l.Agent, "%s says its wait began at %v; it began at %v", l.Reason, l.Since, since)
 	}
 }
 

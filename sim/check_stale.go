@@ -11,12 +11,17 @@ func (c *staleChecker) step(s *stepObs) {
 	if s.stale == notStale {
 		return
 	}
+	records := 0
 	for i := range s.effs {
 		e := &s.effs[i]
 		if e.Kind == kernel.EffEmit && (e.Life.Kind == kernel.LifeStale || e.Life.Kind == kernel.LifeLate) {
+			records++
 			continue
 		}
 		c.violate(StaleChangesNothing, e.Agent, "stale event (%s) caused %s", s.staleWhy, e.Describe())
+	}
+	if records != 1 {
+		c.violate(StaleChangesNothing, s.target, "stale event (%s) left %d stale or late record(s), want 1", s.staleWhy, records)
 	}
 	for _, ch := range s.changes {
 		if ch.from != ch.to {

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"slices"
 
 	"github.com/escapement/escapement/fsm"
@@ -43,8 +45,14 @@ func (m *model) apply(effs []kernel.Effect) {
 		case kernel.EffSetTimer:
 			m.timers[e.Op] = timerObs{kind: e.Timer, agent: e.Agent, at: e.At}
 		case kernel.EffStopTimer:
-			if _, ok := m.timers[e.Op]; !ok {
+			t, ok := m.timers[e.Op]
+			if !ok {
 				n.bad = true
+			} else {
+				if s.stoppedAt == nil {
+					s.stoppedAt = make(map[kernel.OpID]time.Duration)
+				}
+				s.stoppedAt[e.Op] = t.at
 			}
 			delete(m.timers, e.Op)
 		case kernel.EffEmit:

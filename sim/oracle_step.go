@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
@@ -39,6 +41,9 @@ type stepObs struct {
 	// delta is the text a live chunk adds to its stream (what fit, when it
 	// passed the cap): what its delta record must say.
 	delta string
+	// stoppedAt holds the deadline each timer stopped in this step was set
+	// for.
+	stoppedAt map[kernel.OpID]time.Duration
 	// A timer event the model saw set.
 	timer    timerObs
 	timerSet bool
@@ -178,6 +183,7 @@ func (s *stepObs) reset(ev *kernel.Event, target kernel.AgentID) {
 	s.input, s.cancel, s.rootCut = false, cancelObs{sub: s.cancel.sub[:0]}, ""
 	s.op, s.answer, s.stale, s.staleWhy, s.capCut, s.malformed = nil, false, notStale, "", nil, ""
 	s.timer, s.timerSet, s.lost, s.delta = timerObs{}, false, s.lost[:0], ""
+	clear(s.stoppedAt)
 	s.effs, s.notes, s.rejected, s.chunkOnly = nil, s.notes[:0], false, false
 	for _, id := range s.transUsed {
 		s.trans[id] = s.trans[id][:0]
