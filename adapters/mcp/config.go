@@ -120,6 +120,8 @@ type configParser struct {
 	data   []byte
 	dec    *json.Decoder
 	lookup func(string) (string, bool)
+	// keyStart is the offset of the key whose value is being read.
+	keyStart int64
 }
 
 func parseConfig(file string, data []byte, lookup func(string) (string, bool)) ([]ServerConfig, error) {
@@ -129,7 +131,7 @@ func parseConfig(file string, data []byte, lookup func(string) (string, bool)) (
 	sawServers := false
 	err := p.object("", func(key, path string) error {
 		if key != "mcpServers" {
-			return p.errorf(path, "unknown field (the file holds one field, \"mcpServers\")")
+			return p.errorfAt(p.keyStart, path, "unknown field (the file holds one field, \"mcpServers\")")
 		}
 		sawServers = true
 		return p.object(path, func(name, path string) error {
@@ -220,7 +222,7 @@ func (p *configParser) server(name, path string) (ServerConfig, error) {
 				return err
 			})
 		default:
-			return p.errorf(fpath, "unknown field (a server has type, command, args, env for a local process; type, url, headers for an HTTP endpoint)")
+			return p.errorfAt(p.keyStart, fpath, "unknown field (a server has type, command, args, env for a local process; type, url, headers for an HTTP endpoint)")
 		}
 		return nil
 	})
@@ -289,6 +291,7 @@ func (p *configParser) object(path string, field func(key, path string) error) e
 			return p.errorfAt(kstart, kpath, "repeated key")
 		}
 		keys = append(keys, key)
+		p.keyStart = kstart
 		if err := field(key, kpath); err != nil {
 			return err
 		}
@@ -433,7 +436,8 @@ func describe(tok json.Token) string {
 func (p *configParser) syntax(err error) error {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return fmt.Errorf("%s: invalid JSON: %v", p.at(se.Offset), err)
+		// The decoder's Token reports the offending byte's offset.
+		return fmt.Errorf("%s: invalid JSON: %v", p.pos(se.Offset), err)
 	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%s: invalid JSON: unexpected end of file", p.at(int64(len(p.data))))
@@ -453,12 +457,18 @@ func (p *configParser) errorfAt(off int64, path, format string, a ...any) error 
 	return fmt.Errorf("%s: %s: %s", p.at(off), path, msg)
 }
 
-// at is file:line:col of the first non-space byte at or after offset off.
+// at is file:line:col of the first byte at or after offset off that is
+// not white space or a separator (the decoder's offsets stop before them).
 func (p *configParser) at(off int64) string {
 	off = min(off, int64(len(p.data)))
 	for off < int64(len(p.data)) && strings.IndexByte(" \t\r\n,:", p.data[off]) >= 0 {
 		off++
 	}
+	return p.pos(off)
+}
+
+// pos is file:line:col of offset off.
+func (p *configParser) pos(off int64) string {
 	line, col := 1, 1
 	for _, c := range p.data[:min(off, int64(len(p.data)))] {
 		if c == '\n' {

@@ -49,7 +49,7 @@ func (s *server) startFirst(ctx context.Context) ([]*sdk.Tool, error) {
 		if err != nil {
 			err = startCause(ctx, err)
 			sess.abort()
-			return nil, fmt.Errorf("%s: listing its tools: %w%s", s.cfg.where(), err, sess.stderrTail())
+			return nil, fmt.Errorf("%s: listing its tools: %w%s", s.cfg.where(), err, sess.endDetail())
 		}
 		tools = append(tools, t)
 	}
@@ -134,7 +134,7 @@ func (s *server) open(ctx context.Context) (*session, error) {
 	sess := &session{srv: s, dead: make(chan struct{}), killed: make(chan struct{}), calls: map[*pending]context.CancelCauseFunc{}}
 	sess.tap = newTap(&s.c.calls, func(p *pending) {
 		s.c.emit(p.event(EventLateResult))
-	})
+	}, s.progress)
 	dial := s.cfg.dial
 	if dial == nil {
 		switch s.cfg.Type {
@@ -151,13 +151,21 @@ func (s *server) open(ctx context.Context) (*session, error) {
 
 	client := sdk.NewClient(&sdk.Implementation{Name: "escapement", Version: "1"}, &sdk.ClientOptions{
 		Capabilities:                &sdk.ClientCapabilities{},
-		ProgressNotificationHandler: s.progress,
+		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
+			if sess.conn == nil { // an HTTP session: its tap sees no reads
+				if token, ok := req.Params.ProgressToken.(string); ok {
+					if p := s.c.calls.get(token); p != nil {
+						s.progress(p, req.Params)
+					}
+				}
+			}
+		},
 	})
 	cs, err := client.Connect(ctx, transport, &sdk.ClientSessionOptions{ProtocolVersion: ProtocolVersion})
 	if err != nil {
 		err = startCause(ctx, err)
 		sess.abort()
-		return nil, fmt.Errorf("initialize: %w%s", err, sess.stderrTail())
+		return nil, fmt.Errorf("initialize: %w%s", err, sess.endDetail())
 	}
 	sess.cs = cs
 	sess.watching = true
@@ -168,18 +176,14 @@ func (s *server) open(ctx context.Context) (*session, error) {
 	return sess, nil
 }
 
-// progress routes a notifications/progress to the call it belongs to.
-func (s *server) progress(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
-	token, ok := req.Params.ProgressToken.(string)
-	if !ok {
+// progress reports a call's progress notification, unless the call was
+// cancelled (a server may go on reporting a cancelled operation).
+func (s *server) progress(p *pending, params *sdk.ProgressNotificationParams) {
+	if p.cancelled.Load() || p.tool.server != s {
 		return
 	}
-	p := s.c.calls.get(token)
-	if p == nil || p.cancelled.Load() || p.tool.server != s {
-		return // a call that ended or was cancelled; not shown
-	}
 	e := p.event(EventProgress)
-	e.Progress, e.Total, e.Message = req.Params.Progress, req.Params.Total, req.Params.Message
+	e.Progress, e.Total, e.Message = params.Progress, params.Total, params.Message
 	s.c.emit(e)
 }
 
@@ -217,7 +221,7 @@ func (s *server) call(ctx context.Context, t *remoteTool, call live.Call, args [
 		return sess.acknowledge(p)
 	case sess.isKilled():
 		return s.gone(ctx, sess, t)
-	case errors.As(err, &werr):
+	case errors.As(err, &werr) && !transportCode(werr.Code):
 		return toolError(t.name, fmt.Sprintf("the server refused the call: %s (JSON-RPC error %d)", werr.Message, werr.Code))
 	}
 	// The transport failed: a process that exited, a connection that broke.
@@ -225,6 +229,11 @@ func (s *server) call(ctx context.Context, t *remoteTool, call live.Call, args [
 	sess.kill(fmt.Errorf("the call failed: %w", err))
 	return s.gone(ctx, sess, t)
 }
+
+// transportCode reports the JSON-RPC codes the SDK gives calls its
+// connection failed (client closing -32003, server closing -32004,
+// rejected by transport -32005): not a server's answer.
+func transportCode(code int64) bool { return code >= -32005 && code <= -32003 }
 
 // gone is the result of a call whose session ended under it: it waits
 // (within ctx) for the session to be gone, so the result can say why.

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 )
@@ -121,6 +122,9 @@ func (ts *testServer) build() *sdk.Server {
 	})
 	add("content", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return contentFor(fmt.Sprint(args(req)["text"])), nil
+	})
+	add("fail", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "text must be a string"}
 	})
 	add("env", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		env := os.Environ()

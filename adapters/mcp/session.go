@@ -33,7 +33,8 @@ type session struct {
 	whyErr  error                                // why the session ended
 	closing bool                                 // ended on purpose (Close): not reported
 
-	watching bool // watch runs (set by the goroutine that opens the session)
+	watching bool   // watch runs (set by the goroutine that opens the session)
+	detail   string // how the process ended and its last stderr (set by watch)
 
 	killOnce sync.Once
 	killed   chan struct{} // closed by kill: the session is ending
@@ -164,6 +165,7 @@ func (sess *session) watch() {
 		detail += sess.stderr.tail()
 	}
 	sess.mu.Lock()
+	sess.detail = detail
 	if detail != "" {
 		sess.whyErr = fmt.Errorf("%w (%s)", sess.whyErr, detail)
 	}
@@ -327,10 +329,13 @@ func (sess *session) abort() {
 	<-sess.dead
 }
 
-// stderrTail returns "; its stderr ended with: …" for a start failure.
-func (sess *session) stderrTail() string {
-	if sess.stderr == nil {
+// endDetail is "; the server process: exit status 1; its stderr ended
+// with: …" for a session that failed to start, once it is gone.
+func (sess *session) endDetail() string {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if sess.detail == "" {
 		return ""
 	}
-	return sess.stderr.tail()
+	return "; " + sess.detail
 }

@@ -21,6 +21,7 @@ import (
 type tap struct {
 	calls     *callTable // the client's running calls, by progress token
 	late      func(p *pending)
+	progress  func(p *pending, params *sdk.ProgressNotificationParams)
 	mu        sync.Mutex
 	byID      map[string]*pending // calls whose request was written, by request id
 	cancelled map[string]*pending // requests whose cancel went out, no answer yet
@@ -31,9 +32,10 @@ type tap struct {
 const cancelledBound = 1024
 
 // newTap returns a session's tap; late is called when a response arrives
-// for a request whose cancel went out.
-func newTap(calls *callTable, late func(*pending)) *tap {
-	return &tap{calls: calls, late: late, byID: map[string]*pending{}, cancelled: map[string]*pending{}}
+// for a request whose cancel went out, progress with each progress
+// notification read (on stdio and in-memory sessions).
+func newTap(calls *callTable, late func(*pending), progress func(*pending, *sdk.ProgressNotificationParams)) *tap {
+	return &tap{calls: calls, late: late, progress: progress, byID: map[string]*pending{}, cancelled: map[string]*pending{}}
 }
 
 // forget drops a finished call's request id.
@@ -114,8 +116,24 @@ func (t *tap) sending(msg jsonrpc.Message) func(error) {
 	return func(error) {}
 }
 
-// received is called with each message read (stdio and in-memory sessions).
+// received is called with each message read (stdio and in-memory
+// sessions), in the order the server sent them. Progress is routed here,
+// not by the SDK's handler, which runs apart from the reader: a progress
+// notification sent before the result would otherwise race the result and
+// be dropped as belonging to a finished call.
 func (t *tap) received(msg jsonrpc.Message) {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "notifications/progress" {
+		var params sdk.ProgressNotificationParams
+		if json.Unmarshal(req.Params, &params) != nil {
+			return
+		}
+		if token, ok := params.ProgressToken.(string); ok {
+			if p := t.calls.get(token); p != nil {
+				t.progress(p, &params)
+			}
+		}
+		return
+	}
 	resp, ok := msg.(*jsonrpc.Response)
 	if !ok || !resp.ID.IsValid() {
 		return
