@@ -150,7 +150,7 @@ func (s *server) open(ctx context.Context) (*session, error) {
 	}
 
 	client := sdk.NewClient(&sdk.Implementation{Name: "escapement", Version: "1"}, &sdk.ClientOptions{
-		Capabilities:                &sdk.ClientCapabilities{},
+		Capabilities: &sdk.ClientCapabilities{},
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 			if sess.conn == nil { // an HTTP session: its tap sees no reads
 				if token, ok := req.Params.ProgressToken.(string); ok {
