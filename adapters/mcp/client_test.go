@@ -18,7 +18,7 @@ import (
 // starts.
 func TestCollisionsRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		a, b := newMemServer(), newMemServer()
+		a, b := newMemServer(t), newMemServer(t)
 		ca, cb := a.config("a.b"), b.config("a_b")
 		ca.File, cb.File = "one.json", "two.json"
 		_, err := Start(context.Background(), Options{Servers: []ServerConfig{ca, cb}, PingInterval: -1})
@@ -44,7 +44,7 @@ func TestCollisionsRefused(t *testing.T) {
 // schema and description, in the server's order.
 func TestSpecs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ms := newMemServer()
+		ms := newMemServer(t)
 		c := startClient(t, Options{Servers: []ServerConfig{ms.config("srv")}})
 		defer c.Close()
 		var names []string
@@ -90,7 +90,7 @@ func TestInputSchemaNormalised(t *testing.T) {
 // the SDK's wire encoding from a real server.
 func TestResultMapping(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ms := newMemServer()
+		ms := newMemServer(t)
 		c := startClient(t, Options{Servers: []ServerConfig{ms.config("srv")}, OutputLimit: 64 << 10})
 		defer c.Close()
 		for _, tc := range []struct {
@@ -123,7 +123,7 @@ func TestResultMapping(t *testing.T) {
 // session goes on.
 func TestBadCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ms := newMemServer()
+		ms := newMemServer(t)
 		c := startClient(t, Options{Servers: []ServerConfig{ms.config("srv")}})
 		defer c.Close()
 		for _, tc := range []struct{ name, args, want string }{
@@ -149,7 +149,7 @@ func TestBadCalls(t *testing.T) {
 // with the call's op, agent and tool, in order; none after the call ended.
 func TestProgressEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ms := newMemServer()
+		ms := newMemServer(t)
 		ev := newEvents()
 		c := startClient(t, Options{Servers: []ServerConfig{ms.config("srv")}, Observer: ev.add})
 		defer c.Close()

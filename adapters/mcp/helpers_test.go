@@ -26,7 +26,16 @@ type memServer struct {
 	gates []*gate
 }
 
-func newMemServer() *memServer { return &memServer{ts: newTestServer()} }
+// newMemServer returns a server whose sessions are let go (thawed, every
+// blocked call released) when the test ends, also when it fails.
+func newMemServer(t *testing.T) *memServer {
+	m := &memServer{ts: newTestServer()}
+	t.Cleanup(func() {
+		m.thaw()
+		m.ts.finish()
+	})
+	return m
+}
 
 func (m *memServer) config(name string) ServerConfig {
 	return ServerConfig{Name: name, File: "test.json", Type: TypeStdio, dial: m.dial}
@@ -157,16 +166,22 @@ func (e *events) of(kind EventKind) []Event {
 	return out
 }
 
-// next waits for the next event of kind.
+// next waits for the next event of kind, at most an hour (virtual time
+// under synctest: a bound that fails a broken client rather than spinning
+// its ticker forever).
 func (e *events) next(t *testing.T, kind EventKind) Event {
 	t.Helper()
-	for ev := range e.ch {
-		if ev.Kind == kind {
-			return ev
+	limit := time.After(time.Hour)
+	for {
+		select {
+		case ev := <-e.ch:
+			if ev.Kind == kind {
+				return ev
+			}
+		case <-limit:
+			t.Fatalf("no %s event within an hour", kind)
 		}
 	}
-	t.Fatalf("no %s event", kind)
-	return Event{}
 }
 
 // callModel asks for one tool call on the first request and answers "ok"
@@ -256,11 +271,14 @@ func drive(t *testing.T, m live.Model, tools live.Tools, grace time.Duration) (*
 	errc := make(chan error, 1)
 	start := time.Now()
 	go func() { errc <- d.Run(ctx) }()
+	var once sync.Once
 	return d, rec, start, func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("Run: %v", err)
-		}
+		once.Do(func() {
+			cancel()
+			if err := <-errc; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
 	}
 }
 
@@ -275,6 +293,7 @@ func startClient(t *testing.T, opts Options) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 

@@ -116,7 +116,7 @@ func TestHTTPServer(t *testing.T) {
 func TestHTTPServerGoneAndBack(t *testing.T) {
 	h := newHTTPServer(t)
 	defer h.close()
-	defer close(h.ts.release)
+	defer h.ts.finish()
 	ev := newEvents()
 	c, err := Start(t.Context(), Options{Servers: []ServerConfig{h.config()}, Observer: ev.add, PingInterval: 20 * time.Millisecond, PingTimeout: 5 * time.Second})
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 // not abandoned, and the model is not asked again (F1).
 func TestCancelSendsNotification(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ms := newMemServer()
+		ms := newMemServer(t)
 		ev := newEvents()
 		c := startClient(t, Options{Servers: []ServerConfig{ms.config("srv")}, Observer: ev.add, PingTimeout: 5 * time.Second})
 		m := &callModel{name: "mcp__srv__block", args: `{}`}
@@ -71,7 +71,7 @@ func TestCancelSendsNotification(t *testing.T) {
 // late result, and never reaches the model.
 func TestIgnoredCancelLateResultRecorded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ms := newMemServer()
+		ms := newMemServer(t)
 		ev := newEvents()
 		c := startClient(t, Options{Servers: []ServerConfig{ms.config("srv")}, Observer: ev.add})
 		m := &callModel{name: "mcp__srv__ignore", args: `{}`}
@@ -91,7 +91,7 @@ func TestIgnoredCancelLateResultRecorded(t *testing.T) {
 		if ends := rec.toolEnds(op); !slices.Equal(ends, []kernel.OpEnd{kernel.OpCancelled}) {
 			t.Errorf("tool op ended %v, want [cancelled]", ends)
 		}
-		close(ms.ts.release) // the server finishes the call anyway
+		ms.ts.finish() // the server finishes the call anyway
 		late := ev.next(t, EventLateResult)
 		if late.Op != op || late.RequestID == "" || late.RequestID != ev.of(EventCancelSent)[0].RequestID {
 			t.Errorf("late result event %+v", late)
@@ -116,7 +116,7 @@ func TestIgnoredCancelLateResultRecorded(t *testing.T) {
 // cancel, and the next call starts a new session that works.
 func TestUnresponsiveServerAbandonedKilledRestarted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ms := newMemServer()
+		ms := newMemServer(t)
 		ev := newEvents()
 		c := startClient(t, Options{Servers: []ServerConfig{ms.config("srv")}, Observer: ev.add, PingTimeout: 3 * time.Second})
 		m := &callModel{name: "mcp__srv__ignore", args: `{}`}
@@ -168,7 +168,7 @@ func TestUnresponsiveServerAbandonedKilledRestarted(t *testing.T) {
 		}
 		mustContain(t, "restart detail", started[1].Detail, "restarted after", "did not acknowledge")
 		ms.thaw()
-		close(ms.ts.release)
+		ms.ts.finish()
 		c.Close()
 		if n := m.requests.Load(); n != 1 {
 			t.Errorf("%d model requests, want 1", n)
@@ -182,7 +182,7 @@ func TestUnresponsiveServerAbandonedKilledRestarted(t *testing.T) {
 // on it when it is killed ends as an error saying why.
 func TestPingFailureKillsAndRestarts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ms := newMemServer()
+		ms := newMemServer(t)
 		ev := newEvents()
 		c := startClient(t, Options{Servers: []ServerConfig{ms.config("srv")}, Observer: ev.add, PingInterval: 10 * time.Second, PingTimeout: time.Second})
 		start := time.Now()
@@ -214,7 +214,7 @@ func TestPingFailureKillsAndRestarts(t *testing.T) {
 			t.Errorf("%d sessions, want 2", n)
 		}
 		ms.thaw()
-		close(ms.ts.release)
+		ms.ts.finish()
 		c.Close()
 	})
 }

@@ -53,10 +53,14 @@ type testServer struct {
 	calls   []string
 	methods []string
 
-	inHandler chan string   // a blocking tool's handler runs (its name)
-	cancelled chan string   // a blocking tool saw its context end
-	release   chan struct{} // lets "ignore" return
+	inHandler   chan string   // a blocking tool's handler runs (its name)
+	cancelled   chan string   // a blocking tool saw its context end
+	release     chan struct{} // lets "ignore" return
+	releaseOnce sync.Once
 }
+
+// finish lets every "ignore" call return.
+func (ts *testServer) finish() { ts.releaseOnce.Do(func() { close(ts.release) }) }
 
 func newTestServer() *testServer {
 	return &testServer{inHandler: make(chan string, 16), cancelled: make(chan string, 16), release: make(chan struct{})}
