@@ -42,11 +42,18 @@ const (
 	EvToolResult
 	// EvTimer: timer Op fired.
 	EvTimer
+	// EvRecover: the host restarted after a crash, and the kernel was
+	// rebuilt by replaying the events it had logged: every operation the
+	// old process ran is gone. The kernel resolves each one by kind
+	// (docs/semantics.md, "Recovery"): a request restarts, an idempotent
+	// tool runs again, any other tool call gets a tool_lost result, a
+	// cancelled op ends, and every timer is armed again.
+	EvRecover
 )
 
 var eventNames = [...]string{
 	"none", "submit", "interject", "cancel", "shutdown",
-	"llm_delta", "llm_end", "llm_error", "llm_retry", "tool_result", "timer",
+	"llm_delta", "llm_end", "llm_error", "llm_retry", "tool_result", "timer", "recover",
 }
 
 func (k EventKind) String() string {
@@ -242,6 +249,10 @@ func ToolResult(at time.Duration, op OpID, status ToolStatus, content string) Ev
 
 // TimerFired is timer op firing.
 func TimerFired(at time.Duration, op OpID) Event { return Event{Kind: EvTimer, At: at, Op: op} }
+
+// Recover is the host's restart after a crash, once the logged events have
+// been replayed.
+func Recover(at time.Duration) Event { return Event{Kind: EvRecover, At: at} }
 
 // UnmarshalText parses an event kind name (traces are read back for replay).
 func (k *EventKind) UnmarshalText(b []byte) error {

@@ -23,6 +23,8 @@ type Kernel struct {
 	// instances counts spawned agents per script name, for name#N.
 	instances map[string]int
 	shutdown  bool
+	// idempotent holds Config.Idempotent as a set.
+	idempotent map[string]bool
 	// scratch for subtree traversals (no allocation per cancel once warm).
 	stack []AgentID
 	order []AgentID
@@ -53,9 +55,10 @@ type op struct {
 	// call is a tool op's index in its agent's open calls.
 	call int32
 	// tkind and target describe a timer op: what it is and which op (if any) it
-	// watches.
+	// watches; at is when it is due (so recovery can arm it again).
 	tkind  TimerKind
 	target OpID
+	at     time.Duration
 }
 
 // New returns a kernel for one tree with an Idle root.
@@ -70,6 +73,12 @@ func New(cfg Config) (*Kernel, error) {
 		ops:       make(map[OpID]op),
 		log:       newLog(cfg.LogCapacity),
 		instances: make(map[string]int),
+	}
+	if len(cfg.Idempotent) > 0 {
+		k.idempotent = make(map[string]bool, len(cfg.Idempotent))
+		for _, name := range cfg.Idempotent {
+			k.idempotent[name] = true
+		}
 	}
 	root := k.newAgent(nil, cfg.RootName)
 	root.turn = cfg.Turns
@@ -126,6 +135,8 @@ func (k *Kernel) Step(ev Event) []Effect {
 		k.onToolResult(ev)
 	case EvTimer:
 		k.onTimer(ev)
+	case EvRecover:
+		k.onRecover()
 	default:
 		k.reject(NoAgent, fmt.Sprintf("unknown event kind %d", ev.Kind))
 	}
@@ -234,7 +245,7 @@ func (k *Kernel) newOp(o op) OpID {
 }
 
 func (k *Kernel) setTimer(a *agent, kind TimerKind, at time.Duration, target OpID) OpID {
-	id := k.newOp(op{kind: opTimer, agent: a.id, tkind: kind, target: target})
+	id := k.newOp(op{kind: opTimer, agent: a.id, tkind: kind, target: target, at: at})
 	k.out = append(k.out, Effect{Kind: EffSetTimer, Agent: a.id, Op: id, At: at, Timer: kind})
 	return id
 }
@@ -320,7 +331,7 @@ func (k *Kernel) Find(name string) (AgentID, bool) {
 // or malformed. Traces use it to print the agent path and state before/after.
 func (k *Kernel) Target(ev Event) AgentID {
 	switch ev.Kind {
-	case EvSubmit, EvInterject, EvShutdown:
+	case EvSubmit, EvInterject, EvShutdown, EvRecover:
 		return Root
 	case EvCancel:
 		if k.agentAt(ev.Agent) != nil {

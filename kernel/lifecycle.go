@@ -65,12 +65,17 @@ const (
 	LifeIgnored
 	// LifeRejected: an input was refused (see the matching EffError).
 	LifeRejected
+	// LifeRecovered: the kernel resolved what a crashed host had in flight
+	// (EvRecover); N is how many operations it resolved, Text says how
+	// (requests restarted, tools run again, tool calls lost).
+	LifeRecovered
 )
 
 var lifeNames = [...]string{
 	"", "turn_started", "transition", "request_started", "delta", "retry", "op_ended",
 	"tool_started", "call_finished", "call_dropped", "delegated", "interjected",
 	"interrupted", "timed_out", "turn_ended", "late", "stale", "ignored", "rejected",
+	"recovered",
 }
 
 func (k LifeKind) String() string {
@@ -101,9 +106,13 @@ const (
 	// failed (after the adapter's retries), or a tool reported an error or
 	// stopped without being asked to.
 	OpFailed
+	// OpLost: the process that ran it stopped (a crash) and the recovered
+	// kernel resolved it (EvRecover): a request is restarted, a tool run
+	// again or answered tool_lost.
+	OpLost
 )
 
-var opEndNames = [...]string{"", "completed", "cancelled", "abandoned", "failed"}
+var opEndNames = [...]string{"", "completed", "cancelled", "abandoned", "failed", "lost"}
 
 func (e OpEnd) String() string {
 	if int(e) < len(opEndNames) {
@@ -129,9 +138,12 @@ const (
 	CallMalformed
 	// CallChild: a delegation's result; the child's Outcome says how it went.
 	CallChild
+	// CallLost: the tool was running when the host crashed, and it is not
+	// safe to run again: it may or may not have taken effect (tool_lost).
+	CallLost
 )
 
-var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child"}
+var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child", "lost"}
 
 func (s CallStatus) String() string {
 	if int(s) < len(callStatusNames) {

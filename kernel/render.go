@@ -198,6 +198,14 @@ func toolErrorContent(status CallStatus, reason Reason, detail string) string {
 	return renderToolAborted(ToolAborted{Type: "tool_error", Status: status, Reason: reason, Error: detail})
 }
 
+// toolLostText is what the model reads for a call a crash cut off that was
+// not safe to run again.
+const toolLostText = "the process stopped while this ran; it may or may not have taken effect"
+
+func toolLostContent() string {
+	return renderToolAborted(ToolAborted{Type: "tool_lost", Status: CallLost, Reason: ReasonCrash, Error: toolLostText})
+}
+
 func refusalContent(reason Reason, limit int) string {
 	return renderToolAborted(ToolAborted{Type: "tool_error", Status: CallRefused, Reason: reason, Limit: limit})
 }

@@ -44,6 +44,10 @@ type Config struct {
 	// MaxAgents bounds the agents the tree may hold over its life; a delegation
 	// beyond it is refused with reason max_agents. DefaultMaxAgents when 0.
 	MaxAgents int
+	// Idempotent names the tools that are safe to run again when a crash
+	// cut them off (EvRecover); a call of any other tool is answered
+	// tool_lost instead, never silently re-run.
+	Idempotent []string
 	// Turns is how many turns the root has already had (a resumed
 	// session): its next turn is numbered Turns+1, so turn numbers in a
 	// session file and a trace never repeat.
@@ -168,13 +172,15 @@ const (
 	// ReasonMaxCalls: a tool call was refused because its message asked for
 	// more than Limits.MaxCalls calls.
 	ReasonMaxCalls
+	// ReasonCrash: the host crashed while the call ran (EvRecover).
+	ReasonCrash
 )
 
 var reasonNames = [...]string{
 	"", "user_cancel", "parent_cancelled", "first_token_timeout", "stall_timeout",
 	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
 	"max_depth", "max_children", "malformed", "tool_error", "max_agents",
-	"output_limit", "max_calls",
+	"output_limit", "max_calls", "crash",
 }
 
 func (r Reason) String() string {

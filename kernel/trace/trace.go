@@ -59,6 +59,9 @@ type Header struct {
 	// History is the root's seeded history (a resumed live session), so a
 	// replay starts from the same transcript.
 	History []kernel.Message `json:"history,omitempty"`
+	// Idempotent names the tools a recovery may run again
+	// (kernel.Config.Idempotent), so a replay resolves a crash the same way.
+	Idempotent []string `json:"idempotent,omitempty"`
 	// Turns is how many turns the resumed root had already had
 	// (kernel.Config.Turns), so a replay numbers turns the same way.
 	Turns uint64 `json:"turns,omitempty"`
@@ -202,6 +205,12 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 			return b, err
 		}
 	}
+	if len(h.Idempotent) > 0 {
+		e.lit(`,"idempotent":`)
+		if err := e.json(h.Idempotent); err != nil {
+			return b, err
+		}
+	}
 	if h.Turns != 0 {
 		e.lit(`,"turns":`)
 		e.u64(h.Turns)
@@ -291,6 +300,16 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 	if len(t.buf) >= flushAt {
 		t.flush()
 	}
+}
+
+// Flush writes out (and hashes) what is buffered and returns the first
+// write error. A live run calls it after every step, so its file holds
+// every step recorded so far whatever ends the process; the simulator
+// never calls it (its trace goes out in flushAt blocks). Flushing changes
+// neither the bytes nor the hash.
+func (t *Writer) Flush() error {
+	t.flush()
+	return t.err
 }
 
 // Note records an annotation at time at.

@@ -128,3 +128,37 @@ func TestSmallNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushWritesEveryStep: after Flush the sink holds the header and every
+// step so far as whole lines (a live run's file survives a kill), and
+// flushing changes neither the bytes nor the hash.
+func TestFlushWritesEveryStep(t *testing.T) {
+	run := func(flush bool) ([]byte, string) {
+		var buf bytes.Buffer
+		k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
+		w := NewWriter(&buf, Header{Source: "live", Name: "flush", Limits: kernel.DefaultLimits()})
+		for i, ev := range []kernel.Event{kernel.Submit(0, "hi"), kernel.Cancel(time.Second, kernel.Root)} {
+			target := k.Target(ev)
+			before := k.Agent(target).State()
+			w.Step(k, ev, target, before, k.Step(ev))
+			if flush {
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				if lines := bytes.Count(buf.Bytes(), []byte("\n")); lines != i+2 || buf.Bytes()[buf.Len()-1] != '\n' {
+					t.Fatalf("after step %d and Flush: %d whole lines in %q", i+1, lines, buf.Bytes())
+				}
+			}
+		}
+		sum, err := w.Close(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes(), sum
+	}
+	b1, h1 := run(true)
+	b2, h2 := run(false)
+	if !bytes.Equal(b1, b2) || h1 != h2 {
+		t.Fatalf("flushing changed the trace:\n%s\n%s", b1, b2)
+	}
+}
