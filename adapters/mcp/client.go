@@ -308,15 +308,6 @@ func (c *Client) KillAll() {
 	c.stopLife()
 }
 
-// Servers names the running configuration's servers, in order.
-func (c *Client) Servers() []string {
-	names := make([]string, len(c.servers))
-	for i, s := range c.servers {
-		names[i] = s.cfg.Name
-	}
-	return names
-}
-
 // emit hands an event to the observer.
 func (c *Client) emit(e Event) {
 	if c.opts.Observer != nil {
