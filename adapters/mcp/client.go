@@ -133,7 +133,6 @@ type Client struct {
 	stopLife context.CancelFunc
 
 	closeOnce sync.Once
-	closeErr  error
 }
 
 // remoteTool is one server tool as the model sees it.
@@ -284,7 +283,8 @@ func (c *Client) Run(ctx context.Context, call live.Call) live.ToolResult {
 // KillGrace it and every process it started are killed; an HTTP session is
 // ended. It returns once all are gone and every goroutine of the client
 // has ended, except those of calls the kernel abandoned, which end as soon
-// as their server is gone. Close is idempotent.
+// as their server is gone. Close is idempotent; it returns nil (it is an
+// io.Closer so a toolset.Set closes it).
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		var wg sync.WaitGroup
@@ -294,7 +294,7 @@ func (c *Client) Close() error {
 		wg.Wait()
 		c.stopLife()
 	})
-	return c.closeErr
+	return nil
 }
 
 // KillAll kills every stdio server and everything it started at once, and

@@ -79,7 +79,7 @@ func (s *server) session(ctx context.Context) (*session, error) {
 			s.mu.Unlock()
 			return nil, errClosed
 		}
-		if s.sess != nil && !s.sess.isDead() {
+		if s.sess != nil && !s.sess.ending() {
 			sess := s.sess
 			s.mu.Unlock()
 			return sess, nil
@@ -131,6 +131,12 @@ func (s *server) session(ctx context.Context) (*session, error) {
 // open starts a session: the transport (a process, an HTTP connection),
 // the initialize handshake, the session's watcher and pinger.
 func (s *server) open(ctx context.Context) (*session, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, errClosed
+	}
 	sess := &session{srv: s, dead: make(chan struct{}), killed: make(chan struct{}), calls: map[*pending]context.CancelCauseFunc{}}
 	sess.tap = newTap(&s.c.calls, func(p *pending) {
 		s.c.emit(p.event(EventLateResult))
@@ -219,7 +225,7 @@ func (s *server) call(ctx context.Context, t *remoteTool, call live.Call, args [
 		return toolResult(res, s.c.opts.OutputLimit)
 	case ctx.Err() != nil:
 		return sess.acknowledge(p)
-	case sess.isKilled():
+	case sess.ending():
 		return s.gone(ctx, sess, t)
 	case errors.As(err, &werr) && !transportCode(werr.Code):
 		return toolError(t.name, fmt.Sprintf("the server refused the call: %s (JSON-RPC error %d)", werr.Message, werr.Code))

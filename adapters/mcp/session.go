@@ -45,7 +45,7 @@ type session struct {
 // when its session ends under it.
 var errServerGone = errors.New("the MCP server stopped")
 
-func (sess *session) isDead() bool {
+func (sess *session) ending() bool {
 	select {
 	case <-sess.killed:
 		return true
@@ -53,8 +53,6 @@ func (sess *session) isDead() bool {
 		return false
 	}
 }
-
-func (sess *session) isKilled() bool { return sess.isDead() }
 
 // why says why the session ended.
 func (sess *session) why() error {
@@ -70,7 +68,7 @@ func (sess *session) why() error {
 func (sess *session) begin(ctx context.Context, p *pending) (context.Context, bool) {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	if sess.isDead() {
+	if sess.ending() {
 		return nil, false
 	}
 	callCtx, cancel := context.WithCancelCause(ctx)
