@@ -29,6 +29,7 @@ type liveFlags struct {
 	workspace  string
 	allowShell bool
 	toolEnv    []string // secret-looking variables passed to tools anyway
+	mcpConfigs []string // --mcp-config files
 	model      string
 	baseURL    string
 	whileBusy  string // chat only; "" until resolved from stdin
@@ -47,6 +48,7 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	}
 	fl.StringVar(&f.workspace, "workspace", ".", "directory the tools work in; paths that leave it are refused")
 	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
+	registerMCPFlags(fl, f)
 	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools although its name looks secret (contains KEY, SECRET, TOKEN, PASSWORD or PASSWD); repeatable; never OPENAI_API_KEY")
 	fl.StringVar(&f.model, "model", "", "model name (default $OPENAI_MODEL, else "+defaultModel+")")
 	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root (default $OPENAI_BASE_URL, else "+openai.DefaultBaseURL+")")

@@ -82,6 +82,12 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 			box.Close()
 		}
 	}()
+	mcpView := newMCPView(a, key)
+	withMCP, err := a.withMCP(f, box, mcpView)
+	if err != nil {
+		return nil, err
+	}
+	box = withMCP
 	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
 	m, err := openai.New(openai.Config{
 		APIKey:       key,
@@ -150,6 +156,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		}
 	}
 	lr.json = f.json
+	mcpView.lr.Store(lr)
 	if lr.driver, err = live.New(live.Config{Kernel: kcfg, Model: m, Tools: box, Observer: lr.observe}); err != nil {
 		return nil, usageErr("%v", err)
 	}

@@ -1,0 +1,36 @@
+// Package mcp offers the tools of MCP servers (Model Context Protocol) to
+// the model, with the interrupt guarantees of escapement's own tools: every
+// call gets a cancel, a grace, then abandonment, and everything that waits
+// has a deadline (docs: README "MCP tools").
+//
+// It is a client on the official Go SDK (github.com/modelcontextprotocol/go-sdk).
+// Servers come from configuration files in the .mcp.json shape (LoadConfig)
+// and are started by Start: a stdio server through adapters/proc (its own
+// process group, every descendant killed with it, the tools' environment
+// policy), an HTTP server over the streamable HTTP transport. A Client is
+// a live.Tools: each server tool is offered as mcp__SERVER__TOOL (ToolName)
+// with the server's input schema.
+//
+// # A call's end
+//
+//   - The server answers: text content is the result, isError an error
+//     result, structured content JSON, other content a typed placeholder.
+//   - The kernel cancels the call: the SDK retires the request and sends
+//     notifications/cancelled for it. MCP servers do not answer a cancelled
+//     request, so Run then pings the server: the answer, which comes after
+//     the server read the notification, acknowledges the cancel and Run
+//     returns kernel.ToolCancelled. A server that does not get there within
+//     Options.PingTimeout is killed; until then Run blocks, and the kernel
+//     abandons the call after its grace (its late result, if the server
+//     ever sends one, is dropped and recorded, EventLateResult).
+//   - The server crashes or its connection breaks: the call ends at once
+//     as a kernel.ToolError saying what happened (the process's exit status
+//     and the end of its stderr), and the turn goes on.
+//   - The server stops answering: a ping every Options.PingInterval that
+//     goes unanswered for PingTimeout kills it, failing its running calls
+//     the same way.
+//
+// A server that ended is started again on its next use. Progress
+// notifications reach Options.Observer as events; they do not extend the
+// kernel's tool_timeout.
+package mcp

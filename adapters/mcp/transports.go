@@ -1,0 +1,244 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/escapement/escapement/adapters/proc"
+	"github.com/escapement/escapement/internal/textcut"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// dialFunc makes a session's transport, recording in sess what a kill must
+// stop (a process, a connection, HTTP requests).
+type dialFunc func(ctx context.Context, sess *session) (sdk.Transport, error)
+
+// dialStdio starts a stdio server through proc.Start: the leader of its own
+// process group under a per-call subreaper helper (Linux), so killing it
+// kills everything it started; its environment is escapement's through the
+// tools' policy (no API key, no secret-looking variable unless named by
+// --tool-env or the config's env), plus the config's env.
+func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
+	srv := sess.srv
+	cfg := srv.cfg
+	cmd := exec.Command(cfg.Command, cfg.Args...)
+	pass := slices.Clone(srv.c.opts.PassEnv)
+	env := os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(cfg.Env)) {
+		pass = append(pass, k)
+		env = append(env, k+"="+cfg.Env[k])
+	}
+	cmd.Env = env
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	stdinR, stdinW, err1 := pipe()
+	stdoutR, stdoutW, err2 := pipe()
+	stderrR, stderrW, err3 := pipe()
+	if err := errors.Join(err1, err2, err3); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("pipes: %w", err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
+	// The process lives as long as the client (or until killed); the
+	// start's ctx only bounds the handshake.
+	p, err := proc.Start(srv.c.life, cmd, proc.Options{Env: proc.EnvPolicy{Pass: pass}, KillGrace: srv.c.opts.KillGrace})
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
+	}
+	// The child has its own copies of its ends.
+	stdinR.Close()
+	stdoutW.Close()
+	stderrW.Close()
+	sess.proc, sess.stdin = p, stdinW
+	sess.stderr = newStderrTail(stderrR, func(line string) {
+		srv.c.emit(Event{Kind: EventStderr, Server: cfg.Name, Message: line})
+	})
+	srv.wg.Go(sess.stderr.read)
+	return &tapTransport{
+		inner: &sdk.IOTransport{Reader: stdoutR, Writer: stdinW},
+		tap:   sess.tap,
+		got:   func(c *tapConn) { sess.conn = c },
+	}, nil
+}
+
+// dialHTTP connects to a streamable HTTP server. Its requests go through a
+// round tripper that adds the config's headers, shows the tap each message
+// sent, and cuts every request when the session is killed.
+func dialHTTP(ctx context.Context, sess *session) (sdk.Transport, error) {
+	srv := sess.srv
+	base := http.DefaultTransport
+	if c := srv.c.opts.HTTPClient; c != nil && c.Transport != nil {
+		base = c.Transport
+	}
+	kill, stop := context.WithCancel(context.Background())
+	sess.httpStop = stop
+	rt := &httpTap{base: base, headers: srv.cfg.Headers, tap: sess.tap, kill: kill}
+	return &sdk.StreamableClientTransport{
+		Endpoint:   srv.cfg.URL,
+		HTTPClient: &http.Client{Transport: rt},
+		// A broken stream is resumed at most twice; a server that is gone
+		// fails the session rather than being retried for half a minute.
+		MaxRetries: 2,
+	}, nil
+}
+
+// errCut is the error of an HTTP request made after its session was killed.
+var errCut = errors.New("the MCP session was ended")
+
+// httpTap is the HTTP sessions' round tripper.
+type httpTap struct {
+	base    http.RoundTripper
+	headers map[string]string
+	tap     *tap
+	kill    context.Context
+}
+
+func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
+	if h.kill.Err() != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errCut
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	stopAfter := context.AfterFunc(h.kill, cancel)
+	release := func() {
+		stopAfter()
+		cancel()
+	}
+	out := req.Clone(ctx)
+	for k, v := range h.headers {
+		out.Header.Set(k, v)
+	}
+	done := func(error) {}
+	if req.Method == http.MethodPost && req.Body != nil {
+		body, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			release()
+			return nil, err
+		}
+		out.Body = io.NopCloser(bytes.NewReader(body))
+		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		if msg, err := jsonrpc.DecodeMessage(body); err == nil {
+			done = h.tap.sending(msg)
+		}
+	}
+	resp, err := h.base.RoundTrip(out)
+	if err != nil {
+		release()
+		done(err)
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		done(fmt.Errorf("HTTP %s", resp.Status))
+	} else {
+		done(nil)
+	}
+	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
+	return resp, nil
+}
+
+// releasingBody releases its request's context when closed.
+type releasingBody struct {
+	io.ReadCloser
+	once    sync.Once
+	release func()
+}
+
+func (b *releasingBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.once.Do(b.release)
+	return err
+}
+
+// stderrTail reads a stdio server's stderr: each line goes to the
+// observer, and the last few hundred bytes are kept for the error that
+// reports the server's end.
+type stderrTail struct {
+	r    *os.File
+	line func(string)
+	done chan struct{}
+
+	mu   sync.Mutex
+	last []string
+	size int
+}
+
+// stderrKeep bounds the tail kept (bytes, about).
+const stderrKeep = 400
+
+func newStderrTail(r *os.File, line func(string)) *stderrTail {
+	return &stderrTail{r: r, line: line, done: make(chan struct{})}
+}
+
+func (t *stderrTail) read() {
+	defer close(t.done)
+	defer t.r.Close()
+	sc := bufio.NewScanner(t.r)
+	sc.Buffer(make([]byte, 4096), 64<<10)
+	for sc.Scan() {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if line == "" {
+			continue
+		}
+		t.mu.Lock()
+		t.last = append(t.last, line)
+		t.size += len(line)
+		for len(t.last) > 1 && t.size > stderrKeep {
+			t.size -= len(t.last[0])
+			t.last = t.last[1:]
+		}
+		t.mu.Unlock()
+		t.line(line)
+	}
+}
+
+// finish waits for the reader to reach the end of the pipe: at once once
+// every process holding it is gone (Linux kills them all); a process that
+// escaped (macOS) cannot hold it open past wait.
+func (t *stderrTail) finish(wait time.Duration) {
+	if t == nil {
+		return
+	}
+	_ = t.r.SetReadDeadline(time.Now().Add(wait))
+	<-t.done
+}
+
+// tail is `; its stderr ended with: "…"`, or "" when it wrote nothing.
+func (t *stderrTail) tail() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.last) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; its stderr ended with: %q", textcut.Clip(strings.Join(t.last, " | "), stderrKeep))
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync/atomic"
+
+	"github.com/escapement/escapement/adapters/mcp"
+	"github.com/escapement/escapement/adapters/toolset"
+	"github.com/escapement/escapement/internal/redact"
+	"github.com/spf13/pflag"
+)
+
+// registerMCPFlags adds --mcp-config to run and chat.
+func registerMCPFlags(fl *pflag.FlagSet, f *liveFlags) {
+	fl.StringArrayVar(&f.mcpConfigs, "mcp-config", nil, "start the MCP servers of `FILE` (the .mcp.json shape: {\"mcpServers\": {NAME: {\"command\", \"args\", \"env\"} or {\"type\": \"http\", \"url\"}}}) and offer their tools as mcp__NAME__TOOL; repeatable; never read from the workspace by itself")
+}
+
+// mcpView routes the MCP client's events (from its goroutines) to the live
+// run once it exists; before that (while the servers start) they go to the
+// log.
+type mcpView struct {
+	a      *app
+	redact func(string) string
+	lr     atomic.Pointer[liveRun]
+}
+
+// withMCP starts the servers of every --mcp-config file and returns box
+// and them as one set of tools. Nothing starts without the flag. A file
+// that does not parse, or a server that does not start, is a usage error
+// (exit 2) naming the file and the server; servers already started are
+// stopped first.
+func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error) {
+	if len(f.mcpConfigs) == 0 {
+		return box, nil
+	}
+	var servers []mcp.ServerConfig
+	for _, path := range f.mcpConfigs {
+		s, err := mcp.LoadConfig(path)
+		if err != nil {
+			return nil, usageErr("--mcp-config: %v", err)
+		}
+		if len(s) == 0 {
+			return nil, usageErr("--mcp-config %s: no servers under \"mcpServers\"", path)
+		}
+		servers = append(servers, s...)
+	}
+	client, err := mcp.Start(context.Background(), mcp.Options{
+		Servers: servers,
+		PassEnv: f.toolEnv,
+		// As for the shell: a stopping server has half the grace before the
+		// kill; a cancelled call that the server does not acknowledge
+		// within the grace (when the kernel abandons it) gets its server
+		// killed, to be restarted on its next use.
+		KillGrace:   f.limits.Grace / 2,
+		PingTimeout: f.limits.Grace,
+		Observer:    view.show,
+	})
+	if err != nil {
+		return nil, usageErr("--mcp-config: %s", view.redact(err.Error()))
+	}
+	set, err := toolset.New(box, client)
+	if err != nil {
+		client.Close()
+		return nil, usageErr("--mcp-config: %v", err)
+	}
+	return set, nil
+}
+
+func newMCPView(a *app, key string) *mcpView {
+	return &mcpView{a: a, redact: redact.New(key).Redact}
+}
+
+// mcpEvent is an MCP event as a --json line: kind "mcp_" + the event's.
+type mcpEvent struct {
+	mcp.Event
+	Kind string `json:"kind"`
+}
+
+// show renders one MCP event: progress and server ends on stderr (or every
+// event but a server's stderr line as a JSON line with --json); a server's
+// stderr, the cancels sent and late results in the debug log.
+func (v *mcpView) show(e mcp.Event) {
+	lr := v.lr.Load()
+	log := v.a.logger
+	if e.Kind == mcp.EventStderr || lr == nil {
+		if log != nil {
+			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "line", v.redact(e.Message), "detail", v.redact(e.Detail))
+		}
+		if lr == nil && e.Kind == mcp.EventStarted {
+			fmt.Fprintf(v.a.err, "escapement: MCP server %s: %s\n", e.Server, e.Detail)
+		}
+		return
+	}
+	if lr.json {
+		if b, err := json.Marshal(mcpEvent{Event: e, Kind: "mcp_" + string(e.Kind)}); err == nil {
+			io.WriteString(lr.out, lr.redact(string(b))+"\n")
+		}
+		return
+	}
+	switch e.Kind {
+	case mcp.EventProgress:
+		of := fmt.Sprintf("%g", e.Progress)
+		if e.Total > 0 {
+			of += fmt.Sprintf("/%g", e.Total)
+		}
+		line := fmt.Sprintf("[%s] %s progress %s", e.Path, e.Tool, of)
+		if e.Message != "" {
+			line += ": " + clip(e.Message, 160)
+		}
+		io.WriteString(lr.errw, lr.redact(line)+"\n")
+	case mcp.EventStopped:
+		lr.say("MCP server %s stopped: %s; it is restarted on its next use", e.Server, clip(e.Detail, 400))
+	case mcp.EventStarted:
+		lr.say("MCP server %s %s", e.Server, clip(e.Detail, 400))
+	default:
+		if log != nil {
+			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "tool", e.Tool, "op", e.Op, "request", e.RequestID)
+		}
+	}
+}
