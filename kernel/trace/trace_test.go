@@ -128,3 +128,97 @@ func TestSmallNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushWritesEveryStep: after Flush the sink holds the header and every
+// step so far as whole lines (a live run's file survives a kill), and
+// flushing changes neither the bytes nor the hash.
+func TestFlushWritesEveryStep(t *testing.T) {
+	run := func(flush bool) ([]byte, string) {
+		var buf bytes.Buffer
+		k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
+		w := NewWriter(&buf, Header{Source: "live", Name: "flush", Limits: kernel.DefaultLimits()})
+		for i, ev := range []kernel.Event{kernel.Submit(0, "hi"), kernel.Cancel(time.Second, kernel.Root)} {
+			target := k.Target(ev)
+			before := k.Agent(target).State()
+			w.Step(k, ev, target, before, k.Step(ev))
+			if flush {
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				if lines := bytes.Count(buf.Bytes(), []byte("\n")); lines != i+2 || buf.Bytes()[buf.Len()-1] != '\n' {
+					t.Fatalf("after step %d and Flush: %d whole lines in %q", i+1, lines, buf.Bytes())
+				}
+			}
+		}
+		sum, err := w.Close(time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes(), sum
+	}
+	b1, h1 := run(true)
+	b2, h2 := run(false)
+	if !bytes.Equal(b1, b2) || h1 != h2 {
+		t.Fatalf("flushing changed the trace:\n%s\n%s", b1, b2)
+	}
+}
+
+// TestContinueWriter: a trace written in two parts — the second by a
+// ContinueWriter on the file the first left — has exactly the bytes of one
+// writer's trace (step numbers continue), which is how a write-ahead log is
+// appended to after a recovery.
+func TestContinueWriter(t *testing.T) {
+	evs := []kernel.Event{kernel.Submit(0, "hi"), kernel.TextDelta(time.Second, 1, 1, "a"), kernel.Cancel(2*time.Second, kernel.Root)}
+	record := func(split int) []byte {
+		var buf bytes.Buffer
+		k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
+		w := NewWriter(&buf, Header{Source: "live", Name: "two parts"})
+		for i, ev := range evs {
+			if i == split {
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				w = ContinueWriter(&buf, split)
+			}
+			target := k.Target(ev)
+			before := k.AgentState(target)
+			w.Step(k, ev, target, before, k.Step(ev))
+		}
+		if _, err := w.Close(2 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	whole := record(-1)
+	for split := 1; split < len(evs); split++ {
+		if got := record(split); !bytes.Equal(got, whole) {
+			t.Fatalf("split at %d:\n%s\nwant\n%s", split, got, whole)
+		}
+	}
+}
+
+// TestHeaderConfigRoundTrip: every configuration setting that shapes the
+// effects survives HeaderOf, the header's encoding and Config.
+func TestHeaderConfigRoundTrip(t *testing.T) {
+	cfg := kernel.Config{Limits: kernel.DefaultLimits(), RootName: "boss", System: "sys", ChildSystem: "child",
+		History:    []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}, {Role: kernel.RoleAssistant, Content: "hello"}},
+		Idempotent: []string{"read_file", "grep"}, Turns: 3, DelegateTool: "spawn", MaxAgents: 9}
+	cfg.MaxRequests = 7
+	var buf bytes.Buffer
+	w := NewWriter(&buf, HeaderOf(cfg))
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := ReadHeader(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hdr.Config(); !reflect.DeepEqual(got, cfg) {
+		t.Fatalf("config round trip\n got %+v\nwant %+v", got, cfg)
+	}
+	// Defaults are not written.
+	plain := HeaderOf(kernel.Config{Limits: kernel.DefaultLimits(), DelegateTool: kernel.DefaultDelegateTool, MaxAgents: kernel.DefaultMaxAgents})
+	if plain.DelegateTool != "" || plain.MaxAgents != 0 {
+		t.Fatalf("defaults recorded: %+v", plain)
+	}
+}
