@@ -87,7 +87,8 @@ func Resume(path string, cfg live.Config, wrap Wrap) (*Resumed, error) {
 	if l.Torn > 0 {
 		// The torn bytes are a record whose write the crash cut: appending
 		// after them would glue the next record to them.
-		if err := f.Truncate(l.Size); err == nil {
+		err := f.Truncate(l.Size)
+		if err == nil {
 			err = f.Sync()
 		}
 		if err != nil {

@@ -246,9 +246,6 @@ func TestSecondCrash(t *testing.T) {
 		if st := h[len(h)-1]; st.Content != "whole" {
 			t.Fatalf("last message %+v", st)
 		}
-		if got := r3.d.Kernel; got == nil {
-			t.Fatal("no kernel")
-		}
 		r3.stop(t)
 		if s := r3.d.Kernel().Agent(kernel.Root).State(); s != fsm.Idle {
 			t.Fatalf("root %s", s)
