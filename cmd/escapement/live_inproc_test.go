@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,6 +49,9 @@ func TestLiveUsageErrors(t *testing.T) {
 		{[]string{"run", "hi", "--workspace", filepath.Join(dir, "nope")}, "--workspace: workspace"},
 		{[]string{"run", "hi", "--base-url", "ftp://example"}, "--base-url/--model: openai: base URL"},
 		{[]string{"run", "hi", "--session", existing}, "already holds a session"},
+		{[]string{"run", "hi", "--tool-env", "OPENAI_API_KEY"}, "--tool-env: OPENAI_API_KEY cannot be passed to tools"},
+		{[]string{"run", "hi", "--tool-env", "A=B"}, `--tool-env: "A=B" is not a variable name`},
+		{[]string{"run", "hi", "--workspace", "/"}, "--workspace: "},
 		{[]string{"run", "hi", "--trace", filepath.Join(dir, "no", "such", "dir", "t.jsonl")}, "--trace:"},
 		{[]string{"chat", "--resume", bad}, bad + ":4: unknown record type \"mystery\""},
 		{[]string{"chat", "--resume", invalid}, invalid + ":3: empty assistant message"},
@@ -236,23 +241,26 @@ func TestChatCtrlCInProcess(t *testing.T) {
 }
 
 // TestSessionWriteFailureSaidOnce: when the session file fails mid-run (a
-// full disk: /dev/full), the user is told once that the run goes on without
-// a transcript (not once per streamed token), and the run ends with exit 1
-// naming the error.
+// disk that fills up after the header), the user is told once that the run
+// goes on without a transcript (not once per streamed token), and the run
+// ends with exit 1 naming the error.
 func TestSessionWriteFailureSaidOnce(t *testing.T) {
-	if _, err := os.Stat("/dev/full"); err != nil {
-		t.Skip("needs /dev/full")
-	}
 	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
 		_ = w.Answer(strings.Repeat("word ", 40), 40)
 	})
-	// A prompt longer than the session writer's buffer fails in the first Step.
-	code, out, stderr := runCLI(t, "run", strings.Repeat("long prompt ", 500), "--session", "/dev/full", "--workspace", t.TempDir())
+	var out, errb bytes.Buffer
+	dir := t.TempDir()
+	fillsUp := func(a *app) {
+		a.wrapSession = func(w io.Writer) io.Writer { return &fullDisk{w: w, room: 1} }
+	}
+	code := runWith(context.Background(), []string{"run", "a prompt", "--session", filepath.Join(dir, "s.jsonl"), "--workspace", dir},
+		streams{in: strings.NewReader(""), out: &out, err: &errb}, func(c int) { t.Errorf("hard exit %d", c) }, noSignals, fillsUp)
+	stderr := errb.String()
 	if code != exitCheckFailed {
 		t.Errorf("exit %d, want 1\nstderr: %s", code, stderr)
 	}
-	if out != strings.Repeat("word ", 40)+"\n" {
-		t.Errorf("the answer did not go on: stdout %q", out)
+	if out.String() != strings.Repeat("word ", 40)+"\n" {
+		t.Errorf("the answer did not go on: stdout %q", out.String())
 	}
 	const full = "no space left on device"
 	if n := strings.Count(stderr, "without a transcript"); n != 1 {
@@ -262,6 +270,20 @@ func TestSessionWriteFailureSaidOnce(t *testing.T) {
 	if n := strings.Count(stderr, full); n != 2 {
 		t.Errorf("%q %d times on stderr, want 2\nstderr: %s", full, n, stderr)
 	}
+}
+
+// fullDisk lets room writes through, then fails every write with ENOSPC.
+type fullDisk struct {
+	w    io.Writer
+	room int
+}
+
+func (f *fullDisk) Write(p []byte) (int, error) {
+	if f.room == 0 {
+		return 0, syscall.ENOSPC
+	}
+	f.room--
+	return f.w.Write(p)
 }
 
 // TestResumeEmptySessionKeepsSystem: a session quit before its first turn

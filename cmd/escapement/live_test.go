@@ -25,23 +25,48 @@ import (
 
 const testKey = "sk-e2e-DO-NOT-LEAK-4f9c2a7b"
 
-// buildBinary builds the CLI into dir (the end-to-end tests run the real
-// binary: real signals, real process groups, real exit codes).
+// TestMain removes the binary the end-to-end tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// built is the CLI binary, built once per test run (the end-to-end tests
+// run the real binary: real signals, real process groups, real exit codes).
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// buildBinary returns the CLI binary, building it on first use.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	bin := filepath.Join(t.TempDir(), "escapement")
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the end-to-end tests build the binary and need go on PATH: %v", err)
+	built.once.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			built.err = fmt.Errorf("the end-to-end tests build the binary and need go on PATH: %w", err)
+			return
+		}
+		if built.dir, built.err = os.MkdirTemp("", "escapement-bin-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "escapement")
+		if out, err := exec.Command(goBin, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return built.bin
 }
 
 // syncBuffer is a bytes.Buffer safe for a copier goroutine and the test.
@@ -74,12 +99,18 @@ type proc struct {
 
 func startBinary(t *testing.T, bin string, srv *fakeopenai.Server, dir string, args ...string) *proc {
 	t.Helper()
+	return startBinaryEnv(t, bin, srv, dir, nil, args...)
+}
+
+// startBinaryEnv is startBinary with more environment variables.
+func startBinaryEnv(t *testing.T, bin string, srv *fakeopenai.Server, dir string, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = []string{
+	cmd.Env = append([]string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state"),
 		"OPENAI_API_KEY=" + testKey, "OPENAI_BASE_URL=" + srv.BaseURL(),
-	}
+	}, env...)
 	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	var err error
@@ -345,13 +376,21 @@ func TestRunSecondInterruptE2E(t *testing.T) {
 }
 
 // TestAPIKeyNeverPrinted: a run with --json --trace (and debug logs) that
-// uses a tool, meets a 429 whose body echoes the key, and a run whose 401
-// echoes it: the key is in no output and no file.
+// uses a tool, meets a 429 whose body echoes the key, a run whose 401
+// echoes it, and a run whose shell echoes $OPENAI_API_KEY: the key is in no
+// output and no file, and never reaches the shell (so neither the model):
+// the shell gets no secret-looking variable but the one --tool-env names.
 func TestAPIKeyNeverPrinted(t *testing.T) {
 	bin := buildBinary(t)
 	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
 		key := strings.TrimPrefix(r.Auth, "Bearer ")
 		switch {
+		case r.Body.FirstUser() == "shell" && r.Body.Last().Role == "tool":
+			_ = w.Answer("seen", 4)
+		case r.Body.FirstUser() == "shell":
+			args, _ := json.Marshal(map[string]string{"command": `echo "key=$OPENAI_API_KEY tok=$MY_TOKEN pass=$PASSED_TOKEN"`})
+			_ = w.Call(0, "c1", "shell", string(args), 8)
+			_ = w.End("tool_calls")
 		case r.Body.FirstUser() == "unauthorized":
 			w.Status(401, `{"error":{"message":"Incorrect API key provided: `+key+`","type":"invalid_request_error"}}`)
 		case r.N == 1:
@@ -382,8 +421,24 @@ func TestAPIKeyNeverPrinted(t *testing.T) {
 	if got := srv.Requests()[0].Auth; got != "Bearer "+testKey {
 		t.Fatalf("the key was not sent: %q", got)
 	}
-	outputs := map[string]string{"stdout": p.stdout.String(), "stderr": p.stderr.String(), "401 stdout": q.stdout.String(), "401 stderr": q.stderr.String()}
-	for _, f := range []string{s1, t1, s2, t2} {
+	s3, t3 := files("shell")
+	sh := startBinaryEnv(t, bin, srv, dir, []string{"MY_TOKEN=my-token-value", "PASSED_TOKEN=passed-value"},
+		"--log-level", "debug", "run", "shell", "--allow-shell", "--tool-env", "PASSED_TOKEN", "--json", "--trace", t3, "--session", s3, "--workspace", dir)
+	if code := sh.wait(t); code != exitOK {
+		t.Fatalf("shell run: exit %d\nstderr: %s", code, sh.stderr)
+	}
+	var toolResult string
+	for _, r := range srv.Requests() {
+		if r.Body.FirstUser() == "shell" && r.Body.Last().Role == "tool" {
+			toolResult = r.Body.Last().Content
+		}
+	}
+	if !strings.Contains(toolResult, "key= tok= pass=passed-value") {
+		t.Errorf("the shell's environment: its output reached the model as %q; want no key, no MY_TOKEN, PASSED_TOKEN passed", toolResult)
+	}
+	outputs := map[string]string{"stdout": p.stdout.String(), "stderr": p.stderr.String(), "401 stdout": q.stdout.String(), "401 stderr": q.stderr.String(),
+		"shell stdout": sh.stdout.String(), "shell stderr": sh.stderr.String(), "shell tool result": toolResult}
+	for _, f := range []string{s1, t1, s2, t2, s3, t3} {
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
@@ -427,7 +482,7 @@ func TestChatE2E(t *testing.T) {
 	t.Cleanup(srv.Close) // after the binary is killed (cleanups run last-in first-out)
 	dir := t.TempDir()
 	sess := filepath.Join(dir, "chat.jsonl")
-	p := startBinary(t, bin, srv, dir, "chat", "--session", sess, "--system", "be terse")
+	p := startBinary(t, bin, srv, dir, "chat", "--session", sess, "--system", "be terse", "--while-busy", "interject")
 	say := func(line string) {
 		t.Helper()
 		if _, err := io.WriteString(p.stdin, line+"\n"); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/escapement/escapement/adapters/tools"
 	"github.com/spf13/cobra"
 )
 
@@ -61,6 +62,12 @@ type app struct {
 	// subscription). runWith injects both.
 	exit    func(code int)
 	signals func() (<-chan os.Signal, func())
+	// newTools builds a live run's tools (nil: tools.New); tests inject
+	// fakes (a tool that ignores its cancel).
+	newTools func(tools.Config) (toolBox, error)
+	// wrapSession, when set, wraps the session file's writes (tests inject
+	// a disk that fills up).
+	wrapSession func(io.Writer) io.Writer
 }
 
 // run is main without os.Exit: the process's own hard exit and signals.
@@ -79,8 +86,12 @@ func processSignals() (<-chan os.Signal, func()) {
 // runWith is run with the process-wide effects injected: in-process tests
 // pass an exit that does not end the test binary and a signal source they
 // feed themselves, so they neither exit nor trap the binary's signals.
-func runWith(ctx context.Context, args []string, s streams, exit func(code int), signals func() (<-chan os.Signal, func())) int {
+// opts adjust the app before the command runs (tests inject fakes).
+func runWith(ctx context.Context, args []string, s streams, exit func(code int), signals func() (<-chan os.Signal, func()), opts ...func(*app)) int {
 	a := &app{streams: s, exit: exit, signals: signals}
+	for _, o := range opts {
+		o(a)
+	}
 	root := newRootCmd(a)
 	root.SetArgs(args)
 	root.SetIn(s.in)

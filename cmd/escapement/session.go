@@ -1,32 +1,36 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/escapement/escapement/kernel"
 )
 
-// The session file is the root agent's transcript as JSON Lines, appended
-// as it happens and fsynced at the end of every turn:
+// The session file is the root agent's transcript as JSON Lines, written
+// through as it happens — the header when the session opens, then each
+// record with one write(2) as soon as it exists — and fsynced at the end
+// of every turn and on exit:
 //
 //	{"type":"session","format":1,"model":"…","created":"…"}
 //	{"type":"message","message":{"role":"user","content":"…"}}
 //	…
 //	{"type":"turn_end","turn":1,"outcome":"completed"}
 //
-// A turn counts once its turn_end line is written: resuming keeps the
-// messages up to the last turn_end and cuts off the rest (the turn that was
-// in flight when the process died), so a crash loses at most that turn.
-// Messages keep the kernel's flags (partial, marker, …), so a resumed
-// kernel knows what the model was told. UI text is never written here.
+// A turn counts once its turn_end line is written. A process killed in the
+// middle of a turn leaves every record written so far (a kill cannot tear
+// a record: each is one write; a power loss may), so the file always opens
+// for --resume (session_load.go). Messages keep the kernel's flags
+// (partial, marker, …), so a resumed kernel knows what the model was told.
+// UI text is never written here.
 
 const sessionFormat = 1
 
@@ -41,18 +45,28 @@ type sessionRecord struct {
 	Reason  kernel.Reason   `json:"reason,omitzero"`
 }
 
-// sessionWriter appends records; only the kernel's goroutine (through the
-// driver's observer) uses it.
+// sessionWriter appends records. The kernel's goroutine (through the
+// driver's observer) writes; a hard exit syncs it from the goroutine that
+// reads signals, and a command that stops waiting for a stuck tree closes
+// it from its own: mu orders them, and nothing is written after close.
 type sessionWriter struct {
-	path string
-	f    *os.File
-	w    *bufio.Writer
-	err  error
+	path   string
+	redact func(string) string
+
+	mu     sync.Mutex
+	f      *os.File
+	w      io.Writer                 // f, or a test's wrapper of it
+	syncer interface{ Sync() error } // f, or the wrapper when it syncs
+	err    error                     // the first error; nothing is written after it
+	closed bool
 }
 
-// openSession opens path for appending, creating it (and its directory)
-// when needed; a new or empty file gets a header.
-func openSession(path, model string) (*sessionWriter, error) {
+// createSession creates a new session file at path (and its directory) and
+// writes its header at once, so even a process killed before its first
+// record leaves a file --resume accepts. An existing empty file is taken
+// over (a session quit before the header was written, a file made by
+// touch); checkNewSession has refused anything else.
+func createSession(path, model string, redact func(string) string, wrap func(io.Writer) io.Writer) (*sessionWriter, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("session %s: %w", path, err)
 	}
@@ -60,21 +74,86 @@ func openSession(path, model string) (*sessionWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("session %s: %w", path, err)
 	}
-	s := &sessionWriter{path: path, f: f, w: bufio.NewWriter(f)}
-	if st, err := f.Stat(); err == nil && st.Size() == 0 {
-		s.write(sessionRecord{Type: "session", Format: sessionFormat, Model: model, Created: time.Now().UTC().Format(time.RFC3339)})
+	s := newSessionWriter(path, f, redact, wrap)
+	if st, err := f.Stat(); err != nil || st.Size() != 0 {
+		f.Close()
+		if err == nil {
+			err = errors.New("the file is no longer empty")
+		}
+		return nil, fmt.Errorf("session %s: %w", path, err)
 	}
+	s.write(sessionRecord{Type: "session", Format: sessionFormat, Model: model, Created: time.Now().UTC().Format(time.RFC3339)})
+	s.sync()
 	return s, s.err
 }
 
+// appendSession opens a resumed session for appending. A file whose last
+// complete record lacks its newline (written by hand, or by another tool)
+// gets one first, so the next record starts a line of its own. An empty
+// file (no header: impossible for a file loadSession accepted) is refused.
+func appendSession(path string, redact func(string) string, wrap func(io.Writer) io.Writer) (*sessionWriter, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return nil, fmt.Errorf("session %s: %w", path, err)
+	}
+	s := newSessionWriter(path, f, redact, wrap)
+	last, err := lastByte(path)
+	if err == nil && last != '\n' {
+		_, err = f.Write([]byte{'\n'})
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("session %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func newSessionWriter(path string, f *os.File, redact func(string) string, wrap func(io.Writer) io.Writer) *sessionWriter {
+	s := &sessionWriter{path: path, f: f, w: f, syncer: f, redact: redact}
+	if wrap != nil {
+		s.w = wrap(f)
+		if sy, ok := s.w.(interface{ Sync() error }); ok {
+			s.syncer = sy
+		}
+	}
+	return s
+}
+
+// lastByte is the last byte of the file at path.
+func lastByte(path string) (byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if st.Size() == 0 {
+		return 0, errors.New("empty file")
+	}
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], st.Size()-1); err != nil && err != io.EOF {
+		return 0, err
+	}
+	return b[0], nil
+}
+
+// write appends one record with a single write, so a process killed at
+// any instant leaves whole records only.
 func (s *sessionWriter) write(r sessionRecord) {
-	if s.err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.closed {
 		return
 	}
 	b, err := json.Marshal(r)
 	if err == nil {
-		b = append(b, '\n')
-		_, err = s.w.Write(b)
+		if s.redact != nil {
+			b = []byte(s.redact(string(b)))
+		}
+		_, err = s.w.Write(append(b, '\n'))
 	}
 	if err != nil {
 		s.err = fmt.Errorf("session %s: %w", s.path, err)
@@ -91,116 +170,40 @@ func (s *sessionWriter) turnEnd(l kernel.Lifecycle) {
 	s.sync()
 }
 
+// sync makes what was written durable (fsync).
 func (s *sessionWriter) sync() {
-	if s.err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.closed {
 		return
 	}
-	if err := s.w.Flush(); err != nil {
-		s.err = fmt.Errorf("session %s: %w", s.path, err)
-		return
-	}
-	if err := s.f.Sync(); err != nil {
+	if err := s.syncer.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOTSUP) {
+		// EINVAL, ENOTSUP: a file that cannot be synced (/dev/null).
 		s.err = fmt.Errorf("session %s: %w", s.path, err)
 	}
 }
 
-// close flushes (without a turn_end: an unfinished turn stays unfinished)
-// and reports the first error.
+// failed is the first error, if any.
+func (s *sessionWriter) failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// close syncs (without a turn_end: an unfinished turn stays unfinished),
+// closes, and reports the first error. Later writes are dropped.
 func (s *sessionWriter) close() error {
-	if s.err == nil {
-		if err := s.w.Flush(); err != nil {
-			s.err = fmt.Errorf("session %s: %w", s.path, err)
-		}
+	s.sync()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return s.err
 	}
+	s.closed = true
 	if err := s.f.Close(); err != nil && s.err == nil {
 		s.err = fmt.Errorf("session %s: %w", s.path, err)
 	}
 	return s.err
-}
-
-// loadedSession is what resuming found.
-type loadedSession struct {
-	history   []kernel.Message
-	turns     int
-	discarded int   // messages of an unfinished turn, cut off
-	torn      bool  // the file ended inside a line (a write cut short)
-	keep      int64 // byte length of the file up to the last turn_end
-}
-
-// loadSession reads a session file for --resume. Errors name file:line.
-func loadSession(path string) (*loadedSession, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--resume: %w", err)
-	}
-	ls := &loadedSession{}
-	var (
-		pending   []kernel.Message
-		lines     []int // line of each committed message, for errors
-		pendLines []int
-		offset    int64
-		headerOK  bool
-	)
-	for n := 1; len(data) > 0; n++ {
-		i := bytes.IndexByte(data, '\n')
-		if i < 0 {
-			// A torn last write: part of the unfinished turn, cut off.
-			ls.torn = true
-			break
-		}
-		line := data[:i]
-		data = data[i+1:]
-		offset += int64(i + 1)
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var r sessionRecord
-		if err := json.Unmarshal(line, &r); err != nil {
-			return nil, fmt.Errorf("%s:%d: not a session record: %v", path, n, err)
-		}
-		switch r.Type {
-		case "session":
-			if r.Format != sessionFormat {
-				return nil, fmt.Errorf("%s:%d: session format %d, this build reads %d", path, n, r.Format, sessionFormat)
-			}
-			headerOK = true
-		case "message":
-			if r.Message == nil {
-				return nil, fmt.Errorf("%s:%d: message record without a message", path, n)
-			}
-			pending = append(pending, *r.Message)
-			pendLines = append(pendLines, n)
-		case "turn_end":
-			ls.history = append(ls.history, pending...)
-			lines = append(lines, pendLines...)
-			pending, pendLines = nil, nil
-			ls.turns++
-			ls.keep = offset
-		default:
-			return nil, fmt.Errorf("%s:%d: unknown record type %q", path, n, r.Type)
-		}
-	}
-	if !headerOK {
-		return nil, fmt.Errorf("%s:1: not an escapement session file (no session header)", path)
-	}
-	ls.discarded = len(pending)
-	if err := kernel.ValidateTranscript(ls.history, false); err != nil {
-		var te *kernel.TranscriptError
-		if errors.As(err, &te) && te.Index < len(lines) {
-			return nil, fmt.Errorf("%s:%d: %s", path, lines[te.Index], te.Detail)
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return ls, nil
-}
-
-// truncateSession cuts the unfinished turn off the file before appending,
-// so it cannot resurface inside a later turn.
-func truncateSession(path string, keep int64) error {
-	if err := os.Truncate(path, keep); err != nil {
-		return fmt.Errorf("session %s: drop the unfinished turn: %w", path, err)
-	}
-	return nil
 }
 
 // defaultSessionPath is where a session goes without --session:

@@ -23,12 +23,12 @@ import (
 func TestPersistQueuedTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "s.jsonl")
-		sess, err := openSession(path, "m")
+		sess, err := createSession(path, "m", nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var out, errb bytes.Buffer
-		lr := &liveRun{a: &app{}, out: &lockedWriter{w: &out}, errw: &lockedWriter{w: &errb}, session: sess, notify: make(chan struct{}, 1)}
+		lr := &liveRun{a: &app{}, redact: func(s string) string { return s }, out: &lockedWriter{w: &out}, errw: &lockedWriter{w: &errb}, session: sess, notify: make(chan struct{}, 1)}
 		model := live.ModelFunc(func(ctx context.Context, req live.Request, sink live.Sink) error {
 			if len(req.Messages) == 1 {
 				sink.Call(kernel.CallDelta{Index: 0, ID: "c1", Name: "slow", Args: "{}"})

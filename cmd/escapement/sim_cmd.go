@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
 	"github.com/spf13/cobra"
@@ -58,7 +59,7 @@ func (a *app) loadScenarios(paths []string) ([]*sim.Scenario, error) {
 	if len(paths) == 0 {
 		return sim.LoadFS(scenarios.FS, ".", "scenarios (embedded)")
 	}
-	return sim.LoadPaths(paths)
+	return loadScenarioPaths(paths)
 }
 
 // jsonResult is the --json shape (issue #3's CLI contract).
@@ -225,12 +226,11 @@ differing line when they differ.
 Exit codes: 0 identical, 1 different, 2 unreadable trace.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			f, err := os.Open(args[0])
+			data, err := userfile.Read(args[0], maxTraceBytes)
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			defer f.Close()
-			res, err := sim.Replay(f)
+			res, err := sim.Replay(bytes.NewReader(data))
 			if err != nil {
 				return usageErr("%s: %v", args[0], err)
 			}

@@ -8,9 +8,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/escapement/escapement/scenarios"
+	"github.com/escapement/escapement/sim"
 )
 
 var wallTime = regexp.MustCompile(`events in [0-9.]+[a-zµ]+s$`)
@@ -145,5 +147,53 @@ func TestSimTraceReplayPerfetto(t *testing.T) {
 	}
 	if files, _ := filepath.Glob(filepath.Join(tdir, "*.jsonl")); len(files) != suiteSize(t) {
 		t.Fatalf("%d trace files, the suite has %d scenarios", len(files), suiteSize(t))
+	}
+}
+
+// TestSimRefusesNonRegularFiles: `escapement sim /dev/zero` and `sim
+// replay /dev/zero` are refused at once (they used to read until memory
+// ran out), so is a FIFO named like a scenario (given directly or found in
+// a directory: it used to hang the open forever), and a file past the
+// size limit; each exits 2 naming the file.
+func TestSimRefusesNonRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifoDir := filepath.Join(dir, "suite")
+	if err := os.Mkdir(fifoDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, fifoDir, "a.yaml", "name: a\nagents:\n  main:\n    - text: hello\ninputs:\n  - {at: 0s, submit: hi}\n")
+	fifo := filepath.Join(fifoDir, "b.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	big := writeFile(t, dir, "big.yaml", "name: big\n#"+strings.Repeat("x", sim.MaxScenarioBytes)+"\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sim", "/dev/zero"}, "/dev/zero: not a regular file (a character device)"},
+		{[]string{"sim", "replay", "/dev/zero"}, "/dev/zero: not a regular file (a character device)"},
+		{[]string{"sim", fifo}, fifo + ": not a regular file (a FIFO)"},
+		{[]string{"sim", fifoDir}, fifo + ": not a regular file (a FIFO)"},
+		{[]string{"sim", "replay", fifo}, fifo + ": not a regular file (a FIFO)"},
+		{[]string{"sim", big}, big + ": file too large"},
+	} {
+		code, _, errb := runCLI(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errb, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 with %q", tc.args, code, errb, tc.want)
+		}
+	}
+}
+
+// TestSimDuplicateNamesAcrossPaths: two files given apart with one name
+// are refused at the second file's name line.
+func TestSimDuplicateNamesAcrossPaths(t *testing.T) {
+	dir := t.TempDir()
+	const body = "agents:\n  main:\n    - text: hello\ninputs:\n  - {at: 0s, submit: hi}\n"
+	a := writeFile(t, dir, "a.yaml", "name: same\n"+body)
+	b := writeFile(t, dir, "b.yaml", "# a comment\nname: same\n"+body)
+	code, _, errb := runCLI(t, "sim", a, b)
+	if code != exitUsage || !strings.Contains(errb, b+":2: name: \"same\" is already used by "+a) {
+		t.Fatalf("exit %d, stderr %q", code, errb)
 	}
 }

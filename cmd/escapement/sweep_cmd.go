@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
 	"strconv"
-	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -104,11 +105,23 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 		return usageErr("--jobs must be at least 1, got %d", f.jobs)
 	}
 	seeds := p.SeedList()
-	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Signals end the sweep through ctx; the reader is joined before return.
 	sigs, stopSignals := a.signals()
 	defer stopSignals()
+	var interrupted atomic.Bool
+	sigDone := make(chan struct{})
+	go func() { // owned: joined below
+		defer close(sigDone)
+		select {
+		case <-sigs:
+			interrupted.Store(true)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() { cancel(); <-sigDone }()
 
 	var bar *progressbar.ProgressBar
 	if fd, ok := a.err.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(fd.Fd())) {
@@ -119,86 +132,35 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 
 	started := time.Now()
 	sum := sweep.NewSummary(p)
-	// Every seed is queued before the workers start; they stop taking seeds
-	// once ctx is cancelled (an interrupt or the first error).
-	work := make(chan int, len(seeds))
-	for _, seed := range seeds {
-		work <- seed
-	}
-	close(work)
-	type result struct {
-		seed int
-		w    sweep.World
-		err  error
-	}
-	results := make(chan result)
-	var wg sync.WaitGroup
-	for range f.jobs {
-		wg.Go(func() {
-			g := p.Generator()
-			for seed := range work {
-				if ctx.Err() != nil {
-					return
-				}
-				w, err := sweep.RunWorld(g, p, seed, f.core)
-				select {
-				case results <- result{seed, w, err}:
-				case <-ctx.Done():
-					return
-				}
+	var outErr error
+	pool := sweep.Pool{Jobs: f.jobs, Core: f.core, Start: func(w func()) { go w() }} // owned: Pool.Run waits for every worker
+	runErr := pool.Run(ctx, p, func(w sweep.World) error {
+		file := ""
+		if w.Shrunk != nil {
+			var err error
+			if file, err = writeOut(f.out, w.Shrunk.Name+".yaml", true, w.Shrunk.YAML()); err != nil {
+				outErr = err
+				return err
 			}
-		})
-	}
-	// results closes once every worker has returned; the loop below reads
-	// until then, so no goroutine outlives runSweep.
-	go func() {
-		wg.Wait()
-		close(results)
-	}()
-	var runErr, outErr error
-	interrupted := false
-	for open := true; open; {
-		select {
-		case r, ok := <-results:
-			if !ok {
-				open = false
-				continue
-			}
-			if r.err != nil {
-				if runErr == nil {
-					runErr = fmt.Errorf("a generated world does not run, a generator or simulator bug (reproduce: escapement sim sweep --from %d --seeds 1 --depth %d): %w",
-						r.seed, p.Depth, r.err)
-					cancel()
-				}
-				continue
-			}
-			file := ""
-			if r.w.Shrunk != nil {
-				var err error
-				if file, err = writeOut(f.out, r.w.Shrunk.Name+".yaml", true, r.w.Shrunk.YAML()); err != nil && outErr == nil {
-					outErr = err
-					cancel()
-				}
-			}
-			sum.Add(r.w, file)
-			if bar != nil {
-				_ = bar.Add(1)
-			}
-		case <-sigs:
-			interrupted = true
-			cancel()
 		}
-	}
+		sum.Add(w, file)
+		if bar != nil {
+			_ = bar.Add(1)
+		}
+		return nil
+	})
 	sum.Wall = time.Since(started)
 	if bar != nil {
 		_ = bar.Finish()
 	}
+	var worldErr *sweep.WorldError
 	switch {
-	case runErr != nil:
-		return &exitError{code: exitCheckFailed, err: runErr}
+	case errors.As(runErr, &worldErr):
+		return &exitError{code: exitCheckFailed, err: fmt.Errorf("a generated world does not run, a generator or simulator bug (reproduce: escapement sim sweep --from %d --seeds 1 --depth %d): %w",
+			worldErr.Seed, p.Depth, worldErr.Err)}
 	case outErr != nil:
 		return usageErr("--out: %v", outErr)
-	case interrupted || parent.Err() != nil:
+	case interrupted.Load() || runErr != nil:
 		printSweep(a.out, sum, f.jobs)
 		fmt.Fprintf(a.err, "escapement: sweep interrupted after %d of %d worlds\n", sum.Worlds, len(seeds))
 		return &exitError{code: exitInterrupted}

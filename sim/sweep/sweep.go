@@ -2,7 +2,9 @@
 // (issue #5, Part 9): the seeds a shard owns, one world's run (with an
 // occasional determinism re-run and, on failure, a shrunk counterexample),
 // and a Summary that shards merge into the same result one machine would
-// have produced. It starts no goroutines; the CLI owns the worker pool.
+// have produced, and the Pool that runs a plan on several workers. It
+// starts no goroutines: the Pool runs its workers through the Start func
+// its host passes.
 package sweep
 
 import (

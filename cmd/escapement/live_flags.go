@@ -1,0 +1,159 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+
+	"github.com/escapement/escapement/adapters/openai"
+	toolproc "github.com/escapement/escapement/adapters/proc"
+	"github.com/escapement/escapement/kernel"
+	"github.com/spf13/cobra"
+)
+
+// defaultModel is used when neither --model nor $OPENAI_MODEL names one.
+const defaultModel = "gpt-4o-mini"
+
+// What chat does with a line typed while a turn runs (--while-busy).
+const (
+	busyInterject = "interject"
+	busyQueue     = "queue"
+)
+
+// liveFlags are the flags shared by run and chat.
+type liveFlags struct {
+	json       bool
+	trace      string
+	system     string
+	session    string
+	resume     string
+	workspace  string
+	allowShell bool
+	toolEnv    []string // secret-looking variables passed to tools anyway
+	model      string
+	baseURL    string
+	whileBusy  string // chat only; "" until resolved from stdin
+	limits     kernel.Limits
+}
+
+func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
+	fl := cmd.Flags()
+	fl.BoolVar(&f.json, "json", false, "print lifecycle events as JSON Lines on stdout (for scripts) instead of the answer text")
+	fl.StringVar(&f.trace, "trace", "", "write the kernel trace (JSON Lines, the kernel/trace format) to `FILE`")
+	fl.StringVar(&f.system, "system", "", "system prompt of the root agent")
+	fl.StringVar(&f.session, "session", "", "write the transcript to `FILE`, a new file (default: a new file under $XDG_STATE_HOME/escapement/sessions)")
+	if chat {
+		fl.StringVar(&f.resume, "resume", "", "continue the session in `FILE`, appending to it")
+		fl.StringVar(&f.whileBusy, "while-busy", "", "what a line typed while a turn runs does: interject (join the running turn) or queue (start the next turn after it); default interject when stdin is a terminal, queue otherwise")
+	}
+	fl.StringVar(&f.workspace, "workspace", ".", "directory the tools work in; paths that leave it are refused")
+	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
+	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools although its name looks secret (contains KEY, SECRET, TOKEN, PASSWORD or PASSWD); repeatable; never OPENAI_API_KEY")
+	fl.StringVar(&f.model, "model", "", "model name (default $OPENAI_MODEL, else "+defaultModel+")")
+	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root (default $OPENAI_BASE_URL, else "+openai.DefaultBaseURL+")")
+	f.limits = kernel.DefaultLimits()
+	for _, spec := range kernel.LimitTable() {
+		if p := spec.DurationPtr(&f.limits); p != nil {
+			fl.DurationVar(p, spec.Flag, *p, spec.Usage)
+		} else {
+			p := spec.IntPtr(&f.limits)
+			fl.IntVar(p, spec.Flag, *p, spec.Usage)
+		}
+	}
+}
+
+// validate names the flag of the first bad value.
+func (f *liveFlags) validate() error {
+	for _, spec := range kernel.LimitTable() {
+		if err := spec.Check(spec.Get(f.limits)); err != nil {
+			return usageErr("--%s %v", spec.Flag, err)
+		}
+	}
+	if f.resume != "" && f.session != "" && f.session != f.resume {
+		return usageErr("--session and --resume name different files; --resume appends to the file it resumes")
+	}
+	if err := (toolproc.EnvPolicy{Pass: f.toolEnv}).Validate(); err != nil {
+		return usageErr("--tool-env: %v", err)
+	}
+	if f.trace != "" && (filepath.Clean(f.trace) == filepath.Clean(f.session) || filepath.Clean(f.trace) == filepath.Clean(f.resume)) {
+		return usageErr("--trace and the session name the same file %s", f.trace)
+	}
+	switch f.whileBusy {
+	case "", busyInterject, busyQueue:
+	default:
+		return usageErr("--while-busy %q: want interject or queue", f.whileBusy)
+	}
+	return nil
+}
+
+func newRunCmd(a *app) *cobra.Command {
+	f := &liveFlags{}
+	cmd := &cobra.Command{
+		Use:   "run PROMPT",
+		Short: "Run one turn against an OpenAI-compatible endpoint",
+		Long: `Run one turn of the root agent against an OpenAI-compatible endpoint:
+the answer streams to stdout, tool and delegation activity to stderr. A turn
+that does not complete says why on stderr (the HTTP status and the server's
+message, a timeout, a cap).
+
+Ctrl-C cancels the turn (streams and tools are cancelled, shells get SIGINT
+then SIGKILL) and exits 130 once the whole tree has stopped; SIGTERM shuts
+the tree down the same way (reason shutdown); a second signal exits at
+once. The endpoint comes from --base-url or $OPENAI_BASE_URL, the key from
+$OPENAI_API_KEY (never a flag, never logged).
+
+Exit codes: 0 completed, 1 the turn failed or timed out, 2 usage or input
+error, 130 interrupted.`,
+		Example: `  OPENAI_BASE_URL=http://localhost:11434/v1 escapement run --model llama3.1 "list the Go files here"
+  escapement run --allow-shell --workspace ./repo "run the tests and summarise failures"
+  escapement run --json --trace run.jsonl "hello" | jq -c 'select(.kind=="turn_ended")'`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.TrimSpace(args[0]) == "" {
+				return usageErr("the prompt is empty")
+			}
+			lr, err := a.setupLive(f)
+			if err != nil {
+				return err
+			}
+			return lr.runOnce(cmd.Context(), args[0])
+		},
+	}
+	f.register(cmd, false)
+	return cmd
+}
+
+func newChatCmd(a *app) *cobra.Command {
+	f := &liveFlags{}
+	cmd := &cobra.Command{
+		Use:   "chat",
+		Short: "A headless REPL on stdin/stdout against an OpenAI-compatible endpoint",
+		Long: `Chat with the root agent: each line on stdin is a message. A line typed
+while a turn runs interjects (joins the running turn) or, with --while-busy
+queue (the default when stdin is not a terminal), starts the next turn once
+the running one has ended.
+
+Commands (a line whose first word starts with /, handled here, never sent):
+` + chatHelp + `
+Ctrl-C cancels the running turn and returns to the prompt; a second Ctrl-C
+before the tree has stopped exits at once; Ctrl-D (end of input) exits after
+the running turn and any queued lines; SIGTERM shuts the tree down (reason
+shutdown) and exits 130.
+
+The transcript is written to the session file as it happens and synced at
+the end of every turn; --resume FILE continues a session (a crash loses at
+most the turn in flight, which is kept aside in FILE.torn-<time>).`,
+		Example: `  OPENAI_BASE_URL=http://localhost:8080/v1 escapement chat --session work.jsonl
+  escapement chat --resume work.jsonl
+  printf 'first\nsecond\n' | escapement chat      # two turns, one after the other`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lr, err := a.setupLive(f)
+			if err != nil {
+				return err
+			}
+			return lr.chat(cmd.Context())
+		},
+	}
+	f.register(cmd, true)
+	return cmd
+}

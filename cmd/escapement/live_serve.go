@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/kernel"
+)
+
+// stopSlack is how much longer than the grace period a command waits for
+// the driver once it has shut the tree down. The kernel makes the tree
+// quiescent by the shutdown's time + grace (I3) and the driver does not
+// wait for goroutines it abandoned, so Run is late only when something
+// outside the kernel is stuck (an observer blocked writing to a stdout
+// nobody reads); the process then exits without it.
+const stopSlack = time.Second
+
+// interrupts reads the process's signals for the whole life of a live
+// command — while the tree runs, while it shuts down, and while the command
+// waits for the driver to stop — so a signal is never left unread. A
+// signal goes to the command's loop (soft) and arms the reader: until the
+// loop disarms it (the signal only explained something, the turn it
+// cancelled has ended), another signal is the user insisting and exits at
+// once from this goroutine (hardExit), even while the loop is blocked.
+type interrupts struct {
+	soft     chan os.Signal
+	armed    atomic.Bool
+	exited   chan struct{} // closed after a hard exit
+	stop     chan struct{}
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+func startInterrupts(sigs <-chan os.Signal, hardExit func()) *interrupts {
+	in := &interrupts{soft: make(chan os.Signal, 1), exited: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
+	go in.read(sigs, hardExit) // owned: close waits for it
+	return in
+}
+
+func (in *interrupts) read(sigs <-chan os.Signal, hardExit func()) {
+	defer close(in.done)
+	for {
+		select {
+		case sig := <-sigs:
+			if in.armed.CompareAndSwap(false, true) {
+				select {
+				case in.soft <- sig:
+				default: // disarmed with a signal still unread: that one stands for both
+				}
+				continue
+			}
+			hardExit()
+			close(in.exited)
+			return
+		case <-in.stop:
+			return
+		}
+	}
+}
+
+// arm makes the next signal exit at once; disarm makes it soft again.
+func (in *interrupts) arm()    { in.armed.Store(true) }
+func (in *interrupts) disarm() { in.armed.Store(false) }
+
+// hardExited reports whether a signal has forced the exit.
+func (in *interrupts) hardExited() bool {
+	select {
+	case <-in.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// close stops reading signals and waits for the reader.
+func (in *interrupts) close() {
+	in.stopOnce.Do(func() { close(in.stop) })
+	<-in.done
+}
+
+// serve runs body with the driver running and signals read; then it shuts
+// the tree down (reason shutdown, for a turn still running), waits for the
+// driver — bounded by grace + stopSlack, any signal meanwhile exiting at
+// once — and closes the trace, the session and the workspace. body's error
+// wins over the shutdown's.
+func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) error) error {
+	sigs, stopSignals := lr.a.signals()
+	defer stopSignals()
+	lr.intr = startInterrupts(sigs, lr.hardExit)
+	defer lr.intr.close()
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	errc := make(chan error, 1)
+	go func() { errc <- lr.driver.Run(runCtx) }() // owned: received below, or left to the process's exit past the bound
+	err := body(ctx)
+	if lr.intr.hardExited() {
+		lr.session.close()
+		return &exitError{code: exitInterrupted}
+	}
+	lr.intr.arm()
+	stopRun()
+	bound := lr.grace + stopSlack
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case runErr := <-errc:
+		if ferr := lr.finish(runErr); ferr != nil && err == nil {
+			err = ferr
+		}
+		return err
+	case <-lr.intr.exited:
+		lr.session.close()
+		return &exitError{code: exitInterrupted}
+	case <-timer.C:
+		// The kernel's goroutine is stuck outside the kernel; it may not
+		// be touched. What it wrote is on disk (every record and step is
+		// written through); sync the session and go.
+		lr.box.KillAll()
+		serr := lr.session.close()
+		fmt.Fprintf(lr.errw, "escapement: the agent tree did not stop within %v of the end (grace %v + %v); exiting without it\n", bound, lr.grace, stopSlack)
+		if err == nil {
+			err = &exitError{code: exitCheckFailed, err: errors.Join(errors.New("the live driver did not stop"), serr)}
+		}
+		return err
+	}
+}
+
+// finish closes what the run wrote once the driver has stopped (with runErr)
+// and reports the first error as a failed check. It names the ops the
+// kernel abandoned that still run: the process leaves them to the OS.
+func (lr *liveRun) finish(runErr error) error {
+	err := runErr
+	for _, op := range lr.driver.Abandoned() {
+		what := "model request"
+		if op.Tool != "" {
+			what = "tool call " + op.Tool
+		}
+		fmt.Fprintf(lr.errw, "escapement: %s of %s was abandoned at %v (it ignored its cancel) and still runs; it ends with this process\n", what, op.Path, op.At.Round(time.Millisecond))
+	}
+	if lr.trace != nil {
+		if _, terr := lr.trace.Close(lr.driver.Kernel().Now()); terr != nil && err == nil {
+			err = fmt.Errorf("--trace: %w", terr)
+		}
+		if serr := lr.traceF.Sync(); serr != nil && err == nil && !errors.Is(serr, syscall.EINVAL) && !errors.Is(serr, syscall.ENOTSUP) {
+			err = fmt.Errorf("--trace: %w", serr)
+		}
+		if cerr := lr.traceF.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("--trace: %w", cerr)
+		}
+	}
+	if serr := lr.session.close(); serr != nil && err == nil {
+		err = serr
+	}
+	lr.box.Close()
+	if err != nil {
+		return &exitError{code: exitCheckFailed, err: err}
+	}
+	return nil
+}
+
+// hardExit is a signal the user insisted with (a second Ctrl-C, a signal
+// during a shutdown): kill every running shell group at once (they would
+// otherwise outlive us in their own process groups), make the session
+// durable, and exit 130. It runs on the signal reader's goroutine.
+func (lr *liveRun) hardExit() {
+	lr.box.KillAll()
+	lr.session.sync()
+	lr.a.exit(exitInterrupted)
+}
+
+// runOnce is `escapement run`: one turn, then exit with its outcome.
+func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
+	return lr.serve(ctx, func(ctx context.Context) error { return lr.turn(ctx, prompt) })
+}
+
+// turn submits prompt and waits for its end. The first SIGINT cancels the
+// turn (reason user_cancel), SIGTERM shuts the tree down (reason
+// shutdown); either arms the next signal to exit at once.
+func (lr *liveRun) turn(ctx context.Context, prompt string) error {
+	if err := lr.driver.Submit(ctx, prompt); err != nil {
+		return &exitError{code: exitCheckFailed, err: err}
+	}
+	for {
+		select {
+		case <-lr.notify:
+			if _, _, ended, last := lr.state.get(); ended > 0 {
+				return outcomeErr(last)
+			}
+		case sig := <-lr.intr.soft:
+			lr.intr.arm()
+			if err := lr.interrupt(ctx, sig); err != nil {
+				return err
+			}
+		case <-lr.intr.exited:
+			return &exitError{code: exitInterrupted}
+		case <-lr.driver.Done():
+			return &exitError{code: exitInterrupted} // shut down before the turn began
+		case <-ctx.Done():
+			return &exitError{code: exitInterrupted, err: ctx.Err()}
+		}
+	}
+}
+
+// interrupt acts on a signal while a turn runs: SIGTERM asks the process to
+// end (Driver.Shutdown: the turn ends with reason shutdown), anything else
+// is the user's interrupt of the running turn (reason user_cancel).
+func (lr *liveRun) interrupt(ctx context.Context, sig os.Signal) error {
+	var err error
+	if sig == syscall.SIGTERM {
+		err = lr.driver.Shutdown(ctx)
+	} else {
+		_, turn, _, _ := lr.state.get()
+		err = lr.driver.Cancel(ctx, kernel.Root, turn)
+	}
+	if err != nil && !errors.Is(err, live.ErrStopped) {
+		return &exitError{code: exitCheckFailed, err: err}
+	}
+	return nil
+}
+
+// outcomeErr maps a root turn's end to the exit code.
+func outcomeErr(l kernel.Lifecycle) error {
+	switch l.Outcome {
+	case kernel.OutcomeCompleted:
+		return nil
+	case kernel.OutcomeInterrupted:
+		return &exitError{code: exitInterrupted}
+	default:
+		return &exitError{code: exitCheckFailed}
+	}
+}
