@@ -91,7 +91,7 @@ func BenchmarkRecover10k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		k, err := l.Rebuild()
+		k, err := l.Rebuild(nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestSyntheticLogRecovers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := l.Rebuild()
+	k, err := l.Rebuild(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

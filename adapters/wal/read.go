@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
@@ -105,7 +106,12 @@ func (e *MismatchError) Error() string {
 // for byte: the same target, states, effects and lifecycle records. It
 // returns the kernel as the crashed process left it (its Now is the last
 // event's time). A mismatch is a *MismatchError naming the step.
-func (l *Log) Rebuild() (*kernel.Kernel, error) {
+//
+// observe, when not nil, sees every replayed step as the driver's Observer
+// saw it (after its effects, with the same kernel and effects valid only
+// during the call), so a host can bring what it derives from the steps — a
+// transcript, a trace — up to where the log ends.
+func (l *Log) Rebuild(observe func(live.Step)) (*kernel.Kernel, error) {
 	k, err := kernel.New(l.Header.Config())
 	if err != nil {
 		return nil, fmt.Errorf("%s:1: header: %w", l.Name, err)
@@ -121,7 +127,7 @@ func (l *Log) Rebuild() (*kernel.Kernel, error) {
 		if ev.At < k.Now() {
 			return nil, fmt.Errorf("%s:%d: step %d: time goes backwards (%v after %v)", l.Name, lineNo, i+1, ev.At, k.Now())
 		}
-		if err := step(k, tw, ev); err != nil {
+		if err := step(k, tw, ev, observe); err != nil {
 			return nil, fmt.Errorf("%s:%d: step %d: %w", l.Name, lineNo, i+1, err)
 		}
 		if err := tw.Flush(); err != nil {
@@ -146,7 +152,7 @@ func (l *Log) LastAt() (time.Duration, error) {
 
 // step feeds ev to k and records it, turning a kernel panic (a log that
 // drives it somewhere no live run could) into an error.
-func step(k *kernel.Kernel, tw *trace.Writer, ev kernel.Event) (err error) {
+func step(k *kernel.Kernel, tw *trace.Writer, ev kernel.Event, observe func(live.Step)) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("the kernel refused the event: %v", v)
@@ -154,7 +160,11 @@ func step(k *kernel.Kernel, tw *trace.Writer, ev kernel.Event) (err error) {
 	}()
 	target := k.Target(ev)
 	before := k.AgentState(target)
-	tw.Step(k, ev, target, before, k.Step(ev))
+	effects := k.Step(ev)
+	tw.Step(k, ev, target, before, effects)
+	if observe != nil {
+		observe(live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effects})
+	}
 	return nil
 }
 

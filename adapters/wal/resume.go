@@ -57,18 +57,9 @@ type Resumed struct {
 }
 
 // Resume recovers the run whose log is at path: it reads the log, rebuilds
-// the kernel (checking every step against its record), cuts a torn last
-// record off the file (its write never completed, so nothing it caused
-// happened), opens the file for appending, and returns a driver on the
-// rebuilt kernel whose WriteAhead is the log's Writer. Running the driver
-// steps kernel.Recover — resolving every op the crashed process had in
-// flight — at the last logged time, and goes on from there. cfg.Kernel is
-// ignored (the header's configuration is used) and cfg.WriteAhead must be
-// nil. A log that ended cleanly is ErrClean.
+// the kernel (checking every step against its record) and resumes it
+// (Log.Resume). A log that ended cleanly is ErrClean.
 func Resume(path string, cfg live.Config, wrap Wrap) (*Resumed, error) {
-	if cfg.WriteAhead != nil {
-		return nil, errors.New("wal.Resume: cfg.WriteAhead is set; the log's writer is the hook")
-	}
 	l, err := Read(path)
 	if err != nil {
 		return nil, err
@@ -76,11 +67,29 @@ func Resume(path string, cfg live.Config, wrap Wrap) (*Resumed, error) {
 	if l.Clean {
 		return nil, fmt.Errorf("%s: %w", path, ErrClean)
 	}
-	k, err := l.Rebuild()
+	k, err := l.Rebuild(nil)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	return l.Resume(k, cfg, wrap)
+}
+
+// Resume goes on with the run of the log l (read from the file l.Name),
+// whose rebuilt kernel is k: it cuts a torn last record off the file (its
+// write never completed, so nothing it caused happened), opens the file
+// for appending, and returns a driver on k whose WriteAhead is the log's
+// Writer. Running the driver steps kernel.Recover — resolving every op the
+// crashed process had in flight — at the last logged time, and goes on
+// from there. cfg.Kernel is ignored (the header's configuration is k's)
+// and cfg.WriteAhead must be nil. A log that ended cleanly is ErrClean.
+func (l *Log) Resume(k *kernel.Kernel, cfg live.Config, wrap Wrap) (*Resumed, error) {
+	if cfg.WriteAhead != nil {
+		return nil, errors.New("wal: Resume: cfg.WriteAhead is set; the log's writer is the hook")
+	}
+	if l.Clean {
+		return nil, fmt.Errorf("%s: %w", l.Name, ErrClean)
+	}
+	f, err := os.OpenFile(l.Name, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open write-ahead log: %w", err)
 	}
@@ -93,7 +102,7 @@ func Resume(path string, cfg live.Config, wrap Wrap) (*Resumed, error) {
 		}
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("write-ahead log %s: cut the torn last record: %w", path, err)
+			return nil, fmt.Errorf("write-ahead log %s: cut the torn last record: %w", l.Name, err)
 		}
 	}
 	w := appendWriter(wrap.apply(f), l.Steps(), l.Header.Idempotent)
@@ -113,6 +122,6 @@ func Rebuilt(path string) (*kernel.Kernel, *Log, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	k, err := l.Rebuild()
+	k, err := l.Rebuild(nil)
 	return k, l, err
 }

@@ -221,7 +221,7 @@ func TestTornRecordNeverActed(t *testing.T) {
 		if l.Torn == 0 || l.Steps() != 3 || l.Clean {
 			t.Fatalf("torn=%d steps=%d clean=%v, want a torn fourth record dropped", l.Torn, l.Steps(), l.Clean)
 		}
-		k, err := l.Rebuild()
+		k, err := l.Rebuild(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,8 +274,12 @@ func TestRebuildChecksEveryStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Rebuild(); err != nil {
+	var seen []kernel.EventKind
+	if _, err := l.Rebuild(func(s live.Step) { seen = append(seen, s.Event.Kind) }); err != nil {
 		t.Fatal(err)
+	}
+	if len(seen) != l.Steps() || seen[0] != kernel.EvSubmit {
+		t.Fatalf("the observer saw %v of %d steps", seen, l.Steps())
 	}
 	lines := bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
 	changed := bytes.Replace(lines[4], []byte(`"seq":`), []byte(`"seq":9`), 1)
@@ -292,7 +296,7 @@ func TestRebuildChecksEveryStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = l.Rebuild()
+		_, err = l.Rebuild(nil)
 		var me *MismatchError
 		if !errors.As(err, &me) || !strings.Contains(err.Error(), tc.wantErr) || (tc.step != 0 && me.Step != tc.step) {
 			t.Fatalf("%s: got %v", tc.name, err)
@@ -323,7 +327,7 @@ func TestParseRefusesDamage(t *testing.T) {
 	} {
 		l, err := Parse("log", tc.data)
 		if err == nil {
-			_, err = l.Rebuild()
+			_, err = l.Rebuild(nil)
 		}
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
@@ -345,7 +349,7 @@ func TestLastAt(t *testing.T) {
 		t.Fatal(err)
 	}
 	at, err := l.LastAt()
-	k, _ := l.Rebuild()
+	k, _ := l.Rebuild(nil)
 	if err != nil || at != k.Now() || at < time.Second {
 		t.Fatalf("last at %v (%v), kernel now %v", at, err, k.Now())
 	}
