@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
@@ -36,9 +36,14 @@ type Log struct {
 // Steps is how many step records the log holds.
 func (l *Log) Steps() int { return len(l.steps) }
 
-// Read reads the log at path (see Parse).
+// MaxLogBytes bounds the log Read accepts (the whole log is read into
+// memory to be replayed).
+const MaxLogBytes = 2 << 30
+
+// Read reads the log at path (see Parse). It refuses anything but a regular
+// file (a FIFO would block the open, a device never end).
 func Read(path string) (*Log, error) {
-	data, err := os.ReadFile(path)
+	data, err := userfile.Read(path, MaxLogBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read write-ahead log: %w", err)
 	}
