@@ -3,7 +3,7 @@ GO        ?= go
 PKGS      ?= ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all test bench lint demo fmt build fuzz soak
+.PHONY: all test bench lint demo fmt build fuzz soak mutate
 
 all: lint test
 
@@ -52,3 +52,20 @@ soak:
 		|| { cat soak.log; echo "soak: a property failed; the whole log (with the reproduce lines) is soak.log" >&2; exit 1; }
 	grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]' soak.log
 	$(GO) run ./cmd/escapement sim sweep --seeds $(SOAK_WORLDS) --depth 6
+
+# Mutation testing (not in CI: about 30 s per mutant here, so hours for all
+# of them). Plants one small bug at a time in MUTATE_PKGS and reports which
+# test layer caught it: for kernel/ and fsm/ the simulator layers and the
+# unit tests separately, for adapters/ and cmd/ the package's tests. A rerun
+# with the same MUTATE_OUT continues where the last one stopped.
+# MUTATE_SAMPLE=N judges a deterministic sample of N (seed MUTATE_SEED);
+# MUTATE_JOBS defaults to half the cores (use 1 on a loaded machine).
+# See the README's "Mutation testing".
+MUTATE_PKGS   ?= ./kernel ./fsm ./adapters/... ./cmd/...
+MUTATE_SAMPLE ?= 0
+MUTATE_SEED   ?= 1
+MUTATE_JOBS   ?=
+MUTATE_OUT    ?= mutate-out/mutants.jsonl
+mutate:
+	$(GO) run ./internal/mutate/cmd/mutate --sample $(MUTATE_SAMPLE) --seed $(MUTATE_SEED) \
+		$(if $(MUTATE_JOBS),--jobs $(MUTATE_JOBS)) --out $(MUTATE_OUT) $(MUTATE_PKGS)
