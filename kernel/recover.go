@@ -26,7 +26,12 @@ import (
 // and then every timer still wanted is armed again at its deadline (the
 // host's clock is expected to resume from the last logged event, so the
 // time the process was down does not count against any deadline).
+//
+// A shutdown the crashed host had begun ends with it: its turns were
+// aborted (reason shutdown) and settle here, but the new host has not been
+// asked to stop, so turns may start again (a resumed chat reads input).
 func (k *Kernel) onRecover() {
+	k.shutdown = false
 	ids := make([]OpID, 0, len(k.ops))
 	for id := range k.ops { // determinism: sorted below
 		ids = append(ids, id)

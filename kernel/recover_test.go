@@ -129,6 +129,22 @@ func TestRecoverChildMidStream(t *testing.T) {
 	}
 }
 
+// TestRecoverEndsShutdown: a host that crashed while shutting down left a
+// tree interrupted with reason shutdown; the recovery settles it, and the
+// new host may start a turn (the shutdown belonged to the dead process).
+func TestRecoverEndsShutdown(t *testing.T) {
+	h := newHarness(t, nil)
+	h.submit("work")
+	h.text(Root, "half")
+	h.do(Shutdown(0))
+	h.state(Root, fsm.Interrupted)
+	h.recover()
+	h.outcome(Root, OutcomeInterrupted, ReasonShutdown)
+	h.quiescent()
+	h.submit("again")
+	h.state(Root, fsm.Streaming)
+}
+
 // TestRecoverBudget: a restart that the request budget does not allow ends
 // the turn budget_exhausted instead.
 func TestRecoverBudget(t *testing.T) {

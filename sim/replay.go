@@ -72,7 +72,7 @@ func Replay(r io.Reader) (*ReplayResult, error) {
 // replayLive feeds a live trace's events to a fresh kernel, writing a new
 // trace with the same header, notes and end line.
 func replayLive(hdr trace.Header, recorded []byte, out io.Writer) error {
-	k, err := kernel.New(kernel.Config{Limits: hdr.Limits, RootName: hdr.RootName, System: hdr.System, ChildSystem: hdr.ChildSystem, History: hdr.History, Turns: hdr.Turns, Idempotent: hdr.Idempotent})
+	k, err := kernel.New(hdr.Config())
 	if err != nil {
 		return fmt.Errorf("trace header config: %w", err)
 	}

@@ -47,6 +47,15 @@
 // ones), a fixed event buffer (a fast stream waits: back-pressure, never a
 // drop), and a record per op goroutine not yet returned.
 //
+// # Durability
+//
+// Config.WriteAhead is called after every Step and before any of its
+// effects is executed, so a host that persists the step there (adapters/wal)
+// has on disk every event whose consequences reached the world; a failed
+// write stops the driver before it acts. Resume starts a driver on a
+// kernel rebuilt from such a log: Run steps kernel.Recover first, and its
+// clock goes on from the last logged event (docs/durable.md).
+//
 // Cancellation flows through contexts only; no global state; time is read
 // with the time package alone, so the whole driver runs under
 // testing/synctest with an in-memory Model and Tools.

@@ -18,6 +18,10 @@ import (
 // already cancelled everything and no turn may start; Inspect still works).
 var ErrStopped = errors.New("live driver stopped")
 
+// ErrWriteAhead is what Run returns (wrapped, with the cause) when
+// Config.WriteAhead failed: the driver stopped acting at that step.
+var ErrWriteAhead = errors.New("write-ahead log failed")
+
 // ErrRejected wraps the kernel's refusal of an input (an EffError), e.g. a
 // submit while the root is working.
 var ErrRejected = errors.New("kernel rejected the input")
@@ -34,6 +38,18 @@ type Config struct {
 	// Step, with the effects already executed. It must not block for long:
 	// the kernel waits for it (so does every stream, by back-pressure).
 	Observer func(Step)
+	// WriteAhead, when set, is called on the kernel's goroutine after
+	// every Step and before any of its effects is executed: a durable host
+	// persists the event there (adapters/wal), so nothing the event caused
+	// happens in the world before the event is on disk (docs/durable.md).
+	// If it returns an error, the step's effects are never executed and
+	// the driver stops at once: every op's context is cancelled, no input
+	// is accepted (ErrStopped), and Run returns the error wrapped with
+	// ErrWriteAhead after waiting at most the kernel's Grace for the op
+	// goroutines (those still running are then listed by Abandoned). The
+	// log's last record is then the step before, and a recovery from it
+	// resolves what was in flight.
+	WriteAhead func(Step) error
 }
 
 // eventBuffer bounds the world events queued for the kernel's goroutine;
@@ -71,7 +87,11 @@ type Driver struct {
 	base     context.Context // parent of every op context
 	ops      map[kernel.OpID]context.CancelFunc
 	timers   timers
-	stopping bool // the kernel has stepped EvShutdown
+	stopping bool  // the kernel has stepped EvShutdown
+	failed   error // WriteAhead failed: the loop ends at once
+	// recover: the kernel was rebuilt from a log (Resume); Run steps
+	// EvRecover first, its clock resuming at the kernel's last event.
+	recover bool
 
 	mu    sync.Mutex
 	procs map[kernel.OpID]*opProc // op goroutines that have not returned
@@ -89,6 +109,34 @@ func New(cfg Config) (*Driver, error) {
 	if err != nil {
 		return nil, err
 	}
+	return build(cfg, k), nil
+}
+
+// Resume returns a driver for a kernel rebuilt by replaying the events a
+// crashed process logged (adapters/wal.Rebuild). Run first steps
+// kernel.Recover, which resolves every op that process had in flight, and
+// its clock resumes at the kernel's last event time (k.Now()): the time the
+// process was down does not count against any deadline, and the deadlines
+// the kernel arms again keep their old values (docs/durable.md, "Remaining
+// time"). cfg.Kernel is ignored: k's configuration is the one its log
+// recorded.
+func Resume(cfg Config, k *kernel.Kernel) (*Driver, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("live: Config.Model is required")
+	}
+	if cfg.Tools == nil {
+		return nil, errors.New("live: Config.Tools is required")
+	}
+	if k == nil {
+		return nil, errors.New("live: Resume needs a kernel")
+	}
+	cfg.Kernel = k.Config()
+	d := build(cfg, k)
+	d.recover = true
+	return d, nil
+}
+
+func build(cfg Config, k *kernel.Kernel) *Driver {
 	return &Driver{
 		cfg:    cfg,
 		k:      k,
@@ -99,7 +147,7 @@ func New(cfg Config) (*Driver, error) {
 		ops:    make(map[kernel.OpID]context.CancelFunc),
 		timers: newTimers(),
 		procs:  make(map[kernel.OpID]*opProc),
-	}, nil
+	}
 }
 
 // Kernel returns the kernel for reading before Run is called (e.g. the
@@ -135,7 +183,9 @@ func (d *Driver) Run(ctx context.Context) error {
 		return errors.New("live: Run called twice")
 	}
 	defer close(d.done)
-	d.start = time.Now()
+	// A resumed kernel's clock goes on from its last logged event.
+	d.now = d.k.Now()
+	d.start = time.Now().Add(-d.now)
 	base, cancelAll := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelAll()
 	d.base = base
@@ -143,8 +193,11 @@ func (d *Driver) Run(ctx context.Context) error {
 	timer.Stop()
 	defer timer.Stop()
 
+	if d.recover {
+		d.step(kernel.Recover(d.clock()))
+	}
 	ctxDone := ctx.Done()
-	for !d.stopping || !d.k.Quiescent() {
+	for d.failed == nil && (!d.stopping || !d.k.Quiescent()) {
 		var timerC <-chan time.Time
 		if at, ok := d.timers.next(); ok {
 			timer.Reset(max(0, at-time.Since(d.start)))
@@ -163,6 +216,11 @@ func (d *Driver) Run(ctx context.Context) error {
 		}
 	}
 	close(d.quit)
+	if d.failed != nil {
+		cancelAll()
+		d.waitOwnedFor(d.k.Config().Grace)
+		return fmt.Errorf("live: %w: %w", ErrWriteAhead, d.failed)
+	}
 	d.waitOwned()
 	return nil
 }
@@ -194,6 +252,14 @@ func (d *Driver) step(ev kernel.Event) []string {
 		before = d.k.Agent(target).State()
 	}
 	effects := d.k.Step(ev)
+	if d.cfg.WriteAhead != nil && d.failed == nil {
+		if err := d.cfg.WriteAhead(Step{Kernel: d.k, Event: ev, Target: target, Before: before, Effects: effects}); err != nil {
+			d.failed = err
+		}
+	}
+	if d.failed != nil {
+		return nil // nothing this event caused may happen: it is not logged
+	}
 	var refused []string
 	for i := range effects {
 		if effects[i].Kind == kernel.EffError {
@@ -252,7 +318,7 @@ func (d *Driver) onWorld(ev kernel.Event) {
 // fired Step stops or sets are honoured within the same pass.
 func (d *Driver) fireDue() {
 	now := d.clock()
-	for {
+	for d.failed == nil {
 		op, ok := d.timers.popDue(now)
 		if !ok {
 			return
@@ -317,7 +383,12 @@ func (d *Driver) onInput(in input) {
 	case inCancel:
 		ev = kernel.CancelTurn(now, in.agent, in.turn)
 	}
-	if refused := d.step(ev); len(refused) > 0 {
+	refused := d.step(ev)
+	if d.failed != nil {
+		in.reply <- ErrStopped
+		return
+	}
+	if len(refused) > 0 {
 		in.reply <- fmt.Errorf("%s: %w: %s", ev.Kind, ErrRejected, strings.Join(refused, "; "))
 		return
 	}

@@ -94,6 +94,39 @@ func (d *Driver) waitOwned() {
 	}
 }
 
+// waitOwnedFor is waitOwned after a write-ahead failure, when the op
+// goroutines were cancelled without the kernel's say: it waits at most
+// grace for them, then disowns those still running (Abandoned lists them),
+// so a tool that ignores its context cannot keep a failed run alive.
+func (d *Driver) waitOwnedFor(grace time.Duration) {
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	at := d.now
+	d.mu.Lock()
+	var owned []*opProc
+	for _, p := range d.procs {
+		if !p.abandoned {
+			owned = append(owned, p)
+		}
+	}
+	d.mu.Unlock()
+	for _, p := range owned {
+		select {
+		case <-p.done:
+			continue
+		case <-deadline.C:
+		}
+		d.mu.Lock()
+		for _, q := range d.procs {
+			if !q.abandoned {
+				q.abandoned, q.info.At = true, at
+			}
+		}
+		d.mu.Unlock()
+		return
+	}
+}
+
 // Abandoned lists, by op id, the op goroutines the kernel abandoned that
 // are still running. After Run has returned it is what the process leaves
 // behind if it exits now (a host logs it, e.g. "1 abandoned tool call still

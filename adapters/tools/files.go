@@ -316,6 +316,12 @@ func (b *Box) Specs() []live.ToolSpec {
 	return append(specs, DelegateSpec(b.cfg.DelegateTool))
 }
 
+// Idempotent names the tools that only read — running one twice has the
+// effect of running it once — so a recovery after a crash may run them
+// again (kernel.Config.Idempotent, docs/durable.md); every other tool's
+// call cut off by a crash is answered tool_lost instead.
+func (b *Box) Idempotent() []string { return []string{"read_file", "list_dir", "grep"} }
+
 // DelegateSpec is the schema of the kernel's delegation tool: the kernel,
 // not this package, spawns the sub-agent.
 func DelegateSpec(name string) live.ToolSpec {

@@ -278,3 +278,18 @@ func TestSpecialFilesRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestIdempotentToolsOnlyRead: the tools a recovery may run again are
+// published tools, and none of them writes or runs a command.
+func TestIdempotentToolsOnlyRead(t *testing.T) {
+	b, _ := newBox(t, true)
+	published := map[string]bool{}
+	for _, s := range b.Specs() {
+		published[s.Name] = true
+	}
+	for _, name := range b.Idempotent() {
+		if !published[name] || name == "write_file" || name == "shell" || name == "delegate" {
+			t.Errorf("%s is marked idempotent", name)
+		}
+	}
+}

@@ -42,8 +42,8 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.StringVar(&f.trace, "trace", "", "write the kernel trace (JSON Lines, the kernel/trace format) to `FILE`")
 	fl.StringVar(&f.system, "system", "", "system prompt of the root agent")
 	fl.StringVar(&f.session, "session", "", "write the transcript to `FILE`, a new file (default: a new file under $XDG_STATE_HOME/escapement/sessions)")
+	fl.StringVar(&f.resume, "resume", "", "continue the session in `FILE`, appending to it; a turn a crashed run left unfinished (its write-ahead log FILE.wal) is continued first")
 	if chat {
-		fl.StringVar(&f.resume, "resume", "", "continue the session in `FILE`, appending to it")
 		fl.StringVar(&f.whileBusy, "while-busy", "", "what a line typed while a turn runs does: interject (join the running turn) or queue (start the next turn after it); default interject when stdin is a terminal, queue otherwise")
 	}
 	fl.StringVar(&f.workspace, "workspace", ".", "directory the tools work in; paths that leave it are refused")
@@ -90,7 +90,7 @@ func (f *liveFlags) validate() error {
 func newRunCmd(a *app) *cobra.Command {
 	f := &liveFlags{}
 	cmd := &cobra.Command{
-		Use:   "run PROMPT",
+		Use:   "run [PROMPT]",
 		Short: "Run one turn against an OpenAI-compatible endpoint",
 		Long: `Run one turn of the root agent against an OpenAI-compatible endpoint:
 the answer streams to stdout, tool and delegation activity to stderr. A turn
@@ -103,21 +103,31 @@ the tree down the same way (reason shutdown); a second signal exits at
 once. The endpoint comes from --base-url or $OPENAI_BASE_URL, the key from
 $OPENAI_API_KEY (never a flag, never logged).
 
+--resume FILE continues the session in FILE; when the last run on it died
+in the middle of a turn (its write-ahead log FILE.wal is left beside it),
+that turn is continued first, and PROMPT (optional then) runs after it.
+
 Exit codes: 0 completed, 1 the turn failed or timed out, 2 usage or input
-error, 130 interrupted.`,
+error, 130 interrupted (of the last turn run).`,
 		Example: `  OPENAI_BASE_URL=http://localhost:11434/v1 escapement run --model llama3.1 "list the Go files here"
   escapement run --allow-shell --workspace ./repo "run the tests and summarise failures"
   escapement run --json --trace run.jsonl "hello" | jq -c 'select(.kind=="turn_ended")'`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(args[0]) == "" {
+			prompt := ""
+			switch {
+			case len(args) == 1 && strings.TrimSpace(args[0]) == "":
 				return usageErr("the prompt is empty")
+			case len(args) == 1:
+				prompt = args[0]
+			case f.resume == "":
+				return usageErr("run needs a PROMPT (or --resume FILE, to continue a turn a crashed run left)")
 			}
 			lr, err := a.setupLive(f)
 			if err != nil {
 				return err
 			}
-			return lr.runOnce(cmd.Context(), args[0])
+			return lr.runOnce(cmd.Context(), prompt)
 		},
 	}
 	f.register(cmd, false)
@@ -142,8 +152,12 @@ the running turn and any queued lines; SIGTERM shuts the tree down (reason
 shutdown) and exits 130.
 
 The transcript is written to the session file as it happens and synced at
-the end of every turn; --resume FILE continues a session (a crash loses at
-most the turn in flight, which is kept aside in FILE.torn-<time>).`,
+the end of every turn, and every event is logged before it acts in FILE.wal
+(removed when chat ends cleanly). --resume FILE continues a session: when
+the last run died in the middle of a turn (kill -9, a crash, a power cut),
+that turn is rebuilt from FILE.wal and continued first — a streaming answer
+is asked for again, read-only tools run again, any other tool call that was
+running is reported to the model as tool_lost — and input is read after.`,
 		Example: `  OPENAI_BASE_URL=http://localhost:8080/v1 escapement chat --session work.jsonl
   escapement chat --resume work.jsonl
   printf 'first\nsecond\n' | escapement chat      # two turns, one after the other`,

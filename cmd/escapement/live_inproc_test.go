@@ -39,7 +39,8 @@ func TestLiveUsageErrors(t *testing.T) {
 		args []string
 		msg  string
 	}{
-		{[]string{"run"}, "accepts 1 arg(s)"},
+		{[]string{"run"}, "run needs a PROMPT"},
+		{[]string{"run", "a", "b"}, "accepts at most 1 arg(s)"},
 		{[]string{"run", "  "}, "the prompt is empty"},
 		{[]string{"run", "hi", "--grace", "0s"}, "--grace must be positive"},
 		{[]string{"run", "hi", "--stall-timeout", "-1s"}, "--stall-timeout must be positive"},

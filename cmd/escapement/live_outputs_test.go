@@ -107,8 +107,11 @@ func TestSessionDirSaysDirectory(t *testing.T) {
 // middle of its first turn (the server stalls mid-stream) leaves a session
 // file holding its header and the first prompt (both files used to be
 // empty: everything waited in buffers for the turn's end) and a trace
-// whose every line is whole; `chat --resume FILE < /dev/null` accepts the
-// file, keeping its original under FILE.torn-*.
+// whose every line is whole; with its write-ahead log moved away (the
+// fallback docs/durable.md gives for a log that cannot be used),
+// `chat --resume FILE < /dev/null` accepts the file alone, keeping its
+// original under FILE.torn-*. (With the log, the turn is continued:
+// TestKill9MidStreamContinues.)
 func TestKilledFirstTurnResumes(t *testing.T) {
 	bin := buildBinary(t)
 	streaming := make(chan struct{})
@@ -164,6 +167,9 @@ func TestKilledFirstTurnResumes(t *testing.T) {
 		t.Errorf("the killed run's trace holds %d steps (the first words: %v)", steps, words)
 	}
 	original, _ := os.ReadFile(sess)
+	if err := os.Rename(sess+".wal", filepath.Join(dir, "moved-away.wal")); err != nil {
+		t.Fatal(err)
+	}
 
 	code, _, errb := runCLIWithInput(t, "", "chat", "--resume", sess, "--workspace", dir)
 	if code != exitOK || !strings.Contains(errb, "dropped 1 message(s) of a turn that never finished; the original file is kept as "+sess+".torn-") {

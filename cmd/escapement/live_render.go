@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/wal"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
@@ -25,6 +26,9 @@ type liveRun struct {
 	driver    *live.Driver
 	box       toolBox
 	session   *sessionWriter
+	wal       *wal.Writer // the write-ahead log (live_wal.go); nil without one
+	walF      *os.File
+	walPath   string
 	trace     *trace.Writer
 	traceF    *os.File
 	json      bool
@@ -235,6 +239,8 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 		activity("[%s] dropped half-streamed call %s\n", path(l.Agent), l.Name)
 	case kernel.LifeTimedOut:
 		activity("[%s] %s\n", path(l.Agent), l.Reason)
+	case kernel.LifeRecovered:
+		activity("[%s] recovered after a crash: %s\n", path(l.Agent), l.Text)
 	case kernel.LifeTurnEnded:
 		if l.Agent == kernel.Root {
 			lr.answerText("", true)

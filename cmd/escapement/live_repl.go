@@ -52,7 +52,9 @@ func (lr *liveRun) repl(ctx context.Context) error {
 	defer input.close()
 	r := &repl{lr: lr}
 	lines := input.lines
-	r.prompt()
+	if busy, _, _, _ := lr.state.get(); !busy { // a recovered turn may still run
+		r.prompt()
+	}
 	for {
 		select {
 		case line, ok := <-lines:

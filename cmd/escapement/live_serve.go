@@ -155,8 +155,14 @@ func (lr *liveRun) finish(runErr error) error {
 			err = fmt.Errorf("--trace: %w", cerr)
 		}
 	}
-	if serr := lr.session.close(); serr != nil && err == nil {
+	serr := lr.session.close()
+	if serr != nil && err == nil {
 		err = serr
+	}
+	// The log goes only when everything it holds is in the session file;
+	// otherwise the next --resume recovers from it.
+	if werr := lr.closeLog(runErr == nil && serr == nil); werr != nil && err == nil {
+		err = fmt.Errorf("write-ahead log: %w", werr)
 	}
 	lr.box.Close()
 	if err != nil {
@@ -172,38 +178,65 @@ func (lr *liveRun) finish(runErr error) error {
 func (lr *liveRun) hardExit() {
 	lr.box.KillAll()
 	lr.session.sync()
+	if lr.walF != nil {
+		_ = lr.walF.Sync() // safe beside the kernel goroutine's writes; the log stays for --resume
+	}
 	lr.a.exit(exitInterrupted)
 }
 
-// runOnce is `escapement run`: one turn, then exit with its outcome.
+// runOnce is `escapement run`: one turn, then exit with its outcome. A
+// run resumed from a crash first finishes the turn the dead process left
+// (recoverRun), then runs prompt, if any, as the next turn.
 func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
-	return lr.serve(ctx, func(ctx context.Context) error { return lr.turn(ctx, prompt) })
+	return lr.serve(ctx, func(ctx context.Context) error {
+		if busy, _, _, _ := lr.state.get(); busy {
+			signalled, err := lr.await(ctx, 0)
+			if prompt == "" || signalled {
+				return err
+			}
+		}
+		if prompt == "" {
+			lr.say("no turn was left unfinished and no prompt was given; nothing to do")
+			return nil
+		}
+		return lr.turn(ctx, prompt)
+	})
 }
 
-// turn submits prompt and waits for its end. The first SIGINT cancels the
-// turn (reason user_cancel), SIGTERM shuts the tree down (reason
-// shutdown); either arms the next signal to exit at once.
+// turn submits prompt and waits for its end.
 func (lr *liveRun) turn(ctx context.Context, prompt string) error {
+	_, _, ended, _ := lr.state.get()
 	if err := lr.driver.Submit(ctx, prompt); err != nil {
 		return &exitError{code: exitCheckFailed, err: err}
 	}
+	_, err := lr.await(ctx, ended)
+	return err
+}
+
+// await waits for the root's turn that is running to end (the turns ended
+// so far are ended) and maps its outcome to the exit code. The first
+// SIGINT cancels the turn (reason user_cancel), SIGTERM shuts the tree down
+// (reason shutdown); either arms the next signal to exit at once, and
+// signalled says one came.
+func (lr *liveRun) await(ctx context.Context, ended uint64) (signalled bool, err error) {
 	for {
 		select {
 		case <-lr.notify:
-			if _, _, ended, last := lr.state.get(); ended > 0 {
-				return outcomeErr(last)
+			if _, _, n, last := lr.state.get(); n > ended {
+				return signalled, outcomeErr(last)
 			}
 		case sig := <-lr.intr.soft:
+			signalled = true
 			lr.intr.arm()
 			if err := lr.interrupt(ctx, sig); err != nil {
-				return err
+				return true, err
 			}
 		case <-lr.intr.exited:
-			return &exitError{code: exitInterrupted}
+			return true, &exitError{code: exitInterrupted}
 		case <-lr.driver.Done():
-			return &exitError{code: exitInterrupted} // shut down before the turn began
+			return signalled, &exitError{code: exitInterrupted} // shut down before the turn began
 		case <-ctx.Done():
-			return &exitError{code: exitInterrupted, err: ctx.Err()}
+			return signalled, &exitError{code: exitInterrupted, err: ctx.Err()}
 		}
 	}
 }

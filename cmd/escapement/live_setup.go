@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/adapters/wal"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
@@ -46,12 +46,18 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	red := redact.New(key)
 	kcfg := kernel.Config{Limits: f.limits, System: f.system}
 	var loaded *loadedSession
+	var crashed *wal.Log // the log of a run that died, beside the resumed file
 	sessionPath := f.session
 	if f.resume != "" {
-		if loaded, err = loadSession(f.resume); err != nil {
+		if crashed, err = crashedLog(f.resume); err != nil {
 			return nil, usageErr("--resume: %v", err)
 		}
-		kcfg.History, kcfg.Turns = loaded.history, loaded.last
+		if crashed == nil {
+			if loaded, err = loadSession(f.resume); err != nil {
+				return nil, usageErr("--resume: %v", err)
+			}
+			kcfg.History, kcfg.Turns = loaded.history, loaded.last
+		}
 		sessionPath = f.resume
 	}
 	if err := kcfg.Validate(); err != nil {
@@ -64,7 +70,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		if sessionPath, err = defaultSessionPath(); err != nil {
 			return nil, usageErr("%v", err)
 		}
-	} else if loaded == nil {
+	} else if loaded == nil && crashed == nil {
 		if err := checkNewSession(sessionPath); err != nil {
 			return nil, err
 		}
@@ -100,6 +106,9 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	if err != nil {
 		return nil, usageErr("--base-url/--model: %v", err)
 	}
+	if idem, ok := box.(interface{ Idempotent() []string }); ok {
+		kcfg.Idempotent = idem.Idempotent()
+	}
 	errw := &lockedWriter{w: a.err}
 	lr = &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: errw, redact: red.Redact, secret: key, box: box,
 		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1)}
@@ -117,6 +126,17 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 				traceOut.discard()
 			}
 		}()
+	}
+	lr.json = f.json
+	if crashed != nil {
+		if err = lr.recoverRun(crashed, sessionPath, traceOut, m); err != nil {
+			if lr.session != nil && lr.session.f != nil {
+				lr.session.close()
+			}
+			return nil, usageErr("--resume: %v", err)
+		}
+		fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
+		return lr, nil
 	}
 	if loaded != nil && loaded.unfinished() {
 		backup, err := setAsideUnfinished(f.resume, loaded, time.Now())
@@ -149,7 +169,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		lr.traceF = traceOut.f
 		lr.trace = trace.NewWriter(redactingWriter{w: traceOut.f, redact: lr.redact}, trace.Header{
 			Source: "live", Name: sessionPath, Limits: f.limits, RootName: "main", System: f.system,
-			History: kcfg.History, Turns: kcfg.Turns, Build: "escapement " + runtime.Version(),
+			History: kcfg.History, Turns: kcfg.Turns, Idempotent: kcfg.Idempotent, Build: buildName(),
 		})
 		if err = lr.trace.Flush(); err != nil { // the header, at once
 			return nil, usageErr("--trace: %v", err)
@@ -157,7 +177,19 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}
 	lr.json = f.json
 	mcpView.lr.Store(lr)
-	if lr.driver, err = live.New(live.Config{Kernel: kcfg, Model: m, Tools: box, Observer: lr.observe}); err != nil {
+	if err = lr.startLog(sessionPath, kcfg); err != nil {
+		return nil, usageErr("--session: write-ahead log: %v", err)
+	}
+	defer func() {
+		if err != nil && lr.walF != nil {
+			lr.walF.Close()
+		}
+	}()
+	dcfg := live.Config{Kernel: kcfg, Model: m, Tools: box, Observer: lr.observe}
+	if lr.wal != nil {
+		dcfg.WriteAhead = lr.wal.Record
+	}
+	if lr.driver, err = live.New(dcfg); err != nil {
 		return nil, usageErr("%v", err)
 	}
 	if loaded != nil && len(loaded.history) > 0 {

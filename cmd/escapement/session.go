@@ -160,6 +160,28 @@ func (s *sessionWriter) write(r sessionRecord) {
 	}
 }
 
+// writeRaw appends records already encoded and redacted (a recovery's
+// catch-up, recoverRun) with a single write.
+func (s *sessionWriter) writeRaw(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.closed {
+		return
+	}
+	if _, err := s.w.Write(b); err != nil {
+		s.err = fmt.Errorf("session %s: %w", s.path, err)
+	}
+}
+
+// size is the session file's length now.
+func (s *sessionWriter) size() (int64, error) {
+	st, err := s.f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("session %s: %w", s.path, err)
+	}
+	return st.Size(), nil
+}
+
 func (s *sessionWriter) message(m kernel.Message) {
 	s.write(sessionRecord{Type: "message", Message: &m})
 }

@@ -65,6 +65,11 @@ type Header struct {
 	// Turns is how many turns the resumed root had already had
 	// (kernel.Config.Turns), so a replay numbers turns the same way.
 	Turns uint64 `json:"turns,omitempty"`
+	// DelegateTool and MaxAgents are kernel.Config's, when not the
+	// defaults: a rebuild from a write-ahead log needs every setting that
+	// shapes the effects.
+	DelegateTool string `json:"delegate_tool,omitempty"`
+	MaxAgents    int    `json:"max_agents,omitempty"`
 	// Build names the binary that wrote the trace (for reproduction notes).
 	Build string `json:"build,omitempty"`
 }
@@ -150,6 +155,40 @@ func NewWriter(w io.Writer, hdr Header) *Writer {
 	return tw
 }
 
+// ContinueWriter returns a writer for a trace whose header and first steps
+// step lines w already holds (a write-ahead log appended to after a
+// recovery): it writes no header, and numbers its steps from steps+1. Its
+// hash covers only what it writes.
+func ContinueWriter(w io.Writer, steps int) *Writer {
+	tw := &Writer{h: sha256.New(), step: steps, buf: make([]byte, 0, flushAt+4096)}
+	if w != io.Discard {
+		tw.sink = w
+	}
+	return tw
+}
+
+// HeaderOf records cfg — everything of a kernel configuration that shapes
+// its effects — in a header, so Config can rebuild it.
+func HeaderOf(cfg kernel.Config) Header {
+	h := Header{Limits: cfg.Limits, RootName: cfg.RootName, System: cfg.System, ChildSystem: cfg.ChildSystem,
+		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, MaxAgents: cfg.MaxAgents}
+	if cfg.DelegateTool != kernel.DefaultDelegateTool {
+		h.DelegateTool = cfg.DelegateTool
+	}
+	if cfg.MaxAgents == kernel.DefaultMaxAgents {
+		h.MaxAgents = 0
+	}
+	return h
+}
+
+// Config is the kernel configuration h records (HeaderOf's inverse): a
+// fresh kernel built from it and fed the trace's events reproduces the
+// trace's effects.
+func (h Header) Config() kernel.Config {
+	return kernel.Config{Limits: h.Limits, RootName: h.RootName, System: h.System, ChildSystem: h.ChildSystem,
+		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, DelegateTool: h.DelegateTool, MaxAgents: h.MaxAgents}
+}
+
 // appendHeader appends h as encoding/json writes it with HTML escaping off
 // (TestEncoderMatchesJSON compares). Every simulated run writes one, and
 // its embedded scenario is most of a short run's bytes, so the fields are
@@ -214,6 +253,14 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 	if h.Turns != 0 {
 		e.lit(`,"turns":`)
 		e.u64(h.Turns)
+	}
+	if h.DelegateTool != "" {
+		e.lit(`,"delegate_tool":`)
+		e.str(h.DelegateTool)
+	}
+	if h.MaxAgents != 0 {
+		e.lit(`,"max_agents":`)
+		e.i64(int64(h.MaxAgents))
 	}
 	if h.Build != "" {
 		e.lit(`,"build":`)

@@ -162,3 +162,63 @@ func TestFlushWritesEveryStep(t *testing.T) {
 		t.Fatalf("flushing changed the trace:\n%s\n%s", b1, b2)
 	}
 }
+
+// TestContinueWriter: a trace written in two parts — the second by a
+// ContinueWriter on the file the first left — has exactly the bytes of one
+// writer's trace (step numbers continue), which is how a write-ahead log is
+// appended to after a recovery.
+func TestContinueWriter(t *testing.T) {
+	evs := []kernel.Event{kernel.Submit(0, "hi"), kernel.TextDelta(time.Second, 1, 1, "a"), kernel.Cancel(2*time.Second, kernel.Root)}
+	record := func(split int) []byte {
+		var buf bytes.Buffer
+		k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
+		w := NewWriter(&buf, Header{Source: "live", Name: "two parts"})
+		for i, ev := range evs {
+			if i == split {
+				if err := w.Flush(); err != nil {
+					t.Fatal(err)
+				}
+				w = ContinueWriter(&buf, split)
+			}
+			target := k.Target(ev)
+			before := k.AgentState(target)
+			w.Step(k, ev, target, before, k.Step(ev))
+		}
+		if _, err := w.Close(2 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	whole := record(-1)
+	for split := 1; split < len(evs); split++ {
+		if got := record(split); !bytes.Equal(got, whole) {
+			t.Fatalf("split at %d:\n%s\nwant\n%s", split, got, whole)
+		}
+	}
+}
+
+// TestHeaderConfigRoundTrip: every configuration setting that shapes the
+// effects survives HeaderOf, the header's encoding and Config.
+func TestHeaderConfigRoundTrip(t *testing.T) {
+	cfg := kernel.Config{Limits: kernel.DefaultLimits(), RootName: "boss", System: "sys", ChildSystem: "child",
+		History:    []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}, {Role: kernel.RoleAssistant, Content: "hello"}},
+		Idempotent: []string{"read_file", "grep"}, Turns: 3, DelegateTool: "spawn", MaxAgents: 9}
+	cfg.MaxRequests = 7
+	var buf bytes.Buffer
+	w := NewWriter(&buf, HeaderOf(cfg))
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	hdr, err := ReadHeader(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := hdr.Config(); !reflect.DeepEqual(got, cfg) {
+		t.Fatalf("config round trip\n got %+v\nwant %+v", got, cfg)
+	}
+	// Defaults are not written.
+	plain := HeaderOf(kernel.Config{Limits: kernel.DefaultLimits(), DelegateTool: kernel.DefaultDelegateTool, MaxAgents: kernel.DefaultMaxAgents})
+	if plain.DelegateTool != "" || plain.MaxAgents != 0 {
+		t.Fatalf("defaults recorded: %+v", plain)
+	}
+}

@@ -1,0 +1,210 @@
+package wal
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/userfile"
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
+)
+
+// Log is a write-ahead log read back: its header and its step lines.
+type Log struct {
+	// Name names the log in errors (its path).
+	Name   string
+	Header trace.Header
+	// steps holds each step line without its newline; lines[i] is on file
+	// line i+2.
+	steps [][]byte
+	// Clean is true when an end line closes the log: the run ended
+	// cleanly and there is nothing to recover.
+	Clean bool
+	// Torn is the length of a torn last line that was dropped (0: none):
+	// the bytes of a record whose write the crash cut short. Its effects
+	// never ran — the driver acts only after the write returned.
+	Torn int
+	// Size is the length of the log's whole lines: where appending goes
+	// on (the torn bytes, if any, start there).
+	Size int64
+}
+
+// Steps is how many step records the log holds.
+func (l *Log) Steps() int { return len(l.steps) }
+
+// MaxLogBytes bounds the log Read accepts (the whole log is read into
+// memory to be replayed).
+const MaxLogBytes = 2 << 30
+
+// Read reads the log at path (see Parse). It refuses anything but a regular
+// file (a FIFO would block the open, a device never end).
+func Read(path string) (*Log, error) {
+	data, err := userfile.Read(path, MaxLogBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read write-ahead log: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Parse splits a log into its header and step lines. A last line without
+// its newline is torn — the crash cut its write — and is dropped (Torn
+// says how many bytes); any other line that is not a header, step or end
+// line, or a line after the end line, is an error naming name:line.
+func Parse(name string, data []byte) (*Log, error) {
+	l := &Log{Name: name}
+	if i := bytes.LastIndexByte(data, '\n'); i+1 < len(data) {
+		l.Torn = len(data) - (i + 1)
+		data = data[:i+1]
+	}
+	l.Size = int64(len(data))
+	if len(data) == 0 {
+		return nil, fmt.Errorf("%s: not a write-ahead log: no header line (empty, or its first write was cut)", name)
+	}
+	first, rest, _ := bytes.Cut(data, []byte("\n"))
+	hdr, err := trace.ReadHeader(first)
+	if err != nil {
+		return nil, fmt.Errorf("%s:1: %w", name, err)
+	}
+	l.Header = hdr
+	l.steps = make([][]byte, 0, bytes.Count(rest, []byte("\n")))
+	for line := 2; len(rest) > 0; line++ {
+		var ln []byte
+		ln, rest, _ = bytes.Cut(rest, []byte("\n"))
+		if l.Clean {
+			return nil, fmt.Errorf("%s:%d: a record after the end line", name, line)
+		}
+		switch {
+		case bytes.HasPrefix(ln, []byte(`{"type":"step",`)):
+			l.steps = append(l.steps, ln)
+		case bytes.HasPrefix(ln, []byte(`{"type":"end",`)):
+			l.Clean = true
+		case bytes.HasPrefix(ln, []byte(`{"type":"note",`)):
+			// An annotation: no event.
+		default:
+			return nil, fmt.Errorf("%s:%d: not a header, step, note or end record: %.80q", name, line, ln)
+		}
+	}
+	return l, nil
+}
+
+// MismatchError says that a rebuilt kernel did not reproduce a logged step:
+// the log was not written by this kernel (another build, a different
+// configuration) or was changed.
+type MismatchError struct {
+	Name string
+	// Step is the step number, Line its line in the file.
+	Step, Line     int
+	Logged, Replay string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("%s:%d: step %d: the rebuilt kernel's step differs from the log's (another build or a changed file?)\n  logged: %s\n  replay: %s",
+		e.Name, e.Line, e.Step, e.Logged, e.Replay)
+}
+
+// Rebuild feeds the logged events, in order, to a fresh kernel configured
+// by the header, and checks that every step reproduces its logged line byte
+// for byte: the same target, states, effects and lifecycle records. It
+// returns the kernel as the crashed process left it (its Now is the last
+// event's time). A mismatch is a *MismatchError naming the step.
+//
+// observe, when not nil, sees every replayed step as the driver's Observer
+// saw it (after its effects, with the same kernel and effects valid only
+// during the call), so a host can bring what it derives from the steps — a
+// transcript, a trace — up to where the log ends.
+func (l *Log) Rebuild(observe func(live.Step)) (*kernel.Kernel, error) {
+	k, err := kernel.New(l.Header.Config())
+	if err != nil {
+		return nil, fmt.Errorf("%s:1: header: %w", l.Name, err)
+	}
+	var replay capture
+	tw := trace.ContinueWriter(&replay, 0)
+	for i, ln := range l.steps {
+		lineNo := i + 2
+		ev, err := eventOf(ln)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", l.Name, lineNo, err)
+		}
+		if ev.At < k.Now() {
+			return nil, fmt.Errorf("%s:%d: step %d: time goes backwards (%v after %v)", l.Name, lineNo, i+1, ev.At, k.Now())
+		}
+		if err := step(k, tw, ev, observe); err != nil {
+			return nil, fmt.Errorf("%s:%d: step %d: %w", l.Name, lineNo, i+1, err)
+		}
+		if err := tw.Flush(); err != nil {
+			return nil, err
+		}
+		if got := bytes.TrimSuffix(replay.last, []byte("\n")); !bytes.Equal(got, ln) {
+			return nil, &MismatchError{Name: l.Name, Step: i + 1, Line: lineNo, Logged: string(ln), Replay: string(got)}
+		}
+	}
+	return k, nil
+}
+
+// LastAt is the time of the last logged event: where a resumed clock goes
+// on.
+func (l *Log) LastAt() (time.Duration, error) {
+	if len(l.steps) == 0 {
+		return 0, nil
+	}
+	ev, err := eventOf(l.steps[len(l.steps)-1])
+	return ev.At, err
+}
+
+// step feeds ev to k and records it, turning a kernel panic (a log that
+// drives it somewhere no live run could) into an error.
+func step(k *kernel.Kernel, tw *trace.Writer, ev kernel.Event, observe func(live.Step)) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("the kernel refused the event: %v", v)
+		}
+	}()
+	target := k.Target(ev)
+	before := k.AgentState(target)
+	effects := k.Step(ev)
+	tw.Step(k, ev, target, before, effects)
+	if observe != nil {
+		observe(live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effects})
+	}
+	return nil
+}
+
+// eventOf decodes the event of a step line. A step line is the trace's
+// canonical encoding, `{…,"event":{…}}` or `{…,"event":{…},"effects":[…]}`,
+// and the key `"event":{` and the text `},"effects":[` cannot occur inside
+// a JSON string (their quotes would be escaped), so the event's object is
+// cut out and decoded alone — the effects, most of a line, are not decoded
+// at all. Rebuild compares the whole line with its re-encoding, so a line
+// this reads wrongly is reported, never taken.
+func eventOf(ln []byte) (kernel.Event, error) {
+	var ev kernel.Event
+	_, after, ok := bytes.Cut(ln, []byte(`"event":{`))
+	if !ok {
+		return ev, errors.New("step record without an event")
+	}
+	end := bytes.Index(after, []byte(`},"effects":[`))
+	if end < 0 {
+		if !bytes.HasSuffix(after, []byte("}}")) {
+			return ev, errors.New("step record: the event object does not end the line")
+		}
+		end = len(after) - 2
+	}
+	obj := ln[len(ln)-len(after)-1 : len(ln)-len(after)+end+1]
+	if err := json.Unmarshal(obj, &ev); err != nil {
+		return ev, fmt.Errorf("step record: event: %w", err)
+	}
+	return ev, nil
+}
+
+// capture keeps the last write (a trace writer's Flush after one step
+// writes exactly that step's line).
+type capture struct{ last []byte }
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.last = append(c.last[:0], p...)
+	return len(p), nil
+}

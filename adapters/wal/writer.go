@@ -1,0 +1,177 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
+)
+
+// File is where a Writer writes: an *os.File, or a wrapper (one that
+// redacts a secret, a test's fake disk). Each record is one Write call.
+type File interface {
+	io.Writer
+	Sync() error
+}
+
+// Writer appends records to a log. Its methods run on the live driver's
+// kernel goroutine (Record is the driver's Config.WriteAhead); it is not
+// safe for concurrent use.
+type Writer struct {
+	f  File
+	tw *trace.Writer
+	// idempotent names the tools whose start needs no fsync: a recovery
+	// runs them again.
+	idempotent map[string]bool
+	err        error
+	records    int
+	syncs      int
+	closed     bool
+}
+
+// Create creates a new log at path — never over an existing file — and
+// writes its header through wrap (nil: to the file itself), fsynced with
+// the directory, so the log exists before the first event is recorded.
+// The kernel configuration in hdr (trace.HeaderOf) is what a rebuild will
+// use; hdr.Source is set to "live" when empty. The caller closes the file
+// after Writer.Close.
+func Create(path string, hdr trace.Header, wrap Wrap) (*Writer, *os.File, error) {
+	f, err := CreateFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := NewWriter(wrap.apply(f), hdr)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("write-ahead log %s: %w", path, err)
+	}
+	return w, f, nil
+}
+
+// NewWriter writes hdr to f as one write and fsyncs it.
+func NewWriter(f File, hdr trace.Header) (*Writer, error) {
+	if hdr.Source == "" {
+		hdr.Source = "live"
+	}
+	w := &Writer{f: f, tw: trace.NewWriter(f, hdr), idempotent: setOf(hdr.Idempotent)}
+	if err := w.tw.Flush(); err != nil {
+		return nil, fmt.Errorf("write header: %w", err)
+	}
+	if err := w.sync(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// appendWriter continues a log whose first steps step lines f already
+// holds (Resume).
+func appendWriter(f File, steps int, idempotent []string) *Writer {
+	return &Writer{f: f, tw: trace.ContinueWriter(f, steps), idempotent: setOf(idempotent)}
+}
+
+func setOf(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// Record writes one step — its event and the effects it caused — as one
+// line with one write, and fsyncs when the step needs it (the package doc
+// says when). It is the live driver's Config.WriteAhead: the driver
+// executes the effects only after Record returned nil. After the first
+// failure every call returns that error.
+func (w *Writer) Record(s live.Step) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		w.err = errors.New("write-ahead log: record after close")
+		return w.err
+	}
+	w.tw.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
+	if err := w.tw.Flush(); err != nil {
+		w.err = fmt.Errorf("write-ahead log: step %d: %w", w.records+1, err)
+		return w.err
+	}
+	w.records++
+	if w.needsSync(s) {
+		return w.sync()
+	}
+	return nil
+}
+
+// needsSync is the fsync policy (see the package doc).
+func (w *Writer) needsSync(s live.Step) bool {
+	switch s.Event.Kind {
+	case kernel.EvSubmit, kernel.EvInterject, kernel.EvCancel, kernel.EvShutdown, kernel.EvRecover:
+		return true
+	}
+	for i := range s.Effects {
+		e := &s.Effects[i]
+		switch {
+		case e.Kind == kernel.EffStartLLM:
+			return true
+		case e.Kind == kernel.EffStartTool && !w.idempotent[e.Call.Name]:
+			return true
+		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root:
+			return true
+		}
+	}
+	return false
+}
+
+func (w *Writer) sync() error {
+	if err := w.f.Sync(); err != nil {
+		w.err = fmt.Errorf("write-ahead log: fsync after step %d: %w", w.records, err)
+		return w.err
+	}
+	w.syncs++
+	return nil
+}
+
+// Close writes the end line — the mark of a run that ended cleanly, which
+// Resume refuses to recover — and fsyncs. at is the kernel's last event
+// time. It does not close the file.
+func (w *Writer) Close(at time.Duration) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return nil
+	}
+	w.closed = true
+	if _, err := w.tw.Close(at); err != nil {
+		w.err = fmt.Errorf("write-ahead log: end line: %w", err)
+		return w.err
+	}
+	return w.sync()
+}
+
+// Records is how many steps this writer recorded; Syncs how many fsyncs it
+// made (the header's included).
+func (w *Writer) Records() int { return w.records }
+
+// Syncs is how many times the writer fsynced.
+func (w *Writer) Syncs() int { return w.syncs }
+
+// syncDir fsyncs the directory holding path, so a file just created there
+// survives a power cut.
+func syncDir(path string) error {
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync directory: %w", err)
+	}
+	return nil
+}
