@@ -136,6 +136,12 @@ func (o *oracle) after(effs []kernel.Effect) {
 	for _, c := range o.checks {
 		c.step(&o.m.s)
 	}
+	if o.m.s.is(kernel.EvRecover) {
+		// A recovery ends a shutdown the crashed host had begun: its turns
+		// settled in this step (reason shutdown, judged above); the new host
+		// was not asked to stop (docs/semantics.md, "Recovery").
+		o.m.shutdown = false
+	}
 	o.probes.observe(o.m)
 }
 
