@@ -35,6 +35,15 @@ type Options struct {
 	// Idempotent names the tools a recovery may run again
 	// (kernel.Config.Idempotent; see Sim.Recover).
 	Idempotent []string
+	// Durable makes the simulated host keep a write-ahead log of the events
+	// it delivers, so a crash (Sim.Recover) rebuilds a fresh core from it,
+	// as a restarted process does (docs/durable.md); without it the
+	// crashed core lives on.
+	Durable bool
+	// CrashAt crashes the host after the k-th delivered event, for each k
+	// (ascending, each at least 1; a recovery is an event too, so k and
+	// k+1 crash again right after the recovery). It implies Durable.
+	CrashAt []int
 }
 
 // StepInfo is one step as seen by Options.Observe.
@@ -57,6 +66,7 @@ const (
 // trace (those not at their defaults), so Replay runs with the same ones.
 func headerOptions(opt Options) map[string]string {
 	o := map[string]string{}
+	crashHeader(opt, o)
 	if opt.Permute {
 		o["permute"] = "true"
 	}
@@ -84,6 +94,8 @@ func optionsFromHeader(h map[string]string) (Options, error) {
 			opt.TimeLimit, err = time.ParseDuration(v)
 		case "max_events":
 			opt.MaxEvents, err = strconv.Atoi(v)
+		case "durable", "crash_at":
+			err = crashFromHeader(&opt, k, v)
 		default:
 			err = errors.New("unknown option")
 		}
@@ -133,6 +145,13 @@ type Sim struct {
 	res  *Result
 	now  time.Duration
 	stop bool
+	// factory and cfg build a core again when a crash rebuilds the host;
+	// log is its write-ahead log (nil unless Options.Durable); crashes
+	// counts the crashes of Options.CrashAt done.
+	factory CoreFactory
+	cfg     kernel.Config
+	log     *hostLog
+	crashes int
 }
 
 // New prepares a run of s: the scenario's inputs and faults are queued.
@@ -142,6 +161,9 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	}
 	if opt.MaxEvents == 0 {
 		opt.MaxEvents = DefaultMaxEvents
+	}
+	if err := checkCrashAt(opt.CrashAt); err != nil {
+		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
 	factory := opt.Core
 	if factory == nil {
@@ -168,6 +190,11 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 		w:   newWorld(s),
 		o:   newOracle(core, cfg),
 		res: &Result{Name: s.Name, File: s.File},
+
+		factory: factory, cfg: cfg,
+	}
+	if opt.Durable || len(opt.CrashAt) > 0 {
+		m.log = newHostLog()
 	}
 	if opt.Permute {
 		m.perm = newPermuter(s.Seed)
@@ -305,13 +332,17 @@ func (m *Sim) Input(in Input) {
 
 // Recover crashes the host now and recovers it (docs/semantics.md,
 // "Recovery"): the world forgets every op in flight and every timer — none
-// will ever answer or fire — and the kernel, which a restarted host would
-// rebuild from its logged events (here it simply lives on), is stepped
-// with kernel.Recover and resolves them. The crash counts as activity for
-// the liveness bound.
+// will ever answer or fire — and the kernel is stepped with kernel.Recover
+// and resolves them. With Options.Durable the crashed core is dropped and a
+// fresh one rebuilt from the host's logged events first (Sim.rebuild, I24);
+// without it the core lives on. The crash counts as activity for the
+// liveness bound.
 func (m *Sim) Recover() {
 	m.w.crash()
 	m.o.activity(m.now)
+	if m.log != nil {
+		m.rebuild()
+	}
 	m.deliver(kernel.Recover(0), nil)
 }
 
@@ -329,6 +360,9 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	effs := m.core.Step(ev)
 	m.tw.Step(m.core, ev, target, before, effs)
 	m.o.after(effs)
+	if m.log != nil {
+		m.log.record(m.core, ev, target, before, effs)
+	}
 	if m.opt.Observe != nil {
 		m.opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: m.core.AgentState(target), Effects: effs, Core: m.core})
 	}
@@ -338,6 +372,7 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	}
 	m.res.Events++
 	m.res.End = m.now
+	m.crashDue()
 }
 
 // Finish delivers whatever is still queued, runs the end-of-run checks and

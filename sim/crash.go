@@ -1,0 +1,226 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/textcut"
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
+)
+
+// hostLog is the simulated host's write-ahead log (docs/durable.md): every
+// event it delivered, in order, and the trace line of the step it caused —
+// what adapters/wal writes for a live host. A crash rebuilds a fresh core
+// from the events and holds it to the lines (Sim.rebuild).
+type hostLog struct {
+	events []kernel.Event
+	// lines holds the step lines back to back; ends[i] is where line i
+	// ends (one arena, not a slice per line: a long run logs many steps).
+	lines []byte
+	ends  []int
+	tw    *trace.Writer
+	out   lastLine
+}
+
+// lastLine keeps what a trace writer flushed last: the one step line
+// written since the previous flush.
+type lastLine struct{ b []byte }
+
+func (l *lastLine) Write(p []byte) (int, error) {
+	l.b = append(l.b[:0], p...)
+	return len(p), nil
+}
+
+func newHostLog() *hostLog {
+	h := &hostLog{}
+	h.tw = trace.ContinueWriter(&h.out, 0)
+	return h
+}
+
+// record logs one step: the event as the core was fed it and the line the
+// step writes.
+func (h *hostLog) record(tree trace.Tree, ev kernel.Event, target kernel.AgentID, before fsm.State, effs []kernel.Effect) {
+	h.tw.Step(tree, ev, target, before, effs)
+	_ = h.tw.Flush() // lastLine.Write never fails
+	h.events = append(h.events, ev)
+	h.lines = append(h.lines, h.out.b...)
+	h.ends = append(h.ends, len(h.lines))
+}
+
+func (h *hostLog) line(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = h.ends[i-1]
+	}
+	return h.lines[start:h.ends[i]]
+}
+
+// crashDue crashes the host when Options.CrashAt says so: after the k-th
+// delivered event (the recovery's own step counts, so a crash point right
+// after one crashes the host again mid-recovery).
+func (m *Sim) crashDue() {
+	for m.crashes < len(m.opt.CrashAt) && m.res.Events >= m.opt.CrashAt[m.crashes] {
+		m.crashes++
+		m.Recover()
+	}
+}
+
+// rebuild is the restart of a crashed host (docs/durable.md, "Recovery"):
+// the crashed core is dropped, and a fresh one, built as the first was, is
+// fed every event the host logged. Each replayed step must write exactly
+// the line that was logged for it, and the rebuilt tree must be the one
+// the crashed core held — every agent's view, the lifecycle log a late
+// subscriber reads, quiescence (I24). A host whose core does not rebuild
+// would refuse to resume (wal.Rebuild's MismatchError); the simulation
+// reports the violation and goes on with the crashed core, so nothing
+// after it is blamed on the rebuild.
+func (m *Sim) rebuild() {
+	logged := len(m.log.events)
+	m.o.m.now = m.now // a violation is located at the crash
+	m.tw.Note(m.now, "crash: the host is rebuilt from its "+strconv.Itoa(logged)+" logged step(s)")
+	fresh, err := m.factory(m.cfg)
+	if err != nil {
+		m.o.violate(RebuildsExactly, kernel.NoAgent, "the restarted host cannot build its core: %v", err)
+		return
+	}
+	var out lastLine
+	tw := trace.ContinueWriter(&out, 0)
+	for i, ev := range m.log.events {
+		target := fresh.Target(ev)
+		before := fresh.AgentState(target)
+		tw.Step(fresh, ev, target, before, fresh.Step(ev))
+		_ = tw.Flush() // lastLine.Write never fails
+		if want := m.log.line(i); !bytes.Equal(out.b, want) {
+			logged, replayed := around(want, out.b)
+			m.o.violate(RebuildsExactly, target, "logged step %d replays differently\n  logged:   %s\n  replayed: %s", i+1, logged, replayed)
+			return
+		}
+	}
+	if err := sameTree(m.core, fresh); err != nil {
+		m.o.violate(RebuildsExactly, kernel.NoAgent, "the tree rebuilt from %d logged step(s) is not the crashed one: %v", logged, err)
+		return
+	}
+	m.core, m.o.m.c = fresh, fresh
+}
+
+// around quotes two lines where they first differ.
+func around(a, b []byte) (string, string) {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	from := max(0, i-80)
+	quote := func(l []byte) string {
+		s := strings.TrimSpace(string(l[min(from, len(l)):]))
+		if from > 0 {
+			s = "…" + s
+		}
+		return textcut.Clip(s, 240)
+	}
+	return quote(a), quote(b)
+}
+
+// sameTree compares what a driver can read of two cores: every agent's
+// view, quiescence, name lookups and the lifecycle log.
+func sameTree(was, now Core) error {
+	if was.NumAgents() != now.NumAgents() {
+		return fmt.Errorf("%d agents, the crashed host had %d", now.NumAgents(), was.NumAgents())
+	}
+	for id := 0; id < was.NumAgents(); id++ {
+		a, b := was.View(kernel.AgentID(id)), now.View(kernel.AgentID(id))
+		if !reflect.DeepEqual(a, b) {
+			return fmt.Errorf("agent %s: view %s, the crashed host's %s", a.Path, viewDiff(b, a), viewDiff(a, b))
+		}
+		if _, ok := now.Find(a.Path); !ok {
+			return fmt.Errorf("agent %s cannot be found by its path", a.Path)
+		}
+	}
+	if was.Quiescent() != now.Quiescent() {
+		return fmt.Errorf("quiescent %v, the crashed host's %v", now.Quiescent(), was.Quiescent())
+	}
+	if was.LogOldest() != now.LogOldest() {
+		return fmt.Errorf("the lifecycle log starts at %d, the crashed host's at %d", now.LogOldest(), was.LogOldest())
+	}
+	var wl, nl []kernel.Lifecycle
+	collect := func(c Core, into *[]kernel.Lifecycle) error {
+		return c.LogRange(c.LogOldest(), func(l kernel.Lifecycle) bool { *into = append(*into, l); return true })
+	}
+	if err := errors.Join(collect(was, &wl), collect(now, &nl)); err != nil {
+		return fmt.Errorf("read the lifecycle log: %w", err)
+	}
+	if !reflect.DeepEqual(wl, nl) {
+		return fmt.Errorf("the lifecycle log holds %d record(s), the crashed host's %d, and they differ", len(nl), len(wl))
+	}
+	return nil
+}
+
+// viewDiff names the first field of a view that differs from other's.
+func viewDiff(v, other View) string {
+	rv, ro := reflect.ValueOf(v), reflect.ValueOf(other)
+	for i := 0; i < rv.NumField(); i++ {
+		if !reflect.DeepEqual(rv.Field(i).Interface(), ro.Field(i).Interface()) {
+			return textcut.Clip(fmt.Sprintf("%s=%+v", rv.Type().Field(i).Name, rv.Field(i).Interface()), 300)
+		}
+	}
+	return "(equal)"
+}
+
+// checkCrashAt holds Options.CrashAt to ascending step counts from 1.
+func checkCrashAt(at []int) error {
+	for i, k := range at {
+		if k < 1 || (i > 0 && k < at[i-1]) {
+			return fmt.Errorf("crash points %v: each is a step count from 1, in ascending order", at)
+		}
+	}
+	return nil
+}
+
+// crashHeader records the crash options in a trace header.
+func crashHeader(opt Options, o map[string]string) {
+	if opt.Durable {
+		o["durable"] = "true"
+	}
+	if len(opt.CrashAt) > 0 {
+		o["crash_at"] = FormatCrashAt(opt.CrashAt)
+	}
+}
+
+// crashFromHeader reads one crash option of a trace header back.
+func crashFromHeader(opt *Options, key, v string) error {
+	if key == "durable" {
+		opt.Durable = v == "true"
+		return nil
+	}
+	at, err := ParseCrashAt(v)
+	opt.CrashAt = at
+	return err
+}
+
+// FormatCrashAt writes crash points as ParseCrashAt reads them: "5,12".
+func FormatCrashAt(at []int) string {
+	parts := make([]string, len(at))
+	for i, k := range at {
+		parts[i] = strconv.Itoa(k)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseCrashAt reads comma-separated crash points ("5,12"), ascending step
+// counts from 1.
+func ParseCrashAt(s string) ([]int, error) {
+	var at []int
+	for _, p := range strings.Split(s, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil {
+			return nil, fmt.Errorf("crash point %q: %w", p, err)
+		}
+		at = append(at, k)
+	}
+	return at, checkCrashAt(at)
+}
