@@ -34,7 +34,7 @@ type CrashLoop struct {
 const (
 	crashMidTools = "name: crash-mid-tools\nlimits: {turn_timeout: 3s}\nagents:\n  main:\n    - calls: [{tool: quick, args: {n: 1}}, {tool: slow, args: {n: 2}}]\n    - {text: done}\n" +
 		"tools:\n  quick: {duration: 100ms, result: quick result}\n  slow: {duration: 5s, result: slow result}\ninputs:\n  - {at: 0s, submit: go}\n"
-	crashMidChild = "name: crash-mid-child\nagents:\n  main:\n    - calls: [{delegate: kid, prompt: work}]\n    - {text: parent done}\n  kid:\n    - {text: kid works slowly here, rate: 5}\n    - {text: kid recovered}\ninputs:\n  - {at: 0s, submit: go}\n"
+	crashMidChild  = "name: crash-mid-child\nagents:\n  main:\n    - calls: [{delegate: kid, prompt: work}]\n    - {text: parent done}\n  kid:\n    - {text: kid works slowly here, rate: 5}\n    - {text: kid recovered}\ninputs:\n  - {at: 0s, submit: go}\n"
 	crashMidStream = "name: crash-mid-stream\nagents:\n  main:\n    - {text: one two three four five six, rate: 10}\n    - {text: recovered answer}\ninputs:\n  - {at: 0s, submit: go}\n"
 )
 
