@@ -1,11 +1,15 @@
 package sim_test
 
 import (
+	"flag"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/scenarios"
@@ -37,6 +41,12 @@ import (
 // soak`), and rapid shrinks a failure to its earliest crash point as well
 // as to a small world.
 
+// crashRange is the range crash points are drawn from before they are
+// folded into a run's length: above the length of nearly every generated
+// run (the longest of 300 at depth 6 was about 600 steps), so the fold
+// keeps them near uniform.
+const crashRange = 1024
+
 // crashCase is a world, the tools a crash may run again, and the steps
 // after which its host crashes.
 type crashCase struct {
@@ -49,7 +59,7 @@ type crashCase struct {
 // drawCrash draws a crashCase: crash points within the world's uncrashed
 // run, which must itself pass (a failure there is TestWorlds' business,
 // not a crash's).
-func drawCrash(t *rapid.T, o gen.Options, core sim.CoreFactory) crashCase {
+func drawCrash(t *rapid.T, o gen.Options, core func(*sim.Scenario) sim.CoreFactory) crashCase {
 	s := gen.World(o).Draw(t, "world")
 	var idempotent []string
 	for _, name := range slices.Sorted(maps.Keys(s.Tools)) {
@@ -57,7 +67,7 @@ func drawCrash(t *rapid.T, o gen.Options, core sim.CoreFactory) crashCase {
 			idempotent = append(idempotent, name)
 		}
 	}
-	ref, err := sim.Run(s, sim.Options{Idempotent: idempotent, Core: core})
+	ref, err := sim.Run(s, sim.Options{Idempotent: idempotent, Core: coreFor(core, s)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,19 +76,22 @@ func drawCrash(t *rapid.T, o gen.Options, core sim.CoreFactory) crashCase {
 	}
 	// A recovery adds steps, so later crash points may fall after the
 	// crashed run's end (then they do not happen); the first always does.
-	n := rapid.IntRange(1, 3).Draw(t, "crashes")
-	at := []int{rapid.IntRange(1, ref.Events).Draw(t, "crash_at")}
-	for len(at) < n {
-		at = append(at, at[len(at)-1]+rapid.IntRange(0, ref.Events).Draw(t, "crash_after"))
+	// Each is drawn from a fixed range and folded into the run's length:
+	// when shrinking changes the length, a point within it stays where it
+	// was (a range that followed the length would move every point).
+	n := ref.Events
+	at := []int{1 + rapid.IntRange(0, crashRange-1).Draw(t, "crash_at")%n}
+	for more := rapid.IntRange(0, 2).Draw(t, "more_crashes"); more > 0; more-- {
+		at = append(at, at[len(at)-1]+rapid.IntRange(0, crashRange-1).Draw(t, "crash_after")%(n+1))
 	}
 	return crashCase{s: s, idempotent: idempotent, at: at, events: ref.Events}
 }
 
 // runCrash runs a crashCase; the first crash point always falls within the
 // run, so at least one recovery is stepped.
-func runCrash(t *rapid.T, c crashCase, core sim.CoreFactory) *sim.Result {
+func runCrash(t *rapid.T, c crashCase, core func(*sim.Scenario) sim.CoreFactory) *sim.Result {
 	recoveries := 0
-	r, err := sim.Run(c.s, sim.Options{Idempotent: c.idempotent, CrashAt: c.at, Core: core, Observe: countRecoveries(&recoveries)})
+	r, err := sim.Run(c.s, sim.Options{Idempotent: c.idempotent, CrashAt: c.at, Core: coreFor(core, c.s), Observe: countRecoveries(&recoveries)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +99,14 @@ func runCrash(t *rapid.T, c crashCase, core sim.CoreFactory) *sim.Result {
 		t.Fatalf("crash points %v gave %d recoveries", c.at, recoveries)
 	}
 	return r
+}
+
+// coreFor builds a run's core factory (nil: the real kernel).
+func coreFor(core func(*sim.Scenario) sim.CoreFactory, s *sim.Scenario) sim.CoreFactory {
+	if core == nil {
+		return nil
+	}
+	return core(s)
 }
 
 // countRecoveries is an Options.Observe that counts the recovery steps.
@@ -157,4 +178,59 @@ func idempotentFlag(names []string) string {
 		return `""`
 	}
 	return strconv.Quote(strings.Join(names, ","))
+}
+
+// TestCrashCatchesBrokenRecoveries: each broken recovery (sim.CrashLoops)
+// passes uncrashed worlds, and the crash property finds it — a violation of
+// the invariant that names it — within teethRounds rounds of rapid's
+// checks, and shrinks the world to a small one.
+func TestCrashCatchesBrokenRecoveries(t *testing.T) {
+	for _, cl := range sim.CrashLoops() {
+		t.Run(string(cl.Invariant), func(t *testing.T) {
+			rec := &recordingTB{name: strings.ReplaceAll(t.Name(), "/", "_")}
+			t.Cleanup(func() { os.RemoveAll(filepath.Join("testdata", "rapid", rec.name)) })
+			start := time.Now()
+			prop := func(rt *rapid.T) {
+				c := drawCrash(rt, teethOptions, cl.Core)
+				r := runCrash(rt, c, cl.Core)
+				for _, v := range r.Violations {
+					if v.Invariant == cl.Invariant {
+						scripts, replies, calls, inputs, faults := c.s.Size()
+						rt.Logf("SHRUNK agents=%d events=%d scripts=%d replies=%d calls=%d inputs=%d faults=%d crash_at=%s\n%s",
+							r.Agents, r.Events, scripts, replies, calls, inputs, faults, sim.FormatCrashAt(c.at), c.s.YAML())
+						rt.Fatalf("%s: %s", cl.Failure, v)
+					}
+				}
+			}
+			perRound, _ := strconv.Atoi(flag.Lookup("rapid.checks").Value.String())
+			before := 0
+			for round := 0; round < teethRounds && !rec.failed; round++ {
+				checkRecorded(rec, prop)
+				if !rec.failed {
+					before += perRound
+				}
+			}
+			if !rec.failed {
+				t.Fatalf("%s: rapid found no %s violation in %d crashed worlds", cl.Failure, cl.Invariant, before)
+			}
+			found := afterTests.FindStringSubmatch(strings.Join(rec.errs, "\n"))
+			var size []string
+			for _, l := range rec.logs {
+				if m := shrunkLine.FindStringSubmatch(l); m != nil {
+					size = m
+				}
+			}
+			if found == nil || size == nil {
+				t.Fatalf("could not read rapid's report:\n%s\n%s", strings.Join(rec.errs, "\n"), strings.Join(rec.logs, "\n"))
+			}
+			agents, _ := strconv.Atoi(size[1])
+			events, _ := strconv.Atoi(size[2])
+			after, _ := strconv.Atoi(found[1])
+			t.Logf("%s → %s found after %d crashed worlds, shrunk to %d agent(s), %d events (scripts=%s replies=%s calls=%s inputs=%s faults=%s) in %v",
+				cl.Failure, cl.Invariant, before+after, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
+			if agents > 5 || events > 80 { // TestOracleTeethRapid's bound
+				t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", agents, events, strings.Join(rec.logs, "\n"))
+			}
+		})
+	}
 }
