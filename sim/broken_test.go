@@ -818,13 +818,17 @@ func TestOracleCatchesInvariantLoops(t *testing.T) {
 }
 
 // TestEveryInvariantHasTeeth: every invariant has a broken loop the oracle
-// catches it by (I6's is TestRecheckCatchesNondeterminism).
+// catches it by (I6's is TestRecheckCatchesNondeterminism, I24's a broken
+// recovery).
 func TestEveryInvariantHasTeeth(t *testing.T) {
 	named := map[Invariant]bool{Deterministic: true}
 	for _, list := range [][]BrokenLoop{brokenLoops(), brokenInvariants(), invariantLoops()} {
 		for _, bl := range list {
 			named[bl.Invariant] = true
 		}
+	}
+	for _, cl := range CrashLoops() { // the broken recoveries (crash_loops_test.go)
+		named[cl.Invariant] = true
 	}
 	for _, inv := range Invariants() {
 		if !named[inv] {
