@@ -126,7 +126,7 @@ func TestCrashAnyStep(t *testing.T) {
 		c := drawCrash(t, gen.DefaultOptions(6), nil)
 		r := runCrash(t, c, nil)
 		if !r.Passed {
-			t.Fatalf("crashed after steps %v of %d (idempotent %v): %d violation(s); first: %s\nreproduce: %s --crash-at %s --idempotent %s\n%s",
+			t.Fatalf("crashed after steps %v of %d (idempotent %v): %d violation(s); first: %s\nreproduce: %s --crash-at %s%s\n%s",
 				c.at, c.events, c.idempotent, len(r.Violations), r.Violations[0], writeFailure(c.s, r),
 				sim.FormatCrashAt(c.at), idempotentFlag(c.idempotent), c.s.YAML())
 		}
@@ -191,11 +191,12 @@ func TestCrashEveryStepScenarios(t *testing.T) {
 	t.Logf("%d scenarios, %d crashes (every %d step(s))", len(ss), crashes, stride)
 }
 
+// idempotentFlag is the sim command's --idempotent flag for names.
 func idempotentFlag(names []string) string {
 	if len(names) == 0 {
-		return `""`
+		return ""
 	}
-	return strconv.Quote(strings.Join(names, ","))
+	return " --idempotent " + strings.Join(names, ",")
 }
 
 // TestCrashCatchesBrokenRecoveries: each broken recovery (sim.CrashLoops)

@@ -22,6 +22,11 @@ type simFlags struct {
 	perfetto string
 	permute  bool
 	recheck  bool
+	// crashAt and idempotent reproduce a crashed run of the crash
+	// property (docs/durable.md): crash the host after these steps, with
+	// these tools safe to run again.
+	crashAt    string
+	idempotent []string
 }
 
 func newSimCmd(a *app) *cobra.Command {
@@ -51,6 +56,8 @@ Exit codes: 0 every scenario passed, 1 an expectation or invariant failed,
 	cmd.Flags().StringVar(&f.perfetto, "perfetto", "", "write a Perfetto/Chrome trace-event timeline to FILE (one scenario) or into DIR as NAME.json")
 	cmd.Flags().BoolVar(&f.permute, "permute", false, "permute events due at the same virtual instant, drawn from the seed")
 	cmd.Flags().BoolVar(&f.recheck, "recheck", true, "run each scenario twice and require identical trace hashes (I6)")
+	cmd.Flags().StringVar(&f.crashAt, "crash-at", "", "crash the host after these steps (comma-separated, ascending, from 1) and recover it from its log")
+	cmd.Flags().StringSliceVar(&f.idempotent, "idempotent", nil, "tools a recovery may run again (comma-separated)")
 	cmd.AddCommand(newReplayCmd(a), newSweepCmd(a))
 	return cmd
 }
@@ -75,6 +82,11 @@ type jsonResult struct {
 }
 
 func (a *app) runSim(paths []string, f simFlags) error {
+	if f.crashAt != "" {
+		if _, err := sim.ParseCrashAt(f.crashAt); err != nil {
+			return usageErr("--crash-at: %v", err)
+		}
+	}
 	ss, err := a.loadScenarios(paths)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
@@ -129,7 +141,10 @@ func (a *app) runSim(paths []string, f simFlags) error {
 
 func (a *app) runScenario(s *sim.Scenario, f simFlags, many bool) (*sim.Result, error) {
 	var traceBuf bytes.Buffer
-	opts := sim.Options{Permute: f.permute, Build: buildInfo()}
+	opts := sim.Options{Permute: f.permute, Build: buildInfo(), Idempotent: f.idempotent}
+	if f.crashAt != "" {
+		opts.CrashAt, _ = sim.ParseCrashAt(f.crashAt) // checked in runSim
+	}
 	if f.trace != "" {
 		opts.Trace = &traceBuf
 	}
