@@ -185,7 +185,9 @@ func TestKill9DuringShellNotRerun(t *testing.T) {
 			_ = w.Answer("Noted: it may or may not have run.", 4)
 			return
 		}
-		args, _ := json.Marshal(map[string]string{"command": "echo ran >> count.txt; sleep 60"})
+		// The first run stays (the kill comes while it runs); a second run
+		// returns at once, so a re-run fails the count below, not a timeout.
+		args, _ := json.Marshal(map[string]string{"command": `echo ran >> count.txt; [ "$(wc -l < count.txt)" -gt 1 ] || sleep 60`})
 		_ = w.Call(0, "call_sh", "shell", string(args), 7)
 		_ = w.End("tool_calls")
 	})
