@@ -234,7 +234,11 @@ func (c *deadlineChecker) timeout(l *kernel.Lifecycle, op *opObs) {
 			c.violate(DeadlinesOnTime, l.Agent, "tool timeout not justified: the tool %s", c.story(op))
 		}
 	case kernel.ReasonTurnTimeout:
-		if d := c.due(l.Agent); d == 0 || now < d {
+		d := c.due(l.Agent)
+		if a := c.m.agent(l.Agent); d == 0 && a != nil && a.endedTurn == l.Turn {
+			d = a.endedDeadline // the turn settled in the step its deadline fired
+		}
+		if d == 0 || now < d {
 			c.violate(DeadlinesOnTime, l.Agent, "turn timeout at %v; the turn's deadline is %v", now, d)
 		}
 	}

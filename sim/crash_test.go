@@ -72,7 +72,7 @@ func drawCrash(t *rapid.T, o gen.Options, core func(*sim.Scenario) sim.CoreFacto
 		t.Fatal(err)
 	}
 	if !ref.Passed {
-		t.Fatalf("the world fails before any crash: %s\n%s", ref.Violations[0], s.YAML())
+		t.Fatalf("the world fails before any crash: %s\nreproduce: %s", ref.Violations[0], writeFailure(s, ref))
 	}
 	// A recovery adds steps, so later crash points may fall after the
 	// crashed run's end (then they do not happen); the first always does.

@@ -95,12 +95,15 @@ type agentObs struct {
 	via callKey
 	// kids are the children it spawned, in order; deadline its running
 	// turn's deadline (0 once the turn ended); view the last view read.
-	kids        []kernel.AgentID
-	deadline    time.Duration
-	view        View
-	llmRequests int
-	liveOps     int
-	liveTools   int
+	kids     []kernel.AgentID
+	deadline time.Duration
+	// endedDeadline is the deadline of the turn that ended last: a turn
+	// timeout whose turn settles in the same step is judged by it.
+	endedDeadline time.Duration
+	view          View
+	llmRequests   int
+	liveOps       int
+	liveTools     int
 }
 
 // turnFacts are what happened in one turn of an agent, as far as the
