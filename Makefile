@@ -40,18 +40,26 @@ fuzz:
 
 # The long run: the property suites at SOAK_CHECKS checks each (ten
 # properties: 10 x 10,000 = 100,000 checks by default), then a sweep of
-# SOAK_WORLDS generated worlds at depth 6. Not part of CI.
+# SOAK_WORLDS generated worlds at depth 6, then the crash property on
+# SOAK_CRASH_WORLDS worlds (each crashed after one to three drawn steps and
+# rebuilt from its log) and every embedded scenario crashed after every
+# step (docs/durable.md). Not part of CI.
 # The properties' verbose output goes to soak.log: a failure prints all of it
 # (rapid's reproduce lines and the failing world's file) and fails the
 # target; a pass prints only the summary lines.
 SOAK_CHECKS ?= 10000
 SOAK_WORLDS ?= 100000
+SOAK_CRASH_WORLDS ?= 100000
 soak:
 	RAPID_CHECKS=$(SOAK_CHECKS) $(GO) test ./sim -count 1 -timeout 0 -v \
 		-run '^(TestWorlds|TestWorldsPermuted|TestRerunDeterminism|TestStateMachine)$$' > soak.log \
 		|| { cat soak.log; echo "soak: a property failed; the whole log (with the reproduce lines) is soak.log" >&2; exit 1; }
 	grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]' soak.log
 	$(GO) run ./cmd/escapement sim sweep --seeds $(SOAK_WORLDS) --depth 6
+	CRASH_STRIDE=1 RAPID_CHECKS=$(SOAK_CRASH_WORLDS) $(GO) test ./sim -count 1 -timeout 0 -v \
+		-run '^(TestCrashAnyStep|TestCrashEveryStepScenarios)$$' > soak-crash.log \
+		|| { cat soak-crash.log; echo "soak: the crash property failed; the whole log is soak-crash.log" >&2; exit 1; }
+	grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]|crashes' soak-crash.log
 
 # Mutation testing (not in CI: about 30 s per mutant here, so hours for all
 # of them). Plants one small bug at a time in MUTATE_PKGS and reports which

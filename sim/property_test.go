@@ -123,7 +123,8 @@ func stateMachine(depth int) func(*rapid.T) {
 				idempotent = append(idempotent, name)
 			}
 		}
-		m, err := sim.New(s, sim.Options{Idempotent: idempotent})
+		// Durable: a crash rebuilds the kernel from the host's log (I24).
+		m, err := sim.New(s, sim.Options{Idempotent: idempotent, Durable: true})
 		if err != nil {
 			t.Fatal(err)
 		}
