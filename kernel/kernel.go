@@ -293,8 +293,8 @@ func (k *Kernel) Log() *Log { return k.log }
 // NumAgents is how many agents the tree has ever held; ids are 0..NumAgents-1.
 func (k *Kernel) NumAgents() int { return len(k.agents) }
 
-// NumOps is how many operations (requests, tools, timers) are live.
-func (k *Kernel) NumOps() int { return len(k.ops) }
+// numOps is how many operations (requests, tools, timers) are live.
+func (k *Kernel) numOps() int { return len(k.ops) }
 
 // Quiescent reports whether every agent is Idle and no op or timer is live.
 func (k *Kernel) Quiescent() bool {
