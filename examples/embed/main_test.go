@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,21 +17,45 @@ import (
 	"github.com/escapement/escapement/internal/fakeopenai"
 )
 
-// build compiles this program into a temporary directory.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// build compiles this program once per test run.
 func build(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the example binary")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("this test builds the example and needs go on PATH: %v", err)
+	built.once.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			built.err = fmt.Errorf("this test builds the example and needs go on PATH: %w", err)
+			return
+		}
+		if built.dir, built.err = os.MkdirTemp("", "escapement-embed-"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "embed")
+		if out, err := exec.Command(goBin, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	bin := filepath.Join(t.TempDir(), "embed")
-	if out, err := exec.Command(goBin, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	return built.bin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
 	}
-	return bin
+	os.Exit(code)
 }
 
 func command(bin, baseURL string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
