@@ -124,9 +124,12 @@ func TestEmbedCtrlCCancelsTheTurn(t *testing.T) {
 	if !errors.As(err, &exit) || exit.ExitCode() != 130 {
 		t.Fatalf("exit: %v, want code 130\nstdout: %s\nstderr: %s", err, stdout, stderr)
 	}
-	reqs := srv.Requests()
-	if len(reqs) != 1 || reqs[0].Closed.IsZero() {
-		t.Errorf("%d requests (want 1), the stream closed: %v", len(reqs), !reqs[0].Closed.IsZero())
+	// The server notices the closed connection on its own goroutine.
+	if err := srv.WaitFor(t.Context(), func(r []fakeopenai.Request) bool { return !r[0].Closed.IsZero() }); err != nil {
+		t.Fatalf("the stream was never closed: %v", err)
+	}
+	if n := len(srv.Requests()); n != 1 {
+		t.Errorf("%d requests, want 1: the model was asked again after Ctrl-C", n)
 	}
 }
 
