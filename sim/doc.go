@@ -19,7 +19,10 @@
 // scripts), and sweep many seeds with sim/sweep. New returns a Sim to drive
 // by hand (Input, Advance, Step, Deliver: a rapid state-machine test does),
 // and Options.Core runs the oracle against an agent loop other than the
-// kernel, through the Core interface.
+// kernel, through the Core interface. Options.CrashAt crashes the host after
+// given steps (Options.Durable, or Sim.Recover when driving by hand): the
+// kernel is rebuilt from the host's write-ahead log, recovered, and the run
+// goes on (docs/durable.md, "Proof in the simulator").
 //
 // The README documents the scenario format and the CLI (escapement sim);
 // docs/semantics.md is the specification the oracle checks, organised by
