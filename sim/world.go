@@ -318,13 +318,20 @@ func (w *world) cancel(now time.Duration, id kernel.OpID) {
 
 // crash is the world's side of a host crash: the processes that streamed
 // and ran tools are gone, so nothing already scheduled for an op is
-// delivered, and the host's timers are gone with them (the recovered
-// kernel arms again those it still wants).
+// delivered — nor a late or duplicate answer still queued for an op that
+// ended before the crash — and the host's timers are gone with them (the
+// recovered kernel arms again those it still wants).
 func (w *world) crash() {
 	// determinism: every op gets the same change; the order is not seen.
 	for _, op := range w.ops {
 		op.gen++
 		op.done, op.hang = true, true
+	}
+	for _, k := range w.q.keys {
+		if it := &w.q.slab[k.slot]; it.kind == itemWorld && it.gen == it.op.gen {
+			it.op.gen++
+			it.op.done, it.op.hang = true, true
+		}
 	}
 	clear(w.timers)
 }
