@@ -199,18 +199,52 @@ func idempotentFlag(names []string) string {
 	return " --idempotent " + strings.Join(names, ",")
 }
 
+// crashTeethOptions are the worlds TestCrashCatchesBrokenRecoveries draws:
+// smaller than TestOracleTeethRapid's (depth 2, at most 4 agents, a few
+// inputs), since every check runs a world twice (uncrashed, to place the
+// crash points, then crashed) and each broken recovery needs only a tool,
+// a stream or a child in flight at a crash.
+var crashTeethOptions = func() gen.Options {
+	o := gen.DefaultOptions(2)
+	o.MaxAgents, o.MaxInputs = 4, 4
+	return o
+}()
+
+// crashShrinkTime bounds each shrink of TestCrashCatchesBrokenRecoveries.
+const crashShrinkTime = "8s"
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // TestCrashCatchesBrokenRecoveries: each broken recovery (sim.CrashLoops)
 // passes uncrashed worlds, and the crash property finds it — a violation of
 // the invariant that names it — within teethRounds rounds of rapid's
 // checks, and shrinks the world to a small one.
 func TestCrashCatchesBrokenRecoveries(t *testing.T) {
-	for _, cl := range sim.CrashLoops() {
-		t.Run(string(cl.Invariant), func(t *testing.T) {
+	// Each counterexample shrinks for at most crashShrinkTime (unless
+	// -rapid.shrinktime or RAPID_SHRINKTIME says otherwise): these worlds
+	// are small well before it, and six shrinks at TestMain's 20s would
+	// make this the longest test of the package.
+	if os.Getenv("RAPID_SHRINKTIME") == "" && !flagSet("rapid.shrinktime") {
+		was := flag.Lookup("rapid.shrinktime").Value.String()
+		if err := flag.Set("rapid.shrinktime", crashShrinkTime); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = flag.Set("rapid.shrinktime", was) })
+	}
+	for i, cl := range sim.CrashLoops() {
+		// Names without '#' (rapid's fail-file directory rewrites it, and
+		// the cleanup below would miss it).
+		t.Run(strconv.Itoa(i+1)+"_"+string(cl.Invariant), func(t *testing.T) {
 			rec := &recordingTB{name: strings.ReplaceAll(t.Name(), "/", "_")}
 			t.Cleanup(func() { os.RemoveAll(filepath.Join("testdata", "rapid", rec.name)) })
 			start := time.Now()
 			prop := func(rt *rapid.T) {
-				c := drawCrash(rt, teethOptions, cl.Core)
+				c := drawCrash(rt, crashTeethOptions, cl.Core)
 				r := runCrash(rt, c, cl.Core)
 				for _, v := range r.Violations {
 					if v.Invariant == cl.Invariant {
