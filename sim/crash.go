@@ -63,7 +63,7 @@ func (h *hostLog) line(i int) []byte {
 
 // crashDue crashes the host when Options.CrashAt says so: after the k-th
 // delivered event (the recovery's own step counts, so a crash point right
-// after one crashes the host again mid-recovery).
+// after one crashes the host again as soon as it has recovered).
 func (m *Sim) crashDue() {
 	for m.crashes < len(m.opt.CrashAt) && m.res.Events >= m.opt.CrashAt[m.crashes] {
 		m.crashes++
