@@ -99,6 +99,11 @@ type Call struct {
 	// Delegate names the script of a child agent; Prompt is its task.
 	Delegate string `scenario:"delegate,omitempty"`
 	Prompt   string `scenario:"prompt,omitempty"`
+	// ID is the call id the model streams; empty: a fresh one per call.
+	// Models that number their calls per message repeat ids across
+	// messages, which the kernel makes unique (docs/semantics.md,
+	// "Transcripts").
+	ID string `scenario:"id,omitempty"`
 }
 
 // CancelMode is what a scripted tool does when cancelled.
