@@ -589,6 +589,34 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
+		{"rate-limit-then-success", "I20: an adapter's retry is not published to subscribers", ResultsCarryText,
+			dropping(func(_ kernel.Event, e kernel.Effect) bool {
+				return e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeRetry
+			})},
+		{"cancelled-tool-result-dropped", "I21: a tool's real result after its cancel is dropped without its late record", OpEndsTruthful,
+			dropping(func(_ kernel.Event, e kernel.Effect) bool {
+				return e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeLate
+			})},
+		{"interject-while-streaming", "I21: a request's acknowledgement of its cancel is recorded as a dropped late result", OpEndsTruthful,
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for _, e := range out {
+						if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeOpEnded && e.Life.End == kernel.OpCancelled && ev.Kind != kernel.EvToolResult {
+							return append(out, emit(e.Agent, kernel.Lifecycle{Kind: kernel.LifeLate, Op: e.Life.Op, At: ev.At, Text: "result after cancel dropped: "}))
+						}
+					}
+					return out
+				}
+			})},
+		{"result-json-as-written", "I13: structured results escape what is not ASCII (\\u00e9, as Python's json.dumps does) instead of carrying it as written", TypedOutcomes,
+			broken(func(b *brokenCore) {
+				b.view = rewriting(func(m *kernel.Message) {
+					if m.Role == kernel.RoleTool && strings.HasPrefix(m.Content, `{"type":"agent_result"`) {
+						m.Content = strings.ReplaceAll(m.Content, "é", `\u00e9`)
+					}
+				})
+			})},
 		{"tool-ignores-cancel", "I21: an abandoned op is reported as cancelled", OpEndsTruthful,
 			broken(func(b *brokenCore) {
 				b.step = editingLife(func(l *kernel.Lifecycle) {
@@ -716,6 +744,7 @@ var scenarioOnly = map[string]string{
 	"I2: a tool whose deadline fired is not told to stop":                                                               "I2 is in the rapid suite through F2 and F9; this one is held to its scenario (the suite's time)",
 	"I19: a delegation beyond max_children is spawned":                                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
 	"I19: a delegation beyond max_depth is spawned":                                                                     "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I20: an adapter's retry is not published to subscribers":                                                           "a retry needs a rate-limit fault on a request in flight; rapid finds one in a few worlds but, on a loaded machine, cannot always shrink it below 80 events within its time bound (I20 is in the rapid suite through another loop)",
 }
 
 // holding is a loop that goes on one event late: from the first lifecycle

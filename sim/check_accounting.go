@@ -57,6 +57,9 @@ func (c *accountingChecker) step(s *stepObs) {
 			}
 		}
 	}
+	if !s.final && s.stale == notStale {
+		c.late(s)
+	}
 	if s.answer && !answered {
 		c.violate(OpEndsTruthful, s.op.agent, "op %d got its answer (%s) and did not end", s.op.id, s.ev.Kind)
 	}
@@ -67,6 +70,31 @@ func (c *accountingChecker) step(s *stepObs) {
 		if op.end != kernel.OpLost {
 			c.violate(OpEndsTruthful, op.agent, "op %d was in flight at the crash and the recovery did not resolve it", op.id)
 		}
+	}
+}
+
+// late: the answer to a cancel ends its op quietly — a request's end or
+// failure, a tool's cancelled status — but a tool that answers a cancel
+// with a real result ran on regardless (F3): that result is dropped, and
+// one late record says so. No other step of a live op leaves a late record
+// (a stale event's is I8's).
+func (c *accountingChecker) late(s *stepObs) {
+	want := 0
+	if op := s.op; op != nil && s.answer && op.cancels > 0 && op.tool && op.result != kernel.ToolCancelled {
+		want = 1
+	}
+	n := 0
+	for i := range s.effs {
+		if l := &s.effs[i].Life; s.effs[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeLate {
+			if want == 0 || l.Op != s.op.id {
+				c.violate(OpEndsTruthful, l.Agent, "%s left a late record for op %d (%q); only a cancelled tool's real result is dropped late", s.ev.Kind, l.Op, l.Text)
+				return
+			}
+			n++
+		}
+	}
+	if n != want {
+		c.violate(OpEndsTruthful, s.op.agent, "the result tool %d sent after its cancel left %d late record(s), want 1", s.op.id, n)
 	}
 }
 

@@ -21,6 +21,9 @@ func (c *contentChecker) step(s *stepObs) {
 	if s.op != nil && s.is(kernel.EvLLMDelta) && (s.capCut == nil || s.op.cancels > 0) {
 		c.published(s)
 	}
+	if s.op != nil && s.is(kernel.EvLLMRetry) {
+		c.retried(s)
+	}
 	for i := range s.turnEnds {
 		e := &s.turnEnds[i]
 		if e.second {
@@ -55,6 +58,24 @@ func (c *contentChecker) published(s *stepObs) {
 	}
 	if want := min(len(s.delta), 1); n != want {
 		c.violate(ResultsCarryText, s.op.agent, "a chunk of request %d bringing %q left %d delta record(s), want %d", s.op.id, textcut.Clip(s.delta, 40), n, want)
+	}
+}
+
+// retried: an adapter's retry of a live request is published once, as a
+// retry record saying which attempt it is, how long it waits and why.
+func (c *contentChecker) retried(s *stepObs) {
+	n := 0
+	for i := range s.effs {
+		if l := &s.effs[i].Life; s.effs[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeRetry {
+			if l.Op != s.op.id || l.N != s.ev.Attempt || l.Delay != s.ev.Delay || l.Text != s.ev.Text {
+				c.violate(ResultsCarryText, s.op.agent, "retry %d of request %d (wait %v) is published as retry %d of op %d (wait %v, %q)", s.ev.Attempt, s.op.id, s.ev.Delay, l.N, l.Op, l.Delay, textcut.Clip(l.Text, 40))
+				return
+			}
+			n++
+		}
+	}
+	if n != 1 {
+		c.violate(ResultsCarryText, s.op.agent, "retry %d of request %d left %d retry record(s), want 1", s.ev.Attempt, s.op.id, n)
 	}
 }
 

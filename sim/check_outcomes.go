@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -191,6 +192,10 @@ func (c *outcomeChecker) toolContent(o *msgObs) {
 		c.violate(TypedOutcomes, o.a.id, "result of call %s is not structured content: %.80q", o.m.ToolCallID, o.m.Content)
 		return
 	}
+	if why := canonicalResult(o.m.Content); why != "" {
+		c.violate(TypedOutcomes, o.a.id, "result of call %s is not written as docs/semantics.md (\"Results\") writes it: %s: %.80q", o.m.ToolCallID, why, o.m.Content)
+		return
+	}
 	r := &f.content
 	var bad bool
 	if l.Status == kernel.CallChild {
@@ -290,4 +295,50 @@ func (c *outcomeChecker) finish() {
 			}
 		}
 	}
+}
+
+// canonicalResult says how a structured result departs from the form
+// docs/semantics.md ("Results") gives it ("" when it does not): one compact
+// JSON object, no field holding an empty string (a field with nothing to
+// say is left out), each string escaped as Go's encoding/json escapes it
+// with HTML escaping off — so the model reads every character as the agent
+// produced it, not a \uXXXX escape of it.
+func canonicalResult(content string) string {
+	dec := json.NewDecoder(strings.NewReader(content))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "not a JSON object"
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	b.WriteByte('{')
+	for dec.More() {
+		k, err := dec.Token()
+		var v any
+		if err == nil {
+			err = dec.Decode(&v)
+		}
+		if err != nil {
+			return err.Error()
+		}
+		if v == "" {
+			return "field " + k.(string) + " is empty"
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		_ = enc.Encode(k)
+		b.Truncate(b.Len() - 1) // Encode ends each value with a newline
+		b.WriteByte(':')
+		if err := enc.Encode(v); err != nil {
+			return err.Error()
+		}
+		b.Truncate(b.Len() - 1)
+	}
+	b.WriteByte('}')
+	if b.String() != content {
+		return "written otherwise than encoding/json writes it"
+	}
+	return ""
 }

@@ -24,6 +24,9 @@ type Scenario struct {
 	About  string        `scenario:"about,omitempty"`
 	Seed   uint64        `scenario:"seed,default=1"`
 	Limits kernel.Limits `scenario:"limits"`
+	// MaxAgents bounds the agents the tree may ever hold (kernel.Config;
+	// 0: the kernel's default). A delegation beyond it is refused.
+	MaxAgents int `scenario:"max_agents,omitempty,check=agents"`
 	// Agents maps a script name to its replies; the root's script is "main".
 	Agents map[string]Script   `scenario:"agents,keys=name"`
 	Tools  map[string]ToolSpec `scenario:"tools,omitempty,keys=tool"`
@@ -89,6 +92,11 @@ type Call struct {
 	// Delegate names the script of a child agent; Prompt is its task.
 	Delegate string `scenario:"delegate,omitempty"`
 	Prompt   string `scenario:"prompt,omitempty"`
+	// ID is the call id the model streams; empty: a fresh one per call.
+	// Models that number their calls per message repeat ids across
+	// messages, which the kernel makes unique (docs/semantics.md,
+	// "Transcripts").
+	ID string `scenario:"id,omitempty"`
 }
 
 // CancelMode is what a scripted tool does when cancelled.
@@ -342,5 +350,5 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K { return slices.Sorted(maps
 
 // KernelConfig is the kernel configuration a run of s uses.
 func (s *Scenario) KernelConfig() kernel.Config {
-	return kernel.Config{Limits: s.Limits, RootName: RootScript}
+	return kernel.Config{Limits: s.Limits, RootName: RootScript, MaxAgents: s.MaxAgents}
 }

@@ -139,7 +139,10 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 	}
 	for i, call := range reply.Calls {
 		w.callSeq++
-		id := "call_" + strconv.Itoa(w.callSeq)
+		id := call.ID
+		if id == "" {
+			id = "call_" + strconv.Itoa(w.callSeq)
+		}
 		name, args := w.callWire(call)
 		half := len(args) / 2
 		op.frags = append(op.frags,

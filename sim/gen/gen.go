@@ -242,7 +242,10 @@ func drawScript(t *rapid.T, name string, level int, next, tools []string, lim ke
 		}
 		for c := rapid.SampledFrom([]int{1, 0, 2, 3}).Draw(t, key+"_tools"); c > 0; c-- {
 			tool := rapid.SampledFrom(tools).Draw(t, key+"_tool")
-			r.Calls = append(r.Calls, sim.Call{Tool: tool, Args: map[string]any{"n": c}})
+			// Tool calls carry ids numbered per message, as some models
+			// number them: a later reply repeats them, which the kernel
+			// must make unique (delegations keep fresh ids).
+			r.Calls = append(r.Calls, sim.Call{Tool: tool, Args: map[string]any{"n": c}, ID: "t" + strconv.Itoa(c)})
 		}
 		if i == n-1 && len(r.Calls) > 0 && rapid.Bool().Draw(t, key+"_end_with_text") {
 			// Keep some turns ending on text rather than the script running out.
