@@ -113,6 +113,8 @@ func TestFailureTextSaysWhy(t *testing.T) {
 			"HTTP 400 Bad Request: maximum context length is 4096 tokens (BadRequestError)", kernel.FailureBadResponse, 1},
 		{"422 FastAPI", http.StatusUnprocessableEntity, `{"detail":[{"loc":["body","model"],"msg":"field required"}]}`, nil,
 			`HTTP 422 Unprocessable Entity: [{"loc":["body","model"],"msg":"field required"}]`, kernel.FailureBadResponse, 1},
+		{"400 message list", http.StatusBadRequest, `{"statusCode":400,"message":["model must be a string","messages should not be empty"]}`, nil,
+			"HTTP 400 Bad Request: model must be a string, messages should not be empty", kernel.FailureBadResponse, 1},
 		{"429 quota gone", http.StatusTooManyRequests,
 			`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, nil,
 			"HTTP 429 Too Many Requests: You exceeded your current quota (insufficient_quota)", kernel.FailureRateLimit, 1},
