@@ -221,3 +221,28 @@ func TestFunctionNameCharset(t *testing.T) {
 		}
 	}
 }
+
+// TestFuncGetsAnObject: a function tool called with no arguments (an empty
+// or blank string, as some models send for a tool without parameters) gets
+// the empty object; any other arguments reach it unchanged.
+func TestFuncGetsAnObject(t *testing.T) {
+	var got []string
+	set, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.AddFunc(live.ToolSpec{Name: "f"}, func(_ context.Context, args json.RawMessage) (string, error) {
+		got = append(got, string(args))
+		return "ok", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []string{"", " \n", "7", `{"a":1}`} {
+		if r := set.Run(context.Background(), call("f", args)); r.Status != kernel.ToolOK {
+			t.Errorf("%q: %+v", args, r)
+		}
+	}
+	if want := []string{"{}", "{}", "7", `{"a":1}`}; !slices.Equal(got, want) {
+		t.Errorf("the function got %q, want %q", got, want)
+	}
+}
