@@ -340,6 +340,14 @@ func TestParseRefusesDamage(t *testing.T) {
 	if _, err := Resume(path, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
 		t.Fatalf("resume of a clean log: %v", err)
 	}
+	// Log.Resume, given a clean log rebuilt by hand, refuses it too.
+	k, l, err := Rebuilt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Resume(k, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
+		t.Fatalf("Log.Resume of a clean log: %v", err)
+	}
 }
 
 // TestLastAt: the clock of a resumed run goes on from the last record.
