@@ -78,6 +78,7 @@ func TestConfigErrors(t *testing.T) {
 		{"mixed", `{"mcpServers": {"a": {"command": "x", "url": "http://h"}}}`, `mcpServers.a: url does not belong to a stdio server`},
 		{"http with args", `{"mcpServers": {"a": {"url": "http://h", "args": []}}}`, `mcpServers.a: args does not belong to a http server`},
 		{"bad url", `{"mcpServers": {"a": {"url": "ftp://h/x"}}}`, `mcpServers.a.url: "ftp://h/x" is not an http:// or https:// URL`},
+		{"url expand unset", `{"mcpServers": {"a": {"url": "${UNSET}"}}}`, `mcpServers.a.url: ${UNSET}: the variable UNSET is not set`},
 		{"trailing", `{"mcpServers": {}} {}`, `unexpected data after the top-level object`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,13 +125,16 @@ func TestLoadConfigRefusesNonFiles(t *testing.T) {
 	}
 }
 
-// TestToolNames: the function-name charset, the 64-byte cap with a hash
+// TestToolNames: the function-name charset (exactly [a-zA-Z0-9_-]), the 64-byte cap with a hash
 // that keeps long names apart.
 func TestToolNames(t *testing.T) {
 	for _, tc := range []struct{ server, tool, want string }{
 		{"everything", "get-env", "mcp__everything__get-env"},
 		{"my.server", "read file", "mcp__my_server__read_file"},
 		{"ünï", "tool/x", "mcp____n____tool_x"},
+		// The ends of each kept range pass; the bytes just outside become '_'.
+		{"azAZ09", "_-", "mcp__azAZ09___-"},
+		{"`{@[", "/:", "mcp__________"},
 	} {
 		if got := ToolName(tc.server, tc.tool); got != tc.want {
 			t.Errorf("ToolName(%q, %q) = %q, want %q", tc.server, tc.tool, got, tc.want)

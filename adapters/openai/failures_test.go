@@ -113,6 +113,8 @@ func TestFailureTextSaysWhy(t *testing.T) {
 			"HTTP 400 Bad Request: maximum context length is 4096 tokens (BadRequestError)", kernel.FailureBadResponse, 1},
 		{"422 FastAPI", http.StatusUnprocessableEntity, `{"detail":[{"loc":["body","model"],"msg":"field required"}]}`, nil,
 			`HTTP 422 Unprocessable Entity: [{"loc":["body","model"],"msg":"field required"}]`, kernel.FailureBadResponse, 1},
+		{"400 message list", http.StatusBadRequest, `{"statusCode":400,"message":["model must be a string","messages should not be empty"]}`, nil,
+			"HTTP 400 Bad Request: model must be a string, messages should not be empty", kernel.FailureBadResponse, 1},
 		{"429 quota gone", http.StatusTooManyRequests,
 			`{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, nil,
 			"HTTP 429 Too Many Requests: You exceeded your current quota (insufficient_quota)", kernel.FailureRateLimit, 1},
@@ -195,6 +197,12 @@ func TestErrorEventsClassified(t *testing.T) {
 		{"rate_limit_exceeded", `data: {"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, kernel.FailureRateLimit, 3, "slow down (rate_limit_exceeded) (gave up after 3 attempts)"},
 		{"server_error type", `data: {"error":{"message":"The server had an error","type":"server_error"}}`, kernel.FailureServer, 3, "The server had an error (server_error)"},
 		{"numeric 500 code", `data: {"error":{"message":"internal","type":"api_error","code":500}}`, kernel.FailureServer, 3, "internal (500)"},
+		// A numeric code anywhere in 400–599 is a status and decides before
+		// the type; one outside that range says nothing and the type decides.
+		{"numeric 599 code before a client type", `data: {"error":{"message":"edge","type":"invalid_request_error","code":599}}`, kernel.FailureServer, 3, "edge (599)"},
+		{"numeric 400 code before a server type", `data: {"error":{"message":"edge","type":"server_error","code":400}}`, kernel.FailureBadResponse, 1, "edge (400)"},
+		{"numeric 600 code is no status", `data: {"error":{"message":"edge","type":"invalid_request_error","code":600}}`, kernel.FailureBadResponse, 1, "edge (600)"},
+		{"numeric 399 code is no status", `data: {"error":{"message":"edge","type":"server_error","code":399}}`, kernel.FailureServer, 3, "edge (399)"},
 		{"overloaded", `data: {"error":{"message":"Overloaded","type":"overloaded_error"}}`, kernel.FailureServer, 3, "Overloaded (overloaded_error)"},
 		{"unknown code", `data: {"error":{"message":"odd","code":"flux_capacitor"}}`, kernel.FailureServer, 3, "odd (flux_capacitor)"},
 		{"Ollama string", `data: {"error":"model requires more system memory (9.8 GiB) than is available (4.1 GiB)"}`, kernel.FailureServer, 3, "model requires more system memory (9.8 GiB) than is available (4.1 GiB)"},

@@ -196,6 +196,8 @@ func TestRetryAfterBeyondFirstTokenBound(t *testing.T) {
 		{"503 asks 45s", http.StatusServiceUnavailable, "45", kernel.FailureServer, "Retry-After: 45 asks to wait 45s"},
 		{"429 asks the bound exactly", http.StatusTooManyRequests, "30", kernel.FailureRateLimit, "Retry-After: 30 asks to wait 30s"},
 		{"429 asks forever", http.StatusTooManyRequests, "1e300", kernel.FailureRateLimit, "Retry-After: 1e300 asks to wait"},
+		// 2^63 ns exactly: the first count a Duration cannot hold saturates too.
+		{"429 asks one past the longest Duration", http.StatusTooManyRequests, "9223372036.854775808", kernel.FailureRateLimit, "Retry-After: 9223372036.854775808 asks to wait 2562047h47m16.854775807s"},
 		{"429 asks forever, at length", http.StatusTooManyRequests, "1" + strings.Repeat("0", 400), kernel.FailureRateLimit, "Retry-After: 1000000000000000000000000000000000000000… asks to wait"},
 		{"429 HTTP date in an hour", http.StatusTooManyRequests, "Wed, 21 Oct 2015 08:28:00 GMT", kernel.FailureRateLimit, "asks to wait 1h0m0s"},
 	} {

@@ -201,3 +201,43 @@ func TestHugeLineRefused(t *testing.T) {
 		t.Fatal("the derived bound must let a fully escaped message of the cap through")
 	}
 }
+
+// TestEmptyBodyIsADisconnect: a 200 whose body ends before its first byte
+// (a proxy that drops the connection right after the headers, whatever
+// Content-Type they named) is a lost connection, retried, not a page at a
+// wrong base URL: there is no page to show.
+func TestEmptyBodyIsADisconnect(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Status(200, "", "Content-Type", "application/json")
+	})
+	defer srv.Close()
+	s := newSink()
+	err := newModel(t, srv, func(c *openai.Config) { c.MaxRetries = 1 }).Stream(context.Background(), request(), s)
+	if failure(err) != kernel.FailureDisconnect || err == nil || !strings.Contains(err.Error(), "stream ended without [DONE] or a finish_reason") {
+		t.Errorf("err %v (%s), want a disconnect", err, failure(err))
+	}
+	if n := len(srv.Requests()); n != 2 || len(s.retries) != 1 {
+		t.Errorf("%d requests, retries %q: want 2 and 1", n, s.retries)
+	}
+}
+
+// TestOnlyTheFirstChoiceIsRead: the adapter asks for one choice; a server
+// that streams others too (index 1, interleaved) does not get their text
+// or calls into the answer.
+func TestOnlyTheFirstChoiceIsRead(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Text("first ")
+		_ = w.Raw(`data: {"id":"x","choices":[{"index":1,"delta":{"content":"OTHER"},"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"id":"x","choices":[{"index":1,"delta":{"tool_calls":[{"index":0,"id":"call_other","type":"function","function":{"name":"grep","arguments":"{}"}}]},"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"id":"x","choices":[{"index":1,"delta":{},"finish_reason":"stop"},{"index":0,"delta":{"content":"choice"},"finish_reason":null}]}`)
+		_ = w.End("stop")
+	})
+	defer srv.Close()
+	s := newSink()
+	if err := newModel(t, srv, nil).Stream(context.Background(), request(), s); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.text.String(); got != "first choice" || len(s.calls) != 0 {
+		t.Errorf("text %q, calls %v: want only choice 0's text", got, s.calls)
+	}
+}

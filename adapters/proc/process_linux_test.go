@@ -18,7 +18,17 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain refuses to run the tests in a process started as a helper that
+// init did not take for one (a broken helper check): its tests would start
+// helpers that are this test binary again, each running the tests again —
+// a fork bomb that outlives the test run, since each helper leads its own
+// process group. Refused, the helper ends and Start says so.
+func TestMain(m *testing.M) {
+	if os.Args[0] == helperArg0 {
+		os.Exit(125)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // hang bounds every wait below: it is never a timing assertion, only the
 // point at which a test that would otherwise hang gives up.

@@ -116,3 +116,32 @@ func TestGrepOutputCapped(t *testing.T) {
 		t.Errorf("grep output not capped at 1024 bytes: %d bytes, ends %q", len(r.Content), r.Content[max(0, len(r.Content)-60):])
 	}
 }
+
+// TestGrepDirectorySwappedForFile: a directory the walk listed that is a
+// file by the time the walk reads it cannot be walked; grep goes on and
+// counts it as skipped.
+func TestGrepDirectorySwappedForFile(t *testing.T) {
+	b, dir := newBox(t, false)
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("needle\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b.grepOpenHook = func(name string) {
+		if name != "a.txt" {
+			return
+		}
+		if err := os.Remove(sub); err != nil {
+			t.Error(err)
+		}
+		if err := os.WriteFile(sub, []byte("needle\n"), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	r := grepWithin(t, b, map[string]string{"pattern": "needle", "path": "."})
+	if want := "a.txt:1: needle\n[1 unreadable file or directory skipped]\n"; r.Status != kernel.ToolOK || r.Content != want {
+		t.Errorf("grep: %q, want %q", r.Content, want)
+	}
+}

@@ -23,7 +23,7 @@ func TestShellCannotReadEscapementEnviron(t *testing.T) {
 	var cred *syscall.Credential
 	if os.Geteuid() == 0 {
 		// nobody must reach the binary and the workspace.
-		shared, err := os.MkdirTemp("", "escapement-environ-")
+		shared, err := os.MkdirTemp(othersCanReach(t, os.TempDir(), "/tmp"), "escapement-environ-")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,6 +54,31 @@ func TestShellCannotReadEscapementEnviron(t *testing.T) {
 	if strings.Contains(string(out), secret) {
 		t.Errorf("the shell read the API key from /proc:\n%s", out)
 	}
+}
+
+// othersCanReach returns the first of dirs that every user can reach
+// (each directory on its path searchable by others): $TMPDIR may lie in a
+// private directory (the mutation tester's scratch directory is 0700), where
+// nobody could not start the copied binary.
+func othersCanReach(t *testing.T, dirs ...string) string {
+	t.Helper()
+next:
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			continue
+		}
+		for p := abs; ; p = filepath.Dir(p) {
+			if st, err := os.Stat(p); err != nil || !st.IsDir() || st.Mode().Perm()&0o001 == 0 {
+				continue next
+			}
+			if p == filepath.Dir(p) {
+				return abs
+			}
+		}
+	}
+	t.Fatalf("none of %q is reachable by every user", dirs)
+	return ""
 }
 
 func copyFile(from, to string) error {

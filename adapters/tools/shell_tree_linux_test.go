@@ -157,3 +157,32 @@ func TestShellTreeDiesWithEscapement(t *testing.T) {
 		}
 	}
 }
+
+// TestShellKillsEveryLeftover: two processes that left the group are both
+// killed when the command ends, and the result counts them.
+func TestShellKillsEveryLeftover(t *testing.T) {
+	b, dir := newBox(t, true)
+	r := result(t, runAsync(b, context.Background(), escapee("escaped1", "7789")+escapee("escaped2", "7790")+"echo done"))
+	goneNow(t, "setsid child",
+		proctest.WaitPIDFile(t, filepath.Join(dir, "escaped1"), hang),
+		proctest.WaitPIDFile(t, filepath.Join(dir, "escaped2"), hang))
+	if r.Status != kernel.ToolOK || !strings.Contains(r.Content, "; killed 2 processes it left running\n") || !strings.Contains(r.Content, "done") {
+		t.Errorf("result %+v", r)
+	}
+}
+
+// TestKillAllReachesRunningShells: KillAll (the CLI's hard exit) kills
+// every running call's tree at once, without a cancel and without waiting
+// for the grace: a command that ignores SIGINT ends, and so does what it
+// started.
+func TestKillAllReachesRunningShells(t *testing.T) {
+	b, dir := newBox(t, true)
+	done := runAsync(b, context.Background(), `trap '' INT; sleep 7791 & echo $! > a; echo $$ > pid; wait`)
+	pids := []int{proctest.WaitPIDFile(t, filepath.Join(dir, "a"), hang), proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), hang)}
+	b.KillAll()
+	r := result(t, done)
+	goneNow(t, "the killed call's process", pids...)
+	if r.Status != kernel.ToolOK || !strings.HasPrefix(r.Content, "killed by signal killed in ") {
+		t.Errorf("result %+v", r)
+	}
+}

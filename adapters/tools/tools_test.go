@@ -298,3 +298,33 @@ func TestIdempotentToolsOnlyRead(t *testing.T) {
 		}
 	}
 }
+
+// TestWrongKindOfPathSaysSo: a file tool given the wrong kind of path (a
+// directory to read or write, a file to list) fails with an error that
+// names the path and says what it is, and changes nothing.
+func TestWrongKindOfPathSaysSo(t *testing.T) {
+	b, dir := newBox(t, false)
+	if err := os.MkdirAll(filepath.Join(dir, "src", "keep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "a.txt"), []byte("A"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		tool string
+		args map[string]string
+		want string
+	}{
+		{"read_file", map[string]string{"path": "src"}, "src is a directory (use list_dir)"},
+		{"write_file", map[string]string{"path": "src", "content": "x"}, "src: is a directory"},
+		{"list_dir", map[string]string{"path": "a.txt"}, "a.txt is not a directory (use read_file)"},
+	} {
+		r := run(t, b, tc.tool, tc.args)
+		if r.Status != kernel.ToolError || !strings.Contains(r.Content, tc.want) {
+			t.Errorf("%s %v: %+v; want an error saying %q", tc.tool, tc.args, r, tc.want)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dir, "src", "keep")); err != nil || !st.IsDir() {
+		t.Errorf("the directory changed: %v", err)
+	}
+}

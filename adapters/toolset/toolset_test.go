@@ -196,3 +196,53 @@ func TestCloseAndKillAll(t *testing.T) {
 		t.Errorf("log %v, want %v", log, want)
 	}
 }
+
+// TestFunctionNameCharset: exactly ^[a-zA-Z0-9_-]{1,64}$ is accepted: the
+// ends of each range and a name of 64 bytes pass, the bytes just outside
+// each range and a name of 65 bytes are refused.
+func TestFunctionNameCharset(t *testing.T) {
+	fn := func(context.Context, json.RawMessage) (string, error) { return "", nil }
+	for _, name := range []string{"a", "z", "A", "Z", "0", "9", "_", "-", "azAZ09_-", strings.Repeat("x", 64)} {
+		set, err := New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := set.AddFunc(live.ToolSpec{Name: name}, fn); err != nil {
+			t.Errorf("%q refused: %v", name, err)
+		}
+	}
+	for _, name := range []string{"`", "{", "@", "[", "/", ":", "a.b", "a b", "é", strings.Repeat("x", 65)} {
+		set, err := New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := set.AddFunc(live.ToolSpec{Name: name}, fn); err == nil || !strings.Contains(err.Error(), "is not a function name") {
+			t.Errorf("%q: %v, want a refusal", name, err)
+		}
+	}
+}
+
+// TestFuncGetsAnObject: a function tool called with no arguments (an empty
+// or blank string, as some models send for a tool without parameters) gets
+// the empty object; any other arguments reach it unchanged.
+func TestFuncGetsAnObject(t *testing.T) {
+	var got []string
+	set, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.AddFunc(live.ToolSpec{Name: "f"}, func(_ context.Context, args json.RawMessage) (string, error) {
+		got = append(got, string(args))
+		return "ok", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []string{"", " \n", "7", `{"a":1}`} {
+		if r := set.Run(context.Background(), call("f", args)); r.Status != kernel.ToolOK {
+			t.Errorf("%q: %+v", args, r)
+		}
+	}
+	if want := []string{"{}", "{}", "7", `{"a":1}`}; !slices.Equal(got, want) {
+		t.Errorf("the function got %q, want %q", got, want)
+	}
+}

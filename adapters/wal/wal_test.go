@@ -324,6 +324,7 @@ func TestParseRefusesDamage(t *testing.T) {
 		{"garbage", "log:3: not a header, step", join(lines[:2], []byte("garbage"), lines[2:])},
 		{"after end", "log:4: a record after the end line", join(lines[:2], end, lines[2:])},
 		{"bad event", "log:3: step record: event", join(lines[:2], bytes.Replace(lines[2], []byte(`"kind":"`), []byte(`"kind":"x`), 1), lines[3:])},
+		{"blank last line", fmt.Sprintf("log:%d: not a header, step", len(lines)+1), append(bytes.Clone(data), '\n')},
 	} {
 		l, err := Parse("log", tc.data)
 		if err == nil {
@@ -339,6 +340,41 @@ func TestParseRefusesDamage(t *testing.T) {
 	}
 	if _, err := Resume(path, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
 		t.Fatalf("resume of a clean log: %v", err)
+	}
+	// Log.Resume, given a clean log rebuilt by hand, refuses it too.
+	k, l, err := Rebuilt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Resume(k, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
+		t.Fatalf("Log.Resume of a clean log: %v", err)
+	}
+	// A clean log is ErrClean before any replay, even one whose steps
+	// would not replay: there is nothing to resume.
+	damaged := join(lines[:2], bytes.Replace(lines[2], []byte(`"kind":"`), []byte(`"kind":"x`), 1), append(lines[3:], end))
+	if err := os.WriteFile(path, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resume(path, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
+		t.Fatalf("resume of a clean log with a step that does not replay: %v", err)
+	}
+}
+
+// TestTornBytesCounted: Parse drops a last line without its newline and
+// says how many bytes it dropped; Size is what is left.
+func TestTornBytesCounted(t *testing.T) {
+	data := recordedLog(t)
+	whole, err := Parse("log", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := `{"type":"step","st`
+	l, err := Parse("log", append(bytes.Clone(data), torn...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Torn != len(torn) || l.Size != int64(len(data)) || l.Steps() != whole.Steps() || whole.Torn != 0 {
+		t.Errorf("torn %d, size %d, steps %d (whole: torn %d, steps %d); want torn %d, size %d", l.Torn, l.Size, l.Steps(), whole.Torn, whole.Steps(), len(torn), len(data))
 	}
 }
 

@@ -209,3 +209,21 @@ func TestKeyRedactedEverywhere(t *testing.T) {
 		t.Errorf("the tool's output was not redacted in the session")
 	}
 }
+
+// TestAnswerEndNotHeldBack: the answer's last bytes, held back while they
+// could be the start of the API key, are printed when the turn ends, even
+// when they are a piece of the key too short to be redacted.
+func TestAnswerEndNotHeldBack(t *testing.T) {
+	const key = "sk-proj-Zq8Lw3Rt5Yu7Io9Pa1Sd3Fg5Hj7Kl9"
+	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Answer("the code is sk-proj", 4)
+	})
+	t.Setenv("OPENAI_API_KEY", key)
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	code := runWith(context.Background(), []string{"run", "code?", "--session", filepath.Join(dir, "s.jsonl"), "--workspace", dir},
+		streams{in: strings.NewReader(""), out: &out, err: &errb}, func(int) {}, noSignals)
+	if code != exitOK || out.String() != "the code is sk-proj\n" {
+		t.Errorf("exit %d, stdout %q; want the whole answer\n%s", code, out.String(), errb.String())
+	}
+}

@@ -82,15 +82,18 @@ func TestBadOutputPathWritesNothing(t *testing.T) {
 
 // TestSessionDirSaysDirectory: --session naming a directory says so (it
 // said "already holds a session"); a file that is not a session says
-// that, and one that is says how to continue it.
+// that (also one of JSON lines of another kind, such as a trace), and one
+// that is says how to continue it.
 func TestSessionDirSaysDirectory(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/v1")
 	dir := t.TempDir()
 	notes := writeFile(t, dir, "notes.txt", "my notes\n")
 	old := writeFile(t, dir, "old.jsonl", `{"type":"session","format":1}`+"\n")
+	trace := writeFile(t, dir, "trace.jsonl", `{"type":"header","format":1}`+"\n")
 	for _, tc := range []struct{ session, want string }{
 		{dir, "--session " + dir + " is a directory; name a file"},
 		{notes, "--session " + notes + " is not empty and not an escapement session"},
+		{trace, "--session " + trace + " is not empty and not an escapement session"},
 		{old, "--session " + old + " already holds a session; continue it with `escapement chat --resume " + old + "`"},
 	} {
 		code, _, errb := runCLI(t, "run", "hi", "--session", tc.session, "--workspace", dir)

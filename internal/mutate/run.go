@@ -483,6 +483,15 @@ func (r *runner) env(tmp string) []string {
 	if r.cfg.GoCache != "" {
 		env = append(env, "GOCACHE="+r.cfg.GoCache)
 	}
+	// A test that builds the program itself (cmd/escapement's end-to-end
+	// tests run `go build`) must build the mutant too: the overlay also goes
+	// into GOFLAGS, which every nested go command reads. (GOFLAGS is split
+	// at spaces; a scratch path holding one is left out.)
+	if ov := filepath.Join(tmp, "overlay.json"); !strings.ContainsAny(ov, " \t") {
+		if _, err := os.Stat(ov); err == nil {
+			env = append(env, strings.TrimSpace("GOFLAGS="+os.Getenv("GOFLAGS")+" -overlay="+ov))
+		}
+	}
 	return append(env,
 		"TMPDIR="+scratch,
 		"RAPID_NOFAILFILE=true", // rapid would write testdata/rapid/... into the package directory
