@@ -162,7 +162,7 @@ func newFaultLabels(kind sim.FaultKind) faultLabels {
 
 type episodeLabels struct {
 	deep, deepAt, anchored, anchor, after, phase, jitter, kind, shutdown, burst string
-	input                                                                      [3]inputLabels
+	input                                                                       [3]inputLabels
 }
 
 type inputLabels struct{ gap, same, kind, target, bound, turn string }
