@@ -37,6 +37,7 @@ FUZZTIME ?= 8s
 fuzz:
 	$(GO) test ./sim -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
 	$(GO) test ./kernel -run '^$$' -fuzz '^FuzzAppendJSONString$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
+	$(GO) test ./sim -run '^$$' -fuzz '^FuzzWorld$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
 
 # The long run: the property suites at SOAK_CHECKS checks each (ten
 # properties: 10 x 10,000 = 100,000 checks by default), then a sweep of

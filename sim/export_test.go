@@ -20,3 +20,7 @@ func BrokenLoops() []BrokenLoop { return brokenLoops() }
 // InvariantLoops returns the broken loops of the invariants no catalogue
 // failure breaks first.
 func InvariantLoops() []BrokenLoop { return invariantLoops() }
+
+// Depth6Scenario is BenchmarkSimEvents' world, for benchmarks outside the
+// package that measure against it (BenchmarkSweepVsSim).
+func Depth6Scenario() *Scenario { return depth6Scenario() }

@@ -18,7 +18,6 @@ package gen
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -64,8 +63,9 @@ func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // World draws a whole scenario: scripts, tools, limits, faults and inputs.
 func World(o Options) *rapid.Generator[*sim.Scenario] {
+	script := Script(o)
 	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
-		s := Script(o).Draw(t, "script")
+		s := script.Draw(t, "script")
 		s.Inputs = inputs(s, o).Draw(t, "inputs")
 		return s
 	})
@@ -76,38 +76,39 @@ func World(o Options) *rapid.Generator[*sim.Scenario] {
 func Script(o Options) *rapid.Generator[*sim.Scenario] {
 	o.MaxDepth = min(max(o.MaxDepth, 0), MaxDepth)
 	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
-		depth := rapid.IntRange(0, o.MaxDepth).Draw(t, "depth")
+		tb := sharedTables()
+		depth := intRange(t, 0, o.MaxDepth, "depth")
 		s := &sim.Scenario{
 			Name:   "generated",
-			Seed:   uint64(rapid.IntRange(1, 1<<20).Draw(t, "seed")),
+			Seed:   uint64(tb.seed.Draw(t, "seed")),
 			Agents: map[string]sim.Script{},
 			Tools:  map[string]sim.ToolSpec{},
 		}
 		s.Limits = drawLimits(t, depth)
-		nTools := rapid.IntRange(1, 3).Draw(t, "tools")
+		nTools := intRange(t, 1, 3, "tools")
 		tools := make([]string, nTools)
 		for i := range tools {
-			tools[i] = "t" + strconv.Itoa(i)
-			s.Tools[tools[i]] = drawTool(t, tools[i], s.Limits)
+			tools[i] = toolName(i)
+			s.Tools[tools[i]] = drawTool(t, &tb.tools[i], tools[i], s.Limits)
 		}
 		// Scripts per level: main at 0; one or two per level below.
 		levels := [][]string{{sim.RootScript}}
 		for l := 1; l <= depth; l++ {
-			n := rapid.IntRange(1, 2).Draw(t, fmt.Sprintf("scripts_l%d", l))
-			var names []string
-			for i := 0; i < n; i++ {
-				names = append(names, string(rune('a'+i))+strconv.Itoa(l))
+			n := intRange(t, 1, 2, tb.levels[l])
+			names := make([]string, n)
+			for i := range names {
+				names[i] = scriptName(l, i)
 			}
 			levels = append(levels, names)
 		}
 		tree := &fanout{depth: depth, mult: map[string]int{sim.RootScript: 1}, agents: depth + 1, max: cmp.Or(o.MaxAgents, DefaultMaxAgents)}
 		for l, names := range levels {
-			for _, name := range names {
+			for slot, name := range names {
 				var next []string
 				if l+1 < len(levels) {
 					next = levels[l+1]
 				}
-				s.Agents[name] = drawScript(t, name, l, next, tools, s.Limits, tree)
+				s.Agents[name] = drawScript(t, labelsOfScript(name, l, slot), name, l, next, tools, s.Limits, tree)
 			}
 		}
 		if o.Faults {
@@ -122,34 +123,34 @@ func drawLimits(t *rapid.T, depth int) kernel.Limits {
 	// The first value of each list is the benign default shrinking moves
 	// towards; repeated entries make it likelier, the rest are the harsh
 	// values that make timeouts, refusals and budgets happen.
-	l.Grace = rapid.SampledFrom([]time.Duration{ms(500), ms(100), 2 * time.Second}).Draw(t, "grace")
-	l.FirstTokenTimeout = rapid.SampledFrom([]time.Duration{30 * time.Second, 30 * time.Second, 2 * time.Second, ms(500)}).Draw(t, "first_token_timeout")
-	l.StallTimeout = rapid.SampledFrom([]time.Duration{30 * time.Second, time.Second, ms(200), 30 * time.Second, time.Second}).Draw(t, "stall_timeout")
-	l.ToolTimeout = rapid.SampledFrom([]time.Duration{2 * time.Minute, 5 * time.Second, time.Second}).Draw(t, "tool_timeout")
-	l.TurnTimeout = rapid.SampledFrom([]time.Duration{10 * time.Minute, 20 * time.Second, 3 * time.Second}).Draw(t, "turn_timeout")
-	l.Debounce = rapid.SampledFrom([]time.Duration{ms(100), 0, ms(50)}).Draw(t, "debounce")
-	l.MaxDepth = rapid.SampledFrom([]int{MaxDepth, MaxDepth, depth, max(depth-1, 0)}).Draw(t, "max_depth")
-	l.MaxChildren = rapid.SampledFrom([]int{16, 16, 2, 1, 3}).Draw(t, "max_children")
-	l.MaxRequests = rapid.SampledFrom([]int{50, 50, 3, 2, 1}).Draw(t, "max_requests")
+	l.Grace = pick(t, []time.Duration{ms(500), ms(100), 2 * time.Second}, "grace")
+	l.FirstTokenTimeout = pick(t, []time.Duration{30 * time.Second, 30 * time.Second, 2 * time.Second, ms(500)}, "first_token_timeout")
+	l.StallTimeout = pick(t, []time.Duration{30 * time.Second, time.Second, ms(200), 30 * time.Second, time.Second}, "stall_timeout")
+	l.ToolTimeout = pick(t, []time.Duration{2 * time.Minute, 5 * time.Second, time.Second}, "tool_timeout")
+	l.TurnTimeout = pick(t, []time.Duration{10 * time.Minute, 20 * time.Second, 3 * time.Second}, "turn_timeout")
+	l.Debounce = pick(t, []time.Duration{ms(100), 0, ms(50)}, "debounce")
+	l.MaxDepth = pick(t, []int{MaxDepth, MaxDepth, depth, max(depth-1, 0)}, "max_depth")
+	l.MaxChildren = pick(t, []int{16, 16, 2, 1, 3}, "max_children")
+	l.MaxRequests = pick(t, []int{50, 50, 3, 2, 1}, "max_requests")
 	// The caps on what a model sends, small now and then so they bite: a
 	// reply holds up to a dozen words and a few calls of 30-70 bytes each.
-	l.MaxMessageBytes = rapid.SampledFrom([]int{1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 40, 120}).Draw(t, "max_message_bytes")
-	l.MaxCalls = rapid.SampledFrom([]int{64, 64, 64, 1, 2}).Draw(t, "max_calls")
-	l.MaxParallelTools = rapid.SampledFrom([]int{8, 8, 8, 1, 2}).Draw(t, "max_parallel_tools")
+	l.MaxMessageBytes = pick(t, []int{1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20, 40, 120}, "max_message_bytes")
+	l.MaxCalls = pick(t, []int{64, 64, 64, 1, 2}, "max_calls")
+	l.MaxParallelTools = pick(t, []int{8, 8, 8, 1, 2}, "max_parallel_tools")
 	return l
 }
 
-func drawTool(t *rapid.T, name string, l kernel.Limits) sim.ToolSpec {
+func drawTool(t *rapid.T, lb *toolLabels, name string, l kernel.Limits) sim.ToolSpec {
 	tool := sim.ToolSpec{
 		// One choice is exactly the tool deadline: result and timeout then
 		// race at the same instant.
-		Duration: rapid.SampledFrom([]time.Duration{ms(100), 0, ms(10), ms(500), 2 * time.Second, 10 * time.Second, time.Minute, l.ToolTimeout}).Draw(t, name+"_duration"),
+		Duration: pick(t, []time.Duration{ms(100), 0, ms(10), ms(500), 2 * time.Second, 10 * time.Second, time.Minute, l.ToolTimeout}, lb.duration),
 		Result:   "r-" + name,
 	}
-	if rapid.IntRange(0, 9).Draw(t, name+"_fails") == 9 {
+	if intRange(t, 0, 9, lb.fails) == 9 {
 		tool.Error, tool.Result = "e-"+name, ""
 	}
-	switch rapid.SampledFrom([]int{0, 1, 2, 3, 4, 1}).Draw(t, name+"_on_cancel") {
+	switch pick(t, []int{0, 1, 2, 3, 4, 1}, lb.onCancel) {
 	case 1:
 		tool.OnCancel = sim.CancelIgnore
 	case 2:
@@ -198,17 +199,17 @@ func (f *fanout) extra(level, m int) int {
 // shrinking cuts it), and any reply may add delegations to the next level —
 // sometimes up to max_children and one beyond, so refusals and fan-outs of
 // three or more children happen — within the world's bound on agents.
-func drawScript(t *rapid.T, name string, level int, next, tools []string, lim kernel.Limits, tree *fanout) sim.Script {
+func drawScript(t *rapid.T, lb *scriptLabels, name string, level int, next, tools []string, lim kernel.Limits, tree *fanout) sim.Script {
 	m := tree.mult[name]
-	n := rapid.IntRange(1, 4).Draw(t, name+"_replies")
+	n := intRange(t, 1, 4, lb.replies)
 	script := make(sim.Script, n)
 	for i := range script {
-		key := fmt.Sprintf("%s_r%d", name, i)
+		key := &lb.reply[i]
 		// One first-token choice is exactly the first-token deadline: the
 		// chunk and the timeout race at the same instant.
 		r := sim.Reply{
-			FirstToken: rapid.SampledFrom([]time.Duration{ms(200), ms(10), ms(50), ms(100), time.Second, lim.FirstTokenTimeout}).Draw(t, key+"_first"),
-			Rate:       float64(rapid.SampledFrom([]int{50, 10, 20, 100}).Draw(t, key+"_rate")),
+			FirstToken: pick(t, []time.Duration{ms(200), ms(10), ms(50), ms(100), time.Second, lim.FirstTokenTimeout}, key.first),
+			Rate:       float64(pick(t, []int{50, 10, 20, 100}, key.rate)),
 		}
 		// A delegating first reply says little before its calls, so the tree
 		// grows before the user's inputs arrive; other replies say more.
@@ -217,8 +218,8 @@ func drawScript(t *rapid.T, name string, level int, next, tools []string, lim ke
 			lengths = []int{1, 0, 2}
 		}
 		var text strings.Builder
-		for w := rapid.SampledFrom(lengths).Draw(t, key+"_words"); w > 0; w-- {
-			text.WriteString(words[rapid.IntRange(0, len(words)-1).Draw(t, key+"_word")])
+		for w := pick(t, lengths, key.words); w > 0; w-- {
+			text.WriteString(words[intRange(t, 0, len(words)-1, key.word)])
 		}
 		r.Text = strings.TrimSpace(text.String())
 		if i == 0 && len(next) > 0 {
@@ -228,11 +229,11 @@ func drawScript(t *rapid.T, name string, level int, next, tools []string, lim ke
 		if len(next) > 0 {
 			// Mostly none; now and then a few, or as many as the
 			// children a turn may have and one more.
-			k := rapid.SampledFrom([]int{0, 0, 0, 0, 0, 1, 2, 3, lim.MaxChildren + 1}).Draw(t, key+"_children")
+			k := pick(t, []int{0, 0, 0, 0, 0, 1, 2, 3, lim.MaxChildren + 1}, key.children)
 			for k = min(k, tree.extra(level, m)); k > 0; k-- {
-				child := rapid.SampledFrom(next).Draw(t, key+"_child")
+				child := pick(t, next, key.child)
 				prompt := "task for " + child
-				if rapid.IntRange(0, 15).Draw(t, key+"_no_task") == 0 {
+				if intRange(t, 0, 15, key.noTask) == 0 {
 					prompt = "" // a delegation without a task: malformed
 				}
 				r.Calls = append(r.Calls, sim.Call{Delegate: child, Prompt: prompt})
@@ -240,14 +241,14 @@ func drawScript(t *rapid.T, name string, level int, next, tools []string, lim ke
 				tree.agents += m * (tree.depth - level)
 			}
 		}
-		for c := rapid.SampledFrom([]int{1, 0, 2, 3}).Draw(t, key+"_tools"); c > 0; c-- {
-			tool := rapid.SampledFrom(tools).Draw(t, key+"_tool")
+		for c := pick(t, []int{1, 0, 2, 3}, key.tools); c > 0; c-- {
+			tool := pick(t, tools, key.tool)
 			// Tool calls carry ids numbered per message, as some models
 			// number them: a later reply repeats them, which the kernel
 			// must make unique (delegations keep fresh ids).
 			r.Calls = append(r.Calls, sim.Call{Tool: tool, Args: map[string]any{"n": c}, ID: "t" + strconv.Itoa(c)})
 		}
-		if i == n-1 && len(r.Calls) > 0 && rapid.Bool().Draw(t, key+"_end_with_text") {
+		if i == n-1 && len(r.Calls) > 0 && drawBool(t, key.endWithText) {
 			// Keep some turns ending on text rather than the script running out.
 			script = append(script, sim.Reply{Text: "done", FirstToken: ms(10), Rate: 50})
 		}
@@ -263,31 +264,31 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 	names := slices.Sorted(maps.Keys(s.Agents))
 	tools := slices.Sorted(maps.Keys(s.Tools))
 	var out []sim.Fault
-	for _, kind := range sim.FaultKinds() {
+	for i, kind := range sim.FaultKinds() {
+		key := &sharedTables().faults[i]
 		// Each kind is on in about one world of four; a world with a kind
 		// on gets one to three of it.
-		if rapid.IntRange(0, 3).Draw(t, "fault_"+string(kind)+"_on") != 3 {
+		if intRange(t, 0, 3, key.on) != 3 {
 			continue
 		}
-		for n := rapid.IntRange(1, 3).Draw(t, "fault_"+string(kind)+"_n"); n > 0; n-- {
-			key := "fault_" + string(kind)
+		for n := intRange(t, 1, 3, key.n); n > 0; n-- {
 			f := sim.Fault{
-				At:    grid * time.Duration(rapid.IntRange(0, 300).Draw(t, key+"_at")),
-				Agent: rapid.SampledFrom(names).Draw(t, key+"_agent"),
+				At:    grid * time.Duration(intRange(t, 0, 300, key.at)),
+				Agent: pick(t, names, key.agent),
 				Fault: kind,
 			}
 			switch kind {
 			case sim.FaultStreamError, sim.FaultDisconnect:
-				f.After = rapid.IntRange(0, 5).Draw(t, key+"_after")
+				f.After = intRange(t, 0, 5, key.after)
 			case sim.FaultRateLimit:
-				f.Attempts = rapid.IntRange(1, sim.MaxRetries+1).Draw(t, key+"_attempts")
-				f.RetryAfter = rapid.SampledFrom([]time.Duration{ms(100), time.Second}).Draw(t, key+"_retry_after")
+				f.Attempts = intRange(t, 1, sim.MaxRetries+1, key.attempts)
+				f.RetryAfter = pick(t, []time.Duration{ms(100), time.Second}, key.retryAfter)
 			case sim.FaultLate:
-				f.Delay = rapid.SampledFrom([]time.Duration{ms(100), time.Second, 5 * time.Second}).Draw(t, key+"_delay")
+				f.Delay = pick(t, []time.Duration{ms(100), time.Second, 5 * time.Second}, key.delay)
 			}
-			if kind == sim.FaultToolPanic || ((kind == sim.FaultDuplicate || kind == sim.FaultLate) && rapid.Bool().Draw(t, key+"_on_tool")) {
-				if kind != sim.FaultToolPanic || rapid.Bool().Draw(t, key+"_named") {
-					f.Tool = rapid.SampledFrom(tools).Draw(t, key+"_tool")
+			if kind == sim.FaultToolPanic || ((kind == sim.FaultDuplicate || kind == sim.FaultLate) && drawBool(t, key.onTool)) {
+				if kind != sim.FaultToolPanic || drawBool(t, key.named) {
+					f.Tool = pick(t, tools, key.tool)
 				}
 			}
 			out = append(out, f)
@@ -312,57 +313,57 @@ func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 		at := time.Duration(0)
 		n := 0
 		// Episodes: an instant, then a burst of inputs at it or just after.
-		episodes := rapid.IntRange(0, (o.MaxInputs+1)/2).Draw(t, "episodes")
+		episodes := intRange(t, 0, (o.MaxInputs+1)/2, "episodes")
 		for e := 0; e < episodes && n < o.MaxInputs; e++ {
-			key := "episode" + strconv.Itoa(e)
+			key := labelsOfEpisode(e)
 			var when time.Duration
 			// The first episode, now and then: later ones find the tree
 			// already cut by earlier ones.
-			deepCancel := e == 0 && len(deep) > 0 && rapid.IntRange(0, 2).Draw(t, key+"_deep") == 0
+			deepCancel := e == 0 && len(deep) > 0 && intRange(t, 0, 2, key.deep) == 0
 			switch {
 			case deepCancel:
 				// Esc while a tool runs deep in the tree (depth 4 and more):
 				// the abort must reach down there in one step.
-				when = deep[rapid.IntRange(0, len(deep)-1).Draw(t, key+"_deep_at")]
-			case len(anchors) > 0 && rapid.Bool().Draw(t, key+"_anchored"):
-				when = anchors[rapid.IntRange(0, len(anchors)-1).Draw(t, key+"_anchor")] +
-					rapid.SampledFrom([]time.Duration{0, ms(1), grid}).Draw(t, key+"_after")
+				when = deep[intRange(t, 0, len(deep)-1, key.deepAt)]
+			case len(anchors) > 0 && drawBool(t, key.anchored):
+				when = anchors[intRange(t, 0, len(anchors)-1, key.anchor)] +
+					pick(t, []time.Duration{0, ms(1), grid}, key.after)
 			case e == 0 && len(s.Agents) > 1:
 				// Without an anchor, the first episode usually waits for the
 				// tree to grow.
-				phase := rapid.SampledFrom([]int{100, 60, 150, 0, 30, 250}).Draw(t, key+"_phase")
-				when = at + grid*time.Duration(phase+rapid.IntRange(0, 9).Draw(t, key+"_jitter"))
+				phase := pick(t, []int{100, 60, 150, 0, 30, 250}, key.phase)
+				when = at + grid*time.Duration(phase+intRange(t, 0, 9, key.jitter))
 			default:
-				phase := rapid.SampledFrom([]int{30, 0, 10, 50, 20, 100, 200, 400}).Draw(t, key+"_phase")
-				when = at + grid*time.Duration(phase+rapid.IntRange(0, 9).Draw(t, key+"_jitter"))
+				phase := pick(t, []int{30, 0, 10, 50, 20, 100, 200, 400}, key.phase)
+				when = at + grid*time.Duration(phase+intRange(t, 0, 9, key.jitter))
 			}
 			at = max(at, when)
-			kind := rapid.SampledFrom([]int{0, 2, 1, 3, 2}).Draw(t, key+"_kind")
+			kind := pick(t, []int{0, 2, 1, 3, 2}, key.kind)
 			if deepCancel {
 				kind = 0
 			}
-			if o.Shutdowns && rapid.IntRange(0, 15).Draw(t, key+"_shutdown") == 0 {
+			if o.Shutdowns && intRange(t, 0, 15, key.shutdown) == 0 {
 				kind = 4 // rare: it ends the session
 			}
-			burst := rapid.SampledFrom([]int{1, 2, 3, 1}).Draw(t, key+"_burst")
+			burst := pick(t, []int{1, 2, 3, 1}, key.burst)
 			for b := 0; b < burst && n < o.MaxInputs; b++ {
 				n++
-				bkey := key + "_" + strconv.Itoa(b)
+				bkey := &key.input[b]
 				in := sim.Input{At: when}
 				if b > 0 {
 					// The same key pressed again (rapid Esc), or something else.
-					in.At += grid * time.Duration(rapid.SampledFrom([]int{0, 3, 0, 1, 6, 12}).Draw(t, bkey+"_gap"))
-					if !rapid.Bool().Draw(t, bkey+"_same") {
-						kind = rapid.SampledFrom([]int{0, 2, 1, 3}).Draw(t, bkey+"_kind")
+					in.At += grid * time.Duration(pick(t, []int{0, 3, 0, 1, 6, 12}, bkey.gap))
+					if !drawBool(t, bkey.same) {
+						kind = pick(t, []int{0, 2, 1, 3}, bkey.kind)
 					}
 				}
 				switch kind {
 				case 0:
 					in.Cancel = sim.RootScript
 				case 1:
-					in.Cancel = rapid.SampledFrom(names).Draw(t, bkey+"_target")
-					if rapid.IntRange(0, 5).Draw(t, bkey+"_bound") == 5 {
-						in.Turn = uint64(rapid.IntRange(1, 3).Draw(t, bkey+"_turn"))
+					in.Cancel = pick(t, names, bkey.target)
+					if intRange(t, 0, 5, bkey.bound) == 5 {
+						in.Turn = uint64(intRange(t, 1, 3, bkey.turn))
 					}
 				case 2:
 					in.Interject = "i" + strconv.Itoa(n)
