@@ -213,11 +213,13 @@ type StateEncoder interface {
 // armed faults, the world's random source — to dst. Equal encodings
 // answer every future choice alike; the explorer prunes on their hash.
 // ok is false when the core cannot encode its state (nothing may then be
-// pruned). The oracle's record of the past is not part of it.
-func (m *Sim) AppendState(dst []byte) (_ []byte, ok bool) {
+// pruned). The oracle's record of the past is not part of it. names are
+// the canonical names of due (what Due returned), in the same renaming:
+// one item has one name in every state that holds it under any op ids.
+func (m *Sim) AppendState(dst []byte, due []Due) (_ []byte, names []string, ok bool) {
 	enc, ok := m.core.(StateEncoder)
 	if !ok {
-		return dst, false
+		return dst, nil, false
 	}
 	r := newRenamer()
 	dst = enc.AppendState(dst, r)
@@ -297,13 +299,10 @@ func (m *Sim) AppendState(dst []byte) (_ []byte, ok bool) {
 	// is explored, so only which are due when matters.
 	encs := make([][]byte, 0, len(live))
 	for _, it := range live {
-		ie := kernelEnc{}
-		ie.int(int64(it.at))
-		ie.uint(uint64(it.kind))
-		ie.int(int64(it.index))
-		ie.flags(it.dup)
-		ie.event(it.ev, r)
-		encs = append(encs, ie.b)
+		encs = append(encs, m.itemEnc(it, r))
+	}
+	for _, d := range due {
+		names = append(names, string(m.itemEnc(&q.slab[q.keys[d.key].slot], r)))
 	}
 	slices.SortFunc(encs, bytes.Compare)
 	e.uint(uint64(len(encs)))
@@ -339,7 +338,30 @@ func (m *Sim) AppendState(dst []byte) (_ []byte, ok bool) {
 		panic("sim: PCG state: " + err.Error())
 	}
 	e.bytes(src)
-	return e.b, true
+	return e.b, names, true
+}
+
+// itemEnc is one queued item's canonical encoding.
+func (m *Sim) itemEnc(it *item, r *renamer) []byte {
+	ie := kernelEnc{}
+	ie.int(int64(it.at))
+	ie.uint(uint64(it.kind))
+	if it.kind != itemInput {
+		// An input is named by what it is: its index only says how many
+		// came before, which the states' histories tell where it matters.
+		ie.int(int64(it.index))
+	}
+	ie.flags(it.dup)
+	ie.event(it.ev, r)
+	if it.kind == itemInput {
+		in := m.inputs[it.index]
+		ie.str(in.Submit)
+		ie.str(in.Interject)
+		ie.str(in.Cancel)
+		ie.uint(in.Turn)
+		ie.flags(in.Shutdown)
+	}
+	return ie.b
 }
 
 func cmpOp(a, b kernel.OpID) int {

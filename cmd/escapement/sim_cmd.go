@@ -51,7 +51,7 @@ Exit codes: 0 every scenario passed, 1 an expectation or invariant failed,
 	cmd.Flags().StringVar(&f.perfetto, "perfetto", "", "write a Perfetto/Chrome trace-event timeline to FILE (one scenario) or into DIR as NAME.json")
 	cmd.Flags().BoolVar(&f.permute, "permute", false, "permute events due at the same virtual instant, drawn from the seed")
 	cmd.Flags().BoolVar(&f.recheck, "recheck", true, "run each scenario twice and require identical trace hashes (I6)")
-	cmd.AddCommand(newReplayCmd(a), newSweepCmd(a))
+	cmd.AddCommand(newReplayCmd(a), newSweepCmd(a), newExploreCmd(a))
 	return cmd
 }
 

@@ -120,20 +120,28 @@ type run struct {
 	pending bool // a placed input not yet delivered
 }
 
+// seen is how a state was explored: with how many more inputs the scope
+// allowed, and with which due items asleep. A state reached again with no
+// more inputs left and no fewer items asleep has nothing new to show.
+type seen struct {
+	budget int
+	sleep  []string
+}
+
 type explorer struct {
-	s        *sim.Scenario
-	opt      Options
-	rep      *Report
-	visited  map[[16]byte][]string // state → the sleep set it was explored with (nil: none)
-	path     []move
-	cur      *run
-	stopped  bool
-	sleepOK  bool
-	anc      map[kernel.AgentID][]kernel.AgentID
-	ticks    int
-	found    *sim.Violation
-	foundAt  []move
-	err      error
+	s       *sim.Scenario
+	opt     Options
+	rep     *Report
+	visited map[[16]byte]seen
+	path    []move
+	cur     *run
+	stopped bool
+	sleepOK bool
+	anc     map[kernel.AgentID][]kernel.AgentID
+	ticks   int
+	found   *sim.Violation
+	foundAt []move
+	err     error
 }
 
 // ErrNoStateHash: the core cannot encode its state, so nothing could be
@@ -157,7 +165,7 @@ func Scenario(s *sim.Scenario, opt Options) (*Report, error) {
 	}
 	x := &explorer{
 		s: base, opt: opt, rep: &Report{Name: s.Name},
-		visited: map[[16]byte][]string{},
+		visited: map[[16]byte]seen{},
 		sleepOK: !opt.NoReduction && !outputCapReachable(base),
 	}
 	if err := x.explore(); err != nil {
@@ -310,8 +318,24 @@ func (x *explorer) stateKey(r *run, due []sim.Due) (key []byte, names []string, 
 	if !ok {
 		return nil, nil, false
 	}
-	b = fmt.Appendf(b, "|%d|%d|%v", r.next, r.moved, r.pending)
+	if len(x.opt.Alphabet) == 0 {
+		// Which of the scenario's inputs comes next (the budget of moves
+		// is compared, not hashed).
+		b = fmt.Appendf(b, "|%d", r.next)
+	}
+	b = fmt.Appendf(b, "|%v", r.pending)
 	return b, names, true
+}
+
+// budget is how many more inputs r may make (alphabet) or move (scenario).
+func (x *explorer) budget(r *run) int {
+	switch {
+	case len(x.opt.Alphabet) > 0:
+		return x.opt.MaxInputs - r.next
+	case x.opt.MaxInputs < 0:
+		return len(x.s.Inputs) - r.next
+	}
+	return x.opt.MaxInputs - r.moved
 }
 
 // dfs explores every move from the state x.cur is in (x.path), skipping
@@ -377,15 +401,15 @@ func (x *explorer) dfs(sleep []string) error {
 			h := sha256.Sum256(key)
 			var k [16]byte
 			copy(k[:], h[:16])
-			childNames := childSleep
-			if old, seen := x.visited[k]; seen {
-				// Explored before with sleep set old: only what slept
-				// then and is awake now is left to explore.
-				if isSubset(old, childNames) {
+			budget := x.budget(r)
+			if old, ok := x.visited[k]; ok {
+				// Explored before: only a larger scope, or what slept then
+				// and is awake now, is left to explore.
+				if budget <= old.budget && isSubset(old.sleep, childSleep) {
 					explore = false
 					x.rep.Revisits++
-				} else {
-					childSleep = intersect(old, childNames)
+				} else if budget <= old.budget {
+					childSleep = intersect(old.sleep, childSleep)
 				}
 			} else {
 				x.rep.States++
@@ -395,7 +419,7 @@ func (x *explorer) dfs(sleep []string) error {
 				}
 			}
 			if explore && !x.stopped {
-				x.visited[k] = slices.Clone(childSleep)
+				x.visited[k] = seen{budget: budget, sleep: slices.Clone(childSleep)}
 			}
 		} else {
 			x.rep.States++

@@ -3,6 +3,7 @@ package explore
 import (
 	"os"
 	"strconv"
+	"time"
 	"testing"
 
 	"github.com/escapement/escapement/scenarios"
@@ -33,4 +34,28 @@ func TestProbeSuite(t *testing.T) {
 			t.Logf("  %v", rep.Violation.First)
 		}
 	}
+}
+
+func TestProbeSmall(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("EXPLORE_SMALL"))
+	if n == 0 {
+		t.Skip()
+	}
+	agents, _ := strconv.Atoi(os.Getenv("EXPLORE_AGENTS"))
+	tot := Report{}
+	for _, w := range Worlds(agents) {
+		nudge, _ := time.ParseDuration(os.Getenv("EXPLORE_NUDGE"))
+		rep, err := Scenario(w.Scenario, Options{Alphabet: w.Alphabet, MaxInputs: n, MaxStates: 5000000, Nudge: nudge})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tot.States += rep.States
+		tot.Replays += rep.Replays
+		tot.Transitions += rep.Transitions
+		t.Logf("%-12s sched=%d states=%d trans=%d rev=%d slept=%d depth=%d replays=%d stop=%q viol=%v", w.Tree, rep.Schedules, rep.States, rep.Transitions, rep.Revisits, rep.Slept, rep.Depth, rep.Replays, rep.Stopped, rep.Violation != nil)
+		if rep.Violation != nil {
+			t.Logf("  %v", rep.Violation.First)
+		}
+	}
+	t.Logf("total states=%d trans=%d replays=%d", tot.States, tot.Transitions, tot.Replays)
 }
