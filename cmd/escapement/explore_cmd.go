@@ -282,10 +282,10 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 // exploreSummary adds the reports up.
 type exploreSummary struct {
 	schedules, states, transitions, revisits, slept, depth, replays int
-	violations, stopped, done, worlds, sequences                   int
-	digest                                                         string
-	wall                                                           time.Duration
-	files                                                          []string
+	violations, stopped, done, worlds, sequences                    int
+	digest                                                          string
+	wall                                                            time.Duration
+	files                                                           []string
 }
 
 func summarize(items []*exploreItem) exploreSummary {

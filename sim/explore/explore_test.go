@@ -3,8 +3,8 @@ package explore
 import (
 	"os"
 	"strconv"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
