@@ -20,3 +20,8 @@ func BrokenLoops() []BrokenLoop { return brokenLoops() }
 // InvariantLoops returns the broken loops of the invariants no catalogue
 // failure breaks first.
 func InvariantLoops() []BrokenLoop { return invariantLoops() }
+
+// RareLoops returns the broken loops that go wrong only in one rare
+// ordering or instant (their Scenario is empty: the test builds the
+// world).
+func RareLoops() []BrokenLoop { return rareLoops() }
