@@ -93,7 +93,11 @@ func TestExploreFindsRareLoops(t *testing.T) {
 					t.Fatalf("two explorations differ: %s/%d vs %s/%d", rep.Digest, rep.States, first.Digest, first.Violation.Moves)
 				}
 			}
-			s := first.Violation.Scenario
+			// Read back from its file, as `escapement sim FILE` does.
+			s, err := sim.Load(c.s.Name+".yaml", first.Violation.Scenario.YAML())
+			if err != nil {
+				t.Fatal(err)
+			}
 			res, err := sim.Run(s, sim.Options{Core: c.loop.Core})
 			if err != nil {
 				t.Fatal(err)

@@ -87,6 +87,12 @@ interrupted (SIGINT or SIGTERM; the counts so far are printed).`,
 					f.maxInputs = defaultSmallInputs
 				}
 			}
+			if f.smallScope && !cmd.Flags().Changed("nudge") {
+				// Small worlds place inputs at the anchors' own instants
+				// (before or after each event there): the nudges would
+				// square the placements of four inputs.
+				f.nudge = 0
+			}
 			return a.runExplore(cmd.Context(), args, f)
 		},
 	}
@@ -96,7 +102,7 @@ interrupted (SIGINT or SIGTERM; the counts so far are printed).`,
 	cmd.Flags().BoolVar(&f.partial, "partial", false, "exit 0 when a bound stopped an exploration early (the output still says so)")
 	cmd.Flags().StringVar(&f.out, "out", "explore-failures", "directory for the scenarios of violations found")
 	cmd.Flags().IntVar(&f.jobs, "jobs", runtime.NumCPU(), "scenarios explored in parallel")
-	cmd.Flags().DurationVar(&f.nudge, "nudge", time.Millisecond, "how far before and after an anchor's instant an input is also placed (0: only at it)")
+	cmd.Flags().DurationVar(&f.nudge, "nudge", time.Millisecond, "how far before and after an anchor's instant an input is also placed (0: only at it; --small-scope default 0)")
 	cmd.Flags().BoolVar(&f.smallScope, "small-scope", false, "explore every small generated world instead of scenario files")
 	cmd.Flags().IntVar(&f.agents, "agents", defaultSmallAgents, "--small-scope: most agents in a world (1..3)")
 	return cmd
