@@ -22,12 +22,10 @@ package explore
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
 )
 
@@ -137,16 +135,13 @@ type explorer struct {
 	cur     *run
 	stopped bool
 	sleepOK bool
-	anc     map[kernel.AgentID][]kernel.AgentID
 	ticks   int
 	found   *sim.Violation
 	foundAt []move
 	err     error
+	// visit, in tests, sees every state the search explores from.
+	visit func(r *run, due []sim.Due)
 }
-
-// ErrNoStateHash: the core cannot encode its state, so nothing could be
-// pruned.
-var ErrNoStateHash = errors.New("explore: the core does not encode its state (sim.StateEncoder)")
 
 // Scenario explores s. The error is for runs that cannot start (a bad
 // core, an invalid scenario); violations are in the report.
@@ -347,6 +342,15 @@ func (x *explorer) dfs(sleep []string) error {
 	r := x.cur
 	due := r.m.Due()
 	mvs := x.moves(r, due)
+	if x.visit != nil {
+		x.visit(r, due)
+		if x.cur != r {
+			if err := x.replay(); err != nil {
+				return err
+			}
+			r = x.cur
+		}
+	}
 	if len(due) == 0 && !r.pending && (len(x.opt.Alphabet) > 0 || r.next == len(x.inputs())) {
 		// Nothing is left to happen: this schedule may end here (the
 		// end-of-run checks), after the moves that place more inputs
