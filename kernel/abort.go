@@ -12,7 +12,7 @@ import (
 func (k *Kernel) onCancel(ev Event) {
 	a := k.agentAt(ev.Agent)
 	if a == nil {
-		k.reject(NoAgent, fmt.Sprintf("cancel: agent %d: %v", ev.Agent, ErrUnknownAgent))
+		k.reject(NoAgent, fmt.Errorf("cancel: agent %d: %w", ev.Agent, ErrUnknownAgent))
 		return
 	}
 	if ev.Turn != 0 && ev.Turn != a.turn {

@@ -29,4 +29,23 @@
 //     exactly once; repeated cancels are coalesced (F8, F14).
 //   - Deadlines: the watchdog of a request watches only that stream's silence;
 //     a child's turn deadline never exceeds its parent's (F4).
+//
+// # Using it
+//
+// A host builds a tree with New (Config{Limits: DefaultLimits()} is a valid
+// start), feeds it events made by Submit, Interject, Cancel, TextDelta,
+// CallFragment, LLMEnd, ToolResult, TimerFired and the rest, and executes the
+// effects each Step returns, in order: it starts and cancels what they name
+// and answers with events carrying their op ids. Example drives a turn with
+// a tool call that way; Example_cancel is an Esc mid-answer. The two hosts in
+// this module are the simulator (package sim, virtual time) and the live
+// driver (adapters/live, real time, goroutines); a program that only wants a
+// live agent uses the driver and never calls Step itself.
+//
+// An input the kernel refuses yields an EffError whose Err wraps
+// ErrEmptyText, ErrShutdown or ErrUnknownAgent, or is a
+// *fsm.UndeclaredError; nothing else happens. The README's "Kernel
+// contract" lists the effects and limits, docs/semantics.md what every input
+// does in every state, and docs/durable.md how Recover rebuilds a tree after
+// a crash.
 package kernel

@@ -36,7 +36,9 @@ const (
 	// EffEmit: a lifecycle event for subscribers (also appended to the Log).
 	EffEmit
 	// EffError: an input was refused; State and Trigger name an undeclared FSM
-	// pair, Detail says what was wrong. Nothing else happened.
+	// pair, Detail says what was wrong and Err is the same as an error value
+	// (errors.Is with ErrEmptyText, ErrShutdown, ErrUnknownAgent; errors.As
+	// with *fsm.UndeclaredError). Nothing else happened.
 	EffError
 )
 
@@ -132,6 +134,12 @@ type Effect struct {
 	State   fsm.State   `json:"-"`
 	Trigger fsm.Trigger `json:"-"`
 	Detail  string      `json:"detail,omitempty"`
+	// Err is the refusal of an EffError as an error whose text is Detail.
+	// A refused submit or interjection wraps ErrEmptyText or ErrShutdown,
+	// a cancel of an agent the tree does not hold wraps ErrUnknownAgent
+	// (match them with errors.Is), and an undeclared (state, trigger) pair
+	// is a *fsm.UndeclaredError (errors.As). Traces keep only Detail.
+	Err error `json:"-"`
 }
 
 // Describe prints the effect on one line.

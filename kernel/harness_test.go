@@ -285,7 +285,7 @@ func (h *harness) quiescent() {
 			v := h.k.Agent(AgentID(id))
 			fmt.Fprintf(&b, " %s=%s(inflight=%d kids=%d)", v.Path(), v.State(), v.InFlight(), v.LiveChildren())
 		}
-		h.t.Fatalf("not quiescent: ops=%d%s", h.k.NumOps(), b.String())
+		h.t.Fatalf("not quiescent: ops=%d%s", h.k.numOps(), b.String())
 	}
 }
 
@@ -345,7 +345,7 @@ func toolContent(t testing.TB, ms []Message, callID string) string {
 	return ""
 }
 
-func decodeResult(t testing.TB, content string) AgentResult {
+func decodeResult(t testing.TB, content string) agentResult {
 	t.Helper()
 	var r struct {
 		Type    string `json:"type"`
@@ -371,5 +371,5 @@ func decodeResult(t testing.TB, content string) AgentResult {
 			reason = Reason(i)
 		}
 	}
-	return AgentResult{Type: r.Type, Agent: r.Agent, Outcome: o, Reason: reason, Summary: r.Summary, Partial: r.Partial}
+	return agentResult{Type: r.Type, Agent: r.Agent, Outcome: o, Reason: reason, Summary: r.Summary, Partial: r.Partial}
 }

@@ -138,7 +138,7 @@ func (k *Kernel) Step(ev Event) []Effect {
 	case EvRecover:
 		k.onRecover()
 	default:
-		k.reject(NoAgent, fmt.Sprintf("unknown event kind %d", ev.Kind))
+		k.reject(NoAgent, fmt.Errorf("unknown event kind %d", ev.Kind))
 	}
 	return k.out
 }
@@ -152,7 +152,7 @@ func (k *Kernel) gate(ev Event, want opKind) (op, bool) {
 		return op{}, false
 	}
 	if o.kind != want {
-		k.reject(o.agent, fmt.Sprintf("%s names op %d, which is not a %s", ev.Kind, ev.Op, kindName(want)))
+		k.reject(o.agent, fmt.Errorf("%s names op %d, which is not a %s", ev.Kind, ev.Op, kindName(want)))
 		return op{}, false
 	}
 	return o, true
@@ -211,7 +211,7 @@ func kindName(k opKind) string {
 func (k *Kernel) fire(a *agent, t fsm.Trigger) bool {
 	from := a.state
 	if err := k.m.Fire(&a.state, t); err != nil {
-		k.out = append(k.out, Effect{Kind: EffError, Agent: a.id, Code: ErrCodeUndeclared, State: from, Trigger: t, Detail: err.Error()})
+		k.out = append(k.out, Effect{Kind: EffError, Agent: a.id, Code: ErrCodeUndeclared, State: from, Trigger: t, Detail: err.Error(), Err: err})
 		k.emit(Lifecycle{Kind: LifeRejected, Agent: a.id, From: from, To: from, Trigger: t, Text: err.Error()})
 		return false
 	}
@@ -221,9 +221,11 @@ func (k *Kernel) fire(a *agent, t fsm.Trigger) bool {
 	return true
 }
 
-// reject refuses a malformed input: an EffError plus a LifeRejected record.
-func (k *Kernel) reject(id AgentID, detail string) {
-	k.out = append(k.out, Effect{Kind: EffError, Agent: id, Code: ErrCodeBadInput, Detail: detail})
+// reject refuses a malformed input: an EffError carrying err (and its text)
+// plus a LifeRejected record.
+func (k *Kernel) reject(id AgentID, err error) {
+	detail := err.Error()
+	k.out = append(k.out, Effect{Kind: EffError, Agent: id, Code: ErrCodeBadInput, Detail: detail, Err: err})
 	k.emit(Lifecycle{Kind: LifeRejected, Agent: id, Text: detail})
 }
 
@@ -291,8 +293,8 @@ func (k *Kernel) Log() *Log { return k.log }
 // NumAgents is how many agents the tree has ever held; ids are 0..NumAgents-1.
 func (k *Kernel) NumAgents() int { return len(k.agents) }
 
-// NumOps is how many operations (requests, tools, timers) are live.
-func (k *Kernel) NumOps() int { return len(k.ops) }
+// numOps is how many operations (requests, tools, timers) are live.
+func (k *Kernel) numOps() int { return len(k.ops) }
 
 // Quiescent reports whether every agent is Idle and no op or timer is live.
 func (k *Kernel) Quiescent() bool {

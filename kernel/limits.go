@@ -144,16 +144,6 @@ var limitTable = [...]LimitSpec{
 // (a fresh slice each call).
 func LimitTable() []LimitSpec { return append([]LimitSpec(nil), limitTable[:]...) }
 
-// LookupLimit returns the spec named name (a scenario or trace key).
-func LookupLimit(name string) (LimitSpec, bool) {
-	for _, s := range limitTable {
-		if s.Name == name {
-			return s, true
-		}
-	}
-	return LimitSpec{}, false
-}
-
 // DurationPtr is the field s describes in l, for a duration limit (nil for
 // a count), so flag packages can bind it directly.
 func (s LimitSpec) DurationPtr(l *Limits) *time.Duration {

@@ -10,8 +10,8 @@ import (
 // never text meant for a human screen (F5, I12). Everything here is
 // deterministic: fixed field order, no timestamps.
 
-// AgentResult is the tool content a parent's model receives for a delegation.
-type AgentResult struct {
+// agentResult is the tool content a parent's model receives for a delegation.
+type agentResult struct {
 	Type    string  `json:"type"` // always "agent_result"
 	Agent   string  `json:"agent"`
 	Outcome Outcome `json:"outcome"`
@@ -21,9 +21,9 @@ type AgentResult struct {
 	Error   string  `json:"error,omitempty"`
 }
 
-// ToolAborted is the synthetic tool content for a call that was cut off or
+// toolAborted is the synthetic tool content for a call that was cut off or
 // refused.
-type ToolAborted struct {
+type toolAborted struct {
 	Type   string     `json:"type"` // "tool_aborted" or "tool_error"
 	Status CallStatus `json:"status"`
 	Reason Reason     `json:"reason"`
@@ -144,8 +144,8 @@ func appendJSONString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-// renderAgentResult is the wire form of an AgentResult.
-func renderAgentResult(r AgentResult) string {
+// renderAgentResult is the wire form of an agentResult.
+func renderAgentResult(r agentResult) string {
 	w := newJSON(96 + len(r.Summary) + len(r.Partial) + len(r.Error))
 	w.str("type", r.Type, false)
 	w.str("agent", r.Agent, false)
@@ -157,8 +157,8 @@ func renderAgentResult(r AgentResult) string {
 	return w.done()
 }
 
-// renderToolAborted is the wire form of a ToolAborted.
-func renderToolAborted(t ToolAborted) string {
+// renderToolAborted is the wire form of a toolAborted.
+func renderToolAborted(t toolAborted) string {
 	w := newJSON(80 + len(t.Error))
 	w.str("type", t.Type, false)
 	w.str("status", t.Status.String(), false)
@@ -172,7 +172,7 @@ func renderToolAborted(t ToolAborted) string {
 
 // childContent renders a child's ended turn for its parent.
 func childContent(c *agent) string {
-	r := AgentResult{Type: "agent_result", Agent: c.name, Outcome: c.outcome, Reason: c.reason}
+	r := agentResult{Type: "agent_result", Agent: c.name, Outcome: c.outcome, Reason: c.reason}
 	switch c.outcome {
 	case OutcomeCompleted:
 		r.Summary = c.summary
@@ -191,7 +191,7 @@ func childContent(c *agent) string {
 // whether the child settled before its parent's abort or with it
 // (docs/semantics.md, "Results").
 func childContentAborted(c *agent, out Outcome) string {
-	r := AgentResult{Type: "agent_result", Agent: c.name, Outcome: out, Reason: c.abort, Partial: c.cut}
+	r := agentResult{Type: "agent_result", Agent: c.name, Outcome: out, Reason: c.abort, Partial: c.cut}
 	if out == OutcomeFailed {
 		r.Error = c.failDetail
 	}
@@ -199,11 +199,11 @@ func childContentAborted(c *agent, out Outcome) string {
 }
 
 func abortedToolContent(status CallStatus, reason Reason) string {
-	return renderToolAborted(ToolAborted{Type: "tool_aborted", Status: status, Reason: reason})
+	return renderToolAborted(toolAborted{Type: "tool_aborted", Status: status, Reason: reason})
 }
 
 func toolErrorContent(status CallStatus, reason Reason, detail string) string {
-	return renderToolAborted(ToolAborted{Type: "tool_error", Status: status, Reason: reason, Error: detail})
+	return renderToolAborted(toolAborted{Type: "tool_error", Status: status, Reason: reason, Error: detail})
 }
 
 // toolLostText is what the model reads for a call a crash cut off that was
@@ -211,11 +211,11 @@ func toolErrorContent(status CallStatus, reason Reason, detail string) string {
 const toolLostText = "the process stopped while this ran; it may or may not have taken effect"
 
 func toolLostContent() string {
-	return renderToolAborted(ToolAborted{Type: "tool_lost", Status: CallLost, Reason: ReasonCrash, Error: toolLostText})
+	return renderToolAborted(toolAborted{Type: "tool_lost", Status: CallLost, Reason: ReasonCrash, Error: toolLostText})
 }
 
 func refusalContent(reason Reason, limit int) string {
-	return renderToolAborted(ToolAborted{Type: "tool_error", Status: CallRefused, Reason: reason, Limit: limit})
+	return renderToolAborted(toolAborted{Type: "tool_error", Status: CallRefused, Reason: reason, Limit: limit})
 }
 
 // MarkerPrefix starts every marker message, so tools and tests can find them.

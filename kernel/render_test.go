@@ -30,7 +30,7 @@ var trickyStrings = []string{
 func TestRenderIsJSON(t *testing.T) {
 	for _, s := range trickyStrings {
 		for _, o := range []Outcome{OutcomeCompleted, OutcomeInterrupted, OutcomeFailed} {
-			r := AgentResult{Type: "agent_result", Agent: s, Outcome: o, Reason: ReasonUserCancel, Summary: s, Partial: s, Error: s}
+			r := agentResult{Type: "agent_result", Agent: s, Outcome: o, Reason: ReasonUserCancel, Summary: s, Partial: s, Error: s}
 			if got, want := renderAgentResult(r), stdJSON(t, r); got != want {
 				t.Fatalf("agent result\n got %s\nwant %s", got, want)
 			}
@@ -39,7 +39,7 @@ func TestRenderIsJSON(t *testing.T) {
 				t.Fatalf("agent result (omitted)\n got %s\nwant %s", got, want)
 			}
 		}
-		ta := ToolAborted{Type: "tool_error", Status: CallRefused, Reason: ReasonMaxDepth, Limit: 8, Error: s}
+		ta := toolAborted{Type: "tool_error", Status: CallRefused, Reason: ReasonMaxDepth, Limit: 8, Error: s}
 		if got, want := renderToolAborted(ta), stdJSON(t, ta); got != want {
 			t.Fatalf("tool aborted\n got %s\nwant %s", got, want)
 		}

@@ -18,10 +18,10 @@ func (k *Kernel) onSubmit(ev Event) {
 	a := k.root()
 	switch {
 	case ev.Text == "":
-		k.reject(a.id, "submit: "+ErrEmptyText.Error())
+		k.reject(a.id, fmt.Errorf("submit: %w", ErrEmptyText))
 		return
 	case k.shutdown:
-		k.reject(a.id, "submit: "+ErrShutdown.Error())
+		k.reject(a.id, fmt.Errorf("submit: %w", ErrShutdown))
 		return
 	}
 	if a.state == fsm.Idle {
@@ -42,10 +42,10 @@ func (k *Kernel) onInterject(ev Event) {
 	a := k.root()
 	switch {
 	case ev.Text == "":
-		k.reject(a.id, "interject: "+ErrEmptyText.Error())
+		k.reject(a.id, fmt.Errorf("interject: %w", ErrEmptyText))
 		return
 	case k.shutdown:
-		k.reject(a.id, "interject: "+ErrShutdown.Error())
+		k.reject(a.id, fmt.Errorf("interject: %w", ErrShutdown))
 		return
 	}
 	from := a.state
@@ -158,7 +158,7 @@ func (k *Kernel) onDelta(ev Event) {
 		return
 	}
 	if ev.Call != nil && ev.Call.Index < 0 {
-		k.reject(a.id, fmt.Sprintf("tool-call fragment index %d is negative", ev.Call.Index))
+		k.reject(a.id, fmt.Errorf("tool-call fragment index %d is negative", ev.Call.Index))
 		return
 	}
 	if ev.Chunk != 0 {

@@ -220,8 +220,10 @@ type Usage struct {
 	CompletionTokens int `json:"completion_tokens,omitempty"`
 }
 
-// Sentinel errors for expected conditions (raft style); they appear wrapped in
-// error effects' Detail and are useful to callers that validate inputs first.
+// Sentinel errors for inputs the kernel refuses (raft style). An EffError's
+// Err wraps them, and so does the error live.Driver's Submit, Interject, Say
+// and Cancel return, so errors.Is matches them wherever a refusal surfaces;
+// Detail and the LifeRejected record carry the same text.
 var (
 	ErrUnknownAgent = errors.New("unknown agent")
 	ErrEmptyText    = errors.New("empty text")

@@ -47,7 +47,7 @@ func (c *userTextChecker) step(s *stepObs) {
 		// A shutdown may discard what was accepted and not yet written
 		// (queued while Interrupted); a recovery later ends the shutdown,
 		// and what is given after it counts again.
-		for text, n := range c.given {
+		for text, n := range c.given { // determinism: each key set on its own
 			c.excused[text] = n - c.seen[text]
 		}
 	}

@@ -1,13 +1,3 @@
-// Package sim is escapement's deterministic simulator: a virtual clock with
-// an event queue ordered by (virtual time, insertion sequence), a scripted
-// world (models, tools, faults, user inputs), the invariant oracle checked
-// after every step (docs/semantics.md), JSON Lines traces with their SHA-256, and the
-// scenario format.
-//
-// Nothing here reads the wall clock, uses global randomness, starts a
-// goroutine or lets map order reach an output: every random choice comes from
-// the scenario's seed through a PRNG the run owns, so the same scenario and
-// seed give byte-identical traces (I6).
 package sim
 
 import (

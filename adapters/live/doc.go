@@ -62,4 +62,19 @@
 //
 // Event.At is time since Run started, read from the monotonic clock and
 // clamped so it never decreases (the kernel panics on time going backwards).
+//
+// # Using it
+//
+// New takes a Config with a Model (adapters/openai, or your own) and Tools
+// (adapters/toolset composes the workspace tools, MCP servers and Go
+// functions; or your own); Run it on a goroutine, send input with Submit,
+// Say, Interject and Cancel, watch it through the Observer, and end it by
+// cancelling Run's context or with Shutdown. Example does all of that with
+// a scripted model and a tool of its own; Example_cancel cancels a running
+// tool. An input the kernel refuses comes back as an error wrapping
+// ErrRejected and the kernel's reason (kernel.ErrEmptyText,
+// kernel.ErrUnknownAgent, a *fsm.UndeclaredError), so errors.Is and
+// errors.As tell them apart. The README's "Embed it" section is a whole
+// program against an OpenAI-compatible endpoint with Ctrl-C handling
+// (examples/embed); "The live driver" and docs/durable.md say more.
 package live

@@ -16,6 +16,8 @@ import (
 // ErrStopped is returned by inputs sent after Run has returned, and by
 // Submit, Say, Interject and Cancel while the tree shuts down (the shutdown
 // already cancelled everything and no turn may start; Inspect still works).
+// While the tree shuts down, Submit, Say and Interject wrap
+// kernel.ErrShutdown as well.
 var ErrStopped = errors.New("live driver stopped")
 
 // ErrWriteAhead is what Run returns (wrapped, with the cause) when
@@ -23,7 +25,10 @@ var ErrStopped = errors.New("live driver stopped")
 var ErrWriteAhead = errors.New("write-ahead log failed")
 
 // ErrRejected wraps the kernel's refusal of an input (an EffError), e.g. a
-// submit while the root is working.
+// submit while the root is working. The error wraps the refusal's own error
+// too (kernel.Effect.Err): errors.Is matches kernel.ErrEmptyText,
+// kernel.ErrShutdown or kernel.ErrUnknownAgent, and errors.As finds a
+// *fsm.UndeclaredError.
 var ErrRejected = errors.New("kernel rejected the input")
 
 // Config configures a Driver.
@@ -244,8 +249,8 @@ func (d *Driver) clock() time.Duration {
 }
 
 // step feeds one event, executes its effects in order, and shows the step
-// to the observer. It returns the details of any EffError.
-func (d *Driver) step(ev kernel.Event) []string {
+// to the observer. It returns the refusals (EffError) among the effects.
+func (d *Driver) step(ev kernel.Event) []error {
 	target := d.k.Target(ev)
 	var before fsm.State
 	if target != kernel.NoAgent {
@@ -260,10 +265,14 @@ func (d *Driver) step(ev kernel.Event) []string {
 	if d.failed != nil {
 		return nil // nothing this event caused may happen: it is not logged
 	}
-	var refused []string
+	var refused []error
 	for i := range effects {
-		if effects[i].Kind == kernel.EffError {
-			refused = append(refused, effects[i].Detail)
+		if e := &effects[i]; e.Kind == kernel.EffError {
+			err := e.Err
+			if err == nil { // a kernel always sets it; keep the text if not
+				err = errors.New(e.Detail)
+			}
+			refused = append(refused, err)
 		}
 		d.execute(&effects[i])
 	}
@@ -360,9 +369,13 @@ func (d *Driver) onInput(in input) {
 		in.reply <- nil
 		return
 	case d.stopping:
-		// The kernel would refuse a turn now, and a cancel has nothing
-		// left to do: the shutdown cancelled everything.
-		in.reply <- ErrStopped
+		// The kernel would refuse a turn now (kernel.ErrShutdown), and a
+		// cancel has nothing left to do: the shutdown cancelled everything.
+		if in.kind == inCancel {
+			in.reply <- ErrStopped
+		} else {
+			in.reply <- fmt.Errorf("%w: %w", ErrStopped, kernel.ErrShutdown)
+		}
 		return
 	}
 	var ev kernel.Event
@@ -389,11 +402,29 @@ func (d *Driver) onInput(in input) {
 		return
 	}
 	if len(refused) > 0 {
-		in.reply <- fmt.Errorf("%s: %w: %s", ev.Kind, ErrRejected, strings.Join(refused, "; "))
+		in.reply <- fmt.Errorf("%s: %w: %w", ev.Kind, ErrRejected, refusals(refused))
 		return
 	}
 	in.reply <- nil
 }
+
+// refusals are the kernel's refusals of one input, as one error: its text
+// joins theirs with "; " (one line, as the CLI prints it), and errors.Is and
+// errors.As see each of them.
+type refusals []error
+
+func (r refusals) Error() string {
+	var b strings.Builder
+	for i, err := range r {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+func (r refusals) Unwrap() []error { return r }
 
 func (d *Driver) do(ctx context.Context, in input) error {
 	in.reply = make(chan error, 1)

@@ -165,11 +165,11 @@ func New(cfg Config) (*Model, error) {
 	return m, nil
 }
 
-// Messages converts a kernel history into the wire messages: Role, Content,
+// wireMessages converts a kernel history into the wire messages: Role, Content,
 // ToolCalls (type "function") and ToolCallID. The kernel's flags (Partial,
 // Marker, Synthetic, Interjection) stay home; the marker's text carries
 // what the model needs to know.
-func Messages(msgs []kernel.Message) []oa.ChatCompletionMessage {
+func wireMessages(msgs []kernel.Message) []oa.ChatCompletionMessage {
 	out := make([]oa.ChatCompletionMessage, 0, len(msgs))
 	for _, m := range msgs {
 		om := oa.ChatCompletionMessage{Role: string(m.Role), Content: m.Content, ToolCallID: m.ToolCallID}

@@ -19,7 +19,7 @@ import (
 func (m *Model) Stream(ctx context.Context, req live.Request, sink live.Sink) error {
 	creq := oa.ChatCompletionRequest{
 		Model:         m.cfg.Model,
-		Messages:      Messages(req.Messages),
+		Messages:      wireMessages(req.Messages),
 		Tools:         m.tools,
 		StreamOptions: &oa.StreamOptions{IncludeUsage: true},
 	}

@@ -195,7 +195,12 @@ func TestShellCancel(t *testing.T) {
 		name, command string
 		killed        bool
 	}{
-		{"polite", "echo $$ > pid; sleep 30; echo never", false},
+		// The foreground child writes the pid file (its parent's pid, the
+		// group's leader), so the SIGINT finds bash waiting for it: bash
+		// exits after a child killed by SIGINT. Written by bash itself
+		// before the fork, a SIGINT that lands between the two can be
+		// deferred by bash, and the group then needs the SIGKILL.
+		{"polite", "sh -c 'echo $PPID > pid; exec sleep 30'; echo never", false},
 		{"stubborn", "trap '' INT; echo $$ > pid; sleep 30 & sleep 30; echo never", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

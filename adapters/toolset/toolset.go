@@ -14,8 +14,8 @@
 //	model, _ := openai.New(openai.Config{Tools: set.Specs(), ...})
 //	driver, _ := live.New(live.Config{Tools: set, Model: model, ...})
 //
-// Build the set before the driver runs; Specs and Run are then safe for
-// concurrent use (tool calls run in parallel).
+// Build the set before the driver runs (Specs and Run are then safe for
+// concurrent use: calls run in parallel); Example runs a call of each kind.
 package toolset
 
 import (

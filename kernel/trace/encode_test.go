@@ -63,7 +63,7 @@ func checkOriginals(t *testing.T, name string, trace []byte, steps []step) {
 		}
 		for j, got := range rec.Effects {
 			want := steps[i].effs[j]
-			want.Messages, want.State, want.Trigger = nil, 0, 0 // not in the format
+			want.Messages, want.State, want.Trigger, want.Err = nil, 0, 0, nil // not in the format
 			if !reflect.DeepEqual(got.Effect, want) || got.Path != steps[i].paths[j] {
 				t.Fatalf("%s line %d: effect %d decodes to %q %+v, was %q %+v", name, n+1, j, got.Path, got.Effect, steps[i].paths[j], want)
 			}

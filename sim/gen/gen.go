@@ -8,6 +8,12 @@
 // faults and inputs, and to shorter texts and durations. Times sit on a 10ms
 // grid and token intervals are 10–100ms, so inputs, chunks, tool results and
 // timers often fall on the same virtual instant.
+//
+// World and Script draw whole worlds (the property suites of package sim);
+// Around keeps a program's own scripts, tools and limits and draws what the
+// user and a faulty world do to them (Inputs, Faults). Example_property is a
+// user's own rapid property test built that way; the oracle it runs is
+// specified in docs/semantics.md.
 package gen
 
 import (
