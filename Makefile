@@ -3,7 +3,7 @@ GO        ?= go
 PKGS      ?= ./...
 STATICCHECK_VERSION ?= v0.8.2
 
-.PHONY: all test bench lint demo fmt build fuzz soak mutate
+.PHONY: all test bench lint demo fmt build fuzz soak mutate explore
 
 all: lint test
 
@@ -61,6 +61,13 @@ soak:
 		-run '^(TestCrashAnyStep|TestCrashEveryStepScenarios)$$' > soak-crash.log \
 		|| { cat soak-crash.log; echo "soak: the crash property failed; the whole log is soak-crash.log" >&2; exit 1; }
 	grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]|crashes' soak-crash.log
+
+# Exhaustive exploration (not in CI; README "Exhaustive exploration"):
+# every small-scope world (trees of at most 3 agents, every sequence of at
+# most 4 inputs) and every embedded scenario, each to the end.
+explore:
+	$(GO) run ./cmd/escapement sim explore --small-scope
+	$(GO) run ./cmd/escapement sim explore
 
 # Mutation testing (not in CI: about 30 s per mutant here, so hours for all
 # of them). Plants one small bug at a time in MUTATE_PKGS and reports which

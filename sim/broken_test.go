@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -29,6 +30,24 @@ type brokenCore struct {
 	// interrupted is the last turn each agent was seen interrupted in.
 	interrupted map[kernel.AgentID]uint64
 	fragments   map[kernel.OpID][]kernel.CallDelta
+	// mark is what a rare loop remembers of an instant (rareLoops).
+	mark rareMark
+}
+
+// rareMark: an instant a rare loop noted, and the op it noted there.
+type rareMark struct {
+	set bool
+	at  time.Duration
+	op  kernel.OpID
+}
+
+// AppendState encodes the kernel's state and what the rare loops remember
+// (sim.StateEncoder), so an explorer prunes for these loops as for the
+// kernel. (Loops whose closures hold state of their own, such as holding,
+// are not explored.)
+func (b *brokenCore) AppendState(dst []byte, r kernel.Renamer) []byte {
+	dst = b.Core.(StateEncoder).AppendState(dst, r)
+	return fmt.Appendf(dst, "|rare %v %d %d", b.mark.set, b.mark.at, r.Op(b.mark.op))
 }
 
 func (b *brokenCore) Step(ev kernel.Event) []kernel.Effect {
@@ -863,5 +882,67 @@ func TestEveryInvariantHasTeeth(t *testing.T) {
 		if !named[inv] {
 			t.Errorf("no broken loop violates %s (%s)", inv, inv.Statement())
 		}
+	}
+}
+
+// rareLoops are broken loops that go wrong only in one rare ordering or
+// instant, the kind random sweeps sample and `escapement sim explore`
+// enumerates (sim/explore_teeth_test.go holds explore to finding each,
+// every time).
+func rareLoops() []BrokenLoop {
+	return []BrokenLoop{
+		{"", "F14: a cancel is lost when it lands in the same instant as a child's start, ordered after it", CancelReachesSubtree,
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					if ev.Kind == kernel.EvCancel && b.mark.set && b.mark.at == ev.At {
+						return nil // the spawn "still holds the tree": the press is dropped
+					}
+					out := b.inner(ev)
+					for _, e := range out {
+						if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnStarted && e.Agent != kernel.Root {
+							b.mark = rareMark{set: true, at: ev.At}
+						}
+					}
+					return out
+				}
+			})},
+		// The oracle names the second request when the agent's view
+		// disagrees with what it observed (I23), a few chunks later.
+		{"", "I23: a tool's result that arrives in the same instant as its timeout, after it, wakes the model a second time", ViewsTellTruth,
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for _, e := range out {
+						if ev.Kind == kernel.EvTimer && e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTimedOut && e.Life.Reason == kernel.ReasonToolTimeout {
+							b.mark = rareMark{set: true, at: ev.At, op: e.Life.Op}
+						}
+					}
+					if ev.Kind == kernel.EvToolResult && b.mark.set && b.mark.at == ev.At && b.mark.op == ev.Op {
+						// "The result is here after all": the loop asks the
+						// model again although the call was closed.
+						a := b.Core.View(kernel.Root)
+						out = append(out, kernel.Effect{Kind: kernel.EffStartLLM, Agent: kernel.Root, Op: b.fakeOp(), Messages: a.History})
+					}
+					return out
+				}
+			})},
+		{"", "I18: an interjection that lands on the instant its debounce window closes, before the restart, is lost", InputsAnswered,
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					if ev.Kind == kernel.EvInterject && b.mark.set && b.mark.at == ev.At {
+						return nil // "a restart is already under way"
+					}
+					if ev.Kind == kernel.EvTimer && b.mark.set && ev.Op == b.mark.op {
+						b.mark = rareMark{}
+					}
+					out := b.inner(ev)
+					for _, e := range out {
+						if e.Kind == kernel.EffSetTimer && e.Timer == kernel.TimerRestart {
+							b.mark = rareMark{set: true, at: e.At, op: e.Op}
+						}
+					}
+					return out
+				}
+			})},
 	}
 }

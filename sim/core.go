@@ -65,6 +65,9 @@ func (c kernelCore) LogRange(seq uint64, fn func(kernel.Lifecycle) bool) error {
 func (c kernelCore) LogOldest() uint64                       { return c.k.Log().Oldest() }
 func (c kernelCore) Find(name string) (kernel.AgentID, bool) { return c.k.Find(name) }
 func (c kernelCore) Quiescent() bool                         { return c.k.Quiescent() }
+func (c kernelCore) AppendState(b []byte, r kernel.Renamer) []byte {
+	return c.k.AppendState(b, r)
+}
 func (c kernelCore) View(id kernel.AgentID) View {
 	a := c.k.Agent(id)
 	o, r := a.Outcome()

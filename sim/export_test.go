@@ -24,3 +24,8 @@ func InvariantLoops() []BrokenLoop { return invariantLoops() }
 // Depth6Scenario is BenchmarkSimEvents' world, for benchmarks outside the
 // package that measure against it (BenchmarkSweepVsSim).
 func Depth6Scenario() *Scenario { return depth6Scenario() }
+
+// RareLoops returns the broken loops that go wrong only in one rare
+// ordering or instant (their Scenario is empty: the test builds the
+// world).
+func RareLoops() []BrokenLoop { return rareLoops() }

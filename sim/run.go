@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -142,9 +143,13 @@ type Sim struct {
 	o    *oracle
 	tw   *trace.Writer
 	perm *permuter
-	res  *Result
-	now  time.Duration
-	stop bool
+	// inputs are the scenario's inputs and those Schedule added.
+	inputs []Input
+	// sched replays Scenario.Schedule (nil when it is empty).
+	sched *schedule
+	res   *Result
+	now   time.Duration
+	stop  bool
 	// factory and cfg build a core again when a crash rebuilds the host;
 	// log is its write-ahead log (nil unless Options.Durable); crashes
 	// counts the crashes of Options.CrashAt done.
@@ -196,8 +201,12 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	if opt.Durable || len(opt.CrashAt) > 0 {
 		m.log = newHostLog()
 	}
+	m.inputs = slices.Clone(s.Inputs)
 	if opt.Permute {
 		m.perm = newPermuter(s.Seed)
+	}
+	if len(s.Schedule) > 0 {
+		m.sched = &schedule{picks: s.Schedule}
 	}
 	for _, in := range s.Inputs {
 		m.o.activity(in.At)
@@ -248,6 +257,11 @@ func (m *Sim) stepUntil(until time.Duration) bool {
 				m.tw.Note(m.w.q.peek().at, note)
 			}
 		}
+		if m.sched != nil && !m.dead(m.w.q.peek()) {
+			if note := m.sched.reorder(m); note != "" {
+				m.tw.Note(m.w.q.peek().at, note)
+			}
+		}
 		if m.dead(m.w.q.peek()) {
 			// Dropped before the limits are judged: a stopped timer or a
 			// superseded event is no work pending, and it does not move
@@ -255,44 +269,62 @@ func (m *Sim) stepUntil(until time.Duration) bool {
 			m.w.q.pop()
 			continue
 		}
-		if m.w.q.peek().at > m.opt.TimeLimit {
-			m.o.quiesce.timeLimit(m.w.q.peek().at, m.opt.TimeLimit)
-			m.o.m.stopped, m.stop = true, true
+		if !m.withinLimits() {
 			return false
 		}
-		if m.res.Events >= m.opt.MaxEvents {
-			m.o.violate(RunLimit, kernel.NoAgent, "event budget %d exhausted", m.opt.MaxEvents)
-			m.o.m.stopped, m.stop = true, true
-			return false
+		if m.take() {
+			return true
 		}
-		it := m.w.q.pop()
-		if it.at > m.now {
-			m.now = it.at
-		}
-		var ev kernel.Event
-		switch it.kind {
-		case itemWorld:
-			ev = it.ev
-		case itemTimer:
-			delete(m.w.timers, it.ev.Op)
-			ev = it.ev
-		case itemFault:
-			m.tw.Note(it.at, m.w.activate(it.at, m.core, it.index))
-			continue
-		case itemInput:
-			var note string
-			ev, note = inputEvent(m.s.Inputs[it.index], m.core)
-			if note != "" {
-				m.tw.Note(it.at, note)
-			}
-			if ev.Kind == kernel.EventNone {
-				continue
-			}
-		}
-		m.deliver(ev, &it)
-		return true
 	}
 	return false
+}
+
+// withinLimits stops the run when the head item lies past the time limit
+// or the event budget is spent.
+func (m *Sim) withinLimits() bool {
+	if m.w.q.peek().at > m.opt.TimeLimit {
+		m.o.quiesce.timeLimit(m.w.q.peek().at, m.opt.TimeLimit)
+		m.o.m.stopped, m.stop = true, true
+		return false
+	}
+	if m.res.Events >= m.opt.MaxEvents {
+		m.o.violate(RunLimit, kernel.NoAgent, "event budget %d exhausted", m.opt.MaxEvents)
+		m.o.m.stopped, m.stop = true, true
+		return false
+	}
+	return true
+}
+
+// take pops the head item and acts on it: a fault activates, an input or
+// a world event is delivered. It reports whether the kernel was stepped
+// (a fault, or a cancel of an agent not there yet, steps nothing).
+func (m *Sim) take() bool {
+	it := m.w.q.pop()
+	if it.at > m.now {
+		m.now = it.at
+	}
+	var ev kernel.Event
+	switch it.kind {
+	case itemWorld:
+		ev = it.ev
+	case itemTimer:
+		delete(m.w.timers, it.ev.Op)
+		ev = it.ev
+	case itemFault:
+		m.tw.Note(it.at, m.w.activate(it.at, m.core, it.index))
+		return false
+	case itemInput:
+		var note string
+		ev, note = inputEvent(m.inputs[it.index], m.core)
+		if note != "" {
+			m.tw.Note(it.at, note)
+		}
+		if ev.Kind == kernel.EventNone {
+			return false
+		}
+	}
+	m.deliver(ev, &it)
+	return true
 }
 
 // dead reports an item that would deliver nothing: a world event superseded

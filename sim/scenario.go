@@ -32,7 +32,16 @@ type Scenario struct {
 	Tools  map[string]ToolSpec `scenario:"tools,omitempty,keys=tool"`
 	Faults []Fault             `scenario:"faults,omitempty"`
 	Inputs []Input             `scenario:"inputs,omitempty"`
-	Expect Expect              `scenario:"expect,omitempty"`
+	// Schedule fixes the order of events due at one instant: at each
+	// instant where two or more are due, in turn, the index of the one
+	// delivered first among them, in queue order (inputs by their index,
+	// then faults, then world events and timers in the order they were
+	// scheduled); 0 is the order a run has without it, and choices past
+	// the list take 0. `escapement sim explore` writes it into the
+	// scenario of every violation it finds (docs/semantics.md,
+	// "Exploration").
+	Schedule []int  `scenario:"schedule,omitempty"`
+	Expect   Expect `scenario:"expect,omitempty"`
 	// File is where the scenario was loaded from ("" when generated).
 	File string `scenario:"-"`
 }

@@ -166,6 +166,11 @@ func (s *Scenario) checkRefs() *LoadError {
 			return fieldErr(at.key("turn"), "only a cancel is bound to a turn")
 		}
 	}
+	for i, pick := range s.Schedule {
+		if pick < 0 {
+			return fieldErr(keyPath("schedule").index(i), "a choice is an index, 0 or more (got %d)", pick)
+		}
+	}
 	e := s.Expect
 	for _, sec := range []struct {
 		name string

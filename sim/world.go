@@ -65,6 +65,7 @@ type world struct {
 	s       *Scenario
 	q       queue
 	rng     *rand.Rand
+	src     *rand.PCG // rng's source, whose state an explorer's state hash reads
 	ops     map[kernel.OpID]*worldOp
 	timers  map[kernel.OpID]bool
 	cursor  map[kernel.AgentID]int // next reply index per agent
@@ -73,9 +74,11 @@ type world struct {
 }
 
 func newWorld(s *Scenario) *world {
+	src := rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)
 	w := &world{
 		s:      s,
-		rng:    rand.New(rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)),
+		src:    src,
+		rng:    rand.New(src),
 		ops:    make(map[kernel.OpID]*worldOp),
 		timers: make(map[kernel.OpID]bool),
 		cursor: make(map[kernel.AgentID]int),

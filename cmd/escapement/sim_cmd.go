@@ -58,7 +58,7 @@ Exit codes: 0 every scenario passed, 1 an expectation or invariant failed,
 	cmd.Flags().BoolVar(&f.recheck, "recheck", true, "run each scenario twice and require identical trace hashes (I6)")
 	cmd.Flags().StringVar(&f.crashAt, "crash-at", "", "crash the host after these steps (comma-separated, ascending, from 1) and recover it from its log")
 	cmd.Flags().StringSliceVar(&f.idempotent, "idempotent", nil, "tools a recovery may run again (comma-separated)")
-	cmd.AddCommand(newReplayCmd(a), newSweepCmd(a))
+	cmd.AddCommand(newReplayCmd(a), newSweepCmd(a), newExploreCmd(a))
 	return cmd
 }
 
