@@ -27,6 +27,7 @@ const sweepGCPercent = 400
 
 type sweepFlags struct {
 	seeds, from, depth, jobs, recheck int
+	crashEvery                        int
 	shard, out, summary               string
 	// core is the agent loop under test (nil: the kernel); set by tests.
 	core sim.CoreFactory
@@ -50,13 +51,21 @@ $JOB_COMPLETION_INDEX (a Kubernetes indexed job) with the shard count in
 $ESCAPEMENT_SHARDS does the same. Write each shard's --summary and combine
 them with 'escapement sim sweep merge'.
 
+--crash-every N runs each passing world again once for every crash point
+k = N, 2N, … up to its step count: the host crashes after step k (its
+in-flight work is dropped), a fresh kernel is rebuilt from its write-ahead
+log and gets the recovery, and the run goes on (docs/durable.md). Even
+seeds declare every tool idempotent, odd seeds none. A failure is shrunk
+with its crash point; the line printed for it carries --crash-at.
+
 Exit codes: 0 clean, 1 a violation, a generated world that does not run,
 or (for a whole sweep) a probe never reached, 2 usage error (bad flags,
 --out or --summary not writable), 130 interrupted (SIGINT or SIGTERM; the
 partial summary is printed, no --summary written).`,
 		Example: `  escapement sim sweep --seeds 10000 --depth 6 --jobs 2
   escapement sim sweep --seeds 100000 --from 1 --shard 3/8 --summary shard3.json --out failures/
-  escapement sim sweep merge shard*.json`,
+  escapement sim sweep merge shard*.json
+  escapement sim sweep --seeds 10000 --crash-every 3`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runSweep(cmd.Context(), f) },
 	}
@@ -68,6 +77,7 @@ partial summary is printed, no --summary written).`,
 	cmd.Flags().StringVar(&f.out, "out", "sweep-failures", "directory for shrunk failing worlds")
 	cmd.Flags().StringVar(&f.summary, "summary", "", "write the summary as JSON to FILE (for merge)")
 	cmd.Flags().IntVar(&f.recheck, "recheck-every", 10, "re-run every Nth world and compare trace hashes (0: never)")
+	cmd.Flags().IntVar(&f.crashEvery, "crash-every", 0, "also run each world crashed after step N, 2N, … (one crash per run), recovered from its log (even seeds: every tool idempotent; odd: none; 0: never)")
 	cmd.AddCommand(newSweepMergeCmd(a))
 	return cmd
 }
@@ -86,7 +96,7 @@ func shardFromEnv() (string, error) {
 }
 
 func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
-	p := sweep.Plan{From: f.from, Seeds: f.seeds, Depth: f.depth, Shards: 1, RecheckEvery: f.recheck}
+	p := sweep.Plan{From: f.from, Seeds: f.seeds, Depth: f.depth, Shards: 1, RecheckEvery: f.recheck, CrashEvery: f.crashEvery}
 	shard := f.shard
 	if shard == "" {
 		s, err := shardFromEnv()
@@ -168,8 +178,8 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 	var worldErr *sweep.WorldError
 	switch {
 	case errors.As(runErr, &worldErr):
-		return &exitError{code: exitCheckFailed, err: fmt.Errorf("a generated world does not run, a generator or simulator bug (reproduce: escapement sim sweep --from %d --seeds 1 --depth %d): %w",
-			worldErr.Seed, p.Depth, worldErr.Err)}
+		return &exitError{code: exitCheckFailed, err: fmt.Errorf("a generated world does not run, a generator or simulator bug (reproduce: escapement sim sweep --from %d --seeds 1 --depth %d%s): %w",
+			worldErr.Seed, p.Depth, p.SweepFlags(), worldErr.Err)}
 	case outErr != nil:
 		return usageErr("--out: %v", outErr)
 	case interrupted.Load() || runErr != nil:
@@ -205,8 +215,12 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	if jobs > 0 {
 		jobsText = ", " + strconv.Itoa(jobs) + " jobs"
 	}
-	fmt.Fprintf(w, "sweep: %d worlds (seeds %d..%d, depth %d%s%s) in %v: %.0f worlds/s, %d events (%.0f events/s), %d violation(s), probes %d/%d reached, digest %s\n",
-		s.Worlds, p.From, p.From+p.Seeds-1, p.Depth, shard, jobsText, s.Wall.Round(time.Millisecond),
+	crash := ""
+	if p.CrashEvery > 0 {
+		crash = fmt.Sprintf(", each also crashed after every %d step(s): %d crashed runs", p.CrashEvery, s.Crashes)
+	}
+	fmt.Fprintf(w, "sweep: %d worlds (seeds %d..%d, depth %d%s%s%s) in %v: %.0f worlds/s, %d events (%.0f events/s), %d violation(s), probes %d/%d reached, digest %s\n",
+		s.Worlds, p.From, p.From+p.Seeds-1, p.Depth, crash, shard, jobsText, s.Wall.Round(time.Millisecond),
 		float64(s.Worlds)/secs, s.Events, float64(s.Events)/secs, len(s.Failures),
 		len(sim.Probes())-len(unreached), len(sim.Probes()), s.Digest[:16])
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -222,7 +236,11 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	for _, f := range s.Failures {
 		fmt.Fprintf(w, "FAIL seed %d: %s @%s %s: %s\n", f.Seed, f.Invariant, f.At, f.Agent, f.Detail)
 		if f.File != "" {
-			fmt.Fprintf(w, "     shrunk to %d agent(s), %d events: escapement sim %s\n", f.Agents, f.Events, f.File)
+			flags := ""
+			if f.Flags != "" {
+				flags = " " + f.Flags
+			}
+			fmt.Fprintf(w, "     shrunk to %d agent(s), %d events: escapement sim %s%s\n", f.Agents, f.Events, f.File, flags)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -77,6 +78,36 @@ func TestSweepDeterministicAndSharded(t *testing.T) {
 	}
 }
 
+// TestSweepCrashEvery: --crash-every also runs every world crashed after
+// each N-th step; the summary counts those runs, its digest covers them
+// (so it differs from the plain sweep's), and it is deterministic across
+// --jobs.
+func TestSweepCrashEvery(t *testing.T) {
+	unsetenv(t, "JOB_COMPLETION_INDEX")
+	dir := t.TempDir()
+	args := []string{"sim", "sweep", "--seeds", "30", "--depth", "4", "--out", filepath.Join(dir, "fail")}
+	_, plain, _ := runCLI(t, args...)
+	args = append(args, "--crash-every", "2")
+	_, out1, _ := runCLI(t, append(args, "--jobs", "2")...)
+	_, out2, _ := runCLI(t, append(args, "--jobs", "1")...)
+	p, a, b := parseSweep(t, plain), parseSweep(t, out1), parseSweep(t, out2)
+	if !slices.Equal(a[1:], b[1:]) || a[3] != "0" {
+		t.Fatalf("crashing sweeps differ or fail:\n%s\n%s", out1, out2)
+	}
+	if ea, ep := atoi(t, a[2]), atoi(t, p[2]); a[6] == p[6] || ea <= ep || !strings.Contains(out1, "each also crashed after every 2 step(s): ") {
+		t.Fatalf("the crashed runs are not in the summary:\n%s\n%s", plain, out1)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func TestSweepUsageErrors(t *testing.T) {
 	unsetenv(t, "JOB_COMPLETION_INDEX")
 	for _, tc := range []struct {
@@ -87,6 +118,7 @@ func TestSweepUsageErrors(t *testing.T) {
 		{[]string{"sim", "sweep", "--depth", "9"}, "depth must be in 0..8"},
 		{[]string{"sim", "sweep", "--shard", "2/2"}, "--shard"},
 		{[]string{"sim", "sweep", "--jobs", "0"}, "--jobs"},
+		{[]string{"sim", "sweep", "--crash-every", "-1"}, "crash-every must not be negative"},
 		{[]string{"sim", "sweep", "merge", "/nonexistent.json"}, "nonexistent"},
 	} {
 		code, _, errb := runCLI(t, tc.args...)
