@@ -88,7 +88,7 @@ func renderDOT() string {
 		if e.from == e.to {
 			style = ", style=dashed"
 		}
-		fmt.Fprintf(&b, "    %s -> %s [label=%q%s];\n", e.from, e.to, strings.Join(e.labels, "\\n"), style)
+		fmt.Fprintf(&b, "    %s -> %s [label=%q%s];\n", e.from, e.to, strings.Join(e.labels, "\n"), style)
 	}
 	b.WriteString("}\n")
 	return b.String()
