@@ -49,6 +49,10 @@ type Scenario struct {
 // RootScript is the root agent's script name.
 const RootScript = "main"
 
+// NamelessScript is the name of a child its parent's model delegated to
+// without naming it, so the script it runs (docs/semantics.md, "Scripts").
+const NamelessScript = "agent"
+
 // Script is one agent's replies: reply i answers its i-th LLM request. A
 // request beyond the script gets an empty reply (the turn completes with no
 // text).
@@ -101,6 +105,10 @@ type Call struct {
 	// Delegate names the script of a child agent; Prompt is its task.
 	Delegate string `scenario:"delegate,omitempty"`
 	Prompt   string `scenario:"prompt,omitempty"`
+	// Nameless sends a delegation without its optional name, as a model
+	// may; the kernel names such a child NamelessScript, so Delegate must
+	// be that script (docs/semantics.md, "Scripts").
+	Nameless bool `scenario:"nameless,omitempty"`
 	// ID is the call id the model streams; empty: a fresh one per call.
 	// Models that number their calls per message repeat ids across
 	// messages, which the kernel makes unique (docs/semantics.md,

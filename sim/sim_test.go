@@ -183,6 +183,8 @@ func TestBadScenarios(t *testing.T) {
 		{"args not JSON", "name: t\nagents:\n  main:\n    - calls: [{tool: x, args: {v: .nan}}]\ntools: {x: {duration: 1s}}\n", "bad.yaml:4:", "not representable as JSON"},
 		{"expect line per section", goodHead + "expect:\n  outcomes: {main: completed}\n  llm_requests:\n    main: -1\n  history:\n    main: {marker: true}\n", "bad.yaml:13:", "must not be negative"},
 		{"call with both", "name: t\nagents:\n  main:\n    - calls: [{tool: x, delegate: y}]\ntools: {x: {duration: 1s}}\n", "bad.yaml:4:", "exactly one of tool or delegate"},
+		{"nameless tool call", "name: t\nagents:\n  main:\n    - calls: [{tool: x, nameless: true}]\ntools: {x: {duration: 1s}}\n", "bad.yaml:4:", "nameless belong to delegate calls"},
+		{"nameless other script", "name: t\nagents:\n  main:\n    - calls: [{delegate: y, nameless: true}]\n  y: []\n", "bad.yaml:4:", `a nameless delegation runs the script "agent", not "y"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load("bad.yaml", []byte(tc.yaml))

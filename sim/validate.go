@@ -116,8 +116,8 @@ func (s *Scenario) checkRefs() *LoadError {
 					if _, ok := s.Tools[c.Tool]; !ok {
 						return fieldErr(at, "unknown tool %q (tools: %s)", c.Tool, tools)
 					}
-					if c.Prompt != "" {
-						return fieldErr(at, "prompt belongs to delegate calls")
+					if c.Prompt != "" || c.Nameless {
+						return fieldErr(at, "prompt and nameless belong to delegate calls")
 					}
 				default:
 					if _, ok := s.Agents[c.Delegate]; !ok {
@@ -128,6 +128,9 @@ func (s *Scenario) checkRefs() *LoadError {
 					}
 					if c.Args != nil || c.ArgsRaw != "" {
 						return fieldErr(at, "args belong to tool calls")
+					}
+					if c.Nameless && c.Delegate != NamelessScript {
+						return fieldErr(at, "a nameless delegation runs the script %q, not %q", NamelessScript, c.Delegate)
 					}
 				}
 			}

@@ -172,7 +172,9 @@ func (w *world) callWire(c Call) (name, args string) {
 	if c.Delegate != "" {
 		// {"task":…,"name":…}, as json.Marshal writes the struct.
 		b := appendJSONHTML([]byte(`{"task":`), c.Prompt)
-		b = appendJSONHTML(append(b, `,"name":`...), c.Delegate)
+		if !c.Nameless {
+			b = appendJSONHTML(append(b, `,"name":`...), c.Delegate)
+		}
 		return "delegate", string(append(b, '}'))
 	}
 	if c.ArgsRaw != "" {
