@@ -292,6 +292,40 @@ var (
 	shrunkLine = regexp.MustCompile(`^SHRUNK agents=(\d+) events=(\d+) scripts=(\d+) replies=(\d+) calls=(\d+) inputs=(\d+) faults=(\d+)`)
 )
 
+// teethHunt runs prop in up to teethRounds rounds of rapid's checks, each
+// with fresh seeds, until it fails (the rarest loop, F13, a child's
+// timeout, needed more than one round of 100 worlds in about 1 run in 40),
+// then reads rapid's report and the SHRUNK line prop logged: how many
+// checks it took and the shrunk world's size (agents, events, and the
+// line's fields). none says what was not found, for the failure.
+func teethHunt(t *testing.T, rec *recordingTB, prop func(*rapid.T), none string) (checks, agents, events int, size []string) {
+	t.Helper()
+	perRound, _ := strconv.Atoi(flag.Lookup("rapid.checks").Value.String())
+	before := 0
+	for round := 0; round < teethRounds && !rec.failed; round++ {
+		checkRecorded(rec, prop)
+		if !rec.failed {
+			before += perRound
+		}
+	}
+	if !rec.failed {
+		t.Fatalf("%s in %d checks", none, before)
+	}
+	found := afterTests.FindStringSubmatch(strings.Join(rec.errs, "\n"))
+	for _, l := range rec.logs {
+		if m := shrunkLine.FindStringSubmatch(l); m != nil {
+			size = m
+		}
+	}
+	if found == nil || size == nil {
+		t.Fatalf("could not read rapid's report:\n%s\n%s", strings.Join(rec.errs, "\n"), strings.Join(rec.logs, "\n"))
+	}
+	agents, _ = strconv.Atoi(size[1])
+	events, _ = strconv.Atoi(size[2])
+	after, _ := strconv.Atoi(found[1])
+	return before + after, agents, events, size
+}
+
 // teethRounds bounds the search of TestOracleTeethRapid: rounds of rapid's
 // checks (100 worlds each by default).
 const teethRounds = 3
@@ -337,36 +371,9 @@ func TestOracleTeethRapid(t *testing.T) {
 					}
 				}
 			}
-			// Up to teethRounds rounds of rapid's checks, each with fresh
-			// seeds: the rarest loop (F13, a child's timeout) needed more
-			// than one round of 100 worlds in about 1 run in 40, before
-			// and after the generator's last change.
-			perRound, _ := strconv.Atoi(flag.Lookup("rapid.checks").Value.String())
-			before := 0
-			for round := 0; round < teethRounds && !rec.failed; round++ {
-				checkRecorded(rec, prop)
-				if !rec.failed {
-					before += perRound
-				}
-			}
-			if !rec.failed {
-				t.Fatalf("%s: rapid found no %s violation in %d checks", bl.Failure, bl.Invariant, before)
-			}
-			found := afterTests.FindStringSubmatch(strings.Join(rec.errs, "\n"))
-			var size []string
-			for _, l := range rec.logs {
-				if m := shrunkLine.FindStringSubmatch(l); m != nil {
-					size = m
-				}
-			}
-			if found == nil || size == nil {
-				t.Fatalf("could not read rapid's report:\n%s\n%s", strings.Join(rec.errs, "\n"), strings.Join(rec.logs, "\n"))
-			}
-			agents, _ := strconv.Atoi(size[1])
-			events, _ := strconv.Atoi(size[2])
-			after, _ := strconv.Atoi(found[1])
+			checks, agents, events, size := teethHunt(t, rec, prop, fmt.Sprintf("%s: no %s violation", bl.Failure, bl.Invariant))
 			t.Logf("%s → %s found after %d checks, shrunk to %d agent(s), %d events (scripts=%s replies=%s calls=%s inputs=%s faults=%s) in %v",
-				bl.Failure, bl.Invariant, before+after, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
+				bl.Failure, bl.Invariant, checks, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
 			if agents > 5 || events > 80 {
 				t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", agents, events, strings.Join(rec.logs, "\n"))
 			}
