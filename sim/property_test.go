@@ -175,7 +175,19 @@ func stateMachine(depth int) func(*rapid.T) {
 				case 7:
 					m.Deliver(kernel.Cancel(0, kernel.AgentID(rapid.IntRange(-1, 60).Draw(t, "agent"))))
 				case 0:
-					m.Deliver(kernel.CallFragment(0, op, 0, kernel.CallDelta{Index: -1, Name: "x"}))
+					// Mostly aimed at a stream that is live: the refused
+					// fragment must leave no draft behind and must not use
+					// up the chunk number the stream sends next.
+					chunk := uint32(0)
+					if rapid.IntRange(0, 3).Draw(t, "aimed") != 0 {
+						for _, d := range m.Due() {
+							if d.Kind == sim.DueWorld && d.Event.Kind == kernel.EvLLMDelta && !d.Dup {
+								op, chunk = d.Event.Op, d.Event.Chunk
+								break
+							}
+						}
+					}
+					m.Deliver(kernel.CallFragment(0, op, chunk, kernel.CallDelta{Index: -1, Name: "x"}))
 				case 1:
 					m.Deliver(kernel.ToolResult(0, op, kernel.ToolOK, "early"))
 				case 2:
