@@ -163,11 +163,23 @@ func stateMachine(depth int) func(*rapid.T) {
 			"hostile": func(t *rapid.T) {
 				// An event a buggy driver or provider could send: a world
 				// event naming some op (live, ended, a timer, of another
-				// kind or none) that is malformed, stale or an early
-				// answer; an empty text; a cancel of an agent that may not
-				// exist.
+				// kind or none) that is malformed, stale, an early answer
+				// or progress after its cancel; an empty text; a cancel of
+				// an agent that may not exist.
 				op := kernel.OpID(rapid.IntRange(1, 40).Draw(t, "op"))
-				switch rapid.IntRange(0, 7).Draw(t, "hostile_kind") {
+				switch rapid.IntRange(0, 9).Draw(t, "hostile_kind") {
+				case 8, 9:
+					// What an adapter sent just before a cancel reached it:
+					// a retry notice or a chunk for a request the kernel
+					// cancelled and that has not acknowledged yet.
+					if ids := m.CancellingRequests(); len(ids) > 0 {
+						op = rapid.SampledFrom(ids).Draw(t, "cancelling")
+					}
+					if rapid.Bool().Draw(t, "retry") {
+						m.Deliver(kernel.LLMRetry(0, op, 1, time.Second, "429 Too Many Requests"))
+					} else {
+						m.Deliver(kernel.TextDelta(0, op, 0, "late "))
+					}
 				case 5:
 					m.Deliver(kernel.Submit(0, ""))
 				case 6:
