@@ -163,11 +163,23 @@ func stateMachine(depth int) func(*rapid.T) {
 			"hostile": func(t *rapid.T) {
 				// An event a buggy driver or provider could send: a world
 				// event naming some op (live, ended, a timer, of another
-				// kind or none) that is malformed, stale or an early
-				// answer; an empty text; a cancel of an agent that may not
-				// exist.
+				// kind or none) that is malformed, stale, an early answer
+				// or progress after its cancel; an empty text; a cancel of
+				// an agent that may not exist.
 				op := kernel.OpID(rapid.IntRange(1, 40).Draw(t, "op"))
-				switch rapid.IntRange(0, 7).Draw(t, "hostile_kind") {
+				switch rapid.IntRange(0, 9).Draw(t, "hostile_kind") {
+				case 8, 9:
+					// What an adapter sent just before a cancel reached it:
+					// a retry notice or a chunk for a request the kernel
+					// cancelled and that has not acknowledged yet.
+					if ids := m.CancellingRequests(); len(ids) > 0 {
+						op = rapid.SampledFrom(ids).Draw(t, "cancelling")
+					}
+					if rapid.Bool().Draw(t, "retry") {
+						m.Deliver(kernel.LLMRetry(0, op, 1, time.Second, "429 Too Many Requests"))
+					} else {
+						m.Deliver(kernel.TextDelta(0, op, 0, "late "))
+					}
 				case 5:
 					m.Deliver(kernel.Submit(0, ""))
 				case 6:
@@ -175,7 +187,19 @@ func stateMachine(depth int) func(*rapid.T) {
 				case 7:
 					m.Deliver(kernel.Cancel(0, kernel.AgentID(rapid.IntRange(-1, 60).Draw(t, "agent"))))
 				case 0:
-					m.Deliver(kernel.CallFragment(0, op, 0, kernel.CallDelta{Index: -1, Name: "x"}))
+					// Mostly aimed at a stream that is live: the refused
+					// fragment must leave no draft behind and must not use
+					// up the chunk number the stream sends next.
+					chunk := uint32(0)
+					if rapid.IntRange(0, 3).Draw(t, "aimed") != 0 {
+						for _, d := range m.Due() {
+							if d.Kind == sim.DueWorld && d.Event.Kind == kernel.EvLLMDelta && !d.Dup {
+								op, chunk = d.Event.Op, d.Event.Chunk
+								break
+							}
+						}
+					}
+					m.Deliver(kernel.CallFragment(0, op, chunk, kernel.CallDelta{Index: -1, Name: "x"}))
 				case 1:
 					m.Deliver(kernel.ToolResult(0, op, kernel.ToolOK, "early"))
 				case 2:
