@@ -21,6 +21,7 @@ type brokenCore struct {
 	step     func(b *brokenCore, ev kernel.Event) []kernel.Effect
 	view     func(v View) View
 	logRange func(b *brokenCore, seq uint64, fn func(kernel.Lifecycle) bool) error
+	find     func(b *brokenCore, name string) (kernel.AgentID, bool)
 	fake     kernel.OpID
 	cfg      kernel.Config
 	// scratch for the individual breakages
@@ -70,6 +71,13 @@ func (b *brokenCore) LogRange(seq uint64, fn func(kernel.Lifecycle) bool) error 
 		return b.logRange(b, seq, fn)
 	}
 	return b.Core.LogRange(seq, fn)
+}
+
+func (b *brokenCore) Find(name string) (kernel.AgentID, bool) {
+	if b.find != nil {
+		return b.find(b, name)
+	}
+	return b.Core.Find(name)
 }
 
 func (b *brokenCore) fakeOp() kernel.OpID {
@@ -730,6 +738,15 @@ func invariantLoops() []BrokenLoop {
 				b.view = func(v View) View {
 					v.Summary = ""
 					return v
+				}
+			})},
+		{"cancel-single-child", "I23: a name no agent has finds the root, so a cancel of a mistyped name stops the whole tree", ViewsTellTruth,
+			broken(func(b *brokenCore) {
+				b.find = func(b *brokenCore, name string) (kernel.AgentID, bool) {
+					if id, ok := b.Core.Find(name); ok {
+						return id, true
+					}
+					return kernel.Root, true
 				}
 			})},
 		{"deadline-stall-exact", "liveness: a loop without a clock never sets a timer, so a stream that goes silent hangs the tree", Liveness,

@@ -100,6 +100,10 @@ func (c *contentChecker) endText(e *turnEndObs) {
 	if (e.l.Detail != "") != (e.l.Outcome == kernel.OutcomeFailed) {
 		c.violate(ResultsCarryText, e.a.id, "turn %d ended %s with detail %q", e.l.Turn, e.l.Outcome, textcut.Clip(e.l.Detail, 60))
 	}
+	// A stream failure's detail names its kind and the adapter's message.
+	if e.l.Reason == kernel.ReasonLLMError && e.facts.llmFailed && e.l.Detail != e.facts.failDetail {
+		c.violate(ResultsCarryText, e.a.id, "turn %d failed with detail %q; its stream failed with %q", e.l.Turn, textcut.Clip(e.l.Detail, 60), textcut.Clip(e.facts.failDetail, 60))
+	}
 }
 
 // marker judges the one marker of an aborted turn (I13 counts them).

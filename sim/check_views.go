@@ -72,7 +72,36 @@ func (c *viewChecker) finish() {
 			}
 		}
 	}
+	if name := c.unknownName(); name != "" {
+		if id, ok := c.m.c.Find(name); ok || id != kernel.NoAgent {
+			c.violate(ViewsTellTruth, kernel.NoAgent, "Find(%q), a name no agent has, = %d, %v", name, id, ok)
+		}
+	}
 	if q := c.m.c.Quiescent(); q != c.m.quiet {
 		c.violate(ViewsTellTruth, kernel.NoAgent, "at the end the tree reports quiescent=%v; the oracle saw %v", q, c.m.quiet)
 	}
+}
+
+// unknownName is a path below the root that no agent's path or name is
+// ("" when the tree is empty).
+func (c *viewChecker) unknownName() string {
+	taken := make(map[string]bool)
+	root := ""
+	for _, a := range c.m.agents {
+		if a == nil {
+			continue
+		}
+		if a.id == kernel.Root {
+			root = a.path
+		}
+		taken[a.path], taken[a.name] = true, true
+	}
+	if root == "" {
+		return ""
+	}
+	name := root + "/nobody"
+	for taken[name] {
+		name += "_"
+	}
+	return name
 }

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"flag"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -255,32 +256,9 @@ func TestCrashCatchesBrokenRecoveries(t *testing.T) {
 					}
 				}
 			}
-			perRound, _ := strconv.Atoi(flag.Lookup("rapid.checks").Value.String())
-			before := 0
-			for round := 0; round < teethRounds && !rec.failed; round++ {
-				checkRecorded(rec, prop)
-				if !rec.failed {
-					before += perRound
-				}
-			}
-			if !rec.failed {
-				t.Fatalf("%s: rapid found no %s violation in %d crashed worlds", cl.Failure, cl.Invariant, before)
-			}
-			found := afterTests.FindStringSubmatch(strings.Join(rec.errs, "\n"))
-			var size []string
-			for _, l := range rec.logs {
-				if m := shrunkLine.FindStringSubmatch(l); m != nil {
-					size = m
-				}
-			}
-			if found == nil || size == nil {
-				t.Fatalf("could not read rapid's report:\n%s\n%s", strings.Join(rec.errs, "\n"), strings.Join(rec.logs, "\n"))
-			}
-			agents, _ := strconv.Atoi(size[1])
-			events, _ := strconv.Atoi(size[2])
-			after, _ := strconv.Atoi(found[1])
+			checks, agents, events, size := teethHunt(t, rec, prop, fmt.Sprintf("%s: no %s violation (crashed worlds)", cl.Failure, cl.Invariant))
 			t.Logf("%s → %s found after %d crashed worlds, shrunk to %d agent(s), %d events (scripts=%s replies=%s calls=%s inputs=%s faults=%s) in %v",
-				cl.Failure, cl.Invariant, before+after, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
+				cl.Failure, cl.Invariant, checks, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
 			if agents > 5 || events > 80 { // TestOracleTeethRapid's bound
 				t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", agents, events, strings.Join(rec.logs, "\n"))
 			}

@@ -1,5 +1,11 @@
 package sim
 
+import (
+	"slices"
+
+	"github.com/escapement/escapement/kernel"
+)
+
 // BrokenLoop is a deliberately broken agent loop for one failure of the
 // catalogue, exported to the property suites (package sim_test), which run
 // it against random worlds. Test code only.
@@ -29,3 +35,17 @@ func Depth6Scenario() *Scenario { return depth6Scenario() }
 // ordering or instant (their Scenario is empty: the test builds the
 // world).
 func RareLoops() []BrokenLoop { return rareLoops() }
+
+// CancellingRequests lists, in op order, the requests the kernel has
+// cancelled and that have not ended yet (their acknowledgement is still on
+// its way), so a property can send one a late retry or chunk.
+func (m *Sim) CancellingRequests() []kernel.OpID {
+	var ids []kernel.OpID
+	for id, op := range m.w.ops { // determinism: sorted below
+		if !op.tool && op.cancelled {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}

@@ -126,7 +126,15 @@ type turnFacts struct {
 	abortReason kernel.Reason
 	// cut is the streamed text the turn's abort or failure cut off.
 	cut string
+	// failDetail is the detail a stream failure gives the turn
+	// (docs/semantics.md, "Results"): the failure's kind, then the
+	// adapter's message clipped to maxFailDetail bytes.
+	failDetail string
 }
+
+// maxFailDetail bounds the adapter's message a failed turn's detail keeps
+// (docs/semantics.md, "Results").
+const maxFailDetail = 1 << 10
 
 // turnEnd is how an agent's last turn ended.
 type turnEnd struct {

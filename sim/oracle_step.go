@@ -359,6 +359,10 @@ func (m *model) beginWorld(ev *kernel.Event) {
 			a := m.agents[op.agent]
 			a.t.llmFailed = true
 			a.t.cut = string(op.text)
+			a.t.failDetail = ev.Failure.String()
+			if ev.Text != "" {
+				a.t.failDetail += ": " + textcut.Clip(ev.Text, maxFailDetail)
+			}
 			m.cut(op, "a stream failure")
 		}
 	case kernel.EvToolResult:

@@ -163,11 +163,23 @@ func stateMachine(depth int) func(*rapid.T) {
 			"hostile": func(t *rapid.T) {
 				// An event a buggy driver or provider could send: a world
 				// event naming some op (live, ended, a timer, of another
-				// kind or none) that is malformed, stale or an early
-				// answer; an empty text; a cancel of an agent that may not
-				// exist.
+				// kind or none) that is malformed, stale, an early answer
+				// or progress after its cancel; an empty text; a cancel of
+				// an agent that may not exist.
 				op := kernel.OpID(rapid.IntRange(1, 40).Draw(t, "op"))
-				switch rapid.IntRange(0, 7).Draw(t, "hostile_kind") {
+				switch rapid.IntRange(0, 9).Draw(t, "hostile_kind") {
+				case 8, 9:
+					// What an adapter sent just before a cancel reached it:
+					// a retry notice or a chunk for a request the kernel
+					// cancelled and that has not acknowledged yet.
+					if ids := m.CancellingRequests(); len(ids) > 0 {
+						op = rapid.SampledFrom(ids).Draw(t, "cancelling")
+					}
+					if rapid.Bool().Draw(t, "retry") {
+						m.Deliver(kernel.LLMRetry(0, op, 1, time.Second, "429 Too Many Requests"))
+					} else {
+						m.Deliver(kernel.TextDelta(0, op, 0, "late "))
+					}
 				case 5:
 					m.Deliver(kernel.Submit(0, ""))
 				case 6:
@@ -175,7 +187,19 @@ func stateMachine(depth int) func(*rapid.T) {
 				case 7:
 					m.Deliver(kernel.Cancel(0, kernel.AgentID(rapid.IntRange(-1, 60).Draw(t, "agent"))))
 				case 0:
-					m.Deliver(kernel.CallFragment(0, op, 0, kernel.CallDelta{Index: -1, Name: "x"}))
+					// Mostly aimed at a stream that is live: the refused
+					// fragment must leave no draft behind and must not use
+					// up the chunk number the stream sends next.
+					chunk := uint32(0)
+					if rapid.IntRange(0, 3).Draw(t, "aimed") != 0 {
+						for _, d := range m.Due() {
+							if d.Kind == sim.DueWorld && d.Event.Kind == kernel.EvLLMDelta && !d.Dup {
+								op, chunk = d.Event.Op, d.Event.Chunk
+								break
+							}
+						}
+					}
+					m.Deliver(kernel.CallFragment(0, op, chunk, kernel.CallDelta{Index: -1, Name: "x"}))
 				case 1:
 					m.Deliver(kernel.ToolResult(0, op, kernel.ToolOK, "early"))
 				case 2:
@@ -292,6 +316,40 @@ var (
 	shrunkLine = regexp.MustCompile(`^SHRUNK agents=(\d+) events=(\d+) scripts=(\d+) replies=(\d+) calls=(\d+) inputs=(\d+) faults=(\d+)`)
 )
 
+// teethHunt runs prop in up to teethRounds rounds of rapid's checks, each
+// with fresh seeds, until it fails (the rarest loop, F13, a child's
+// timeout, needed more than one round of 100 worlds in about 1 run in 40),
+// then reads rapid's report and the SHRUNK line prop logged: how many
+// checks it took and the shrunk world's size (agents, events, and the
+// line's fields). none says what was not found, for the failure.
+func teethHunt(t *testing.T, rec *recordingTB, prop func(*rapid.T), none string) (checks, agents, events int, size []string) {
+	t.Helper()
+	perRound, _ := strconv.Atoi(flag.Lookup("rapid.checks").Value.String())
+	before := 0
+	for round := 0; round < teethRounds && !rec.failed; round++ {
+		checkRecorded(rec, prop)
+		if !rec.failed {
+			before += perRound
+		}
+	}
+	if !rec.failed {
+		t.Fatalf("%s in %d checks", none, before)
+	}
+	found := afterTests.FindStringSubmatch(strings.Join(rec.errs, "\n"))
+	for _, l := range rec.logs {
+		if m := shrunkLine.FindStringSubmatch(l); m != nil {
+			size = m
+		}
+	}
+	if found == nil || size == nil {
+		t.Fatalf("could not read rapid's report:\n%s\n%s", strings.Join(rec.errs, "\n"), strings.Join(rec.logs, "\n"))
+	}
+	agents, _ = strconv.Atoi(size[1])
+	events, _ = strconv.Atoi(size[2])
+	after, _ := strconv.Atoi(found[1])
+	return before + after, agents, events, size
+}
+
 // teethRounds bounds the search of TestOracleTeethRapid: rounds of rapid's
 // checks (100 worlds each by default).
 const teethRounds = 3
@@ -337,36 +395,9 @@ func TestOracleTeethRapid(t *testing.T) {
 					}
 				}
 			}
-			// Up to teethRounds rounds of rapid's checks, each with fresh
-			// seeds: the rarest loop (F13, a child's timeout) needed more
-			// than one round of 100 worlds in about 1 run in 40, before
-			// and after the generator's last change.
-			perRound, _ := strconv.Atoi(flag.Lookup("rapid.checks").Value.String())
-			before := 0
-			for round := 0; round < teethRounds && !rec.failed; round++ {
-				checkRecorded(rec, prop)
-				if !rec.failed {
-					before += perRound
-				}
-			}
-			if !rec.failed {
-				t.Fatalf("%s: rapid found no %s violation in %d checks", bl.Failure, bl.Invariant, before)
-			}
-			found := afterTests.FindStringSubmatch(strings.Join(rec.errs, "\n"))
-			var size []string
-			for _, l := range rec.logs {
-				if m := shrunkLine.FindStringSubmatch(l); m != nil {
-					size = m
-				}
-			}
-			if found == nil || size == nil {
-				t.Fatalf("could not read rapid's report:\n%s\n%s", strings.Join(rec.errs, "\n"), strings.Join(rec.logs, "\n"))
-			}
-			agents, _ := strconv.Atoi(size[1])
-			events, _ := strconv.Atoi(size[2])
-			after, _ := strconv.Atoi(found[1])
+			checks, agents, events, size := teethHunt(t, rec, prop, fmt.Sprintf("%s: no %s violation", bl.Failure, bl.Invariant))
 			t.Logf("%s → %s found after %d checks, shrunk to %d agent(s), %d events (scripts=%s replies=%s calls=%s inputs=%s faults=%s) in %v",
-				bl.Failure, bl.Invariant, before+after, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
+				bl.Failure, bl.Invariant, checks, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
 			if agents > 5 || events > 80 {
 				t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", agents, events, strings.Join(rec.logs, "\n"))
 			}

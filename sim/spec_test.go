@@ -177,6 +177,40 @@ func genTranscript() *rapid.Generator[[]kernel.Message] {
 // transcript (validTranscript) and the kernel's ValidateTranscript — which
 // vets a resumed session's history — accept and refuse the same histories.
 func TestTranscriptRulesAgree(t *testing.T) {
+	// The slips a provider refuses, each once for certain (the generator
+	// below draws them only now and then).
+	call := func(ids ...string) kernel.Message {
+		m := kernel.Message{Role: kernel.RoleAssistant}
+		for _, id := range ids {
+			m.ToolCalls = append(m.ToolCalls, kernel.ToolCall{ID: id, Name: "grep"})
+		}
+		return m
+	}
+	result := func(id string) kernel.Message {
+		return kernel.Message{Role: kernel.RoleTool, ToolCallID: id, Content: "r"}
+	}
+	for _, c := range []struct {
+		name string
+		h    []kernel.Message
+	}{
+		{"result for an unknown call", []kernel.Message{call("a1"), result("a1"), result("b")}},
+		{"result for an unknown call, one open", []kernel.Message{call("a1", "a2"), result("zz"), result("a1")}},
+		{"result answered twice", []kernel.Message{call("a1"), result("a1"), result("a1")}},
+		{"stray result before any call", []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}, result("a1")}},
+		{"result of an earlier message's call", []kernel.Message{call("a1"), result("a1"), call("b1"), result("a1")}},
+		{"call without result before a user text", []kernel.Message{call("a1"), {Role: kernel.RoleUser, Content: "hi"}}},
+	} {
+		for _, openTail := range []bool{false, true} {
+			_, why := validTranscript(c.h, openTail)
+			err := kernel.ValidateTranscript(c.h, openTail)
+			if why == "" || err == nil {
+				t.Errorf("%s (open tail %v): oracle %q, kernel %v; both must refuse it", c.name, openTail, why, err)
+			}
+		}
+	}
+	if t.Failed() {
+		return
+	}
 	valid, invalid := 0, 0
 	rapid.Check(t, func(t *rapid.T) {
 		h := genTranscript().Draw(t, "history")

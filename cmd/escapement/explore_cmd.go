@@ -158,22 +158,8 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 		}
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sigs, stopSignals := a.signals()
+	ctx, interrupted, stopSignals := a.cancelOnSignal(ctx)
 	defer stopSignals()
-	var interrupted atomic.Bool
-	sigDone := make(chan struct{})
-	go func() { // owned: joined below
-		defer close(sigDone)
-		select {
-		case <-sigs:
-			interrupted.Store(true)
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	defer func() { cancel(); <-sigDone }()
 
 	started := time.Now()
 	var deadline time.Time

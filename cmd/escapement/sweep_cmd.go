@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
@@ -119,23 +118,8 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 		return usageErr("--jobs must be at least 1, got %d", f.jobs)
 	}
 	seeds := p.SeedList()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	// Signals end the sweep through ctx; the reader is joined before return.
-	sigs, stopSignals := a.signals()
+	ctx, interrupted, stopSignals := a.cancelOnSignal(ctx)
 	defer stopSignals()
-	var interrupted atomic.Bool
-	sigDone := make(chan struct{})
-	go func() { // owned: joined below
-		defer close(sigDone)
-		select {
-		case <-sigs:
-			interrupted.Store(true)
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	defer func() { cancel(); <-sigDone }()
 
 	var bar *progressbar.ProgressBar
 	if fd, ok := a.err.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(fd.Fd())) {
