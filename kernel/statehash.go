@@ -18,6 +18,43 @@ type Renamer interface {
 	Call(id string) uint64
 }
 
+// FirstSight is the Renamer a model checker uses: each op id and call id
+// gets the next number the first time it is asked for, and op 0 stays 0.
+// One FirstSight names one encoding (a state, or a state with the work
+// pending around it); a fresh one per encoding keeps them comparable.
+type FirstSight struct {
+	ops   map[OpID]uint64
+	calls map[string]uint64
+}
+
+// NewFirstSight returns an empty FirstSight.
+func NewFirstSight() *FirstSight {
+	return &FirstSight{ops: map[OpID]uint64{}, calls: map[string]uint64{}}
+}
+
+// Op names op id: 0 for no op, else its number in order of first sight.
+func (r *FirstSight) Op(id OpID) uint64 {
+	if id == 0 {
+		return 0
+	}
+	n, ok := r.ops[id]
+	if !ok {
+		n = uint64(len(r.ops) + 1)
+		r.ops[id] = n
+	}
+	return n
+}
+
+// Call names a tool call id by first sight.
+func (r *FirstSight) Call(id string) uint64 {
+	n, ok := r.calls[id]
+	if !ok {
+		n = uint64(len(r.calls) + 1)
+		r.calls[id] = n
+	}
+	return n
+}
+
 // AppendState appends a canonical encoding of everything a future Step
 // reads — the clock, each agent's state, turn, histories, current request,
 // calls, queues, counters and deadlines, and every op and timer the kernel

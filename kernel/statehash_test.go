@@ -6,40 +6,7 @@ import (
 	"time"
 )
 
-// firstSight is the renamer of a model checker: every name gets the next
-// number the first time AppendState meets it.
-type firstSight struct {
-	ops   map[OpID]uint64
-	calls map[string]uint64
-}
-
-func newFirstSight() *firstSight {
-	return &firstSight{ops: map[OpID]uint64{}, calls: map[string]uint64{}}
-}
-
-func (r *firstSight) Op(id OpID) uint64 {
-
-	if id == 0 {
-		return 0
-	}
-	n, ok := r.ops[id]
-	if !ok {
-		n = uint64(len(r.ops) + 1)
-		r.ops[id] = n
-	}
-	return n
-}
-
-func (r *firstSight) Call(id string) uint64 {
-	n, ok := r.calls[id]
-	if !ok {
-		n = uint64(len(r.calls) + 1)
-		r.calls[id] = n
-	}
-	return n
-}
-
-func stateOf(k *Kernel) []byte { return k.AppendState(nil, newFirstSight()) }
+func stateOf(k *Kernel) []byte { return k.AppendState(nil, NewFirstSight()) }
 
 // twoChildren: the root delegates to a and b; then the children act in the
 // order given (each streams a text chunk and asks for a tool), so their

@@ -221,7 +221,7 @@ func (m *Sim) AppendState(dst []byte, due []Due) (_ []byte, names []string, ok b
 	if !ok {
 		return dst, nil, false
 	}
-	r := newRenamer()
+	r := kernel.NewFirstSight()
 	dst = enc.AppendState(dst, r)
 	w := m.w
 	// World ops by agent, then id (an agent's ops start in call order).
@@ -342,7 +342,7 @@ func (m *Sim) AppendState(dst []byte, due []Due) (_ []byte, names []string, ok b
 }
 
 // itemEnc is one queued item's canonical encoding.
-func (m *Sim) itemEnc(it *item, r *renamer) []byte {
+func (m *Sim) itemEnc(it *item, r *kernel.FirstSight) []byte {
 	ie := kernelEnc{}
 	ie.int(int64(it.at))
 	ie.uint(uint64(it.kind))
@@ -376,37 +376,6 @@ func cmpOp(a, b kernel.OpID) int {
 
 func cmpDur(a, b time.Duration) int { return cmpOp(kernel.OpID(a), kernel.OpID(b)) }
 
-// renamer names ops and call ids by first sight (kernel.Renamer).
-type renamer struct {
-	ops   map[kernel.OpID]uint64
-	calls map[string]uint64
-}
-
-func newRenamer() *renamer {
-	return &renamer{ops: map[kernel.OpID]uint64{}, calls: map[string]uint64{}}
-}
-
-func (r *renamer) Op(id kernel.OpID) uint64 {
-	if id == 0 {
-		return 0
-	}
-	n, ok := r.ops[id]
-	if !ok {
-		n = uint64(len(r.ops) + 1)
-		r.ops[id] = n
-	}
-	return n
-}
-
-func (r *renamer) Call(id string) uint64 {
-	n, ok := r.calls[id]
-	if !ok {
-		n = uint64(len(r.calls) + 1)
-		r.calls[id] = n
-	}
-	return n
-}
-
 type kernelEnc struct{ b []byte }
 
 func (e *kernelEnc) uint(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
@@ -423,7 +392,7 @@ func (e *kernelEnc) flags(v ...bool) {
 	e.uint(x)
 }
 
-func (e *kernelEnc) event(ev kernel.Event, r *renamer) {
+func (e *kernelEnc) event(ev kernel.Event, r *kernel.FirstSight) {
 	e.uint(uint64(ev.Kind))
 	e.int(int64(ev.Agent))
 	e.uint(ev.Turn)
