@@ -34,11 +34,10 @@ type Plan struct {
 	// RecheckEvery re-runs every Nth world and compares trace hashes (I6);
 	// 0 never.
 	RecheckEvery int `json:"recheck_every"`
-	// CrashEvery, when positive, crashes each world's host after every
-	// N-th step of the world and recovers it from its log
-	// (sim.Options.CrashEvery; docs/durable.md). Worlds of even seeds
-	// declare every tool idempotent, so a recovery runs their tools again;
-	// odd seeds none, so a recovery reports them lost.
+	// CrashEvery, when positive, also runs each world once per crash
+	// point k = N, 2N, … up to its step count, its host crashed after step
+	// k and recovered from its log (RunWorld, CrashOptions;
+	// docs/durable.md); 0 never.
 	CrashEvery int `json:"crash_every,omitempty"`
 }
 
@@ -115,14 +114,14 @@ func CrashOptions(seed, k int, s *sim.Scenario, core sim.CoreFactory) sim.Option
 // SimFlags are the flags of `escapement sim FILE` that run a world as
 // opt does ("" when it needs none).
 func SimFlags(opt sim.Options) string {
-	var b strings.Builder
+	var flags []string
 	if len(opt.CrashAt) > 0 {
-		b.WriteString(" --crash-at " + sim.FormatCrashAt(opt.CrashAt))
+		flags = append(flags, "--crash-at", sim.FormatCrashAt(opt.CrashAt))
 	}
 	if len(opt.Idempotent) > 0 {
-		b.WriteString(" --idempotent " + strings.Join(opt.Idempotent, ","))
+		flags = append(flags, "--idempotent", strings.Join(opt.Idempotent, ","))
 	}
-	return strings.TrimPrefix(b.String(), " ")
+	return strings.Join(flags, " ")
 }
 
 // SweepFlags are the flags of `escapement sim sweep` beyond seeds and
