@@ -235,7 +235,7 @@ func (c *deadlineChecker) timeout(l *kernel.Lifecycle, op *opObs) {
 		}
 	case kernel.ReasonTurnTimeout:
 		d := c.due(l.Agent)
-		if a := c.m.agent(l.Agent); d == 0 && a != nil && a.endedTurn == l.Turn {
+		if a := c.m.agent(l.Agent); d == 0 && a != nil && a.endedTurn == l.Turn && a.endedStep == c.m.s.n {
 			d = a.endedDeadline // the turn settled in the step its deadline fired
 		}
 		if d == 0 || now < d {

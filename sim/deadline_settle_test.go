@@ -1,6 +1,11 @@
 package sim
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/escapement/escapement/kernel"
+)
 
 // TestTurnTimeoutSettlingInItsStep: an interjection cancels the stream just
 // before the turn's deadline; the deadline fires while the restart waits
@@ -19,4 +24,29 @@ func TestTurnTimeoutSettlingInItsStep(t *testing.T) {
 	if got := r.Outcomes[RootScript]; got != "timed_out" || r.QuiescentAt.String() != "3s" {
 		t.Fatalf("outcome %s, quiescent at %v; want timed_out at 3s", got, r.QuiescentAt)
 	}
+}
+
+// TestLateTurnTimeoutOfAnEndedTurn: the allowance above holds only in the
+// step the turn ended. A loop that reports a turn timeout for its last
+// turn steps later, past that turn's deadline, breaks I5.
+func TestLateTurnTimeoutOfAnEndedTurn(t *testing.T) {
+	s := mustLoad(t, "name: late-turn-timeout\nlimits: {turn_timeout: 1s}\nagents:\n  main:\n    - {text: quick answer}\n"+
+		"inputs:\n  - {at: 0s, submit: go}\n  - {at: 3s, cancel: main}\n")
+	core := broken(func(b *brokenCore) {
+		b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+			out := b.inner(ev)
+			if ev.Kind == kernel.EvCancel {
+				v := b.View(0)
+				out = append(out, emit(0, kernel.Lifecycle{Kind: kernel.LifeTimedOut, Reason: kernel.ReasonTurnTimeout, Turn: v.Turn, At: ev.At}))
+			}
+			return out
+		}
+	})
+	r := mustRun(t, s, Options{Core: core})
+	for _, v := range r.Violations {
+		if v.Invariant == DeadlinesOnTime && strings.Contains(v.Detail, "turn timeout at 3s") {
+			return
+		}
+	}
+	t.Fatalf("a turn timeout 2 s after its turn ended passed I5: %v", r.Violations)
 }

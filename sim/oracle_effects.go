@@ -253,7 +253,7 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		e := turnEndObs{l: l, a: a, second: a.endedTurn == l.Turn && l.Turn != 0, facts: a.t, owed: a.owed}
 		a.owed = nil
 		if !e.second {
-			a.endedDeadline, a.deadline = a.deadline, 0
+			a.endedDeadline, a.endedStep, a.deadline = a.deadline, m.s.n, 0
 			a.endedTurn = l.Turn
 			a.end = turnEnd{turn: l.Turn, outcome: l.Outcome, reason: l.Reason, text: l.Text, detail: l.Detail}
 		}

@@ -97,9 +97,11 @@ type agentObs struct {
 	// turn's deadline (0 once the turn ended); view the last view read.
 	kids     []kernel.AgentID
 	deadline time.Duration
-	// endedDeadline is the deadline of the turn that ended last: a turn
-	// timeout whose turn settles in the same step is judged by it.
+	// endedDeadline is the deadline of the turn that ended last and
+	// endedStep the step it ended in: a turn timeout whose turn settles in
+	// that same step is judged by it (and no later one is).
 	endedDeadline time.Duration
+	endedStep     uint32
 	view          View
 	llmRequests   int
 	liveOps       int
