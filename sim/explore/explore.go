@@ -185,6 +185,11 @@ func (x *explorer) fresh() (*run, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The explorer names due items and prunes states by the core's
+	// canonical encoding; a core without one cannot be explored.
+	if _, ok := m.Core().(sim.StateEncoder); !ok {
+		return nil, fmt.Errorf("the core under test (%T) does not encode its state (sim.StateEncoder), which exploring needs", m.Core())
+	}
 	return &run{m: m}, nil
 }
 
@@ -230,20 +235,17 @@ func (x *explorer) explore() error {
 	return x.dfs(nil)
 }
 
-// stateKey is the canonical state of r (nil when the core cannot encode
-// it) and the canonical names of its due items.
-func (x *explorer) stateKey(r *run, due []sim.Due) (key []byte, names []string, ok bool) {
-	b, names, ok := r.m.AppendState(nil, due)
-	if !ok {
-		return nil, nil, false
-	}
+// stateKey is the canonical state of r and the canonical names of its due
+// items (fresh made sure the core can encode it).
+func (x *explorer) stateKey(r *run, due []sim.Due) (key []byte, names []string) {
+	b, names, _ := r.m.AppendState(nil, due)
 	if len(x.opt.Alphabet) == 0 {
 		// Which of the scenario's inputs comes next (the budget of moves
 		// is compared, not hashed).
 		b = fmt.Appendf(b, "|%d", r.next)
 	}
 	b = fmt.Appendf(b, "|%v", r.pending)
-	return b, names, true
+	return b, names
 }
 
 // budget is how many more inputs r may make (alphabet) or move (scenario).
@@ -281,7 +283,7 @@ func (x *explorer) dfs(sleep []string) error {
 		// (small-scope mode: a scenario's own inputs all happen).
 		defer x.end()
 	}
-	_, names, _ := x.stateKey(r, due)
+	_, names := x.stateKey(r, due)
 	var done []string // due items explored from here, for the sleep sets
 	for _, mv := range mvs {
 		if x.stopped || x.found != nil {
@@ -325,32 +327,29 @@ func (x *explorer) dfs(sleep []string) error {
 			return nil
 		}
 		explore := true
-		if key, _, ok := x.stateKey(r, r.m.Due()); ok {
-			h := sha256.Sum256(key)
-			var k [16]byte
-			copy(k[:], h[:16])
-			budget := x.budget(r)
-			if old, ok := x.visited[k]; ok {
-				// Explored before: only a larger scope, or what slept then
-				// and is awake now, is left to explore.
-				if budget <= old.budget && isSubset(old.sleep, childSleep) {
-					explore = false
-					x.rep.Revisits++
-				} else if budget <= old.budget {
-					childSleep = intersect(old.sleep, childSleep)
-				}
-			} else {
-				x.rep.States++
-				if x.opt.MaxStates > 0 && x.rep.States > x.opt.MaxStates {
-					x.rep.States--
-					x.stop("max-states")
-				}
-			}
-			if explore && !x.stopped {
-				x.visited[k] = seen{budget: budget, sleep: slices.Clone(childSleep)}
+		key, _ := x.stateKey(r, r.m.Due())
+		h := sha256.Sum256(key)
+		var k [16]byte
+		copy(k[:], h[:16])
+		budget := x.budget(r)
+		if old, ok := x.visited[k]; ok {
+			// Explored before: only a larger scope, or what slept then
+			// and is awake now, is left to explore.
+			if budget <= old.budget && isSubset(old.sleep, childSleep) {
+				explore = false
+				x.rep.Revisits++
+			} else if budget <= old.budget {
+				childSleep = intersect(old.sleep, childSleep)
 			}
 		} else {
 			x.rep.States++
+			if x.opt.MaxStates > 0 && x.rep.States > x.opt.MaxStates {
+				x.rep.States--
+				x.stop("max-states")
+			}
+		}
+		if explore && !x.stopped {
+			x.visited[k] = seen{budget: budget, sleep: slices.Clone(childSleep)}
 		}
 		if explore && !x.stopped {
 			if err := x.dfs(childSleep); err != nil {

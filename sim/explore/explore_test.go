@@ -1,9 +1,11 @@
 package explore
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
 )
@@ -142,4 +144,21 @@ func (x *explorer) after(t *testing.T, path []move, i, j int) []byte {
 	}
 	t.Fatalf("%s disabled %s", first.Identity(), second.Identity())
 	return nil
+}
+
+// opaqueCore hides the kernel's state encoding: the sim.Core methods only.
+type opaqueCore struct{ sim.Core }
+
+// TestExploreNeedsStateEncoding: a core that cannot encode its state is
+// refused with an error that says why (it once panicked on the first due
+// item, which it could not name).
+func TestExploreNeedsStateEncoding(t *testing.T) {
+	core := func(cfg kernel.Config) (sim.Core, error) {
+		c, err := sim.KernelCore(cfg)
+		return opaqueCore{c}, err
+	}
+	_, err := Scenario(byName(t, "cancel-single-child"), Options{MaxInputs: 1, Core: core})
+	if err == nil || !strings.Contains(err.Error(), "StateEncoder") {
+		t.Fatalf("exploring a core without a state encoding: %v; want an error naming sim.StateEncoder", err)
+	}
 }
