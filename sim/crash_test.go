@@ -16,6 +16,7 @@ import (
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/sweep"
 	"pgregory.net/rapid"
 )
 
@@ -127,9 +128,9 @@ func TestCrashAnyStep(t *testing.T) {
 		c := drawCrash(t, gen.DefaultOptions(6), nil)
 		r := runCrash(t, c, nil)
 		if !r.Passed {
-			t.Fatalf("crashed after steps %v of %d (idempotent %v): %d violation(s); first: %s\nreproduce: %s --crash-at %s%s\n%s",
+			t.Fatalf("crashed after steps %v of %d (idempotent %v): %d violation(s); first: %s\nreproduce: %s %s\n%s",
 				c.at, c.events, c.idempotent, len(r.Violations), r.Violations[0], writeFailure(c.s, r),
-				sim.FormatCrashAt(c.at), idempotentFlag(c.idempotent), c.s.YAML())
+				sweep.SimFlags(sim.Options{CrashAt: c.at, Idempotent: c.idempotent}), c.s.YAML())
 		}
 	})
 }
@@ -192,14 +193,6 @@ func TestCrashEveryStepScenarios(t *testing.T) {
 	t.Logf("%d scenarios, %d crashes (every %d step(s))", len(ss), crashes, stride)
 }
 
-// idempotentFlag is the sim command's --idempotent flag for names.
-func idempotentFlag(names []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	return " --idempotent " + strings.Join(names, ",")
-}
-
 // crashTeethOptions are the worlds TestCrashCatchesBrokenRecoveries draws:
 // smaller than TestOracleTeethRapid's (depth 2, at most 4 agents, a few
 // inputs), since every check runs a world twice (uncrashed, to place the
@@ -259,7 +252,7 @@ func TestCrashCatchesBrokenRecoveries(t *testing.T) {
 			checks, agents, events, size := teethHunt(t, rec, prop, fmt.Sprintf("%s: no %s violation (crashed worlds)", cl.Failure, cl.Invariant))
 			t.Logf("%s → %s found after %d crashed worlds, shrunk to %d agent(s), %d events (scripts=%s replies=%s calls=%s inputs=%s faults=%s) in %v",
 				cl.Failure, cl.Invariant, checks, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
-			if agents > 5 || events > 80 { // TestOracleTeethRapid's bound
+			if agents > maxShrunkAgents || events > maxShrunkEvents {
 				t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", agents, events, strings.Join(rec.logs, "\n"))
 			}
 		})

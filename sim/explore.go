@@ -180,14 +180,14 @@ type schedule struct {
 }
 
 func (s *schedule) reorder(m *Sim) string {
+	if s.next >= len(s.picks) {
+		return "" // the schedule is spent: file order from here
+	}
 	due := m.Due()
 	if len(due) < 2 {
 		return ""
 	}
-	pick := 0
-	if s.next < len(s.picks) {
-		pick = s.picks[s.next]
-	}
+	pick := s.picks[s.next]
 	s.next++
 	note := ""
 	if pick >= len(due) {

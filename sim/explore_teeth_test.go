@@ -90,7 +90,7 @@ func TestExploreFindsRareLoops(t *testing.T) {
 					continue
 				}
 				if rep.Digest != first.Digest || rep.States != first.States || string(v.Scenario.YAML()) != string(first.Violation.Scenario.YAML()) {
-					t.Fatalf("two explorations differ: %s/%d vs %s/%d", rep.Digest, rep.States, first.Digest, first.Violation.Moves)
+					t.Fatalf("two explorations differ: %s/%d vs %s/%d", rep.Digest, rep.States, first.Digest, first.States)
 				}
 			}
 			// Read back from its file, as `escapement sim FILE` does.

@@ -350,6 +350,11 @@ func teethHunt(t *testing.T, rec *recordingTB, prop func(*rapid.T), none string)
 	return before + after, agents, events, size
 }
 
+// maxShrunkAgents and maxShrunkEvents bound the counterexample a teeth
+// test's shrink must reach (TestOracleTeethRapid,
+// TestCrashCatchesBrokenRecoveries).
+const maxShrunkAgents, maxShrunkEvents = 5, 80
+
 // teethRounds bounds the search of TestOracleTeethRapid: rounds of rapid's
 // checks (100 worlds each by default).
 const teethRounds = 3
@@ -398,7 +403,7 @@ func TestOracleTeethRapid(t *testing.T) {
 			checks, agents, events, size := teethHunt(t, rec, prop, fmt.Sprintf("%s: no %s violation", bl.Failure, bl.Invariant))
 			t.Logf("%s → %s found after %d checks, shrunk to %d agent(s), %d events (scripts=%s replies=%s calls=%s inputs=%s faults=%s) in %v",
 				bl.Failure, bl.Invariant, checks, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
-			if agents > 5 || events > 80 {
+			if agents > maxShrunkAgents || events > maxShrunkEvents {
 				t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", agents, events, strings.Join(rec.logs, "\n"))
 			}
 		})

@@ -166,13 +166,11 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 	if f.timeLimit > 0 {
 		deadline = started.Add(f.timeLimit)
 	}
-	var timedOut atomic.Bool
 	stop := func() bool {
 		if ctx.Err() != nil {
 			return true
 		}
 		if !deadline.IsZero() && time.Now().After(deadline) {
-			timedOut.Store(true)
 			return true
 		}
 		return false
