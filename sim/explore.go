@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -142,11 +143,8 @@ func compareDue(q *queue, a, b Due) int {
 // with it: a fault activates, anything else is delivered. It returns false
 // when a limit stopped the run instead.
 func (m *Sim) StepDue(d Due) bool {
-	q := &m.w.q
 	if d.key != 0 {
-		// The chosen item and the head trade places (as the permuter does):
-		// the keys stay, so the heap needs no repair.
-		q.keys[d.key].slot, q.keys[0].slot = q.keys[0].slot, q.keys[d.key].slot
+		m.w.q.toFront(d.key)
 	}
 	if m.stop || !m.withinLimits() {
 		return false
@@ -195,8 +193,7 @@ func (s *schedule) reorder(m *Sim) string {
 		pick = 0
 	}
 	if k := due[pick].key; k != 0 {
-		q := &m.w.q
-		q.keys[k].slot, q.keys[0].slot = q.keys[0].slot, q.keys[k].slot
+		m.w.q.toFront(k)
 	}
 	return note
 }
@@ -233,7 +230,7 @@ func (m *Sim) AppendState(dst []byte, due []Due) (_ []byte, names []string, ok b
 		if a.agent != b.agent {
 			return int(a.agent) - int(b.agent)
 		}
-		return cmpOp(a.id, b.id)
+		return cmp.Compare(a.id, b.id)
 	})
 	// Ops named only by queued items (ended ops' late or duplicate
 	// events), and timers, get their names in (time, agent, id) order.
@@ -246,9 +243,9 @@ func (m *Sim) AppendState(dst []byte, due []Due) (_ []byte, names []string, ok b
 	}
 	slices.SortFunc(live, func(a, b *item) int {
 		if a.at != b.at {
-			return cmpDur(a.at, b.at)
+			return cmp.Compare(a.at, b.at)
 		}
-		return cmpOp(a.ev.Op, b.ev.Op)
+		return cmp.Compare(a.ev.Op, b.ev.Op)
 	})
 	for _, op := range ops {
 		r.Op(op.id)
@@ -363,18 +360,6 @@ func (m *Sim) itemEnc(it *item, r *kernel.FirstSight) []byte {
 	}
 	return ie.b
 }
-
-func cmpOp(a, b kernel.OpID) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-func cmpDur(a, b time.Duration) int { return cmpOp(kernel.OpID(a), kernel.OpID(b)) }
 
 type kernelEnc struct{ b []byte }
 

@@ -39,11 +39,7 @@ func (p *permuter) reorder(q *queue) string {
 	}
 	pick := p.rng.IntN(len(same))
 	if pick != 0 {
-		// The chosen item and the head trade places: the chosen one takes
-		// the head's key (the smallest sequence), the head the chosen one's.
-		// The keys stay where they are, so the heap needs no repair.
-		chosen := same[pick]
-		q.keys[chosen].slot, q.keys[0].slot = q.keys[0].slot, q.keys[chosen].slot
+		q.toFront(same[pick])
 	}
 	return fmt.Sprintf("permute: %d events due at %v; delivering #%d of them first", len(same), head.at, pick+1)
 }

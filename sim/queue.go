@@ -102,6 +102,14 @@ func (q *queue) down(i int) {
 	}
 }
 
+// toFront makes the item under key i the next one: it and the head trade
+// items, not keys (the chosen one takes the head's key, the smallest
+// sequence, and the head the chosen one's), so the heap needs no repair.
+// Only for items due at the head's instant (the permuter, explore).
+func (q *queue) toFront(i int) {
+	q.keys[i].slot, q.keys[0].slot = q.keys[0].slot, q.keys[i].slot
+}
+
 // peek returns the next item without removing it.
 func (q *queue) peek() *item { return &q.slab[q.keys[0].slot] }
 
