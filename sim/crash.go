@@ -14,27 +14,18 @@ import (
 	"github.com/escapement/escapement/kernel/trace"
 )
 
-// hostLog is the simulated host's write-ahead log (docs/durable.md): every
-// event it delivered, in order, and the trace line of the step it caused —
-// what adapters/wal writes for a live host. A crash rebuilds a fresh core
-// from the events and holds it to the lines (Sim.rebuild).
+// hostLog is the simulated host's write-ahead log (docs/durable.md): the
+// trace line of every step it delivered, in order — what adapters/wal
+// writes for a live host. A crash rebuilds a fresh core from the events
+// decoded from those lines, as wal.Rebuild does, and holds it to the
+// lines (Sim.rebuild).
 type hostLog struct {
-	events []kernel.Event
 	// lines holds the step lines back to back; ends[i] is where line i
 	// ends (one arena, not a slice per line: a long run logs many steps).
 	lines []byte
 	ends  []int
 	tw    *trace.Writer
-	out   lastLine
-}
-
-// lastLine keeps what a trace writer flushed last: the one step line
-// written since the previous flush.
-type lastLine struct{ b []byte }
-
-func (l *lastLine) Write(p []byte) (int, error) {
-	l.b = append(l.b[:0], p...)
-	return len(p), nil
+	out   trace.LastLine
 }
 
 func newHostLog() *hostLog {
@@ -43,13 +34,12 @@ func newHostLog() *hostLog {
 	return h
 }
 
-// record logs one step: the event as the core was fed it and the line the
-// step writes.
+// record logs the line of one step (the event as the core was fed it and
+// what it did).
 func (h *hostLog) record(tree trace.Tree, ev kernel.Event, target kernel.AgentID, before fsm.State, effs []kernel.Effect) {
 	h.tw.Step(tree, ev, target, before, effs)
-	_ = h.tw.Flush() // lastLine.Write never fails
-	h.events = append(h.events, ev)
-	h.lines = append(h.lines, h.out.b...)
+	_ = h.tw.Flush() // LastLine.Write never fails
+	h.lines = append(h.lines, h.out.B...)
 	h.ends = append(h.ends, len(h.lines))
 }
 
@@ -81,7 +71,7 @@ func (m *Sim) crashDue() {
 // reports the violation and goes on with the crashed core, so nothing
 // after it is blamed on the rebuild.
 func (m *Sim) rebuild() {
-	logged := len(m.log.events)
+	logged := len(m.log.ends)
 	m.o.m.now = m.now // a violation is located at the crash
 	m.tw.Note(m.now, "crash: the host is rebuilt from its "+strconv.Itoa(logged)+" logged step(s)")
 	fresh, err := m.factory(m.cfg)
@@ -89,15 +79,21 @@ func (m *Sim) rebuild() {
 		m.o.violate(RebuildsExactly, kernel.NoAgent, "the restarted host cannot build its core: %v", err)
 		return
 	}
-	var out lastLine
+	var out trace.LastLine
 	tw := trace.ContinueWriter(&out, 0)
-	for i, ev := range m.log.events {
+	for i := range logged {
+		want := m.log.line(i)
+		ev, err := trace.StepEvent(bytes.TrimSuffix(want, []byte("\n")))
+		if err != nil {
+			m.o.violate(RebuildsExactly, kernel.NoAgent, "logged step %d cannot be read back: %v", i+1, err)
+			return
+		}
 		target := fresh.Target(ev)
 		before := fresh.AgentState(target)
 		tw.Step(fresh, ev, target, before, fresh.Step(ev))
-		_ = tw.Flush() // lastLine.Write never fails
-		if want := m.log.line(i); !bytes.Equal(out.b, want) {
-			logged, replayed := around(want, out.b)
+		_ = tw.Flush() // LastLine.Write never fails
+		if !bytes.Equal(out.B, want) {
+			logged, replayed := around(want, out.B)
 			m.o.violate(RebuildsExactly, target, "logged step %d replays differently\n  logged:   %s\n  replayed: %s", i+1, logged, replayed)
 			return
 		}

@@ -2,8 +2,6 @@ package wal
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -121,11 +119,11 @@ func (l *Log) Rebuild(observe func(live.Step)) (*kernel.Kernel, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s:1: header: %w", l.Name, err)
 	}
-	var replay capture
+	var replay trace.LastLine
 	tw := trace.ContinueWriter(&replay, 0)
 	for i, ln := range l.steps {
 		lineNo := i + 2
-		ev, err := eventOf(ln)
+		ev, err := trace.StepEvent(ln)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", l.Name, lineNo, err)
 		}
@@ -138,7 +136,7 @@ func (l *Log) Rebuild(observe func(live.Step)) (*kernel.Kernel, error) {
 		if err := tw.Flush(); err != nil {
 			return nil, err
 		}
-		if got := bytes.TrimSuffix(replay.last, []byte("\n")); !bytes.Equal(got, ln) {
+		if got := bytes.TrimSuffix(replay.B, []byte("\n")); !bytes.Equal(got, ln) {
 			return nil, &MismatchError{Name: l.Name, Step: i + 1, Line: lineNo, Logged: string(ln), Replay: string(got)}
 		}
 	}
@@ -151,7 +149,7 @@ func (l *Log) LastAt() (time.Duration, error) {
 	if len(l.steps) == 0 {
 		return 0, nil
 	}
-	ev, err := eventOf(l.steps[len(l.steps)-1])
+	ev, err := trace.StepEvent(l.steps[len(l.steps)-1])
 	return ev.At, err
 }
 
@@ -171,40 +169,4 @@ func step(k *kernel.Kernel, tw *trace.Writer, ev kernel.Event, observe func(live
 		observe(live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effects})
 	}
 	return nil
-}
-
-// eventOf decodes the event of a step line. A step line is the trace's
-// canonical encoding, `{…,"event":{…}}` or `{…,"event":{…},"effects":[…]}`,
-// and the key `"event":{` and the text `},"effects":[` cannot occur inside
-// a JSON string (their quotes would be escaped), so the event's object is
-// cut out and decoded alone — the effects, most of a line, are not decoded
-// at all. Rebuild compares the whole line with its re-encoding, so a line
-// this reads wrongly is reported, never taken.
-func eventOf(ln []byte) (kernel.Event, error) {
-	var ev kernel.Event
-	_, after, ok := bytes.Cut(ln, []byte(`"event":{`))
-	if !ok {
-		return ev, errors.New("step record without an event")
-	}
-	end := bytes.Index(after, []byte(`},"effects":[`))
-	if end < 0 {
-		if !bytes.HasSuffix(after, []byte("}}")) {
-			return ev, errors.New("step record: the event object does not end the line")
-		}
-		end = len(after) - 2
-	}
-	obj := ln[len(ln)-len(after)-1 : len(ln)-len(after)+end+1]
-	if err := json.Unmarshal(obj, &ev); err != nil {
-		return ev, fmt.Errorf("step record: event: %w", err)
-	}
-	return ev, nil
-}
-
-// capture keeps the last write (a trace writer's Flush after one step
-// writes exactly that step's line).
-type capture struct{ last []byte }
-
-func (c *capture) Write(p []byte) (int, error) {
-	c.last = append(c.last[:0], p...)
-	return len(p), nil
 }

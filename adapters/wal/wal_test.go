@@ -120,7 +120,7 @@ func TestWriteAheadOrderAndSyncPolicy(t *testing.T) {
 // stepKind summarises a step line for TestWriteAheadOrderAndSyncPolicy: its
 // event and why it was synced.
 func stepKind(line string) string {
-	ev, _ := eventOf([]byte(strings.TrimSuffix(line, "\n")))
+	ev, _ := trace.StepEvent([]byte(strings.TrimSuffix(line, "\n")))
 	why := ""
 	switch {
 	case strings.Contains(line, `"kind":"turn_ended","agent":0`):
