@@ -1,7 +1,9 @@
 package kernel
 
 import (
+	"bytes"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -255,8 +257,33 @@ func TimerFired(at time.Duration, op OpID) Event { return Event{Kind: EvTimer, A
 func Recover(at time.Duration) Event { return Event{Kind: EvRecover, At: at} }
 
 // UnmarshalText parses an event kind name (traces are read back for replay).
+// It also reads back the "event(N)" that String writes for a kind the kernel
+// does not know: a host that fed one logged it, and a rebuild or replay must
+// feed it again to reproduce the kernel's refusal (docs/durable.md).
 func (k *EventKind) UnmarshalText(b []byte) error {
+	if n, ok := unknownEventKind(b); ok {
+		*k = n
+		return nil
+	}
 	return enumtext.Parse(k, eventNames[:], b, "event kind")
+}
+
+// unknownEventKind reads "event(N)" for an N no event kind has, exactly as
+// String writes it (decimal, no sign, no leading zeros).
+func unknownEventKind(b []byte) (EventKind, bool) {
+	digits, ok := bytes.CutPrefix(b, []byte("event("))
+	if !ok {
+		return 0, false
+	}
+	digits, ok = bytes.CutSuffix(digits, []byte(")"))
+	if !ok || len(digits) == 0 || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(digits), 10, 8)
+	if err != nil || n < uint64(len(eventNames)) {
+		return 0, false
+	}
+	return EventKind(n), true
 }
 
 // UnmarshalText parses a failure name.

@@ -59,3 +59,24 @@ func FuzzAppendJSONString(f *testing.F) {
 		}
 	})
 }
+
+// TestEventKindTextRoundTrips: every event kind, known or not, reads back
+// from the text it is written as — a host that fed an unknown kind logged
+// it, and a rebuild must feed the same refusal again (docs/durable.md).
+// Text that String never writes stays refused.
+func TestEventKindTextRoundTrips(t *testing.T) {
+	for n := range 256 {
+		k := EventKind(n)
+		text, _ := k.MarshalText()
+		var back EventKind
+		if err := back.UnmarshalText(text); err != nil || back != k {
+			t.Fatalf("%d written as %q reads back as %d, %v", n, text, back, err)
+		}
+	}
+	for _, bad := range []string{"event(1)", "event(256)", "event(020)", "event(-3)", "event()", "event(+30)", "event(30", "Event(30)", "boom"} {
+		var k EventKind
+		if err := k.UnmarshalText([]byte(bad)); err == nil {
+			t.Fatalf("%q read as %d", bad, k)
+		}
+	}
+}
