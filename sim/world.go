@@ -146,7 +146,7 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 		if id == "" {
 			id = "call_" + strconv.Itoa(w.callSeq)
 		}
-		name, args := w.callWire(call)
+		name, args := call.Wire()
 		half := len(args) / 2
 		op.frags = append(op.frags,
 			kernel.CallDelta{Index: i, ID: id, Name: name},
@@ -167,8 +167,10 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 // per call.
 func (op *worldOp) chunks() int { return op.tokens + len(op.frags) }
 
-// callWire renders a scripted call as the model would stream it.
-func (w *world) callWire(c Call) (name, args string) {
+// Wire is the call as the simulated model streams it: the function name
+// and the arguments' JSON (a delegation's {"task":…,"name":…} included).
+// It panics on arguments Validate refused.
+func (c Call) Wire() (name, args string) {
 	if c.Delegate != "" {
 		// {"task":…,"name":…}, as json.Marshal writes the struct.
 		b := appendJSONHTML([]byte(`{"task":`), c.Prompt)

@@ -1,8 +1,6 @@
 package explore
 
 import (
-	"encoding/json"
-
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
 )
@@ -42,8 +40,10 @@ func (x *explorer) apart(r *run, d, e sim.Due) bool {
 }
 
 // outputCapReachable reports a reply whose message could reach
-// max_message_bytes (its text, and each call's id, name and arguments plus
-// the kernel's per-call overhead; ids are counted generously).
+// max_message_bytes: its text, and each call's id, name and arguments as
+// the simulated model streams them (sim.Call.Wire) plus the kernel's
+// per-call overhead (both counted generously: 64 bytes a call, 64 a
+// message).
 func outputCapReachable(s *sim.Scenario) bool {
 	limit := s.Limits.MaxMessageBytes
 	if limit == 0 {
@@ -53,12 +53,8 @@ func outputCapReachable(s *sim.Scenario) bool {
 		for _, r := range script {
 			cost := len(r.Text)
 			for _, c := range r.Calls {
-				cost += 32 + len(c.Tool) + len(c.ArgsRaw) + len(c.Delegate) + len(c.Prompt) + 64
-				if b, err := json.Marshal(c.Args); err == nil {
-					cost += len(b)
-				} else {
-					return true
-				}
+				name, args := c.Wire()
+				cost += len(c.ID) + len(name) + len(args) + 64
 			}
 			if cost+64 >= limit {
 				return true
