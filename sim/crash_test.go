@@ -221,7 +221,7 @@ func flagSet(name string) bool {
 func TestCrashCatchesBrokenRecoveries(t *testing.T) {
 	// Each counterexample shrinks for at most crashShrinkTime (unless
 	// -rapid.shrinktime or RAPID_SHRINKTIME says otherwise): these worlds
-	// are small well before it, and six shrinks at TestMain's 20s would
+	// are small well before it, and six shrinks at TestMain's 60s would
 	// make this the longest test of the package.
 	if os.Getenv("RAPID_SHRINKTIME") == "" && !flagSet("rapid.shrinktime") {
 		was := flag.Lookup("rapid.shrinktime").Value.String()
