@@ -261,6 +261,18 @@ func invariantLoops() []BrokenLoop {
 			ignoring(func(l *kernel.Limits) { l.MaxChildren++ })},
 		{"max-depth-refused", "I19: a delegation beyond max_depth is spawned", RequestBudget,
 			ignoring(func(l *kernel.Limits) { l.MaxDepth++ })},
+		{"repeated-call-ids", "I19: the request after the tools is started twice, two streams of one agent at once", RequestBudget,
+			broken(func(b *brokenCore) {
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for _, e := range out {
+						if ev.Kind == kernel.EvToolResult && e.Kind == kernel.EffStartLLM {
+							return append(out, kernel.Effect{Kind: kernel.EffStartLLM, Agent: e.Agent, Op: b.fakeOp(), Messages: e.Messages})
+						}
+					}
+					return out
+				}
+			})},
 		{"interject-while-streaming", "I10: an interjection is kept unflagged, as if it had been submitted", UserTextOnce,
 			broken(func(b *brokenCore) { b.view = rewriting(func(m *kernel.Message) { m.Interjection = false }) })},
 		{"budget-exhaustion", "I14: the assistant message records a call under another name than the stream gave it", FinishedCallsOnly,

@@ -487,9 +487,10 @@ func rareLoops() []BrokenLoop {
 					return out
 				}
 			})},
-		// The oracle names the second request when the agent's view
-		// disagrees with what it observed (I23), a few chunks later.
-		{"", "I23: a tool's result that arrives in the same instant as its timeout, after it, wakes the model a second time", ViewsTellTruth,
+		// The oracle names the second request in the step it starts: its
+		// agent already streams one that nobody answered or cancelled
+		// (I19, one stream per agent).
+		{"", "I19: a tool's result that arrives in the same instant as its timeout, after it, wakes the model a second time", RequestBudget,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					out := b.inner(ev)

@@ -17,8 +17,9 @@ import (
 // max_calls of its message runs; no agent runs more than max_parallel_tools
 // tools at once, and none leaves a call waiting while a slot is free or
 // starts one ahead of an earlier waiting call (I15). No agent makes more
-// requests or spawns more children in a turn than its budget, no child sits
-// deeper than max_depth, and the tree never passes max_agents (I19).
+// requests or spawns more children in a turn than its budget, none streams
+// two requests at once, no child sits deeper than max_depth, and the tree
+// never passes max_agents (I19).
 type callChecker struct{ judge }
 
 func (c *callChecker) step(s *stepObs) {
@@ -30,6 +31,7 @@ func (c *callChecker) step(s *stepObs) {
 			if n.count > lim.MaxRequests {
 				c.violate(RequestBudget, e.Agent, "request %d is request %d of its turn (max_requests %d)", e.Op, n.count, lim.MaxRequests)
 			}
+			c.oneStream(e)
 		case kernel.EffStartTool:
 			c.toolStart(e, n)
 		case kernel.EffEmit:
@@ -52,6 +54,20 @@ func (c *callChecker) step(s *stepObs) {
 	for _, id := range s.dirty {
 		if a := c.m.agents[id]; a.state == fsm.Tooling || a.state == fsm.Delegating {
 			c.waiting(a)
+		}
+	}
+}
+
+// oneStream: an agent streams one request at a time — a request starts
+// only when every earlier request of its agent has been answered or told
+// to stop. Judged once the step's effects are all applied, so a restart
+// that ends the old request later in the same step (a crash's recovery)
+// is not blamed.
+func (c *callChecker) oneStream(e *kernel.Effect) {
+	for _, op := range c.m.live {
+		if op.id != e.Op && !op.tool && op.agent == e.Agent && !op.terminal && op.cancels == 0 {
+			c.violate(RequestBudget, e.Agent, "request %d starts while request %d of the same agent still streams (neither answered nor cancelled)", e.Op, op.id)
+			return
 		}
 	}
 }
