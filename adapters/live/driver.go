@@ -33,7 +33,8 @@ var ErrRejected = errors.New("kernel rejected the input")
 
 // Config configures a Driver.
 type Config struct {
-	// Kernel configures the agent tree.
+	// Kernel configures the agent tree. Its Limits must be set (the zero
+	// Limits are refused): start from kernel.DefaultLimits().
 	Kernel kernel.Config
 	// Model streams the LLM requests (required).
 	Model Model
@@ -77,6 +78,12 @@ type Step struct {
 // Driver runs one agent tree live. Create it with New, run it with Run (in
 // its own goroutine), feed user input with Submit, Say, Interject and Cancel
 // from any goroutine, and end it with Shutdown or by ending Run's context.
+//
+// An input (Submit, Say, Interject, Cancel, Inspect, Shutdown) is handed to
+// Run's goroutine and returns once the kernel has stepped it, with the
+// kernel's verdict: it waits while Run has not started (or is busy), for as
+// long as its ctx allows (it then returns ctx's error, the input not sent),
+// and returns ErrStopped at once after Run has returned.
 type Driver struct {
 	cfg     Config
 	k       *kernel.Kernel
@@ -462,8 +469,11 @@ func (d *Driver) Cancel(ctx context.Context, agent kernel.AgentID, turn uint64) 
 }
 
 // Inspect runs fn on the kernel's goroutine (read-only access to the tree),
-// also while the tree shuts down.
+// also while the tree shuts down. A nil fn is an error.
 func (d *Driver) Inspect(ctx context.Context, fn func(*kernel.Kernel)) error {
+	if fn == nil {
+		return errors.New("live: Inspect needs a function")
+	}
 	return d.do(ctx, input{kind: inInspect, inspect: fn})
 }
 
