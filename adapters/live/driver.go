@@ -463,7 +463,11 @@ func (d *Driver) Say(ctx context.Context, text string) error {
 }
 
 // Cancel cancels agent's turn; turn binds it to one turn (0: the current
-// one), so a late Ctrl-C cannot cancel the next turn (F14).
+// one), so a late Ctrl-C cannot cancel the next turn (F14). It returns once
+// the kernel has cancelled every stream and tool of the turn (a cancel of
+// a turn that already ended is ignored: nil); the turn itself ends —
+// LifeTurnEnded, interrupted with reason user_cancel, through the Observer —
+// when they have acknowledged or been abandoned, at most Grace later.
 func (d *Driver) Cancel(ctx context.Context, agent kernel.AgentID, turn uint64) error {
 	return d.do(ctx, input{kind: inCancel, agent: agent, turn: turn})
 }
