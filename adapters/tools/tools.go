@@ -214,13 +214,13 @@ func decode(call live.Call, dst any, missing func() bool, shape string) error {
 	return nil
 }
 
-// EscapeError is a path the model asked for that lies outside the workspace.
-type EscapeError struct {
+// escapeError is a path the model asked for that lies outside the workspace.
+type escapeError struct {
 	Path string
 	How  string // "..", "absolute path", "symlink"
 }
 
-func (e *EscapeError) Error() string {
+func (e *escapeError) Error() string {
 	return fmt.Sprintf("refused: path %q leaves the workspace (%s); paths are relative to the workspace root", e.Path, e.How)
 }
 
@@ -238,24 +238,24 @@ func (b *Box) rel(p string) (string, error) {
 				return r, nil
 			}
 		}
-		return "", &EscapeError{Path: p, How: "absolute path"}
+		return "", &escapeError{Path: p, How: "absolute path"}
 	}
 	clean := filepath.Clean(p)
 	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", &EscapeError{Path: p, How: ".."}
+		return "", &escapeError{Path: p, How: ".."}
 	}
 	return clean, nil
 }
 
 // fsErr rewrites os.Root's escape error (a symlink pointing out of the
-// workspace) into an EscapeError, and strips the workspace's absolute path
+// workspace) into an escapeError, and strips the workspace's absolute path
 // from other errors (the model works with relative paths).
 func (b *Box) fsErr(p string, err error) error {
 	if err == nil {
 		return nil
 	}
 	if strings.Contains(err.Error(), "path escapes from parent") {
-		return &EscapeError{Path: p, How: "symlink"}
+		return &escapeError{Path: p, How: "symlink"}
 	}
 	var pe *os.PathError
 	if errors.As(err, &pe) {
