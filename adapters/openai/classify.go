@@ -278,7 +278,6 @@ func recvError(err error, c *capture) *attemptError {
 	return &attemptError{failure: kernel.FailureDisconnect, retry: true, detail: "connection lost: " + err.Error()}
 }
 
-
 // retryAfter reads how long the server asks to wait: retry-after-ms
 // (OpenAI's, in milliseconds), else Retry-After in delta-seconds (fractions
 // kept) or as an HTTP date (RFC 9110's IMF-fixdate and the two obsolete
