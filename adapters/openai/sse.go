@@ -44,8 +44,9 @@ type sseBody struct {
 	hasData bool   // a data field arrived for the current event
 	lines   int    // lines completed so far (the first may start with a BOM)
 	skipLF  bool   // the last byte was a CR: an LF right after it ends nothing
-	out     []byte // canonical lines go-openai has not read yet
-	err     error  // the stream's end, returned once out is drained
+	out     []byte // canonical lines for go-openai; out[pos:] is not read yet
+	pos     int
+	err     error // the stream's end, returned once out is drained
 }
 
 // errErrorEvent ends a stream at its error event: the event is in the
@@ -76,9 +77,13 @@ var (
 )
 
 func (b *sseBody) Read(p []byte) (int, error) {
-	for len(b.out) == 0 {
+	for b.pos == len(b.out) {
 		if b.err != nil {
 			return 0, b.err
+		}
+		b.out, b.pos = b.out[:0], 0
+		if cap(b.out) > maxErrorEvent {
+			b.out = nil // let a huge event's copy go
 		}
 		if b.buf == nil {
 			b.buf = make([]byte, readSize)
@@ -90,11 +95,8 @@ func (b *sseBody) Read(p []byte) (int, error) {
 			b.err = err
 		}
 	}
-	n := copy(p, b.out)
-	b.out = b.out[n:]
-	if len(b.out) == 0 {
-		b.out = b.out[:0:0] // let a huge event's copy go
-	}
+	n := copy(p, b.out[b.pos:])
+	b.pos += n
 	return n, nil
 }
 
