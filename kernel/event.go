@@ -137,8 +137,14 @@ type CallDelta struct {
 // Event is one input to Step. It is a flat value (raft's Message style) so
 // traces, goldens and tests can compare and print it.
 type Event struct {
-	Kind EventKind     `json:"kind"`
-	At   time.Duration `json:"at"`
+	// Kind says what happened; the constructors (Submit, TextDelta, …) set
+	// it with the fields that kind reads.
+	Kind EventKind `json:"kind"`
+	// At is when it happened on the host's clock, as a duration from an
+	// origin the host picks (the simulator's virtual zero, the live
+	// driver's start). It must never be earlier than the previous event's:
+	// Step panics on time going backwards.
+	At time.Duration `json:"at"`
 	// Agent is the target of EvCancel.
 	Agent AgentID `json:"agent,omitempty"`
 	// Turn binds EvCancel to a turn; 0 means the current one.
@@ -151,12 +157,16 @@ type Event struct {
 	// error's detail, a retry's cause.
 	Text string `json:"text,omitempty"`
 	// Call is a tool-call fragment (EvLLMDelta).
-	Call    *CallDelta    `json:"call,omitempty"`
-	Failure Failure       `json:"failure,omitempty"`
-	Status  ToolStatus    `json:"status,omitempty"`
+	Call *CallDelta `json:"call,omitempty"`
+	// Failure classifies an EvLLMError.
+	Failure Failure `json:"failure,omitempty"`
+	// Status is how a tool ended (EvToolResult).
+	Status ToolStatus `json:"status,omitempty"`
+	// Attempt and Delay are an EvLLMRetry's next attempt and its wait.
 	Attempt int           `json:"attempt,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
-	Usage   *Usage        `json:"usage,omitempty"`
+	// Usage is token accounting riding on EvLLMEnd; nil when unknown.
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Describe prints the event on one line, for logs, goldens and panics.

@@ -25,6 +25,9 @@ type OpID uint64
 
 // Config configures one kernel (one agent tree).
 type Config struct {
+	// Limits are the tree's deadlines and budgets. Unlike the other fields
+	// they have no defaults: the zero Limits are refused (Validate), so
+	// start from DefaultLimits() and change what you need.
 	Limits
 	// RootName is the root agent's name; "main" when empty.
 	RootName string

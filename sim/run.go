@@ -109,8 +109,12 @@ func optionsFromHeader(h map[string]string) (Options, error) {
 
 // Result is a run's verdict and counts, without printing anything.
 type Result struct {
-	Name   string
-	File   string
+	// Name and File are the scenario's name and the file it was loaded
+	// from (empty for a scenario built in code).
+	Name string
+	File string
+	// Passed is true when Violations is empty: no invariant broke and
+	// every expectation held.
 	Passed bool
 	// Violations are the broken invariants and expectations, in order.
 	Violations []Violation
@@ -122,8 +126,11 @@ type Result struct {
 	// nothing in flight, no timer set); events after it were stale.
 	QuiescentAt time.Duration
 	// End is the virtual time of the last event delivered.
-	End         time.Duration
-	Events      int
+	End time.Duration
+	// Events is how many events the kernel stepped.
+	Events int
+	// TraceSHA256 is the hex SHA-256 of the run's trace: two runs of one
+	// scenario and seed give the same hash within a build (I6).
 	TraceSHA256 string
 	// Probes counts the reachability probes hit.
 	Probes map[Probe]int

@@ -33,7 +33,8 @@ var ErrRejected = errors.New("kernel rejected the input")
 
 // Config configures a Driver.
 type Config struct {
-	// Kernel configures the agent tree.
+	// Kernel configures the agent tree. Its Limits must be set (the zero
+	// Limits are refused): start from kernel.DefaultLimits().
 	Kernel kernel.Config
 	// Model streams the LLM requests (required).
 	Model Model
@@ -77,6 +78,12 @@ type Step struct {
 // Driver runs one agent tree live. Create it with New, run it with Run (in
 // its own goroutine), feed user input with Submit, Say, Interject and Cancel
 // from any goroutine, and end it with Shutdown or by ending Run's context.
+//
+// An input (Submit, Say, Interject, Cancel, Inspect, Shutdown) is handed to
+// Run's goroutine and returns once the kernel has stepped it, with the
+// kernel's verdict: it waits while Run has not started (or is busy), for as
+// long as its ctx allows (it then returns ctx's error, the input not sent),
+// and returns ErrStopped at once after Run has returned.
 type Driver struct {
 	cfg     Config
 	k       *kernel.Kernel
@@ -456,14 +463,21 @@ func (d *Driver) Say(ctx context.Context, text string) error {
 }
 
 // Cancel cancels agent's turn; turn binds it to one turn (0: the current
-// one), so a late Ctrl-C cannot cancel the next turn (F14).
+// one), so a late Ctrl-C cannot cancel the next turn (F14). It returns once
+// the kernel has cancelled every stream and tool of the turn (a cancel of
+// a turn that already ended is ignored: nil); the turn itself ends —
+// LifeTurnEnded, interrupted with reason user_cancel, through the Observer —
+// when they have acknowledged or been abandoned, at most Grace later.
 func (d *Driver) Cancel(ctx context.Context, agent kernel.AgentID, turn uint64) error {
 	return d.do(ctx, input{kind: inCancel, agent: agent, turn: turn})
 }
 
 // Inspect runs fn on the kernel's goroutine (read-only access to the tree),
-// also while the tree shuts down.
+// also while the tree shuts down. A nil fn is an error.
 func (d *Driver) Inspect(ctx context.Context, fn func(*kernel.Kernel)) error {
+	if fn == nil {
+		return errors.New("live: Inspect needs a function")
+	}
 	return d.do(ctx, input{kind: inInspect, inspect: fn})
 }
 

@@ -76,3 +76,21 @@ func TestRefusalsMatchKernelSentinels(t *testing.T) {
 		close(release)
 	})
 }
+
+// TestInspectNilIsAnError: Inspect with a nil function is a caller's mistake
+// that comes back as an error; it must not panic on the kernel's goroutine,
+// which would take the whole process down with the tree.
+func TestInspectNilIsAnError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		d := newDriver(t, ModelFunc(func(context.Context, Request, Sink) error { return nil }), noTools, newRecorder(), nil)
+		stop := start(t, d)
+		defer stop()
+		if err := d.Inspect(t.Context(), nil); err == nil {
+			t.Error("Inspect(nil): nil error")
+		}
+		var state fsm.State
+		if err := d.Inspect(t.Context(), func(k *kernel.Kernel) { state = k.AgentState(kernel.Root) }); err != nil || state != fsm.Idle {
+			t.Errorf("Inspect after Inspect(nil): %v, root %s; the driver must run on", err, state)
+		}
+	})
+}

@@ -32,7 +32,10 @@ type Model interface {
 
 // Request is one chat request the kernel asked for (EffStartLLM).
 type Request struct {
-	Op    kernel.OpID
+	// Op identifies this request among the tree's operations (in the
+	// Observer's lifecycle records and Abandoned).
+	Op kernel.OpID
+	// Agent is the agent that asks (kernel.Root for the root).
 	Agent kernel.AgentID
 	// Path names the agent ("main/explore") for logs.
 	Path string
@@ -81,7 +84,9 @@ type FailureError struct {
 	Err     error
 }
 
-// Fail wraps err with the failure class the driver reports to the kernel.
+// Fail wraps err with the failure class the driver reports to the kernel; a
+// Model returns it from Stream (an error that is not a *FailureError counts
+// as a server failure before the first chunk, a stream failure after).
 func Fail(f kernel.Failure, err error) error { return &FailureError{Failure: f, Err: err} }
 
 func (e *FailureError) Error() string {
@@ -125,16 +130,27 @@ type Tools interface {
 
 // Call is one tool call the kernel started (EffStartTool).
 type Call struct {
-	Op    kernel.OpID
+	// Op identifies this call among the tree's operations (in the
+	// Observer's lifecycle records and Abandoned).
+	Op kernel.OpID
+	// Agent is the agent whose model asked for the call.
 	Agent kernel.AgentID
-	Path  string
+	// Path names that agent ("main/explore") for logs.
+	Path string
+	// ToolCall is what the model asked for: the call's ID, the tool's Name
+	// and its Arguments (JSON text as the model wrote it, not validated
+	// against the tool's schema; empty when the model sent none).
 	kernel.ToolCall
 }
 
 // ToolResult is what a tool produced: Content goes to the model as the tool
 // message; Status says how the tool ended.
 type ToolResult struct {
-	Status  kernel.ToolStatus
+	// Status is kernel.ToolOK (the zero value), kernel.ToolError, or
+	// kernel.ToolCancelled once ctx was cancelled. A ToolCancelled the
+	// kernel did not ask for counts as a failure.
+	Status kernel.ToolStatus
+	// Content is the tool message the model reads, also for an error.
 	Content string
 }
 

@@ -159,7 +159,7 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 			}
 		}
 		if s.Type != TypeStdio && s.Type != TypeHTTP {
-			return nil, fmt.Errorf("%s: unknown type %q", s.where(), s.Type)
+			return nil, fmt.Errorf("%s: unknown type %q (set Type to TypeStdio, %q, or TypeHTTP, %q)", s.where(), s.Type, TypeStdio, TypeHTTP)
 		}
 	}
 	if opts.KillGrace <= 0 {

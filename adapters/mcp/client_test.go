@@ -40,6 +40,21 @@ func TestCollisionsRefused(t *testing.T) {
 	})
 }
 
+// TestStartWithoutTypeSaysWhichTypesThereAre: a ServerConfig built in code
+// (not by LoadConfig, which derives Type from command or url) without a Type
+// is refused before anything starts, with an error naming the types to set.
+func TestStartWithoutTypeSaysWhichTypesThereAre(t *testing.T) {
+	_, err := Start(context.Background(), Options{Servers: []ServerConfig{{Name: "files", Command: "mcp-files"}}})
+	if err == nil {
+		t.Fatal("Start accepted a server without a type")
+	}
+	for _, want := range []string{`"files"`, `"stdio"`, `"http"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
 // TestSpecs: each tool offered as mcp__SERVER__TOOL with the server's input
 // schema and description, in the server's order.
 func TestSpecs(t *testing.T) {

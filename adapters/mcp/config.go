@@ -34,7 +34,8 @@ type ServerConfig struct {
 	Name string
 	// File is the configuration file the server came from (for errors).
 	File string
-	// Type is TypeStdio or TypeHTTP.
+	// Type is TypeStdio or TypeHTTP. LoadConfig derives it from command or
+	// url; a ServerConfig built in code must set it.
 	Type string
 
 	// Command, Args and Env start a stdio server. Env is added to the

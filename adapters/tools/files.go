@@ -322,8 +322,11 @@ func (b *Box) Specs() []live.ToolSpec {
 // call cut off by a crash is answered tool_lost instead.
 func (b *Box) Idempotent() []string { return []string{"read_file", "list_dir", "grep"} }
 
-// DelegateSpec is the schema of the kernel's delegation tool: the kernel,
-// not this package, spawns the sub-agent.
+// DelegateSpec is the schema of the kernel's delegation tool, named name
+// (kernel.Config.DelegateTool; kernel.DefaultDelegateTool when empty): the
+// kernel, not this package, spawns the sub-agent. A Box publishes it in
+// Specs; a program whose tools have no Box adds it to the model's tools
+// (openai.Config.Tools) to let its agents delegate.
 func DelegateSpec(name string) live.ToolSpec {
 	if name == "" {
 		name = "delegate"

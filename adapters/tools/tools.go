@@ -9,6 +9,11 @@
 // elsewhere, or a symlink pointing out — is refused with a tool error that
 // says which. Tool failures are results for the model (kernel.ToolError),
 // never panics or process exits.
+//
+// A Box offers read_file, write_file, list_dir and grep, shell when
+// Config.AllowShell is set, and the schema of the kernel's delegation tool
+// (DelegateSpec), which the kernel runs itself; Specs has each one's JSON
+// Schema. adapters/toolset combines a Box with MCP servers and Go functions.
 package tools
 
 import (
@@ -75,8 +80,9 @@ type Box struct {
 }
 
 // New opens the workspace. It refuses a workspace the file tools must not
-// expose (see sensitiveRoot) and an environment policy that would pass the
-// API key.
+// expose — the filesystem root (it holds /proc/self/environ, this process's
+// environment) and anything under /proc, /sys or /dev — and a PassEnv that
+// would pass the API key. Close the Box when done.
 func New(cfg Config) (*Box, error) {
 	if cfg.Workspace == "" {
 		return nil, errors.New("tools: workspace is required")

@@ -36,6 +36,8 @@ import (
 // tools it runs. *tools.Box and *mcp.Client are Tools.
 type Tools interface {
 	live.Tools
+	// Specs lists the tools Run runs, each name once. The set reads it
+	// once, when the group is added: a group's later tools are not seen.
 	Specs() []live.ToolSpec
 }
 

@@ -79,7 +79,7 @@ func main() {
 	if end.Reason == kernel.ReasonUserCancel {
 		os.Exit(130)
 	} else if end.Outcome != kernel.OutcomeCompleted {
-		log.Fatalf("turn %s: %s", end.Outcome, end.Reason)
+		log.Fatalf("turn %s: %s: %s", end.Outcome, end.Reason, end.Detail) // Detail: the cause (status, server's message)
 	}
 }
 

@@ -133,6 +133,28 @@ func TestEmbedCtrlCCancelsTheTurn(t *testing.T) {
 	}
 }
 
+// TestEmbedShowsWhyTheTurnFailed: when the endpoint refuses the request, the
+// program exits 1 naming the cause — the server's status and message — not
+// only the failure class (the turn's Detail is where the kernel keeps it).
+func TestEmbedShowsWhyTheTurnFailed(t *testing.T) {
+	bin := build(t)
+	srv := fakeopenai.New(func(ctx context.Context, req *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Status(404, `{"error":{"message":"The model 'fake' does not exist","type":"invalid_request_error","code":"model_not_found"}}`)
+	})
+	defer srv.Close()
+	cmd, stdout, stderr := command(bin, srv.BaseURL(), "hello")
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want code 1\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	for _, want := range []string{"failed", "404", "The model 'fake' does not exist"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr does not name %q:\n%s", want, stderr)
+		}
+	}
+}
+
 // TestReadmeEmbedIsThisProgram: the README's "Embed it" code is this file's
 // main function, so what the README shows is what CI builds and runs.
 func TestReadmeEmbedIsThisProgram(t *testing.T) {
