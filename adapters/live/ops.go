@@ -225,6 +225,13 @@ func (s *streamSink) Call(c kernel.CallDelta) {
 	s.emit(kernel.CallFragment(0, s.op, s.chunk, c))
 }
 
+// Progress is a chunk without text: output that is no part of the answer
+// (a reasoning model's thinking) keeps the request's watchdogs fed.
+func (s *streamSink) Progress() {
+	s.chunk++
+	s.emit(kernel.TextDelta(0, s.op, s.chunk, ""))
+}
+
 func (s *streamSink) Retry(attempt int, delay time.Duration, cause string) {
 	s.emit(kernel.LLMRetry(0, s.op, attempt, delay, cause))
 }

@@ -63,6 +63,20 @@ type Sink interface {
 	Usage(u kernel.Usage)
 }
 
+// ProgressSink is a Sink that can also be told the stream is alive and
+// producing output that is no part of the answer — a reasoning model's
+// thinking (reasoning_content), which the adapter neither shows nor keeps.
+// The driver's sink implements it: each Progress becomes a chunk without
+// text (an EvLLMDelta with empty Text), which the kernel counts like any
+// chunk (docs/semantics.md: a delta is progress for the watchdogs), so a
+// long reasoning phase is not taken for a silent server and ended as a
+// first-token or stall timeout. A Model finds it with a type assertion;
+// a Sink without it only loses the progress.
+type ProgressSink interface {
+	Sink
+	Progress()
+}
+
 // FailureError is a model error that names the kernel failure class it must
 // be reported as (rate limit, server, disconnect, stream, bad response).
 type FailureError struct {

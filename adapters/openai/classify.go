@@ -28,6 +28,10 @@ type attemptError struct {
 	// ("Retry-After: 59.9"), for the error text.
 	retryHeader string
 	detail      string
+	// final marks a failure whose class and detail already say what
+	// happened to what arrived (a truncated answer, an empty one): it is
+	// reported as it is, even after tokens reached the kernel.
+	final bool
 }
 
 func (e *attemptError) Error() string { return e.detail }
@@ -206,6 +210,11 @@ func statusError(c *capture, now time.Time) *attemptError {
 		cls = classQuota
 	}
 	detail := strings.TrimSpace(fmt.Sprintf("HTTP %d %s", c.status, http.StatusText(c.status)))
+	if c.status == http.StatusNotFound && !json.Valid(bytes.TrimSpace(c.body)) {
+		// No API answered (a web server's own 404 page): the base URL is
+		// the likely cause. Said before the body, which may be cut.
+		detail += " at POST " + c.url + " (is the base URL the API root, with /v1?)"
+	}
 	if msg := info.String(); msg != "" {
 		detail += ": " + msg // cut by Stream, after redaction
 	}
@@ -241,19 +250,14 @@ func eventError(info errorInfo) *attemptError {
 }
 
 // recvError classifies the end of a stream that went wrong before a finish
-// reason: an error event, a body that is not an event stream, a stream that
-// stopped without [DONE], an unparseable chunk, or a lost connection. (A
-// clean [DONE] is judged by the caller.)
+// reason: an error event, a body that is not an event stream, an event too
+// long, a stream that stopped without [DONE], or a lost connection. (A clean
+// [DONE] and an unparseable chunk are judged by the caller.)
 func recvError(err error, c *capture) *attemptError {
 	if c.errEvent != nil {
-		// Decoded here rather than by go-openai, which cannot read
-		// Ollama's string form.
+		// sseBody ended the stream at it; decoded here rather than by
+		// go-openai, which cannot read Ollama's string form.
 		return eventError(parseErrorBody(c.errEvent))
-	}
-	var ae *oa.APIError
-	if errors.As(err, &ae) {
-		// A bare {"error": …} body without `data:`, which go-openai decodes.
-		return eventError(errorInfo{message: ae.Message, typ: ae.Type, code: jsonText(codeJSON(ae.Code))})
 	}
 	if !c.sawData && len(c.head) > 0 && !strings.Contains(c.contentType, "event-stream") {
 		return &attemptError{failure: kernel.FailureBadResponse, detail: fmt.Sprintf(
@@ -267,24 +271,11 @@ func recvError(err error, c *capture) *attemptError {
 	if errors.Is(err, oa.ErrTooManyEmptyStreamMessages) {
 		return &attemptError{failure: kernel.FailureBadResponse, detail: err.Error()}
 	}
-	var (
-		syntaxErr *json.SyntaxError
-		typeErr   *json.UnmarshalTypeError
-	)
-	if errors.As(err, &syntaxErr) || errors.As(err, &typeErr) {
-		return &attemptError{failure: kernel.FailureBadResponse, detail: "unparseable chunk: " + err.Error()}
-	}
 	if errors.Is(err, io.EOF) { // without [DONE]: the body ended early
 		return &attemptError{failure: kernel.FailureDisconnect, retry: true,
 			detail: "stream ended without [DONE] or a finish_reason (connection closed)"}
 	}
 	return &attemptError{failure: kernel.FailureDisconnect, retry: true, detail: "connection lost: " + err.Error()}
-}
-
-// codeJSON re-encodes go-openai's decoded Code (a string, an int or nil).
-func codeJSON(code any) json.RawMessage {
-	b, _ := json.Marshal(code)
-	return b
 }
 
 // retryAfter reads how long the server asks to wait: retry-after-ms

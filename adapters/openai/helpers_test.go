@@ -30,10 +30,13 @@ type sink struct {
 	retries []string
 	delays  []time.Duration
 	usage   *kernel.Usage
-	first   chan struct{}
-	once    sync.Once
-	retried chan struct{} // closed at the first Retry
-	once2   sync.Once
+	// progress counts Progress calls: output that is no answer text (a
+	// reasoning model's thinking) but shows the server is producing.
+	progress int
+	first    chan struct{}
+	once     sync.Once
+	retried  chan struct{} // closed at the first Retry
+	once2    sync.Once
 }
 
 func newSink() *sink { return &sink{first: make(chan struct{}), retried: make(chan struct{})} }
@@ -57,6 +60,7 @@ func (s *sink) Retry(attempt int, delay time.Duration, cause string) {
 	s.once2.Do(func() { close(s.retried) })
 }
 func (s *sink) Usage(u kernel.Usage) { s.mu.Lock(); s.usage = &u; s.mu.Unlock() }
+func (s *sink) Progress()            { s.mu.Lock(); s.progress++; s.mu.Unlock() }
 
 // assembled concatenates call fragments the way the kernel does.
 func (s *sink) assembled() []kernel.ToolCall {

@@ -14,9 +14,12 @@
 // request's context closes the HTTP response at once.
 //
 // The files split by job: retry.go holds the request loop (Stream),
-// stream.go one attempt and how a stream's end is judged, classify.go what a
-// failure means, transport.go what is captured below go-openai (error
-// bodies, Retry-After, [DONE]).
+// stream.go one attempt and how a stream's end is judged, chunk.go what is
+// read of a chunk (reasoning, content parts, finish reasons that mean a cut
+// answer), classify.go what a failure means, transport.go what is captured
+// below go-openai (error bodies, Retry-After), sse.go the event-stream
+// grammar (line ends, BOM, multi-line data, [DONE], error events), whole.go
+// a whole JSON answer from a server that does not stream.
 //
 // The API key is only ever placed in the Authorization header: every error
 // text this package produces is scrubbed of it (internal/redact: any run of
@@ -71,11 +74,11 @@ type Config struct {
 	// own class (rate_limit for a 429) and the server's Retry-After in the
 	// error text. kernel.DefaultLimits().FirstTokenTimeout when 0.
 	MaxRetryWait time.Duration
-	// MaxLineBytes bounds one line of the event stream. go-openai reads a
-	// line whole before it decodes it, so a single 50 MB token would be
-	// buffered entirely before the kernel's max_message_bytes could cut
-	// the message; a longer line fails the request (bad_response, not
-	// retried) as soon as it passes the bound. The CLI derives it from
+	// MaxLineBytes bounds one event of the event stream (its data lines
+	// together). An event is read whole before it is decoded, so a single
+	// 50 MB token would be buffered entirely before the kernel's
+	// max_message_bytes could cut the message; a longer event fails the
+	// request (bad_response, not retried) as soon as it passes the bound. The CLI derives it from
 	// max_message_bytes (MaxLineFor); MaxLineFor(1 MiB) when 0.
 	MaxLineBytes int
 	// TailWait bounds how long the stream may run on after its finish

@@ -39,7 +39,7 @@ func (m *Model) Stream(ctx context.Context, req live.Request, sink live.Sink) er
 		// Redact before cutting: a key straddling the cut would otherwise
 		// survive as a prefix the redaction no longer recognises.
 		detail := m.clean(ae.detail)
-		if started {
+		if started && !ae.final {
 			// Tokens reached the kernel: retrying would duplicate them.
 			return m.fail(kernel.FailureStream, "stream broke after tokens arrived: "+detail)
 		}

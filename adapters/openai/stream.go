@@ -11,16 +11,26 @@ import (
 	oa "github.com/sashabaranov/go-openai"
 )
 
+// progressEvery bounds how often reasoning output is reported as progress
+// (live.ProgressSink): often enough for any watchdog worth setting, rarely
+// enough that 20,000 reasoning tokens are not 20,000 kernel events.
+const progressEvery = 250 * time.Millisecond
+
 // attempt sends the request once and forwards the stream. started reports
 // whether anything reached the sink (after which retrying is unsafe).
 //
 // How the stream's end is judged: a finish_reason ends the answer (what
-// follows, the usage chunk and [DONE], gets TailWait at most); without one,
-// `data: [DONE]` after text or tool calls is a normal end too (some servers
-// and proxies never send a finish_reason); [DONE] with nothing before it is
-// an empty answer, refused as a bad response; a body that ends without
-// [DONE] or a finish_reason was cut off (a disconnect, or a stream error
-// once tokens arrived).
+// follows, the usage chunk and [DONE], gets TailWait at most), except one
+// that says the answer is not whole ("length", "content_filter", "error":
+// finishFailure); without one, `data: [DONE]` after text or tool calls is a
+// normal end too (some servers and proxies never send a finish_reason);
+// [DONE] with no answer before it is an empty answer, refused as a bad
+// response; a body that ends without [DONE] or a finish_reason was cut off
+// (a disconnect, or a stream error once tokens arrived).
+//
+// Reasoning (reasoning_content, reasoning, "thinking" parts) is no part of
+// the answer: it is neither forwarded as text nor kept, and only reported
+// as progress, so the kernel's watchdogs see a live stream.
 func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink live.Sink) (started bool, err error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -38,16 +48,36 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 
 	var (
 		finished bool
+		answered bool // text or a tool call arrived
 		tail     *time.Timer
 		calls    callIndexer
+		pinged   bool
+		lastPing time.Time
 	)
 	defer func() {
 		if tail != nil {
 			tail.Stop()
 		}
 	}()
+	progress := func() {
+		started = true
+		ps, ok := sink.(live.ProgressSink)
+		if !ok {
+			return
+		}
+		if now := m.cfg.Now(); !pinged || now.Sub(lastPing) >= progressEvery {
+			pinged, lastPing = true, now
+			ps.Progress()
+		}
+	}
+	text := func(s string) {
+		if s != "" {
+			sink.Text(s)
+			started, answered = true, true
+		}
+	}
 	for {
-		chunk, err := st.Recv()
+		raw, err := st.RecvRaw()
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
@@ -56,13 +86,17 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 				// The answer is whole: [DONE], the tail wait ran out, or the
 				// connection dropped after the finish reason.
 				return started, nil
-			case errors.Is(err, io.EOF) && capt.done && started:
+			case errors.Is(err, io.EOF) && capt.done && answered:
 				return started, nil
 			case errors.Is(err, io.EOF) && capt.done:
-				return started, &attemptError{failure: kernel.FailureBadResponse,
+				return started, &attemptError{failure: kernel.FailureBadResponse, final: true,
 					detail: "empty answer: the stream said [DONE] before any text, tool call or finish_reason"}
 			}
 			return started, recvError(err, capt)
+		}
+		chunk, err := decodeChunk(raw)
+		if err != nil {
+			return started, &attemptError{failure: kernel.FailureBadResponse, detail: "unparseable chunk: " + err.Error()}
 		}
 		if chunk.Usage != nil {
 			sink.Usage(kernel.Usage{PromptTokens: chunk.Usage.PromptTokens, CompletionTokens: chunk.Usage.CompletionTokens})
@@ -72,50 +106,76 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 				continue // we ask for one choice; ignore any others
 			}
 			d := ch.Delta
-			if d.Content != "" {
-				sink.Text(d.Content)
-				started = true
+			content, thinking, ok := contentText(d.Content)
+			if !ok {
+				return started, &attemptError{failure: kernel.FailureBadResponse, detail: "unparseable chunk: content is neither a string nor a list of parts: " + string(d.Content)}
 			}
-			if d.Refusal != "" {
-				sink.Text(d.Refusal)
-				started = true
+			if thinking || present(d.ReasoningContent) || present(d.Reasoning) {
+				progress()
+			}
+			text(content)
+			if refusal, _, _ := contentText(d.Refusal); refusal != "" {
+				text(refusal)
 			}
 			for _, tc := range d.ToolCalls {
-				sink.Call(kernel.CallDelta{Index: calls.index(tc), ID: tc.ID, Name: tc.Function.Name, Args: tc.Function.Arguments})
-				started = true
+				sink.Call(kernel.CallDelta{Index: calls.index(tc), ID: tc.ID, Name: tc.Function.Name, Args: argumentsText(tc.Function.Arguments)})
+				started, answered = true, true
 			}
 			if fc := d.FunctionCall; fc != nil && len(d.ToolCalls) == 0 {
 				// The legacy function_call shape: one call, no id.
-				sink.Call(kernel.CallDelta{Index: 0, Name: fc.Name, Args: fc.Arguments})
-				started = true
+				sink.Call(kernel.CallDelta{Index: 0, Name: fc.Name, Args: argumentsText(fc.Arguments)})
+				started, answered = true, true
 			}
-			if ch.FinishReason != "" && !finished {
-				// Decide by what arrived, not by the reason (servers send
-				// "stop" with tool calls); what remains is the usage chunk
-				// and [DONE], which get TailWait at most.
-				finished = true
-				tail = time.AfterFunc(m.cfg.TailWait, cancel)
+			if ch.FinishReason == nil || *ch.FinishReason == "" || finished {
+				continue
 			}
+			if fe := finishFailure(*ch.FinishReason, ch, answered); fe != nil {
+				return started, fe
+			}
+			// Decide by what arrived, not by the reason (servers send
+			// "stop" with tool calls); what remains is the usage chunk
+			// and [DONE], which get TailWait at most.
+			finished = true
+			tail = time.AfterFunc(m.cfg.TailWait, cancel)
 		}
 	}
 }
 
+// failureCut is how an answer the server cut short fails: a stream error
+// once text or calls arrived (the kernel keeps them as partial), a bad
+// response before.
+func failureCut(answered bool) kernel.Failure {
+	if answered {
+		return kernel.FailureStream
+	}
+	return kernel.FailureBadResponse
+}
+
 // callIndexer maps streamed tool-call fragments to call indices. OpenAI
-// sends an index on every fragment; older Ollama sent whole calls without
-// one, so a fragment without an index that names a call (id or name) starts
-// a new call at the lowest index not used yet, and one that does not
-// continues the last. (An absurd index is passed through for the kernel to
-// refuse; it does not push later calls out of range.)
+// sends an index on every fragment; older Ollama and Gemini send calls
+// without one (Gemini several in one chunk). A fragment without an index
+// that repeats the id of a call seen before continues that call (vLLM-like
+// servers repeat the id on every fragment); one that names a new call (a
+// new id, or a name) starts it at the lowest index not used yet; one that
+// names nothing continues the last. (An absurd index is passed through for
+// the kernel to refuse; it does not push later calls out of range.)
 type callIndexer struct {
 	used map[int]bool
+	ids  map[string]int
 	last int
 }
 
-func (c *callIndexer) index(tc oa.ToolCall) int {
+func (c *callIndexer) index(tc callFragment) int {
+	if c.used == nil {
+		c.used, c.ids = make(map[int]bool), make(map[string]int)
+	}
 	var i int
+	prev, seen := c.ids[tc.ID]
 	switch {
 	case tc.Index != nil:
 		i = *tc.Index
+	case tc.ID != "" && seen:
+		i = prev
 	case tc.ID != "" || tc.Function.Name != "":
 		for c.used[i] {
 			i++
@@ -123,10 +183,10 @@ func (c *callIndexer) index(tc oa.ToolCall) int {
 	default:
 		i = c.last
 	}
-	if c.used == nil {
-		c.used = make(map[int]bool)
-	}
 	c.used[i] = true
+	if tc.ID != "" && !seen {
+		c.ids[tc.ID] = i
+	}
 	c.last = i
 	return i
 }

@@ -227,3 +227,20 @@ func TestAnswerEndNotHeldBack(t *testing.T) {
 		t.Errorf("exit %d, stdout %q; want the whole answer\n%s", code, out.String(), errb.String())
 	}
 }
+
+// TestTruncatedAnswerSaid: an answer the server cut at its token limit
+// (finish_reason "length") is printed as far as it came, and the turn ends
+// failed with exit 1 and a line on stderr that says the answer was cut —
+// never exit 0 as if it were whole.
+func TestTruncatedAnswerSaid(t *testing.T) {
+	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Text("The three reasons are: first, ")
+		_ = w.End("length")
+	})
+	dir := t.TempDir()
+	code, out, errb := runCLI(t, "run", "hello", "--model", "x", "--session", filepath.Join(dir, "s.jsonl"), "--workspace", dir)
+	if code != exitCheckFailed || !strings.Contains(out, "The three reasons are: first, ") ||
+		!strings.Contains(errb, `the server cut the answer off at its token limit (finish_reason "length"`) {
+		t.Errorf("exit %d\nstdout %q\nstderr %q", code, out, errb)
+	}
+}

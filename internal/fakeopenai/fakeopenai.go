@@ -174,7 +174,9 @@ func (w *Writer) start() {
 	}
 	w.started = true
 	h := w.rw.Header()
-	h.Set("Content-Type", "text/event-stream")
+	if h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "text/event-stream")
+	}
 	h.Set("Cache-Control", "no-cache")
 	w.rw.WriteHeader(http.StatusOK)
 }
@@ -195,6 +197,24 @@ func (w *Writer) Raw(line string) error {
 	}
 	return nil
 }
+
+// Bytes writes s verbatim (no line end added) and flushes it: for line
+// endings, byte-order marks and field layouts Raw does not produce.
+func (w *Writer) Bytes(s string) error {
+	w.start()
+	if _, err := io.WriteString(w.rw, s); err != nil {
+		return err
+	}
+	if w.flush != nil {
+		w.flush()
+	}
+	return nil
+}
+
+// Header sets a response header before anything is written (a
+// Content-Type with parameters, a Content-Encoding); Raw, Bytes and the
+// other writers keep it.
+func (w *Writer) Header(name, value string) { w.rw.Header().Set(name, value) }
 
 func (w *Writer) chunk(choice string) error {
 	w.chunkN++

@@ -1,0 +1,156 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// streamChunk is what the adapter reads of one chat.completion.chunk. It
+// decodes the chunks itself (go-openai's reader only frames them) so that
+// what servers other than OpenAI's send is read too: reasoning deltas
+// (DeepSeek's and vLLM's reasoning_content, OpenRouter's and Ollama's
+// reasoning), content given as a list of parts (Mistral), tool-call
+// arguments given as an object instead of a string, Azure's content
+// filter results. Fields it does not name (logprobs, system_fingerprint,
+// x_groq, timings, …) are skipped unread, whatever their shape.
+type streamChunk struct {
+	Choices []streamChoice `json:"choices"`
+	Usage   *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+type streamChoice struct {
+	Index int `json:"index"`
+	Delta struct {
+		Content          json.RawMessage `json:"content"`
+		Refusal          json.RawMessage `json:"refusal"`
+		ReasoningContent json.RawMessage `json:"reasoning_content"`
+		Reasoning        json.RawMessage `json:"reasoning"`
+		ToolCalls        []callFragment  `json:"tool_calls"`
+		FunctionCall     *struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"function_call"`
+	} `json:"delta"`
+	FinishReason         *string                    `json:"finish_reason"`
+	ContentFilterResults map[string]json.RawMessage `json:"content_filter_results"`
+}
+
+// callFragment is one streamed tool-call fragment.
+type callFragment struct {
+	Index    *int   `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+func decodeChunk(raw []byte) (streamChunk, error) {
+	var c streamChunk
+	err := json.Unmarshal(raw, &c)
+	return c, err
+}
+
+// contentText reads a delta's content: a string, null, or a list of parts
+// (Mistral), whose "text" parts are answer text and whose "thinking" parts
+// are reasoning. ok is false for anything else.
+func contentText(raw json.RawMessage) (text string, thinking, ok bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false, true
+	}
+	if raw[0] == '"' {
+		err := json.Unmarshal(raw, &text)
+		return text, false, err == nil
+	}
+	var parts []struct {
+		Type     string          `json:"type"`
+		Text     string          `json:"text"`
+		Thinking json.RawMessage `json:"thinking"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", false, false
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		switch {
+		case p.Type == "text" || (p.Type == "" && p.Text != ""):
+			b.WriteString(p.Text)
+		case p.Type == "thinking" || p.Type == "reasoning":
+			thinking = true
+		}
+	}
+	return b.String(), thinking, true
+}
+
+// present reports whether a raw field carries something: neither absent,
+// null nor an empty string.
+func present(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && string(raw) != "null" && string(raw) != `""`
+}
+
+// argumentsText reads tool-call arguments: a string as sent (the OpenAI
+// shape), or any other JSON value (an object some servers send) as its
+// JSON text; absent or null is "".
+func argumentsText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// filtered names the categories Azure's content_filter_results flagged
+// (filtered: true), sorted.
+func filtered(results map[string]json.RawMessage) []string {
+	var out []string
+	for name, raw := range results {
+		var r struct {
+			Filtered bool `json:"filtered"`
+		}
+		if json.Unmarshal(raw, &r) == nil && r.Filtered {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// finishFailure judges a finish_reason that says the answer is not whole:
+// "length" (the server's token limit cut it), "content_filter" (a filter
+// stopped it), "error" (the server gave up). It returns nil for a reason
+// that ends a whole answer (stop, tool_calls, function_call, eos, and any
+// reason it does not know). answered says whether text or calls arrived.
+func finishFailure(reason string, c streamChoice, answered bool) *attemptError {
+	cut := func(detail string) *attemptError {
+		// The answer is not retried (the same request is cut the same way);
+		// the kernel keeps what arrived as partial and runs none of its calls.
+		e := &attemptError{failure: failureCut(answered), final: true, detail: detail}
+		return e
+	}
+	switch strings.ToLower(reason) {
+	case "length", "max_tokens":
+		return cut(fmt.Sprintf("the server cut the answer off at its token limit (finish_reason %q: max_tokens or the context window)", reason))
+	case "content_filter":
+		detail := fmt.Sprintf("the server's content filter stopped the answer (finish_reason %q)", reason)
+		if names := filtered(c.ContentFilterResults); len(names) > 0 {
+			detail = fmt.Sprintf("the server's content filter stopped the answer (finish_reason %q; flagged: %s)", reason, strings.Join(names, ", "))
+		}
+		return cut(detail)
+	case "error":
+		return &attemptError{failure: classServer.failure, retry: true,
+			detail: fmt.Sprintf("the server ended the answer with finish_reason %q", reason)}
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package openai_test
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/kernel"
+)
+
+// Tool-call shapes of OpenAI-compatible servers other than OpenAI's.
+
+// recordTools is a tool port that records what ran.
+func recordTools() (live.Tools, func() []string) {
+	var (
+		mu  sync.Mutex
+		ran []string
+	)
+	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+		mu.Lock()
+		ran = append(ran, c.ID+" "+c.Name+" "+c.Arguments)
+		mu.Unlock()
+		return live.ToolResult{Status: kernel.ToolOK, Content: "ok"}
+	})
+	return tl, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := slices.Clone(ran)
+		sort.Strings(out)
+		return out
+	}
+}
+
+// TestGeminiCallsWithoutIndex: Gemini's OpenAI layer sends tool calls
+// without an index, several whole calls in one chunk, with ids like
+// "function-call-123": each is its own call, none merged into another.
+func TestGeminiCallsWithoutIndex(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.Body.Last().Role == "tool" {
+			_ = w.Answer("done", 100)
+			return
+		}
+		_ = w.Raw(`data: {"choices":[{"delta":{"role":"assistant","tool_calls":[` +
+			`{"function":{"arguments":"{\"path\":\"a\"}","name":"read_file"},"id":"function-call-1","type":"function"},` +
+			`{"function":{"arguments":"{\"path\":\"b\"}","name":"read_file"},"id":"function-call-2","type":"function"}]},"index":0}],` +
+			`"created":1,"model":"gemini-2.5-flash","object":"chat.completion.chunk"}`)
+		_ = w.Raw(`data: {"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"path\":\".\"}","name":"list_dir"},"id":"function-call-3","type":"function"}]},"finish_reason":"tool_calls","index":0}],"object":"chat.completion.chunk"}`)
+		_ = w.Done()
+	})
+	defer srv.Close()
+	tl, ran := recordTools()
+	end, _ := runTurn(t, newModel(t, srv, nil), tl, "read")
+	want := []string{`function-call-1 read_file {"path":"a"}`, `function-call-2 read_file {"path":"b"}`, `function-call-3 list_dir {"path":"."}`}
+	if end.Outcome != kernel.OutcomeCompleted || !slices.Equal(ran(), want) {
+		t.Errorf("turn %s %q, ran %q", end.Outcome, end.Text, ran())
+	}
+}
+
+// TestWholeCallWithFinishStop: Ollama and some llama.cpp builds send a
+// whole tool call in one chunk and finish with "stop", not "tool_calls":
+// the call runs (what arrived decides, not the reason).
+func TestWholeCallWithFinishStop(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.Body.Last().Role == "tool" {
+			_ = w.Answer("listed", 100)
+			return
+		}
+		_ = w.Raw(`data: {"id":"chatcmpl-9","object":"chat.completion.chunk","model":"llama3.1","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[{"id":"call_x1","index":0,"type":"function","function":{"name":"list_dir","arguments":"{\"path\":\".\"}"}}]},"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"id":"chatcmpl-9","object":"chat.completion.chunk","model":"llama3.1","system_fingerprint":"fp_ollama","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop"}]}`)
+		_ = w.Done()
+	})
+	defer srv.Close()
+	tl, ran := recordTools()
+	end, _ := runTurn(t, newModel(t, srv, nil), tl, "list")
+	if end.Outcome != kernel.OutcomeCompleted || end.Text != "listed" || !slices.Equal(ran(), []string{`call_x1 list_dir {"path":"."}`}) {
+		t.Errorf("turn %s %q, ran %q", end.Outcome, end.Text, ran())
+	}
+}
+
+// TestVLLMCallShapes: vLLM repeats the call id on every argument chunk,
+// may send the arguments whole in the first chunk and then empty-string
+// deltas, and sends "content": null beside tool calls; a server that
+// repeats the id on fragments without an index continues that call rather
+// than starting a new one per fragment.
+func TestVLLMCallShapes(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.Body.Last().Role == "tool" {
+			_ = w.Answer("fine", 100)
+			return
+		}
+		// Call 0: id on every fragment, arguments split.
+		_ = w.Raw(`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":null,"tool_calls":[{"index":0,"id":"chatcmpl-tool-a1","type":"function","function":{"name":"grep"}}]},"logprobs":null,"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"choices":[{"index":0,"delta":{"content":null,"tool_calls":[{"index":0,"id":"chatcmpl-tool-a1","type":"function","function":{"arguments":"{\"pattern\":\"x\","}}]},"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"choices":[{"index":0,"delta":{"content":null,"tool_calls":[{"index":0,"id":"chatcmpl-tool-a1","type":"function","function":{"arguments":"\"path\":\".\"}"}}]},"finish_reason":null}]}`)
+		// Call 1: arguments whole at once, then empty deltas.
+		_ = w.Raw(`data: {"choices":[{"index":0,"delta":{"content":null,"tool_calls":[{"index":1,"id":"chatcmpl-tool-b2","type":"function","function":{"name":"list_dir","arguments":"{\"path\":\"sub\"}"}}]},"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"choices":[{"index":0,"delta":{"content":null,"tool_calls":[{"index":1,"function":{"arguments":""}}]},"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"choices":[{"index":0,"delta":{"content":null,"tool_calls":[{"index":1,"id":"chatcmpl-tool-b2","function":{"arguments":""}}]},"finish_reason":null}]}`)
+		// Call 2: no index, the id repeated on each fragment.
+		_ = w.Raw(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"id":"tool-c3","type":"function","function":{"name":"read_file","arguments":"{\"path\":"}}]},"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"id":"tool-c3","type":"function","function":{"arguments":"\"c\"}"}}]},"finish_reason":null}]}`)
+		_ = w.End("tool_calls")
+	})
+	defer srv.Close()
+	tl, ran := recordTools()
+	end, _ := runTurn(t, newModel(t, srv, nil), tl, "go")
+	want := []string{`chatcmpl-tool-a1 grep {"pattern":"x","path":"."}`, `chatcmpl-tool-b2 list_dir {"path":"sub"}`, `tool-c3 read_file {"path":"c"}`}
+	if end.Outcome != kernel.OutcomeCompleted || !slices.Equal(ran(), want) {
+		t.Errorf("turn %s %q, ran %q\nwant %q", end.Outcome, end.Text, ran(), want)
+	}
+}
+
+// TestExtraFieldsIgnored: the fields other servers add — Azure's
+// prompt_filter_results in a first chunk without choices, system
+// fingerprints, logprobs, Groq's x_groq, llama.cpp's timings, a usage-only
+// last chunk — change nothing in the answer.
+func TestExtraFieldsIgnored(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Raw(`data: {"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"}}}]}`)
+		_ = w.Raw(`data: {"id":"x","object":"chat.completion.chunk","system_fingerprint":"fp_44709d6fcb","x_groq":{"id":"req_01"},"choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"},"logprobs":{"content":[{"token":"Hel","logprob":-0.01,"bytes":[72,101,108],"top_logprobs":[]}]},"finish_reason":null,"content_filter_results":{}}]}`)
+		_ = w.Raw(`data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"lo"},"logprobs":null,"finish_reason":null}],"timings":{"predicted_ms":12.5}}`)
+		_ = w.Raw(`data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop","stop_reason":null}],"x_groq":{"id":"req_01","usage":{"queue_time":0.01,"prompt_tokens":9,"completion_tokens":2}}}`)
+		_ = w.Raw(`data: {"id":"x","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11,"prompt_tokens_details":{"cached_tokens":0}}}`)
+		_ = w.Done()
+	})
+	defer srv.Close()
+	s := newSink()
+	if err := newModel(t, srv, nil).Stream(context.Background(), request(), s); err != nil {
+		t.Fatal(err)
+	}
+	if s.text.String() != "Hello" || s.usage == nil || s.usage.CompletionTokens != 2 || s.progress != 0 {
+		t.Errorf("text %q, usage %+v, progress %d", s.text.String(), s.usage, s.progress)
+	}
+}
