@@ -304,6 +304,15 @@ func (c *outcomeChecker) finish() {
 // with HTML escaping off — so the model reads every character as the agent
 // produced it, not a \uXXXX escape of it.
 func canonicalResult(content string) string {
+	if canonicalFlat(content) {
+		return ""
+	}
+	return canonicalResultJSON(content)
+}
+
+// canonicalResultJSON is canonicalResult through encoding/json, for any
+// content.
+func canonicalResultJSON(content string) string {
 	dec := json.NewDecoder(strings.NewReader(content))
 	dec.UseNumber()
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -120,7 +119,7 @@ func (m *model) read(a *agentObs, i int, msg kernel.Message) {
 			if f := o.f; f != nil && !f.read {
 				f.read = true
 				if st := f.l.Status; st != kernel.CallOK && st != kernel.CallError {
-					f.parsed = json.Unmarshal([]byte(msg.Content), &f.content) == nil
+					f.parsed = parseResult(msg.Content, &f.content)
 				}
 			}
 		}
