@@ -258,6 +258,33 @@ func TestLimitTable(t *testing.T) {
 			t.Fatalf("field %s (%s) is not in the table", lt.Field(i).Name, tag)
 		}
 	}
+	// Each row reads and writes the field of its name, and LimitSpecs
+	// yields the rows in LimitTable's order.
+	table := LimitTable()
+	n := 0
+	for i, s := range LimitSpecs() {
+		if n++; s.Name != table[i].Name {
+			t.Fatalf("LimitSpecs row %d is %s; LimitTable's is %s", i, s.Name, table[i].Name)
+		}
+		var set Limits
+		s.Set(&set, 7)
+		v := reflect.ValueOf(set)
+		for f := range lt.NumField() {
+			want := int64(0)
+			if lt.Field(f).Tag.Get("json") == s.Name {
+				want = 7
+			}
+			if got := v.Field(f).Int(); got != want {
+				t.Fatalf("%s.Set(7) left %s at %d", s.Name, lt.Field(f).Name, got)
+			}
+		}
+		if got := s.Get(set); got != 7 {
+			t.Fatalf("%s.Get = %d after Set(7)", s.Name, got)
+		}
+	}
+	if n != len(table) {
+		t.Fatalf("LimitSpecs yields %d rows; LimitTable has %d", n, len(table))
+	}
 }
 
 // cancelled is the op of the last request the kernel cancelled.

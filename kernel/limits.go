@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"iter"
 	"time"
 )
 
@@ -79,8 +80,58 @@ type LimitSpec struct {
 	// Usage is one line for --help and the documentation.
 	Usage string
 
-	dur func(*Limits) *time.Duration
-	num func(*Limits) *int
+	field limitField
+}
+
+// limitField names the field of Limits a LimitSpec describes. A switch,
+// not a func per row: a func value would make every Get copy its Limits to
+// the heap (the trace header and Validate read all of them per run).
+type limitField uint8
+
+const (
+	limitGrace limitField = iota + 1 // zero: a LimitSpec not from the table
+	limitFirstTokenTimeout
+	limitStallTimeout
+	limitToolTimeout
+	limitTurnTimeout
+	limitDebounce
+	limitMaxDepth
+	limitMaxChildren
+	limitMaxRequests
+	limitMaxMessageBytes
+	limitMaxCalls
+	limitMaxParallelTools
+)
+
+// fieldOf is the field f of l: a duration or a count (the other nil).
+func (l *Limits) fieldOf(f limitField) (*time.Duration, *int) {
+	switch f {
+	case limitGrace:
+		return &l.Grace, nil
+	case limitFirstTokenTimeout:
+		return &l.FirstTokenTimeout, nil
+	case limitStallTimeout:
+		return &l.StallTimeout, nil
+	case limitToolTimeout:
+		return &l.ToolTimeout, nil
+	case limitTurnTimeout:
+		return &l.TurnTimeout, nil
+	case limitDebounce:
+		return &l.Debounce, nil
+	case limitMaxDepth:
+		return nil, &l.MaxDepth
+	case limitMaxChildren:
+		return nil, &l.MaxChildren
+	case limitMaxRequests:
+		return nil, &l.MaxRequests
+	case limitMaxMessageBytes:
+		return nil, &l.MaxMessageBytes
+	case limitMaxCalls:
+		return nil, &l.MaxCalls
+	case limitMaxParallelTools:
+		return nil, &l.MaxParallelTools
+	}
+	return nil, nil
 }
 
 // Ceilings on the configurable limits: a limit on everything (TigerBeetle).
@@ -104,79 +155,88 @@ const (
 var limitTable = [...]LimitSpec{
 	{Name: "grace", Flag: "grace", Unit: UnitDuration, Default: int64(2 * time.Second), Min: 1, Max: maxDuration,
 		Usage: "time a cancelled stream or tool gets to stop before it is abandoned",
-		dur:   func(l *Limits) *time.Duration { return &l.Grace }},
+		field: limitGrace},
 	{Name: "first_token_timeout", Flag: "first-token-timeout", Unit: UnitDuration, Default: int64(30 * time.Second), Min: 1, Max: maxDuration,
 		Usage: "silence allowed from a request's start to its first chunk",
-		dur:   func(l *Limits) *time.Duration { return &l.FirstTokenTimeout }},
+		field: limitFirstTokenTimeout},
 	{Name: "stall_timeout", Flag: "stall-timeout", Unit: UnitDuration, Default: int64(30 * time.Second), Min: 1, Max: maxDuration,
 		Usage: "silence allowed between two chunks of one stream",
-		dur:   func(l *Limits) *time.Duration { return &l.StallTimeout }},
+		field: limitStallTimeout},
 	{Name: "tool_timeout", Flag: "tool-timeout", Unit: UnitDuration, Default: int64(2 * time.Minute), Min: 1, Max: maxDuration,
 		Usage: "time one tool call may take, from its start to its result",
-		dur:   func(l *Limits) *time.Duration { return &l.ToolTimeout }},
+		field: limitToolTimeout},
 	{Name: "turn_timeout", Flag: "turn-timeout", Unit: UnitDuration, Default: int64(10 * time.Minute), Min: 1, Max: maxDuration,
 		Usage: "time one turn may take (a child gets at most its parent's remaining time)",
-		dur:   func(l *Limits) *time.Duration { return &l.TurnTimeout }},
+		field: limitTurnTimeout},
 	{Name: "debounce", Flag: "debounce", Unit: UnitDuration, Default: int64(100 * time.Millisecond), Min: 0, Max: maxDuration,
 		Usage: "how long more interjections may join a cut stream before its request restarts",
-		dur:   func(l *Limits) *time.Duration { return &l.Debounce }},
+		field: limitDebounce},
 	{Name: "max_depth", Flag: "max-depth", Unit: UnitCount, Default: 8, Min: 0, Max: MaxDepthCeiling,
 		Usage: "deepest delegation level (the root is 0); deeper delegations are refused",
-		num:   func(l *Limits) *int { return &l.MaxDepth }},
+		field: limitMaxDepth},
 	{Name: "max_children", Flag: "max-children", Unit: UnitCount, Default: 16, Min: 0, Max: MaxChildrenCeiling,
 		Usage: "delegations per agent per turn; further ones are refused",
-		num:   func(l *Limits) *int { return &l.MaxChildren }},
+		field: limitMaxChildren},
 	{Name: "max_requests", Flag: "max-requests", Unit: UnitCount, Default: 50, Min: 1, Max: MaxRequestsCeiling,
 		Usage: "LLM requests per agent per turn; the turn ends budget_exhausted when they run out",
-		num:   func(l *Limits) *int { return &l.MaxRequests }},
+		field: limitMaxRequests},
 	{Name: "max_message_bytes", Flag: "max-message-bytes", Unit: UnitCount, Default: 1 << 20, Min: 1, Max: MaxMessageBytesCeiling,
 		Usage: "bytes one streamed assistant message may hold (text and tool calls); beyond it the stream is cut, reason output_limit",
-		num:   func(l *Limits) *int { return &l.MaxMessageBytes }},
+		field: limitMaxMessageBytes},
 	{Name: "max_calls", Flag: "max-calls", Unit: UnitCount, Default: 64, Min: 1, Max: MaxCallsCeiling,
 		Usage: "tool calls of one assistant message that run; each further call gets a refusal result (reason max_calls)",
-		num:   func(l *Limits) *int { return &l.MaxCalls }},
+		field: limitMaxCalls},
 	{Name: "max_parallel_tools", Flag: "max-parallel-tools", Unit: UnitCount, Default: 8, Min: 1, Max: MaxCallsCeiling,
 		Usage: "tool calls one agent runs at once; the rest wait their turn in call order",
-		num:   func(l *Limits) *int { return &l.MaxParallelTools }},
+		field: limitMaxParallelTools},
 }
 
 // LimitTable returns the limits' specifications in their canonical order
 // (a fresh slice each call).
 func LimitTable() []LimitSpec { return append([]LimitSpec(nil), limitTable[:]...) }
 
+// LimitSpecs yields LimitTable's rows with their index, without copying
+// the table (every trace header reads it).
+func LimitSpecs() iter.Seq2[int, LimitSpec] {
+	return func(yield func(int, LimitSpec) bool) {
+		for i, s := range limitTable {
+			if !yield(i, s) {
+				return
+			}
+		}
+	}
+}
+
 // DurationPtr is the field s describes in l, for a duration limit (nil for
 // a count), so flag packages can bind it directly.
 func (s LimitSpec) DurationPtr(l *Limits) *time.Duration {
-	if s.dur == nil {
-		return nil
-	}
-	return s.dur(l)
+	d, _ := l.fieldOf(s.field)
+	return d
 }
 
 // IntPtr is the field s describes in l, for a count limit (nil for a
 // duration).
 func (s LimitSpec) IntPtr(l *Limits) *int {
-	if s.num == nil {
-		return nil
-	}
-	return s.num(l)
+	_, n := l.fieldOf(s.field)
+	return n
 }
 
 // Get reads the limit from l (nanoseconds for durations).
 func (s LimitSpec) Get(l Limits) int64 {
-	if s.dur != nil {
-		return int64(*s.dur(&l))
+	d, n := l.fieldOf(s.field)
+	if d != nil {
+		return int64(*d)
 	}
-	return int64(*s.num(&l))
+	return int64(*n)
 }
 
 // Set writes v into l (nanoseconds for durations); it does not validate.
 func (s LimitSpec) Set(l *Limits, v int64) {
-	if s.dur != nil {
-		*s.dur(l) = time.Duration(v)
-		return
+	if d, n := l.fieldOf(s.field); d != nil {
+		*d = time.Duration(v)
+	} else {
+		*n = int(v)
 	}
-	*s.num(l) = int(v)
 }
 
 // Check reports why v is not a valid value for s, as a phrase to put after

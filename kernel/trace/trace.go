@@ -218,7 +218,7 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 			return b, err
 		}
 	}
-	for i, spec := range kernel.LimitTable() {
+	for i, spec := range kernel.LimitSpecs() {
 		if i == 0 {
 			e.lit(`,"limits":{`)
 		} else {
