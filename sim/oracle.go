@@ -27,6 +27,24 @@ type oracle struct {
 	out      []Violation
 	recent   [recentEvents]kernel.Event
 	nrecent  int
+	// all holds the checkers checks points to: allocated with the oracle
+	// in one piece, not one by one (an oracle is built for every run).
+	all struct {
+		stale      staleChecker
+		freeze     freezeChecker
+		input      inputChecker
+		fsm        fsmChecker
+		transcript transcriptChecker
+		outcome    outcomeChecker
+		content    contentChecker
+		call       callChecker
+		cancel     cancelChecker
+		quiesce    quiesceChecker
+		accounting accountingChecker
+		progress   progressChecker
+		view       viewChecker
+		checks     [15]checker
+	}
 }
 
 // checker judges one group of invariants.
@@ -71,26 +89,41 @@ const _ = uint(emittedRing - SimLogCapacity) // emittedRing ≥ SimLogCapacity
 func newOracle(c Core, cfg kernel.Config) *oracle {
 	o := &oracle{m: newModel(c, cfg), probes: newProbeSet()}
 	j := judge{o, o.m}
-	o.quiesce = &quiesceChecker{judge: j}
+	all := &o.all
+	all.stale = staleChecker{judge: j}
+	all.freeze = freezeChecker{judge: j}
+	all.input = inputChecker{judge: j}
+	all.fsm = fsmChecker{judge: j, legal: legalMoves()}
+	all.transcript = transcriptChecker{judge: j}
+	all.outcome = outcomeChecker{judge: j}
+	all.content = contentChecker{judge: j}
+	all.call = callChecker{judge: j}
+	all.cancel = cancelChecker{judge: j}
+	all.quiesce = quiesceChecker{judge: j}
+	all.accounting = accountingChecker{judge: j}
+	all.progress = progressChecker{judge: j}
+	all.view = viewChecker{judge: j, quiet: true}
+	o.quiesce = &all.quiesce
 	o.deadline = newDeadlineChecker(j)
 	// The order is the order violations of one step are reported in.
-	o.checks = []checker{
-		&staleChecker{judge: j},
-		&freezeChecker{judge: j},
-		&inputChecker{judge: j},
-		&fsmChecker{judge: j, legal: legalMoves()},
+	all.checks = [...]checker{
+		&all.stale,
+		&all.freeze,
+		&all.input,
+		&all.fsm,
 		newUserTextChecker(j),
-		&transcriptChecker{judge: j},
-		&outcomeChecker{judge: j},
-		&contentChecker{judge: j},
-		&callChecker{judge: j},
-		&cancelChecker{judge: j},
+		&all.transcript,
+		&all.outcome,
+		&all.content,
+		&all.call,
+		&all.cancel,
 		o.quiesce,
 		o.deadline,
-		&accountingChecker{judge: j},
-		&progressChecker{judge: j},
-		&viewChecker{judge: j, quiet: true},
+		&all.accounting,
+		&all.progress,
+		&all.view,
 	}
+	o.checks = all.checks[:]
 	return o
 }
 

@@ -3,7 +3,6 @@ package sim
 import (
 	"cmp"
 	"fmt"
-	"maps"
 	"reflect"
 	"regexp"
 	"slices"
@@ -363,7 +362,16 @@ func faultList() string {
 
 // sortedKeys returns a map's keys in order: map iteration order must never
 // reach an output (I6).
-func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K { return slices.Sorted(maps.Keys(m)) }
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	// slices.Sorted(maps.Keys(m)) grows its slice from nothing; the
+	// oracle and the canonical YAML call this on every run.
+	keys := make([]K, 0, len(m))
+	for k := range m { // determinism: sorted below
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
 
 // KernelConfig is the kernel configuration a run of s uses.
 func (s *Scenario) KernelConfig() kernel.Config {

@@ -136,9 +136,12 @@ func (t *Writer) agent(tree Tree, id kernel.AgentID) *agentText {
 		if path == "" {
 			return nil
 		}
-		quoted := kernel.AppendJSONString(nil, path)
-		a.field = append([]byte(`,"agent":`), quoted...)
-		a.open = append(append([]byte(`{"path":`), quoted...), `,"kind":"`...)
+		// Both texts in one allocation (a path rarely needs escaping).
+		b := make([]byte, 0, 2*len(path)+32)
+		b = kernel.AppendJSONString(append(b, `,"agent":`...), path)
+		a.field = b[:len(b):len(b)]
+		b = kernel.AppendJSONString(append(b, `{"path":`...), path)
+		a.open = append(b, `,"kind":"`...)[len(a.field):]
 	}
 	return a
 }

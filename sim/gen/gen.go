@@ -18,7 +18,6 @@ package gen
 
 import (
 	"cmp"
-	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -261,8 +260,8 @@ func drawScript(t *rapid.T, lb *scriptLabels, name string, level int, next, tool
 // (possibly none) and how many of each, so some runs are fault-free and some
 // saturated with one kind.
 func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
-	names := slices.Sorted(maps.Keys(s.Agents))
-	tools := slices.Sorted(maps.Keys(s.Tools))
+	names := sortedKeys(s.Agents)
+	tools := sortedKeys(s.Tools)
 	var out []sim.Fault
 	for i, kind := range sim.FaultKinds() {
 		key := &sharedTables().faults[i]
@@ -306,7 +305,7 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 // same instant as chunks, results and timers; the rest come from a spread of
 // phases.
 func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
-	names := slices.Sorted(maps.Keys(s.Agents))
+	names := sortedKeys(s.Agents)
 	anchors, deep := findAnchors(s, 128)
 	return rapid.Custom(func(t *rapid.T) []sim.Input {
 		ins := []sim.Input{{At: 0, Submit: "s0"}}
@@ -437,4 +436,15 @@ func findAnchors(s *sim.Scenario, limit int) (anchors, deep []time.Duration) {
 	visit(sim.RootScript, 0, 0)
 	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
 	return out, deep
+}
+
+// sortedKeys returns a map's keys in order (the generator draws by index,
+// so map order must never reach a draw), in a slice allocated once.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m { // determinism: sorted below
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
