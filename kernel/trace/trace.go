@@ -99,13 +99,15 @@ type Effect struct {
 
 // Writer writes a trace and hashes what it wrote. Records are encoded
 // straight into its own buffer, which goes to the hash (and the file) in
-// blocks of flushAt bytes.
+// blocks of flushAt bytes (hashFlushAt when it only hashes).
 type Writer struct {
 	sink io.Writer // the file, if any
 	h    hash.Hash
 	buf  []byte
-	step int
-	err  error
+	// flushAt is the buffered size at which it hashes and writes out.
+	flushAt int
+	step    int
+	err     error
 	// atDigits is the current step's time formatted in nanoseconds (a
 	// buffer reused step after step).
 	atDigits []byte
@@ -149,12 +151,19 @@ func (t *Writer) agent(tree Tree, id kernel.AgentID) *agentText {
 // NewWriter writes hdr and returns a writer for the steps. w may be
 // io.Discard when only the hash is wanted.
 func NewWriter(w io.Writer, hdr Header) *Writer {
-	tw := &Writer{h: sha256.New()}
+	tw := &Writer{h: sha256.New(), flushAt: flushAt}
+	size := flushAt + 4096
 	if w != io.Discard {
 		tw.sink = w
+	} else {
+		// Only hashed (a simulator's run): the hash takes small blocks
+		// as well as large ones, so the buffer need only hold the header
+		// and a step or two, less garbage per run.
+		tw.flushAt = hashFlushAt
+		size = hashFlushAt + 2048 + len(hdr.Scenario) + len(hdr.System) + len(hdr.ChildSystem)
 	}
 	hdr.Type, hdr.Format = "header", FormatVersion
-	tw.buf, tw.err = appendHeader(make([]byte, 0, flushAt+4096), &hdr)
+	tw.buf, tw.err = appendHeader(make([]byte, 0, size), &hdr)
 	return tw
 }
 
@@ -163,7 +172,7 @@ func NewWriter(w io.Writer, hdr Header) *Writer {
 // recovery): it writes no header, and numbers its steps from steps+1. Its
 // hash covers only what it writes.
 func ContinueWriter(w io.Writer, steps int) *Writer {
-	tw := &Writer{h: sha256.New(), step: steps, buf: make([]byte, 0, flushAt+4096)}
+	tw := &Writer{h: sha256.New(), step: steps, buf: make([]byte, 0, flushAt+4096), flushAt: flushAt}
 	if w != io.Discard {
 		tw.sink = w
 	}
@@ -273,8 +282,13 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 	return e.b, nil
 }
 
-// flushAt is the buffered size at which the writer hashes and writes out.
-const flushAt = 8 << 10 // large enough for efficient hashing and writes, small enough that a short run does not allocate much
+// flushAt is the buffered size at which a writer with a file hashes and
+// writes out: large enough for efficient writes, small enough that a short
+// run does not allocate much. hashFlushAt is a writer's that only hashes.
+const (
+	flushAt     = 8 << 10
+	hashFlushAt = 1 << 10
+)
 
 func (t *Writer) flush() {
 	if len(t.buf) == 0 {
@@ -290,7 +304,7 @@ func (t *Writer) flush() {
 // mark appends a note or end line.
 func (t *Writer) mark(typ string, at time.Duration, note string) {
 	t.buf = appendMark(t.buf, typ, t.step, at, note)
-	if len(t.buf) >= flushAt {
+	if len(t.buf) >= t.flushAt {
 		t.flush()
 	}
 }
@@ -347,7 +361,7 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 	}
 	e.lit("}\n")
 	t.buf = e.b
-	if len(t.buf) >= flushAt {
+	if len(t.buf) >= t.flushAt {
 		t.flush()
 	}
 }

@@ -1,0 +1,41 @@
+package sim_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"testing"
+
+	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/gen"
+)
+
+// TestTraceHashWithoutFile: a run that only hashes its trace (a sweep's,
+// whose writer hashes in smaller blocks) reports the hash of exactly the
+// bytes the same run writes to a file.
+func TestTraceHashWithoutFile(t *testing.T) {
+	worlds := []*sim.Scenario{sim.Depth6Scenario()}
+	g := gen.World(gen.DefaultOptions(6))
+	for seed := 1; seed <= 20; seed++ {
+		worlds = append(worlds, g.Example(seed))
+	}
+	for i, s := range worlds {
+		var buf bytes.Buffer
+		file, err := sim.Run(s.Clone(), sim.Options{Trace: &buf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hashed, err := sim.Run(s.Clone(), sim.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(buf.Bytes())
+		if want := hex.EncodeToString(sum[:]); file.TraceSHA256 != want || hashed.TraceSHA256 != want {
+			t.Fatalf("%s: trace of %d bytes hashes to %s; the run with a file says %s, without %s",
+				s.Name, buf.Len(), want, file.TraceSHA256, hashed.TraceSHA256)
+		}
+		if i == 0 && buf.Len() < 64<<10 {
+			t.Fatalf("%s: a trace of %d bytes does not cross many flushes", s.Name, buf.Len())
+		}
+	}
+}
