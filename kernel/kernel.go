@@ -67,9 +67,13 @@ func New(cfg Config) (*Kernel, error) {
 		return nil, fmt.Errorf("kernel config: %w", err)
 	}
 	cfg = cfg.withDefaults()
+	m := cfg.Machine
+	if m == nil {
+		m = fsm.NewMachine()
+	}
 	k := &Kernel{
 		cfg:       cfg,
-		m:         fsm.NewMachine(),
+		m:         m,
 		ops:       make(map[OpID]op),
 		log:       newLog(cfg.LogCapacity),
 		instances: make(map[string]int),

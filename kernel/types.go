@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/internal/enumtext"
 )
 
@@ -55,6 +56,13 @@ type Config struct {
 	// session): its next turn is numbered Turns+1, so turn numbers in a
 	// session file and a trace never repeat.
 	Turns uint64
+	// Machine is the configured agent state machine the kernel fires its
+	// transitions through; a fresh fsm.NewMachine() when nil. Configuring
+	// one costs more than the rest of New, so a host that builds many
+	// kernels one after another (a simulator's sweep) may give them one
+	// machine — but only kernels that never step at the same time: a Fire
+	// holds its target state in the machine until it returns.
+	Machine *fsm.Machine
 }
 
 // Defaults of Config fields left zero.

@@ -87,6 +87,21 @@ type CoreFactory func(kernel.Config) (Core, error)
 // large ring for every generated world.
 const SimLogCapacity = 256
 
+// SequentialKernelCore is KernelCore for runs made one after another on
+// one goroutine (a sweep's worker, a world and its re-runs): its kernels
+// share one configured state machine (kernel.Config.Machine) instead of
+// each configuring its own, which costs more than the rest of a kernel's
+// construction. Kernels it builds must never step at the same time.
+func SequentialKernelCore() CoreFactory {
+	m := fsm.NewMachine()
+	return func(cfg kernel.Config) (Core, error) {
+		if cfg.Machine == nil {
+			cfg.Machine = m
+		}
+		return KernelCore(cfg)
+	}
+}
+
 // KernelCore is the default CoreFactory: the real kernel.
 func KernelCore(cfg kernel.Config) (Core, error) {
 	if cfg.LogCapacity == 0 {

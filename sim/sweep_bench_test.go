@@ -11,9 +11,9 @@ import (
 // BenchmarkSweepVsSim sets a sweep's throughput beside the simulator's in
 // one loop: each iteration runs BenchmarkSimEvents' depth-6 scenario once,
 // then sweep worlds (depth 6, the CLI's re-run of every tenth, seeds
-// 1..10000 in turn) until they have delivered as many events, then the same
-// worlds again through sim.Run alone, drawn outside the timer — timing the
-// three apart. Interleaving keeps the ratios honest on a shared machine
+// 1..10000 in turn, on one worker as the CLI's pool runs them) until they
+// have delivered as many events, then the same worlds again through
+// sim.Run alone, drawn outside the timer — timing the three apart. Interleaving keeps the ratios honest on a shared machine
 // whose load drifts. ratio is the sweep's events/s over the depth-6
 // scenario's (the README's performance table); sim-on-worlds is what the
 // simulator does with the sweep's own worlds, so sweep over sim-on-worlds
@@ -22,6 +22,7 @@ func BenchmarkSweepVsSim(b *testing.B) {
 	s := sim.Depth6Scenario()
 	p := sweep.Plan{From: 1, Seeds: 10000, Depth: 6, Shards: 1, RecheckEvery: 10}
 	g := p.Generator()
+	core := sim.SequentialKernelCore() // as a sweep's worker runs them
 	var simT, sweepT, worldsT time.Duration
 	simN, sweepN, worldsN, worlds, seed := 0, 0, 0, 0, 0
 	for b.Loop() {
@@ -33,7 +34,7 @@ func BenchmarkSweepVsSim(b *testing.B) {
 		t1 := time.Now()
 		first := seed
 		for n := 0; n < r.Events; {
-			w, err := sweep.RunWorld(g, p, p.From+seed, nil)
+			w, err := sweep.RunWorld(g, p, p.From+seed, core)
 			if err != nil || len(w.Violations) > 0 {
 				b.Fatal(err, w.Violations)
 			}

@@ -39,3 +39,46 @@ func TestTraceHashWithoutFile(t *testing.T) {
 		}
 	}
 }
+
+// TestSequentialKernelCore: kernels that share one state machine
+// (SequentialKernelCore, as a sweep's worker and an exploration build
+// them) trace exactly what kernels with their own do, even when their
+// runs' steps interleave on one goroutine.
+func TestSequentialKernelCore(t *testing.T) {
+	g := gen.World(gen.DefaultOptions(6))
+	shared := sim.SequentialKernelCore()
+	for seed := 1; seed <= 40; seed += 2 {
+		a, b := g.Example(seed), g.Example(seed+1)
+		var want [2]string
+		for i, s := range []*sim.Scenario{a, b} {
+			r, err := sim.Run(s.Clone(), sim.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[i] = r.TraceSHA256
+		}
+		var runs [2]*sim.Sim
+		for i, s := range []*sim.Scenario{a, b} {
+			m, err := sim.New(s.Clone(), sim.Options{Core: shared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			runs[i] = m
+		}
+		for more := true; more; {
+			more = false
+			for _, m := range runs {
+				more = m.Step() || more
+			}
+		}
+		for i, m := range runs {
+			r, err := m.Finish()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.TraceSHA256 != want[i] || !r.Passed {
+				t.Fatalf("seed %d with a shared machine: trace %s (passed %v), with its own %s", seed+i, r.TraceSHA256, r.Passed, want[i])
+			}
+		}
+	}
+}

@@ -152,6 +152,10 @@ func Scenario(s *sim.Scenario, opt Options) (*Report, error) {
 	if opt.ShrinkBudget == 0 {
 		opt.ShrinkBudget = 400
 	}
+	if opt.Core == nil {
+		// One exploration runs its schedules one after another.
+		opt.Core = sim.SequentialKernelCore()
+	}
 	base := s.Clone()
 	base.Expect = sim.Expect{}
 	base.Schedule = nil

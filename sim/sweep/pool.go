@@ -60,13 +60,19 @@ func (pl Pool) Run(ctx context.Context, p Plan, add func(World) error) error {
 		pl.Start(func() {
 			defer func() { exited <- struct{}{} }()
 			g := p.Generator()
+			core := pl.Core
+			if core == nil {
+				// This worker's runs are sequential: its kernels can
+				// share one configured state machine.
+				core = sim.SequentialKernelCore()
+			}
 			for seed := range work {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				w, err := RunWorld(g, p, seed, pl.Core)
+				w, err := RunWorld(g, p, seed, core)
 				select {
 				case results <- result{seed, w, err}:
 				case <-stop:
