@@ -11,9 +11,10 @@ import (
 // BenchmarkSweepVsSim sets a sweep's throughput beside the simulator's in
 // one loop: each iteration runs BenchmarkSimEvents' depth-6 scenario once,
 // then sweep worlds (depth 6, the CLI's re-run of every tenth, seeds
-// 1..10000 in turn, on one worker as the CLI's pool runs them) until they
-// have delivered as many events, then the same worlds again through
-// sim.Run alone, drawn outside the timer — timing the three apart. Interleaving keeps the ratios honest on a shared machine
+// 1..10000 in turn) until they have delivered as many events, then the
+// same worlds again through sim.Run alone, drawn outside the timer —
+// timing the three apart. Both run on one worker's kernel factory, as the
+// CLI's pool gives each worker (sim.SequentialKernelCore). Interleaving keeps the ratios honest on a shared machine
 // whose load drifts. ratio is the sweep's events/s over the depth-6
 // scenario's (the README's performance table); sim-on-worlds is what the
 // simulator does with the sweep's own worlds, so sweep over sim-on-worlds
@@ -48,7 +49,7 @@ func BenchmarkSweepVsSim(b *testing.B) {
 		for k := first; k != seed; k = (k + 1) % p.Seeds {
 			world := g.Example(p.From + k)
 			t3 := time.Now()
-			wr, err := sim.Run(world, sim.Options{})
+			wr, err := sim.Run(world, sim.Options{Core: core})
 			if err != nil {
 				b.Fatal(err)
 			}
