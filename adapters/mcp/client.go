@@ -94,6 +94,10 @@ const (
 	EventStopped EventKind = "server_stopped"
 	// EventStderr: a line a stdio server wrote to its stderr (Message).
 	EventStderr EventKind = "stderr"
+	// EventStdoutNoise: a line a stdio server wrote to its stdout that is
+	// not a JSON-RPC message (a banner, a log line), skipped (Message: the
+	// line, cut to 200 bytes).
+	EventStdoutNoise EventKind = "stdout_noise"
 )
 
 // Event is something the CLI shows beside the kernel's lifecycle events.

@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 }
 
 func serveStdio() int {
+	if role, ok := strings.CutPrefix(os.Getenv(roleEnv), rawRolePrefix); ok {
+		return serveRaw(role)
+	}
 	fmt.Fprintln(os.Stderr, "test server starting")
 	if os.Getenv(roleEnv) == "exit-at-start" {
 		fmt.Fprintln(os.Stderr, "fatal: no database configured")

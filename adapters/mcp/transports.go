@@ -80,7 +80,9 @@ func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	})
 	srv.wg.Go(sess.stderr.read)
 	return &tapTransport{
-		inner: &sdk.IOTransport{Reader: stdoutR, Writer: stdinW},
+		inner: &sdk.IOTransport{Reader: newStdoutFilter(stdoutR, func(line string) {
+			srv.c.emit(Event{Kind: EventStdoutNoise, Server: cfg.Name, Message: line})
+		}), Writer: stdinW},
 		tap:   sess.tap,
 		got:   func(c *tapConn) { sess.conn = c },
 	}, nil
