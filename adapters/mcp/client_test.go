@@ -84,19 +84,25 @@ func TestSpecs(t *testing.T) {
 }
 
 // TestInputSchemaNormalised: a schema without "properties" or "type"
-// gets them; none at all is the empty object schema.
+// gets them; none at all is the empty object schema; one that is not an
+// object schema (which chat APIs refuse) is the empty object schema, and
+// the problem is named.
 func TestInputSchemaNormalised(t *testing.T) {
 	for _, tc := range []struct {
-		in   any
-		want string
+		in            any
+		want, problem string
 	}{
-		{nil, `{"type":"object","properties":{}}`},
-		{map[string]any{"type": "object"}, `{"properties":{},"type":"object"}`},
-		{map[string]any{"properties": map[string]any{"a": map[string]any{"type": "string"}}, "required": []any{"a"}}, `{"properties":{"a":{"type":"string"}},"required":["a"],"type":"object"}`},
-		{"not a schema", `{"type":"object","properties":{}}`},
+		{nil, `{"type":"object","properties":{}}`, ""},
+		{map[string]any{"type": "object"}, `{"properties":{},"type":"object"}`, ""},
+		{map[string]any{"properties": map[string]any{"a": map[string]any{"type": "string"}}, "required": []any{"a"}}, `{"properties":{"a":{"type":"string"}},"required":["a"],"type":"object"}`, ""},
+		{"not a schema", `{"type":"object","properties":{}}`, "its input schema is not a JSON object"},
+		{true, `{"type":"object","properties":{}}`, "its input schema is not a JSON object"},
+		{map[string]any{"type": "string"}, `{"type":"object","properties":{}}`, `its input schema has type "string", not "object"`},
+		{map[string]any{"type": []any{"object", "null"}}, `{"type":"object","properties":{}}`, `its input schema has type ["object","null"], not "object"`},
 	} {
-		if got := string(inputSchema(tc.in)); got != tc.want {
-			t.Errorf("inputSchema(%v) = %s, want %s", tc.in, got, tc.want)
+		got, problem := inputSchema(tc.in)
+		if string(got) != tc.want || problem != tc.problem {
+			t.Errorf("inputSchema(%v) = %s, %q; want %s, %q", tc.in, got, problem, tc.want, tc.problem)
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package mcp
 
 import (
+	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/escapement/escapement/kernel"
@@ -44,4 +46,62 @@ func TestStdoutNoiseTolerated(t *testing.T) {
 	if !slices.Equal(noise, want) {
 		t.Errorf("stdout noise reported %q\nwant %q", noise, want)
 	}
+}
+
+// TestOddToolLists: a server's tools/list with names the model cannot take
+// as they are (spaces, non-ASCII, too long), the same name twice, two names
+// that map to one, a tool without a name, and input schemas that are
+// absent, `true` or not an object: the server starts (it is not refused
+// for a list its user cannot change), every distinct named tool is offered
+// once under a valid, unique name with an object schema, the start event
+// says what was changed, and each offered tool calls the server's tool of
+// that name.
+func TestOddToolLists(t *testing.T) {
+	ev := newEvents()
+	c := startRaw(t, "oddtools", Options{Observer: ev.add})
+	var names []string
+	for _, s := range c.Specs() {
+		names = append(names, s.Name)
+		if len(s.Name) > MaxNameLen || !validName(s.Name) {
+			t.Errorf("invalid name %q", s.Name)
+		}
+		var schema map[string]any
+		if err := json.Unmarshal(s.Parameters, &schema); err != nil || schema["type"] != "object" {
+			t.Errorf("%s: parameters %s", s.Name, s.Parameters)
+		}
+	}
+	want := []string{"mcp__raw__echo", "mcp__raw__with_space", "mcp__raw____n__code", "mcp__raw__dup", "mcp__raw__get_file",
+		hashedToolName("raw", "get_file"), ToolName("raw", strings.Repeat("long", 20)), "mcp__raw__noschema", "mcp__raw__trueschema", "mcp__raw__stringschema"}
+	if !slices.Equal(names, want) {
+		t.Errorf("names %q\nwant  %q", names, want)
+	}
+	started := ev.of(EventStarted)
+	if len(started) != 1 {
+		t.Fatalf("started events %+v", started)
+	}
+	mustContain(t, "start detail", started[0].Detail, "10 tools", "a tool without a name is not offered", `tool "dup" is listed twice; offered once`,
+		`tool "get_file" is offered as `+want[5], `tool "trueschema": its input schema is not a JSON object; offered without parameters`, `tool "stringschema": its input schema has type "string", not "object"`)
+	for _, name := range want {
+		r := c.Run(t.Context(), call(name, `{}`))
+		if r.Status != kernel.ToolOK {
+			t.Errorf("%s: %v %q", name, r.Status, r.Content)
+		}
+	}
+	if r := c.Run(t.Context(), call(want[5], `{}`)); r.Content != "called get_file" {
+		t.Errorf("%s called %q, want the server's get_file", want[5], r.Content)
+	}
+}
+
+// TestHugeToolList: a server listing 3000 tools, one of them with a 1 MiB
+// input schema, starts; the first MaxToolsPerServer tools are offered
+// (every model request carries them all), the huge schema is not, and the
+// start event says both.
+func TestHugeToolList(t *testing.T) {
+	ev := newEvents()
+	c := startRaw(t, "manytools", Options{Observer: ev.add})
+	specs := c.Specs()
+	if len(specs) != MaxToolsPerServer-1 || specs[1].Name != "mcp__raw__t0000" {
+		t.Errorf("%d tools offered, the second %q; want %d (the first %d listed, without bigschema)", len(specs), specs[1].Name, MaxToolsPerServer-1, MaxToolsPerServer)
+	}
+	mustContain(t, "start detail", ev.of(EventStarted)[0].Detail, "511 tools (it lists more; the first 512 are offered)", `tool "bigschema" is not offered: its input schema has 10486`)
 }

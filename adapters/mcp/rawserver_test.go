@@ -127,6 +127,7 @@ func (s *rawServer) tools() []any {
 	switch s.scenario {
 	case "oddtools":
 		tools = append(tools,
+			tool("", obj),
 			tool("with space", obj),
 			tool("ünïcode", obj),
 			tool("dup", obj),
@@ -138,6 +139,12 @@ func (s *rawServer) tools() []any {
 			tool("trueschema", true),
 			tool("stringschema", map[string]any{"type": "string"}),
 		)
+	case "manytools":
+		big := map[string]any{"type": "object", "description": strings.Repeat("x", 1<<20)}
+		tools = append(tools, tool("bigschema", big))
+		for i := range 3000 {
+			tools = append(tools, tool(fmt.Sprintf("t%04d", i), obj))
+		}
 	}
 	return tools
 }
@@ -153,6 +160,8 @@ func (s *rawServer) call(id json.RawMessage, name string, token any) {
 		s.line(`{"level":"info","msg":"a JSON log line, not JSON-RPC"}`)
 		s.line("")
 		s.result(id, text("echoed"))
+	case "oddtools":
+		s.result(id, text("called "+name))
 	default:
 		s.result(id, text("echoed"))
 	}

@@ -36,28 +36,27 @@ func newServer(c *Client, cfg ServerConfig) *server {
 // errClosed is returned for calls that arrive after Close.
 var errClosed = errors.New("the MCP client is closed")
 
-// startFirst starts the first session and lists the server's tools.
-func (s *server) startFirst(ctx context.Context) ([]*sdk.Tool, error) {
+// startFirst starts the first session and lists the server's tools (see
+// offers for what is offered).
+func (s *server) startFirst(ctx context.Context) ([]offer, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.c.opts.StartTimeout)
 	defer cancel()
 	sess, err := s.open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.cfg.where(), err)
 	}
-	var tools []*sdk.Tool
-	for t, err := range sess.cs.Tools(ctx, nil) {
-		if err != nil {
-			err = startCause(ctx, err)
-			sess.abort()
-			return nil, fmt.Errorf("%s: listing its tools: %w%s", s.cfg.where(), err, sess.endDetail())
-		}
-		tools = append(tools, t)
+	tools, more, err := listTools(ctx, sess.cs)
+	if err != nil {
+		err = startCause(ctx, err)
+		sess.abort()
+		return nil, fmt.Errorf("%s: listing its tools: %w%s", s.cfg.where(), err, sess.endDetail())
 	}
+	list, notes := offers(s.cfg.Name, tools)
 	s.mu.Lock()
 	s.sess = sess
 	s.mu.Unlock()
-	s.c.emit(Event{Kind: EventStarted, Server: s.cfg.Name, Detail: fmt.Sprintf("%d tools", len(tools))})
-	return tools, nil
+	s.c.emit(Event{Kind: EventStarted, Server: s.cfg.Name, Detail: startedDetail(len(list), more, notes)})
+	return list, nil
 }
 
 // startCause says a start ran out of time rather than "context deadline
