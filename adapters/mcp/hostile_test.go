@@ -105,3 +105,44 @@ func TestHugeToolList(t *testing.T) {
 	}
 	mustContain(t, "start detail", ev.of(EventStarted)[0].Detail, "511 tools (it lists more; the first 512 are offered)", `tool "bigschema" is not offered: its input schema has 10486`)
 }
+
+// TestServerRequestsDuringCall: a server that, during a call, asks the
+// client for sampling, elicitation, its roots and a method no one knows
+// gets an answer to each (an error for what the client does not offer, no
+// roots), and the call goes on to its result.
+func TestServerRequestsDuringCall(t *testing.T) {
+	c := startRaw(t, "misc", Options{})
+	r := c.Run(t.Context(), call("mcp__raw__ask", `{}`))
+	if r.Status != kernel.ToolOK {
+		t.Fatalf("%v %q", r.Status, r.Content)
+	}
+	mustContain(t, "answers", r.Content, "sampling/createMessage: error", "elicitation/create: error", `roots/list: {"roots":[]}`, "no/such-method: error", "-32601")
+}
+
+// TestOddResults: answers a strict client could choke on. A content type
+// this client does not know fails the call, not the session (it is not
+// restarted: the next call runs on the same process); isError without
+// content says so; a second answer to one call and an answer with an id
+// never used are dropped.
+func TestOddResults(t *testing.T) {
+	c := startRaw(t, "misc", Options{})
+	pid := liveSession(t, c, 0).proc.Pid()
+	for _, tc := range []struct {
+		name   string
+		status kernel.ToolStatus
+		want   string
+	}{
+		{"odd-content", kernel.ToolError, `error: mcp__raw__odd-content: the server's answer could not be read: calling "tools/call": unrecognized content type "video" (the server still answers; it was not restarted)`},
+		{"error-empty", kernel.ToolError, "(the tool reported an error and returned no content)"},
+		{"twice", kernel.ToolOK, "first answer"},
+		{"echo", kernel.ToolOK, "echoed"},
+	} {
+		r := c.Run(t.Context(), call("mcp__raw__"+tc.name, `{}`))
+		if r.Status != tc.status || r.Content != tc.want {
+			t.Errorf("%s: %v %q\nwant %v %q", tc.name, r.Status, r.Content, tc.status, tc.want)
+		}
+	}
+	if now := liveSession(t, c, 0).proc.Pid(); now != pid {
+		t.Errorf("the server was restarted (pid %d, was %d)", now, pid)
+	}
+}

@@ -125,6 +125,10 @@ func (s *rawServer) tools() []any {
 	}
 	tools := []any{tool("echo", obj)}
 	switch s.scenario {
+	case "misc":
+		for _, name := range []string{"ask", "flood", "odd-content", "error-empty", "twice", "bigtext", "manyitems", "exit-after"} {
+			tools = append(tools, tool(name, obj))
+		}
 	case "oddtools":
 		tools = append(tools,
 			tool("", obj),
@@ -162,6 +166,69 @@ func (s *rawServer) call(id json.RawMessage, name string, token any) {
 		s.result(id, text("echoed"))
 	case "oddtools":
 		s.result(id, text("called "+name))
+	case "misc":
+		s.misc(id, name, token)
+	default:
+		s.result(id, text("echoed"))
+	}
+}
+
+// misc answers the tools of the "misc" scenario.
+func (s *rawServer) misc(id json.RawMessage, name string, token any) {
+	text := func(t string) map[string]any {
+		return map[string]any{"content": []any{map[string]any{"type": "text", "text": t}}}
+	}
+	switch name {
+	case "ask":
+		// Requests a client may not support, in the middle of a call; the
+		// result says how each was answered.
+		var got []string
+		for i, method := range []string{"sampling/createMessage", "elicitation/create", "roots/list", "no/such-method"} {
+			params := map[string]any{}
+			switch method {
+			case "sampling/createMessage":
+				params = map[string]any{"messages": []any{map[string]any{"role": "user", "content": map[string]any{"type": "text", "text": "hi"}}}, "maxTokens": 10}
+			case "elicitation/create":
+				params = map[string]any{"message": "your name?", "requestedSchema": map[string]any{"type": "object", "properties": map[string]any{}}}
+			}
+			s.send(map[string]any{"id": fmt.Sprintf("srv-%d", i), "method": method, "params": params})
+			reply := <-s.replies
+			if e, ok := reply["error"]; ok {
+				got = append(got, method+": error "+string(e))
+			} else {
+				got = append(got, method+": "+string(reply["result"]))
+			}
+		}
+		s.result(id, text(strings.Join(got, "\n")))
+	case "flood":
+		for i := range 20000 {
+			s.send(map[string]any{"method": "notifications/progress", "params": map[string]any{"progressToken": token, "progress": i + 1, "total": 20000, "message": strings.Repeat("m", 1000)}})
+			s.send(map[string]any{"method": "notifications/message", "params": map[string]any{"level": "info", "data": "log line"}})
+		}
+		s.result(id, text("flooded"))
+	case "odd-content":
+		s.result(id, map[string]any{"content": []any{
+			map[string]any{"type": "text", "text": "before"},
+			map[string]any{"type": "video", "uri": "file:///v.mp4"},
+			map[string]any{"type": "text", "text": "after"},
+		}, "structuredContent": map[string]any{"unexpected": true}})
+	case "error-empty":
+		s.result(id, map[string]any{"isError": true, "content": []any{}})
+	case "twice":
+		s.send(map[string]any{"id": 987654, "result": text("for a request never made")})
+		s.result(id, text("first answer"))
+		s.result(id, text("second answer"))
+	case "bigtext":
+		s.result(id, text(strings.Repeat("x", 50<<20)))
+	case "manyitems":
+		items := make([]any, 100000)
+		for i := range items {
+			items[i] = map[string]any{"type": "text", "text": fmt.Sprintf("item %d", i)}
+		}
+		s.result(id, map[string]any{"content": items})
+	case "exit-after":
+		s.result(id, text("bye"))
+		os.Exit(0)
 	default:
 		s.result(id, text("echoed"))
 	}

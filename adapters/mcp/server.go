@@ -229,8 +229,16 @@ func (s *server) call(ctx context.Context, t *remoteTool, call live.Call, args [
 	case errors.As(err, &werr) && !transportCode(werr.Code):
 		return toolError(t.name, fmt.Sprintf("the server refused the call: %s (JSON-RPC error %d)", werr.Message, werr.Code))
 	}
-	// The transport failed: a process that exited, a connection that broke.
-	// The session cannot be trusted with another call.
+	// Either the server's answer could not be read (a content type this
+	// client does not know, a result of the wrong shape: the SDK fails the
+	// call, not the connection), or the transport failed (a process that
+	// exited, a connection that broke). A ping tells them apart: a session
+	// that still answers keeps serving, and the call is an error result
+	// saying what was wrong; one that does not cannot be trusted with
+	// another call.
+	if perr := sess.ping(s.c.opts.PingTimeout); perr == nil {
+		return toolError(t.name, fmt.Sprintf("the server's answer could not be read: %v (the server still answers; it was not restarted)", err))
+	}
 	sess.kill(fmt.Errorf("the call failed: %w", err))
 	return s.gone(ctx, sess, t)
 }
