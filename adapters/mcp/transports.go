@@ -83,8 +83,8 @@ func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 		inner: &sdk.IOTransport{Reader: newStdoutFilter(stdoutR, func(line string) {
 			srv.c.emit(Event{Kind: EventStdoutNoise, Server: cfg.Name, Message: line})
 		}), Writer: stdinW},
-		tap:   sess.tap,
-		got:   func(c *tapConn) { sess.conn = c },
+		tap: sess.tap,
+		got: func(c *tapConn) { sess.conn = c },
 	}, nil
 }
 
