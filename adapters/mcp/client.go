@@ -16,6 +16,7 @@ import (
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/kernel"
+	"golang.org/x/time/rate"
 )
 
 // ProtocolVersion is the MCP protocol version the client asks for: the
@@ -320,6 +321,7 @@ type pending struct {
 	cancelSent     chan struct{} // closed once notifications/cancelled for it was written
 	cancelSentOnce sync.Once
 	cancelled      atomic.Bool // the kernel cancelled it: progress is no longer shown
+	progressLimit  *rate.Limiter
 }
 
 func (p *pending) event(kind EventKind) Event {

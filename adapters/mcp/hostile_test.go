@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -144,5 +145,27 @@ func TestOddResults(t *testing.T) {
 	}
 	if now := liveSession(t, c, 0).proc.Pid(); now != pid {
 		t.Errorf("the server was restarted (pid %d, was %d)", now, pid)
+	}
+}
+
+// TestCancelDuringFlood: a call whose server floods notifications (progress
+// and log messages, back to back) is still cancelled as any other: the
+// cancel goes out, the ping after it is answered between the flood's
+// messages, and Run returns cancelled.
+func TestCancelDuringFlood(t *testing.T) {
+	ev := newEvents()
+	c := startRaw(t, "misc", Options{Observer: ev.add})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	var r resultOf
+	go func() {
+		defer close(done)
+		r.set(c.Run(ctx, call("mcp__raw__flood", `{}`)))
+	}()
+	ev.next(t, EventProgress)
+	cancel()
+	<-done
+	if got := r.get(); got.Status != kernel.ToolCancelled || got.Content != "cancelled; the MCP server received notifications/cancelled" {
+		t.Errorf("cancelled call: %v %q", got.Status, got.Content)
 	}
 }

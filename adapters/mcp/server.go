@@ -7,9 +7,11 @@ import (
 	"sync"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 )
 
 // server is one configured server: its current session, started at Start
@@ -181,14 +183,26 @@ func (s *server) open(ctx context.Context) (*session, error) {
 	return sess, nil
 }
 
+// Progress events of one call are rate-limited: a server may send
+// thousands a second (a loop, a chatty library), and each becomes a line on
+// stderr or in --json output. A burst of progressBurst passes at once, then
+// progressRate a second; the rest are dropped (progress is a snapshot: the
+// next one shown is current). A message is cut to progressMessageKeep bytes.
+const (
+	progressBurst       = 10
+	progressRate        = 10
+	progressMessageKeep = 400
+)
+
 // progress reports a call's progress notification, unless the call was
-// cancelled (a server may go on reporting a cancelled operation).
+// cancelled (a server may go on reporting a cancelled operation) or its
+// rate is exceeded.
 func (s *server) progress(p *pending, params *sdk.ProgressNotificationParams) {
-	if p.cancelled.Load() || p.tool.server != s {
+	if p.cancelled.Load() || p.tool.server != s || !p.progressLimit.Allow() {
 		return
 	}
 	e := p.event(EventProgress)
-	e.Progress, e.Total, e.Message = params.Progress, params.Total, params.Message
+	e.Progress, e.Total, e.Message = params.Progress, params.Total, textcut.Clip(params.Message, progressMessageKeep)
 	s.c.emit(e)
 }
 
@@ -201,7 +215,8 @@ func (s *server) call(ctx context.Context, t *remoteTool, call live.Call, args [
 		}
 		return toolError(t.name, fmt.Sprintf("%s could not be started: %v", s.cfg.where(), err))
 	}
-	p := &pending{token: s.c.newToken(), tool: t, call: call, sent: make(chan struct{}), cancelSent: make(chan struct{})}
+	p := &pending{token: s.c.newToken(), tool: t, call: call, sent: make(chan struct{}), cancelSent: make(chan struct{}),
+		progressLimit: rate.NewLimiter(progressRate, progressBurst)}
 	callCtx, ok := sess.begin(ctx, p)
 	if !ok {
 		return s.gone(ctx, sess, t)

@@ -127,6 +127,15 @@ func (ts *testServer) build() *sdk.Server {
 		}
 		return text("done"), nil
 	})
+	add("flood", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		for i := 1; i <= 2000; i++ {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 2000, Message: strings.Repeat("m", 1000)})
+			}
+			_ = req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "info", Data: "log line"})
+		}
+		return text("flooded"), nil
+	})
 	add("content", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return contentFor(fmt.Sprint(args(req)["text"])), nil
 	})
