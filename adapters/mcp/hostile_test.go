@@ -3,6 +3,8 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -168,4 +170,47 @@ func TestCancelDuringFlood(t *testing.T) {
 	if got := r.get(); got.Status != kernel.ToolCancelled || got.Content != "cancelled; the MCP server received notifications/cancelled" {
 		t.Errorf("cancelled call: %v %q", got.Status, got.Content)
 	}
+}
+
+// TestCommandNotRunnable: a server command that is a directory, a file
+// without the execute bit, or a script without a #! line is refused at
+// start with an error naming the server, its file and what is wrong.
+func TestCommandNotRunnable(t *testing.T) {
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "server.py")
+	noShebang := filepath.Join(dir, "server.sh")
+	if err := os.WriteFile(plain, []byte("print('hi')\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(noShebang, []byte("echo hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ command, want string }{
+		{dir, "is a directory"},
+		{plain, "is not executable"},
+		{noShebang, "a script needs a #! line"},
+	} {
+		c, err := Start(t.Context(), Options{Servers: []ServerConfig{{Name: "bad", File: "cfg.json", Type: TypeStdio, Command: tc.command}}, PingInterval: -1})
+		if err == nil {
+			c.Close()
+			t.Errorf("%s started", tc.command)
+			continue
+		}
+		mustContain(t, "error", err.Error(), `MCP server "bad" (cfg.json): start `+tc.command, tc.want)
+	}
+}
+
+// TestServerExitsBetweenCalls: a server that exits after answering a call
+// is started again by the next call, which works.
+func TestServerExitsBetweenCalls(t *testing.T) {
+	ev := newEvents()
+	c := startRaw(t, "misc", Options{Observer: ev.add})
+	if r := c.Run(t.Context(), call("mcp__raw__exit-after", `{}`)); r.Content != "bye" {
+		t.Fatalf("exit-after: %+v", r)
+	}
+	mustContain(t, "stopped", ev.next(t, EventStopped).Detail, "exit status 0")
+	if r := c.Run(t.Context(), call("mcp__raw__echo", `{}`)); r.Status != kernel.ToolOK || r.Content != "echoed" {
+		t.Fatalf("call after the exit: %+v", r)
+	}
+	mustContain(t, "restart", ev.of(EventStarted)[1].Detail, "restarted after")
 }

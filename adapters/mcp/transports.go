@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/escapement/escapement/adapters/proc"
@@ -65,10 +66,11 @@ func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	// The process lives as long as the client (or until killed); the
 	// start's ctx only bounds the handshake.
+	path := cmd.Path // proc.Start runs the command through its helper
 	p, err := proc.Start(srv.c.life, cmd, proc.Options{Env: proc.EnvPolicy{Pass: pass}, KillGrace: srv.c.opts.KillGrace})
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
+		return nil, fmt.Errorf("start %s: %w%s", cfg.Command, err, notRunnable(path, err))
 	}
 	// The child has its own copies of its ends.
 	stdinR.Close()
@@ -243,4 +245,25 @@ func (t *stderrTail) tail() string {
 		return ""
 	}
 	return fmt.Sprintf("; its stderr ended with: %q", textcut.Clip(strings.Join(t.last, " | "), stderrKeep))
+}
+
+// notRunnable says why a command the system refused to run cannot run, for
+// the two refusals whose errno alone does not tell a user what to change
+// ("permission denied", "exec format error"); "" otherwise.
+func notRunnable(path string, err error) string {
+	switch {
+	case errors.Is(err, syscall.EACCES):
+		fi, serr := os.Stat(path)
+		switch {
+		case serr != nil:
+			return ""
+		case fi.IsDir():
+			return " (it is a directory, not a program)"
+		case fi.Mode().Perm()&0o111 == 0:
+			return fmt.Sprintf(" (it is not executable, mode %04o: make it executable, or name its interpreter as the command and the file in args)", fi.Mode().Perm())
+		}
+	case errors.Is(err, syscall.ENOEXEC):
+		return " (not a program this system runs: a script needs a #! line naming its interpreter, or name the interpreter as the command and the file in args)"
+	}
+	return ""
 }
