@@ -214,3 +214,23 @@ func TestServerExitsBetweenCalls(t *testing.T) {
 	}
 	mustContain(t, "restart", ev.of(EventStarted)[1].Detail, "restarted after")
 }
+
+// TestHugeResults: 20000 content blocks are cut at the output limit; a
+// 17 MiB answer (over the 16 MiB a message may have) ends the session with
+// an error saying so, not a buffer without bound, and the next call starts
+// the server again.
+func TestHugeResults(t *testing.T) {
+	c := startRaw(t, "misc", Options{})
+	r := c.Run(t.Context(), call("mcp__raw__manyitems", `{}`))
+	if r.Status != kernel.ToolOK || !strings.HasPrefix(r.Content, "item 0\nitem 1\n") || len(r.Content) > DefaultOutputLimit+40 || !strings.Contains(r.Content, "[truncated: ") {
+		t.Errorf("many items: %v, %d bytes", r.Status, len(r.Content))
+	}
+	r = c.Run(t.Context(), call("mcp__raw__bigtext", `{}`))
+	if r.Status != kernel.ToolError {
+		t.Fatalf("big text: %v %d bytes", r.Status, len(r.Content))
+	}
+	mustContain(t, "big text", r.Content, "stopped during the call", "a line of more than 16 MiB", "restarted on the next call")
+	if r := c.Run(t.Context(), call("mcp__raw__echo", `{}`)); r.Content != "echoed" {
+		t.Errorf("after the big text: %+v", r)
+	}
+}

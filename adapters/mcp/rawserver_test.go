@@ -219,9 +219,9 @@ func (s *rawServer) misc(id json.RawMessage, name string, token any) {
 		s.result(id, text("first answer"))
 		s.result(id, text("second answer"))
 	case "bigtext":
-		s.result(id, text(strings.Repeat("x", 50<<20)))
+		s.result(id, text(strings.Repeat("x", 17<<20)))
 	case "manyitems":
-		items := make([]any, 100000)
+		items := make([]any, 20000)
 		for i := range items {
 			items[i] = map[string]any{"type": "text", "text": fmt.Sprintf("item %d", i)}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -127,9 +128,10 @@ func (sess *session) kill(why error) {
 func (sess *session) watch() {
 	srv := sess.srv
 	connDone := make(chan struct{})
+	var connErr error // why the connection ended, once connDone is closed
 	if sess.cs != nil {
 		srv.wg.Go(func() {
-			_ = sess.cs.Wait()
+			connErr = sess.cs.Wait()
 			close(connDone)
 		})
 	} else {
@@ -141,7 +143,13 @@ func (sess *session) watch() {
 	}
 	select {
 	case <-connDone:
-		sess.kill(errors.New("the connection closed"))
+		// A server that wrote what cannot be read (a line too long) ends
+		// the connection with that error; an end of file says nothing more.
+		if connErr != nil && !errors.Is(connErr, io.EOF) && !errors.Is(connErr, io.ErrClosedPipe) {
+			sess.kill(fmt.Errorf("the connection closed: %w", connErr))
+		} else {
+			sess.kill(errors.New("the connection closed"))
+		}
 	case <-procDone:
 		sess.kill(errors.New("the server process ended"))
 	case <-sess.killed:
