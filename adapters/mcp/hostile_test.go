@@ -3,11 +3,15 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/escapement/escapement/kernel"
 )
@@ -232,5 +236,42 @@ func TestHugeResults(t *testing.T) {
 	mustContain(t, "big text", r.Content, "stopped during the call", "a line of more than 16 MiB", "restarted on the next call")
 	if r := c.Run(t.Context(), call("mcp__raw__echo", `{}`)); r.Content != "echoed" {
 		t.Errorf("after the big text: %+v", r)
+	}
+}
+
+// TestHTTPServerMisbehaves: an HTTP endpoint that answers 500, HTML, or
+// starts an event stream and then hangs: the start fails with the status
+// and what was wrong (the hang within the start timeout), naming the
+// server and its file.
+func TestHTTPServerMisbehaves(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		want    []string
+	}{
+		{"500", func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "database is down", http.StatusInternalServerError)
+		}, []string{"500", "database is down"}},
+		{"html", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			io.WriteString(w, "<html><body>Sign in</body></html>")
+		}, []string{"text/html"}},
+		{"hang", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			io.WriteString(w, ": keepalive\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}, []string{"no answer within the start timeout"}},
+	} {
+		srv := httptest.NewServer(tc.handler)
+		_, err := Start(t.Context(), Options{Servers: []ServerConfig{{Name: "web", File: "web.json", Type: TypeHTTP, URL: srv.URL}}, PingInterval: -1, StartTimeout: 500 * time.Millisecond})
+		srv.CloseClientConnections()
+		srv.Close()
+		if err == nil {
+			t.Errorf("%s: started", tc.name)
+			continue
+		}
+		mustContain(t, tc.name, err.Error(), append([]string{`MCP server "web" (web.json): initialize:`}, tc.want...)...)
 	}
 }

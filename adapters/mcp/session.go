@@ -34,6 +34,8 @@ type session struct {
 	whyErr  error                                // why the session ended
 	closing bool                                 // ended on purpose (Close): not reported
 
+	refusal string // http: the last answer that was not a 2xx (status, body)
+
 	watching bool   // watch runs (set by the goroutine that opens the session)
 	detail   string // how the process ended and its last stderr (set by watch)
 
@@ -171,6 +173,9 @@ func (sess *session) watch() {
 		detail += sess.stderr.tail()
 	}
 	sess.mu.Lock()
+	if sess.proc == nil && sess.refusal != "" {
+		detail = "the server's last refusal: " + sess.refusal
+	}
 	sess.detail = detail
 	if detail != "" {
 		sess.whyErr = fmt.Errorf("%w (%s)", sess.whyErr, detail)
@@ -344,4 +349,12 @@ func (sess *session) endDetail() string {
 		return ""
 	}
 	return "; " + sess.detail
+}
+
+// httpRefused records an HTTP answer that was not a 2xx, for the error
+// that reports the session's end.
+func (sess *session) httpRefused(msg string) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	sess.refusal = msg
 }

@@ -101,7 +101,7 @@ func dialHTTP(ctx context.Context, sess *session) (sdk.Transport, error) {
 	}
 	kill, stop := context.WithCancel(context.Background())
 	sess.httpStop = stop
-	rt := &httpTap{base: base, headers: srv.cfg.Headers, tap: sess.tap, kill: kill}
+	rt := &httpTap{base: base, headers: srv.cfg.Headers, tap: sess.tap, kill: kill, refused: sess.httpRefused}
 	return &sdk.StreamableClientTransport{
 		Endpoint:   srv.cfg.URL,
 		HTTPClient: &http.Client{Transport: rt},
@@ -120,7 +120,13 @@ type httpTap struct {
 	headers map[string]string
 	tap     *tap
 	kill    context.Context
+	// refused receives each answer that is not a 2xx: its status and the
+	// start of its body (the SDK's errors carry only the status text).
+	refused func(string)
 }
+
+// refusalKeep bounds how much of a refusal's body is kept.
+const refusalKeep = 300
 
 func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h.kill.Err() != nil {
@@ -161,6 +167,21 @@ func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if resp.StatusCode/100 != 2 {
 		done(fmt.Errorf("HTTP %s", resp.Status))
+		// Keep the start of the body for the error, and hand the SDK the
+		// whole body still.
+		head := make([]byte, refusalKeep)
+		n, _ := io.ReadFull(resp.Body, head)
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head[:n]), resp.Body), resp.Body}
+		msg := "HTTP " + resp.Status
+		if body := strings.Join(strings.Fields(string(textcut.TrimPartialEnd(head[:n]))), " "); body != "" {
+			msg += ": " + body
+		}
+		if h.refused != nil && req.Method == http.MethodPost { // a 405 to the optional GET stream is normal
+			h.refused(msg)
+		}
 	} else {
 		done(nil)
 	}
