@@ -92,6 +92,10 @@ const (
 	// EventStopped: a server ended while in use — it crashed, closed its
 	// connection, or was killed for not answering (Detail says which).
 	EventStopped EventKind = "server_stopped"
+	// EventToolsChanged: a server said its tool list changed
+	// (notifications/tools/list_changed). The tools offered stay those
+	// listed at start (see the package documentation).
+	EventToolsChanged EventKind = "tools_changed"
 	// EventStderr: a line a stdio server wrote to its stderr (Message).
 	EventStderr EventKind = "stderr"
 	// EventStdoutNoise: a line a stdio server wrote to its stdout that is

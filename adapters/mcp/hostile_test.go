@@ -275,3 +275,20 @@ func TestHTTPServerMisbehaves(t *testing.T) {
 		mustContain(t, tc.name, err.Error(), append([]string{`MCP server "web" (web.json): initialize:`}, tc.want...)...)
 	}
 }
+
+// TestToolListChanged: notifications/tools/list_changed is reported and
+// changes nothing: the tools offered stay those listed at start.
+func TestToolListChanged(t *testing.T) {
+	ev := newEvents()
+	c := startRaw(t, "misc", Options{Observer: ev.add})
+	before := c.Specs()
+	if r := c.Run(t.Context(), call("mcp__raw__changed", `{}`)); r.Content != "changed" {
+		t.Fatalf("%+v", r)
+	}
+	if e := ev.next(t, EventToolsChanged); e.Server != "raw" {
+		t.Errorf("event %+v", e)
+	}
+	if after := c.Specs(); len(after) != len(before) {
+		t.Errorf("%d tools after the change, %d before", len(after), len(before))
+	}
+}

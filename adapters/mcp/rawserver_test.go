@@ -126,7 +126,7 @@ func (s *rawServer) tools() []any {
 	tools := []any{tool("echo", obj)}
 	switch s.scenario {
 	case "misc":
-		for _, name := range []string{"ask", "flood", "odd-content", "error-empty", "twice", "bigtext", "manyitems", "exit-after"} {
+		for _, name := range []string{"ask", "flood", "odd-content", "error-empty", "twice", "bigtext", "manyitems", "exit-after", "changed"} {
 			tools = append(tools, tool(name, obj))
 		}
 	case "oddtools":
@@ -226,6 +226,9 @@ func (s *rawServer) misc(id json.RawMessage, name string, token any) {
 			items[i] = map[string]any{"type": "text", "text": fmt.Sprintf("item %d", i)}
 		}
 		s.result(id, map[string]any{"content": items})
+	case "changed":
+		s.send(map[string]any{"method": "notifications/tools/list_changed"})
+		s.result(id, text("changed"))
 	case "exit-after":
 		s.result(id, text("bye"))
 		os.Exit(0)

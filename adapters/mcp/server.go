@@ -158,6 +158,9 @@ func (s *server) open(ctx context.Context) (*session, error) {
 
 	client := sdk.NewClient(&sdk.Implementation{Name: "escapement", Version: "1"}, &sdk.ClientOptions{
 		Capabilities: &sdk.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			s.c.emit(Event{Kind: EventToolsChanged, Server: s.cfg.Name})
+		},
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 			if sess.conn == nil { // an HTTP session: its tap sees no reads
 				if token, ok := req.Params.ProgressToken.(string); ok {
