@@ -192,7 +192,7 @@ func TestProgressEvents(t *testing.T) {
 }
 
 // TestProgressFloodLimited: a server that sends 2000 progress notifications
-// (1 KB messages) and 2000 log messages in one instant: the call ends with
+// (1 KB messages) in one instant: the call ends with
 // its result; the observer gets the burst (progressBurst events), their
 // messages cut, and nothing more in that instant.
 func TestProgressFloodLimited(t *testing.T) {

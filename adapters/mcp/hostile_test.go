@@ -219,7 +219,7 @@ func TestServerExitsBetweenCalls(t *testing.T) {
 	mustContain(t, "restart", ev.of(EventStarted)[1].Detail, "restarted after")
 }
 
-// TestHugeResults: 20000 content blocks are cut at the output limit; a
+// TestHugeResults: 8000 content blocks are cut at the output limit; a
 // 17 MiB answer (over the 16 MiB a message may have) ends the session with
 // an error saying so, not a buffer without bound, and the next call starts
 // the server again.

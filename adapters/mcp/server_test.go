@@ -132,7 +132,6 @@ func (ts *testServer) build() *sdk.Server {
 			if tok := req.Params.GetProgressToken(); tok != nil {
 				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 2000, Message: strings.Repeat("m", 1000)})
 			}
-			_ = req.Session.Log(ctx, &sdk.LoggingMessageParams{Level: "info", Data: "log line"})
 		}
 		return text("flooded"), nil
 	})
