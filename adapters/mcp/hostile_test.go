@@ -292,3 +292,39 @@ func TestToolListChanged(t *testing.T) {
 		t.Errorf("%d tools after the change, %d before", len(after), len(before))
 	}
 }
+
+// TestLongStderrLine: a stderr line far longer than what is kept of it (a
+// stack dump) is cut in what is reported, and the pipe is read on: the
+// server lives to answer the call and to write more, and the next line
+// arrives whole.
+func TestLongStderrLine(t *testing.T) {
+	ev := newEvents()
+	c := startRaw(t, "misc", Options{Observer: ev.add})
+	if r := c.Run(t.Context(), call("mcp__raw__loud", `{}`)); r.Status != kernel.ToolOK || r.Content != "still here" {
+		t.Fatalf("loud: %+v", r)
+	}
+	if r := c.Run(t.Context(), call("mcp__raw__echo", `{}`)); r.Content != "echoed" {
+		t.Fatalf("the call after: %+v", r)
+	}
+	if s := ev.of(EventStopped); len(s) != 0 {
+		t.Fatalf("the server stopped: %+v", s)
+	}
+	// The stderr reader runs beside the calls: wait for the line after the
+	// dump (the hang guard is next's).
+	dump := false
+	for {
+		e := ev.next(t, EventStderr)
+		if strings.HasPrefix(e.Message, "dump: yyy") {
+			dump = true
+			if len(e.Message) > maxStderrLine+64 || !strings.Contains(e.Message, "more bytes") {
+				t.Errorf("the long line is reported as %d bytes ending %q", len(e.Message), e.Message[max(0, len(e.Message)-60):])
+			}
+		}
+		if e.Message == "after the dump" {
+			break
+		}
+	}
+	if !dump {
+		t.Error("the long line was not reported")
+	}
+}

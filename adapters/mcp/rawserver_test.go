@@ -126,7 +126,7 @@ func (s *rawServer) tools() []any {
 	tools := []any{tool("echo", obj)}
 	switch s.scenario {
 	case "misc":
-		for _, name := range []string{"ask", "flood", "odd-content", "error-empty", "twice", "bigtext", "manyitems", "exit-after", "changed"} {
+		for _, name := range []string{"ask", "flood", "odd-content", "error-empty", "twice", "bigtext", "manyitems", "exit-after", "changed", "loud"} {
 			tools = append(tools, tool(name, obj))
 		}
 	case "oddtools":
@@ -233,6 +233,12 @@ func (s *rawServer) misc(id json.RawMessage, name string, token any) {
 	case "exit-after":
 		s.result(id, text("bye"))
 		os.Exit(0)
+	case "loud":
+		// A 200 KiB stderr line (a stack dump, a logged payload), then an
+		// ordinary one; a write to a closed pipe would kill the server.
+		fmt.Fprintln(os.Stderr, "dump: "+strings.Repeat("y", 200<<10))
+		fmt.Fprintln(os.Stderr, "after the dump")
+		s.result(id, text("still here"))
 	default:
 		s.result(id, text("echoed"))
 	}

@@ -225,23 +225,50 @@ func newStderrTail(r *os.File, line func(string)) *stderrTail {
 func (t *stderrTail) read() {
 	defer close(t.done)
 	defer t.r.Close()
-	sc := bufio.NewScanner(t.r)
-	sc.Buffer(make([]byte, 4096), 64<<10)
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
-		if line == "" {
+	// Read to the end of the pipe, whatever a line's length: a reader
+	// that stopped at a long line would leave the server to die of
+	// SIGPIPE on its next write. What is kept of a line is bounded.
+	br := bufio.NewReaderSize(t.r, 4096)
+	var line []byte
+	dropped := 0
+	for {
+		frag, more, err := br.ReadLine()
+		if err != nil {
+			return
+		}
+		keep := min(len(frag), maxStderrLine-len(line))
+		line = append(line, frag[:keep]...)
+		dropped += len(frag) - keep
+		if more {
 			continue
 		}
-		t.mu.Lock()
-		t.last = append(t.last, line)
-		t.size += len(line)
-		for len(t.last) > 1 && t.size > stderrKeep {
-			t.size -= len(t.last[0])
-			t.last = t.last[1:]
-		}
-		t.mu.Unlock()
-		t.line(line)
+		t.take(line, dropped)
+		line, dropped = line[:0], 0
 	}
+}
+
+// maxStderrLine bounds what is kept of one stderr line; the rest of a
+// longer one is counted and dropped.
+const maxStderrLine = 64 << 10
+
+// take records one whole stderr line.
+func (t *stderrTail) take(b []byte, dropped int) {
+	line := strings.TrimRight(string(b), "\r")
+	if dropped > 0 {
+		line += fmt.Sprintf(" … (%d more bytes)", dropped)
+	}
+	if line == "" {
+		return
+	}
+	t.mu.Lock()
+	t.last = append(t.last, line)
+	t.size += len(line)
+	for len(t.last) > 1 && t.size > stderrKeep {
+		t.size -= len(t.last[0])
+		t.last = t.last[1:]
+	}
+	t.mu.Unlock()
+	t.line(line)
 }
 
 // finish waits for the reader to reach the end of the pipe: at once once
