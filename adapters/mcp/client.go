@@ -16,7 +16,7 @@ import (
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/kernel"
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 )
 
 // ProtocolVersion is the MCP protocol version the client asks for: the
@@ -92,8 +92,16 @@ const (
 	// EventStopped: a server ended while in use — it crashed, closed its
 	// connection, or was killed for not answering (Detail says which).
 	EventStopped EventKind = "server_stopped"
+	// EventToolsChanged: a server said its tool list changed
+	// (notifications/tools/list_changed). The tools offered stay those
+	// listed at start (see the package documentation).
+	EventToolsChanged EventKind = "tools_changed"
 	// EventStderr: a line a stdio server wrote to its stderr (Message).
 	EventStderr EventKind = "stderr"
+	// EventStdoutNoise: a line a stdio server wrote to its stdout that is
+	// not a JSON-RPC message (a banner, a log line), skipped (Message: the
+	// line, cut to 200 bytes).
+	EventStdoutNoise EventKind = "stdout_noise"
 )
 
 // Event is something the CLI shows beside the kernel's lifecycle events.
@@ -184,7 +192,7 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	}
 
 	// Start in parallel: npx-launched servers take seconds each.
-	lists := make([][]*sdk.Tool, len(c.servers))
+	lists := make([][]offer, len(c.servers))
 	errs := make([]error, len(c.servers))
 	var wg sync.WaitGroup
 	for i, s := range c.servers {
@@ -197,60 +205,17 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	}
 	claims := map[string]claim{}
 	for i, s := range c.servers {
-		for _, t := range lists[i] {
-			name := ToolName(s.cfg.Name, t.Name)
-			if prev, ok := claims[name]; ok {
+		for _, o := range lists[i] {
+			if prev, ok := claims[o.name]; ok {
 				c.Close()
-				return nil, &CollisionError{Name: name, First: prev.String(), Then: claim{&s.cfg, t.Name}.String()}
+				return nil, &CollisionError{Name: o.name, First: prev.String(), Then: claim{&s.cfg, o.tool.Name}.String()}
 			}
-			claims[name] = claim{&s.cfg, t.Name}
-			c.tools[name] = &remoteTool{name: name, remote: t.Name, server: s}
-			c.specs = append(c.specs, live.ToolSpec{Name: name, Description: description(s.cfg.Name, t), Parameters: inputSchema(t.InputSchema)})
+			claims[o.name] = claim{&s.cfg, o.tool.Name}
+			c.tools[o.name] = &remoteTool{name: o.name, remote: o.tool.Name, server: s}
+			c.specs = append(c.specs, o.spec)
 		}
 	}
 	return c, nil
-}
-
-// description is what the model reads about a server tool.
-func description(server string, t *sdk.Tool) string {
-	d := strings.TrimSpace(t.Description)
-	if d == "" {
-		d = strings.TrimSpace(t.Title)
-	}
-	if d == "" {
-		d = "Tool " + t.Name
-	}
-	return d + " (MCP server " + server + ")"
-}
-
-// inputSchema is the tool's input schema as the model's function
-// parameters. MCP requires an object schema; one without "properties" gets
-// an empty one (some chat APIs refuse an object schema without it), and a
-// missing schema becomes the empty object schema.
-func inputSchema(schema any) json.RawMessage {
-	empty := json.RawMessage(`{"type":"object","properties":{}}`)
-	if schema == nil {
-		return empty
-	}
-	b, err := json.Marshal(schema)
-	if err != nil {
-		return empty
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil || m == nil {
-		return empty
-	}
-	if _, ok := m["type"]; !ok {
-		m["type"] = json.RawMessage(`"object"`)
-	}
-	if _, ok := m["properties"]; !ok {
-		m["properties"] = json.RawMessage(`{}`)
-	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return empty
-	}
-	return out
 }
 
 // Specs lists every server tool for the model: servers in configuration
@@ -360,6 +325,7 @@ type pending struct {
 	cancelSent     chan struct{} // closed once notifications/cancelled for it was written
 	cancelSentOnce sync.Once
 	cancelled      atomic.Bool // the kernel cancelled it: progress is no longer shown
+	progressLimit  *rate.Limiter
 }
 
 func (p *pending) event(kind EventKind) Event {

@@ -71,7 +71,7 @@ func TestSpecs(t *testing.T) {
 			}
 			mustContain(t, "description", s.Description, "test tool", "(MCP server srv)")
 		}
-		want := []string{"mcp__srv__block", "mcp__srv__content", "mcp__srv__echo", "mcp__srv__env", "mcp__srv__exit", "mcp__srv__fail", "mcp__srv__ignore", "mcp__srv__pid", "mcp__srv__progress", "mcp__srv__spawn"}
+		want := []string{"mcp__srv__block", "mcp__srv__content", "mcp__srv__echo", "mcp__srv__env", "mcp__srv__exit", "mcp__srv__fail", "mcp__srv__flood", "mcp__srv__ignore", "mcp__srv__pid", "mcp__srv__progress", "mcp__srv__spawn"}
 		if !slices.Equal(names, want) {
 			t.Errorf("names %v\nwant  %v", names, want)
 		}
@@ -84,19 +84,25 @@ func TestSpecs(t *testing.T) {
 }
 
 // TestInputSchemaNormalised: a schema without "properties" or "type"
-// gets them; none at all is the empty object schema.
+// gets them; none at all is the empty object schema; one that is not an
+// object schema (which chat APIs refuse) is the empty object schema, and
+// the problem is named.
 func TestInputSchemaNormalised(t *testing.T) {
 	for _, tc := range []struct {
-		in   any
-		want string
+		in            any
+		want, problem string
 	}{
-		{nil, `{"type":"object","properties":{}}`},
-		{map[string]any{"type": "object"}, `{"properties":{},"type":"object"}`},
-		{map[string]any{"properties": map[string]any{"a": map[string]any{"type": "string"}}, "required": []any{"a"}}, `{"properties":{"a":{"type":"string"}},"required":["a"],"type":"object"}`},
-		{"not a schema", `{"type":"object","properties":{}}`},
+		{nil, `{"type":"object","properties":{}}`, ""},
+		{map[string]any{"type": "object"}, `{"properties":{},"type":"object"}`, ""},
+		{map[string]any{"properties": map[string]any{"a": map[string]any{"type": "string"}}, "required": []any{"a"}}, `{"properties":{"a":{"type":"string"}},"required":["a"],"type":"object"}`, ""},
+		{"not a schema", `{"type":"object","properties":{}}`, "its input schema is not a JSON object"},
+		{true, `{"type":"object","properties":{}}`, "its input schema is not a JSON object"},
+		{map[string]any{"type": "string"}, `{"type":"object","properties":{}}`, `its input schema has type "string", not "object"`},
+		{map[string]any{"type": []any{"object", "null"}}, `{"type":"object","properties":{}}`, `its input schema has type ["object","null"], not "object"`},
 	} {
-		if got := string(inputSchema(tc.in)); got != tc.want {
-			t.Errorf("inputSchema(%v) = %s, want %s", tc.in, got, tc.want)
+		got, problem := inputSchema(tc.in)
+		if string(got) != tc.want || problem != tc.problem {
+			t.Errorf("inputSchema(%v) = %s, %q; want %s, %q", tc.in, got, problem, tc.want, tc.problem)
 		}
 	}
 }
@@ -180,6 +186,32 @@ func TestProgressEvents(t *testing.T) {
 		for i, e := range got {
 			if e.Op != 7 || e.Path != "main" || e.Tool != "mcp__srv__progress" || e.Server != "srv" || e.Progress != float64(i+1) || e.Total != 3 || e.Message != "step "+string(rune('1'+i)) {
 				t.Errorf("event %d: %+v", i, e)
+			}
+		}
+	})
+}
+
+// TestProgressFloodLimited: a server that sends 2000 progress notifications
+// (1 KB messages) in one instant: the call ends with
+// its result; the observer gets the burst (progressBurst events), their
+// messages cut, and nothing more in that instant.
+func TestProgressFloodLimited(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := newMemServer(t)
+		ev := newEvents()
+		c := startClient(t, Options{Servers: []ServerConfig{ms.config("srv")}, Observer: ev.add})
+		defer c.Close()
+		if r := c.Run(t.Context(), call("mcp__srv__flood", `{}`)); r.Content != "flooded" {
+			t.Fatalf("result %+v", r)
+		}
+		synctest.Wait()
+		got := ev.of(EventProgress)
+		if len(got) != progressBurst {
+			t.Errorf("%d progress events, want %d (the burst)", len(got), progressBurst)
+		}
+		for _, e := range got {
+			if len(e.Message) > progressMessageKeep+len("…") {
+				t.Errorf("a progress message of %d bytes", len(e.Message))
 			}
 		}
 	})

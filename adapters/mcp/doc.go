@@ -30,6 +30,13 @@
 //     goes unanswered for PingTimeout kills it, failing its running calls
 //     the same way.
 //
+// The tools offered are those a server listed when it first started, for
+// the client's life: a notifications/tools/list_changed is reported
+// (EventToolsChanged) but changes nothing, and a restarted server is not
+// listed again; a call to a tool the server no longer has is its error.
+// The model's tool list stays the one the run began with (what the kernel
+// recorded and a session resumes with).
+//
 // A server that ended is started again on its next use. Progress
 // notifications reach Options.Observer as events; they do not extend the
 // kernel's tool_timeout.

@@ -22,9 +22,17 @@ func ToolName(server, tool string) string {
 	if len(name) <= MaxNameLen {
 		return name
 	}
+	return hashedToolName(server, tool)
+}
+
+// hashedToolName is ToolName with the hash always added: the name of a
+// tool whose plain name an earlier tool of the same server took ("get.file"
+// after "get_file").
+func hashedToolName(server, tool string) string {
+	name := "mcp__" + sanitize(server) + "__" + sanitize(tool)
 	sum := sha256.Sum256([]byte(server + "\x00" + tool))
 	suffix := "_" + hex.EncodeToString(sum[:4])
-	return name[:MaxNameLen-len(suffix)] + suffix
+	return name[:min(len(name), MaxNameLen-len(suffix))] + suffix
 }
 
 func sanitize(s string) string {

@@ -35,7 +35,10 @@ func toolResult(res *sdk.CallToolResult, limit int) live.ToolResult {
 		}
 	}
 	text := strings.Join(parts, "\n")
-	if len(parts) == 0 {
+	switch {
+	case len(parts) == 0 && res.IsError:
+		text = "(the tool reported an error and returned no content)"
+	case len(parts) == 0:
 		text = "(the tool returned no content)"
 	}
 	status := kernel.ToolOK

@@ -7,9 +7,11 @@ import (
 	"sync"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/time/rate"
 )
 
 // server is one configured server: its current session, started at Start
@@ -36,28 +38,27 @@ func newServer(c *Client, cfg ServerConfig) *server {
 // errClosed is returned for calls that arrive after Close.
 var errClosed = errors.New("the MCP client is closed")
 
-// startFirst starts the first session and lists the server's tools.
-func (s *server) startFirst(ctx context.Context) ([]*sdk.Tool, error) {
+// startFirst starts the first session and lists the server's tools (see
+// offers for what is offered).
+func (s *server) startFirst(ctx context.Context) ([]offer, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.c.opts.StartTimeout)
 	defer cancel()
 	sess, err := s.open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", s.cfg.where(), err)
 	}
-	var tools []*sdk.Tool
-	for t, err := range sess.cs.Tools(ctx, nil) {
-		if err != nil {
-			err = startCause(ctx, err)
-			sess.abort()
-			return nil, fmt.Errorf("%s: listing its tools: %w%s", s.cfg.where(), err, sess.endDetail())
-		}
-		tools = append(tools, t)
+	tools, more, err := listTools(ctx, sess.cs)
+	if err != nil {
+		err = startCause(ctx, err)
+		sess.abort()
+		return nil, fmt.Errorf("%s: listing its tools: %w%s", s.cfg.where(), err, sess.endDetail())
 	}
+	list, notes := offers(s.cfg.Name, tools)
 	s.mu.Lock()
 	s.sess = sess
 	s.mu.Unlock()
-	s.c.emit(Event{Kind: EventStarted, Server: s.cfg.Name, Detail: fmt.Sprintf("%d tools", len(tools))})
-	return tools, nil
+	s.c.emit(Event{Kind: EventStarted, Server: s.cfg.Name, Detail: startedDetail(len(list), more, notes)})
+	return list, nil
 }
 
 // startCause says a start ran out of time rather than "context deadline
@@ -157,6 +158,9 @@ func (s *server) open(ctx context.Context) (*session, error) {
 
 	client := sdk.NewClient(&sdk.Implementation{Name: "escapement", Version: "1"}, &sdk.ClientOptions{
 		Capabilities: &sdk.ClientCapabilities{},
+		ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+			s.c.emit(Event{Kind: EventToolsChanged, Server: s.cfg.Name})
+		},
 		ProgressNotificationHandler: func(_ context.Context, req *sdk.ProgressNotificationClientRequest) {
 			if sess.conn == nil { // an HTTP session: its tap sees no reads
 				if token, ok := req.Params.ProgressToken.(string); ok {
@@ -182,14 +186,26 @@ func (s *server) open(ctx context.Context) (*session, error) {
 	return sess, nil
 }
 
+// Progress events of one call are rate-limited: a server may send
+// thousands a second (a loop, a chatty library), and each becomes a line on
+// stderr or in --json output. A burst of progressBurst passes at once, then
+// progressRate a second; the rest are dropped (progress is a snapshot: the
+// next one shown is current). A message is cut to progressMessageKeep bytes.
+const (
+	progressBurst       = 10
+	progressRate        = 10
+	progressMessageKeep = 400
+)
+
 // progress reports a call's progress notification, unless the call was
-// cancelled (a server may go on reporting a cancelled operation).
+// cancelled (a server may go on reporting a cancelled operation) or its
+// rate is exceeded.
 func (s *server) progress(p *pending, params *sdk.ProgressNotificationParams) {
-	if p.cancelled.Load() || p.tool.server != s {
+	if p.cancelled.Load() || p.tool.server != s || !p.progressLimit.Allow() {
 		return
 	}
 	e := p.event(EventProgress)
-	e.Progress, e.Total, e.Message = params.Progress, params.Total, params.Message
+	e.Progress, e.Total, e.Message = params.Progress, params.Total, textcut.Clip(params.Message, progressMessageKeep)
 	s.c.emit(e)
 }
 
@@ -202,7 +218,8 @@ func (s *server) call(ctx context.Context, t *remoteTool, call live.Call, args [
 		}
 		return toolError(t.name, fmt.Sprintf("%s could not be started: %v", s.cfg.where(), err))
 	}
-	p := &pending{token: s.c.newToken(), tool: t, call: call, sent: make(chan struct{}), cancelSent: make(chan struct{})}
+	p := &pending{token: s.c.newToken(), tool: t, call: call, sent: make(chan struct{}), cancelSent: make(chan struct{}),
+		progressLimit: rate.NewLimiter(progressRate, progressBurst)}
 	callCtx, ok := sess.begin(ctx, p)
 	if !ok {
 		return s.gone(ctx, sess, t)
@@ -230,8 +247,16 @@ func (s *server) call(ctx context.Context, t *remoteTool, call live.Call, args [
 	case errors.As(err, &werr) && !transportCode(werr.Code):
 		return toolError(t.name, fmt.Sprintf("the server refused the call: %s (JSON-RPC error %d)", werr.Message, werr.Code))
 	}
-	// The transport failed: a process that exited, a connection that broke.
-	// The session cannot be trusted with another call.
+	// Either the server's answer could not be read (a content type this
+	// client does not know, a result of the wrong shape: the SDK fails the
+	// call, not the connection), or the transport failed (a process that
+	// exited, a connection that broke). A ping tells them apart: a session
+	// that still answers keeps serving, and the call is an error result
+	// saying what was wrong; one that does not cannot be trusted with
+	// another call.
+	if perr := sess.ping(s.c.opts.PingTimeout); perr == nil {
+		return toolError(t.name, fmt.Sprintf("the server's answer could not be read: %v (the server still answers; it was not restarted)", err))
+	}
 	sess.kill(fmt.Errorf("the call failed: %w", err))
 	return s.gone(ctx, sess, t)
 }

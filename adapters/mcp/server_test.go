@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 }
 
 func serveStdio() int {
+	if role, ok := strings.CutPrefix(os.Getenv(roleEnv), rawRolePrefix); ok {
+		return serveRaw(role)
+	}
 	fmt.Fprintln(os.Stderr, "test server starting")
 	if os.Getenv(roleEnv) == "exit-at-start" {
 		fmt.Fprintln(os.Stderr, "fatal: no database configured")
@@ -123,6 +126,14 @@ func (ts *testServer) build() *sdk.Server {
 			progress(ctx, req, float64(i), fmt.Sprintf("step %d", i))
 		}
 		return text("done"), nil
+	})
+	add("flood", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		for i := 1; i <= 2000; i++ {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 2000, Message: strings.Repeat("m", 1000)})
+			}
+		}
+		return text("flooded"), nil
 	})
 	add("content", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		return contentFor(fmt.Sprint(args(req)["text"])), nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -32,6 +33,8 @@ type session struct {
 	calls   map[*pending]context.CancelCauseFunc // running calls
 	whyErr  error                                // why the session ended
 	closing bool                                 // ended on purpose (Close): not reported
+
+	refusal string // http: the last answer that was not a 2xx (status, body)
 
 	watching bool   // watch runs (set by the goroutine that opens the session)
 	detail   string // how the process ended and its last stderr (set by watch)
@@ -127,9 +130,10 @@ func (sess *session) kill(why error) {
 func (sess *session) watch() {
 	srv := sess.srv
 	connDone := make(chan struct{})
+	var connErr error // why the connection ended, once connDone is closed
 	if sess.cs != nil {
 		srv.wg.Go(func() {
-			_ = sess.cs.Wait()
+			connErr = sess.cs.Wait()
 			close(connDone)
 		})
 	} else {
@@ -141,7 +145,13 @@ func (sess *session) watch() {
 	}
 	select {
 	case <-connDone:
-		sess.kill(errors.New("the connection closed"))
+		// A server that wrote what cannot be read (a line too long) ends
+		// the connection with that error; an end of file says nothing more.
+		if connErr != nil && !errors.Is(connErr, io.EOF) && !errors.Is(connErr, io.ErrClosedPipe) {
+			sess.kill(fmt.Errorf("the connection closed: %w", connErr))
+		} else {
+			sess.kill(errors.New("the connection closed"))
+		}
 	case <-procDone:
 		sess.kill(errors.New("the server process ended"))
 	case <-sess.killed:
@@ -163,6 +173,9 @@ func (sess *session) watch() {
 		detail += sess.stderr.tail()
 	}
 	sess.mu.Lock()
+	if sess.proc == nil && sess.refusal != "" {
+		detail = "the server's last refusal: " + sess.refusal
+	}
 	sess.detail = detail
 	if detail != "" {
 		sess.whyErr = fmt.Errorf("%w (%s)", sess.whyErr, detail)
@@ -336,4 +349,12 @@ func (sess *session) endDetail() string {
 		return ""
 	}
 	return "; " + sess.detail
+}
+
+// httpRefused records an HTTP answer that was not a 2xx, for the error
+// that reports the session's end.
+func (sess *session) httpRefused(msg string) {
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	sess.refusal = msg
 }

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/escapement/escapement/adapters/proc"
@@ -65,10 +66,11 @@ func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdoutW, stderrW
 	// The process lives as long as the client (or until killed); the
 	// start's ctx only bounds the handshake.
+	path := cmd.Path // proc.Start runs the command through its helper
 	p, err := proc.Start(srv.c.life, cmd, proc.Options{Env: proc.EnvPolicy{Pass: pass}, KillGrace: srv.c.opts.KillGrace})
 	if err != nil {
 		closeAll()
-		return nil, fmt.Errorf("start %s: %w", cfg.Command, err)
+		return nil, fmt.Errorf("start %s: %w%s", cfg.Command, err, notRunnable(path, err))
 	}
 	// The child has its own copies of its ends.
 	stdinR.Close()
@@ -80,9 +82,11 @@ func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	})
 	srv.wg.Go(sess.stderr.read)
 	return &tapTransport{
-		inner: &sdk.IOTransport{Reader: stdoutR, Writer: stdinW},
-		tap:   sess.tap,
-		got:   func(c *tapConn) { sess.conn = c },
+		inner: &sdk.IOTransport{Reader: newStdoutFilter(stdoutR, func(line string) {
+			srv.c.emit(Event{Kind: EventStdoutNoise, Server: cfg.Name, Message: line})
+		}), Writer: stdinW},
+		tap: sess.tap,
+		got: func(c *tapConn) { sess.conn = c },
 	}, nil
 }
 
@@ -97,7 +101,7 @@ func dialHTTP(ctx context.Context, sess *session) (sdk.Transport, error) {
 	}
 	kill, stop := context.WithCancel(context.Background())
 	sess.httpStop = stop
-	rt := &httpTap{base: base, headers: srv.cfg.Headers, tap: sess.tap, kill: kill}
+	rt := &httpTap{base: base, headers: srv.cfg.Headers, tap: sess.tap, kill: kill, refused: sess.httpRefused}
 	return &sdk.StreamableClientTransport{
 		Endpoint:   srv.cfg.URL,
 		HTTPClient: &http.Client{Transport: rt},
@@ -116,7 +120,13 @@ type httpTap struct {
 	headers map[string]string
 	tap     *tap
 	kill    context.Context
+	// refused receives each answer that is not a 2xx: its status and the
+	// start of its body (the SDK's errors carry only the status text).
+	refused func(string)
 }
+
+// refusalKeep bounds how much of a refusal's body is kept.
+const refusalKeep = 300
 
 func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h.kill.Err() != nil {
@@ -157,6 +167,21 @@ func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if resp.StatusCode/100 != 2 {
 		done(fmt.Errorf("HTTP %s", resp.Status))
+		// Keep the start of the body for the error, and hand the SDK the
+		// whole body still.
+		head := make([]byte, refusalKeep)
+		n, _ := io.ReadFull(resp.Body, head)
+		resp.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head[:n]), resp.Body), resp.Body}
+		msg := "HTTP " + resp.Status
+		if body := strings.Join(strings.Fields(string(textcut.TrimPartialEnd(head[:n]))), " "); body != "" {
+			msg += ": " + body
+		}
+		if h.refused != nil && req.Method == http.MethodPost { // a 405 to the optional GET stream is normal
+			h.refused(msg)
+		}
 	} else {
 		done(nil)
 	}
@@ -200,23 +225,50 @@ func newStderrTail(r *os.File, line func(string)) *stderrTail {
 func (t *stderrTail) read() {
 	defer close(t.done)
 	defer t.r.Close()
-	sc := bufio.NewScanner(t.r)
-	sc.Buffer(make([]byte, 4096), 64<<10)
-	for sc.Scan() {
-		line := strings.TrimRight(sc.Text(), "\r")
-		if line == "" {
+	// Read to the end of the pipe, whatever a line's length: a reader
+	// that stopped at a long line would leave the server to die of
+	// SIGPIPE on its next write. What is kept of a line is bounded.
+	br := bufio.NewReaderSize(t.r, 4096)
+	var line []byte
+	dropped := 0
+	for {
+		frag, more, err := br.ReadLine()
+		if err != nil {
+			return
+		}
+		keep := min(len(frag), maxStderrLine-len(line))
+		line = append(line, frag[:keep]...)
+		dropped += len(frag) - keep
+		if more {
 			continue
 		}
-		t.mu.Lock()
-		t.last = append(t.last, line)
-		t.size += len(line)
-		for len(t.last) > 1 && t.size > stderrKeep {
-			t.size -= len(t.last[0])
-			t.last = t.last[1:]
-		}
-		t.mu.Unlock()
-		t.line(line)
+		t.take(line, dropped)
+		line, dropped = line[:0], 0
 	}
+}
+
+// maxStderrLine bounds what is kept of one stderr line; the rest of a
+// longer one is counted and dropped.
+const maxStderrLine = 64 << 10
+
+// take records one whole stderr line.
+func (t *stderrTail) take(b []byte, dropped int) {
+	line := strings.TrimRight(string(b), "\r")
+	if dropped > 0 {
+		line += fmt.Sprintf(" … (%d more bytes)", dropped)
+	}
+	if line == "" {
+		return
+	}
+	t.mu.Lock()
+	t.last = append(t.last, line)
+	t.size += len(line)
+	for len(t.last) > 1 && t.size > stderrKeep {
+		t.size -= len(t.last[0])
+		t.last = t.last[1:]
+	}
+	t.mu.Unlock()
+	t.line(line)
 }
 
 // finish waits for the reader to reach the end of the pipe: at once once
@@ -241,4 +293,25 @@ func (t *stderrTail) tail() string {
 		return ""
 	}
 	return fmt.Sprintf("; its stderr ended with: %q", textcut.Clip(strings.Join(t.last, " | "), stderrKeep))
+}
+
+// notRunnable says why a command the system refused to run cannot run, for
+// the two refusals whose errno alone does not tell a user what to change
+// ("permission denied", "exec format error"); "" otherwise.
+func notRunnable(path string, err error) string {
+	switch {
+	case errors.Is(err, syscall.EACCES):
+		fi, serr := os.Stat(path)
+		switch {
+		case serr != nil:
+			return ""
+		case fi.IsDir():
+			return " (it is a directory, not a program)"
+		case fi.Mode().Perm()&0o111 == 0:
+			return fmt.Sprintf(" (it is not executable, mode %04o: make it executable, or name its interpreter as the command and the file in args)", fi.Mode().Perm())
+		}
+	case errors.Is(err, syscall.ENOEXEC):
+		return " (not a program this system runs: a script needs a #! line naming its interpreter, or name the interpreter as the command and the file in args)"
+	}
+	return ""
 }

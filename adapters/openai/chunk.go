@@ -18,10 +18,49 @@ import (
 // x_groq, timings, …) are skipped unread, whatever their shape.
 type streamChunk struct {
 	Choices []streamChoice `json:"choices"`
-	Usage   *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
+	// Usage is token accounting, read by usage: kept raw so that an odd
+	// shape is ignored instead of failing the chunk it rides on.
+	Usage json.RawMessage `json:"usage"`
+	// XGroq carries older Groq's usage (x_groq.usage), read when the chunk
+	// has no usage of its own.
+	XGroq json.RawMessage `json:"x_groq"`
+}
+
+// usage reads a chunk's token accounting: its usage, else x_groq's. Usage
+// is ancillary, so a shape that is not an object of numbers (a string, a
+// count given as text) is ignored — ok false — never an unparseable chunk.
+// Counts given as 12.0 are read as 12.
+func (c *streamChunk) usage() (prompt, completion int, ok bool) {
+	raw := c.Usage
+	if isNull(raw) && !isNull(c.XGroq) {
+		var g struct {
+			Usage json.RawMessage `json:"usage"`
+		}
+		if json.Unmarshal(c.XGroq, &g) == nil {
+			raw = g.Usage
+		}
+	}
+	if isNull(raw) {
+		return 0, 0, false
+	}
+	var u struct {
+		PromptTokens     float64 `json:"prompt_tokens"`
+		CompletionTokens float64 `json:"completion_tokens"`
+	}
+	if json.Unmarshal(raw, &u) != nil || !count(u.PromptTokens) || !count(u.CompletionTokens) {
+		return 0, 0, false
+	}
+	return int(u.PromptTokens), int(u.CompletionTokens), true
+}
+
+// count reports whether a token count is one: whole or not, but within
+// what an int holds exactly.
+func count(n float64) bool { return n >= 0 && n <= 1<<50 }
+
+// isNull reports whether a raw field is absent or JSON null.
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
 }
 
 type streamChoice struct {

@@ -206,6 +206,11 @@ func TestErrorEventsClassified(t *testing.T) {
 		{"overloaded", `data: {"error":{"message":"Overloaded","type":"overloaded_error"}}`, kernel.FailureServer, 3, "Overloaded (overloaded_error)"},
 		{"unknown code", `data: {"error":{"message":"odd","code":"flux_capacitor"}}`, kernel.FailureServer, 3, "odd (flux_capacitor)"},
 		{"Ollama string", `data: {"error":"model requires more system memory (9.8 GiB) than is available (4.1 GiB)"}`, kernel.FailureServer, 3, "model requires more system memory (9.8 GiB) than is available (4.1 GiB)"},
+		// Codes and types are matched whatever their case and padding.
+		{"capitalised type", `data: {"error":{"message":"who are you","type":" Authentication_Error "}}`, kernel.FailureBadResponse, 1, "who are you"},
+		// A one-digit code (gRPC-style, as some gateways pass on) is no
+		// status, and is still named.
+		{"one-digit code", `data: {"error":{"message":"exhausted","code":8}}`, kernel.FailureServer, 3, "exhausted (8)"},
 		{"spaced data prefix", `data:   {"error":{"message":"bad key","code":"invalid_api_key"}}`, kernel.FailureBadResponse, 1, "bad key (invalid_api_key)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -136,3 +136,44 @@ func TestExtraFieldsIgnored(t *testing.T) {
 		t.Errorf("text %q, usage %+v, progress %d", s.text.String(), s.usage, s.progress)
 	}
 }
+
+// TestOddUsageIgnored: token accounting is ancillary — counts written as
+// 12.0 are read, older Groq's x_groq.usage is read when the chunk has no
+// usage of its own, and a usage of any other shape is ignored; none of it
+// ever fails the answer it rides on.
+func TestOddUsageIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		name, chunk string
+		want        *kernel.Usage
+	}{
+		{"float counts", `"usage":{"prompt_tokens":3.0,"completion_tokens":4.0}`, &kernel.Usage{PromptTokens: 3, CompletionTokens: 4}},
+		{"x_groq", `"x_groq":{"id":"req_1","usage":{"prompt_tokens":9,"completion_tokens":2}}`, &kernel.Usage{PromptTokens: 9, CompletionTokens: 2}},
+		{"own usage first", `"usage":{"prompt_tokens":1,"completion_tokens":1},"x_groq":{"usage":{"prompt_tokens":9,"completion_tokens":2}}`, &kernel.Usage{PromptTokens: 1, CompletionTokens: 1}},
+		{"counts as text", `"usage":{"prompt_tokens":"12","completion_tokens":"7"}`, nil},
+		{"a number", `"usage":5`, nil},
+		{"negative", `"usage":{"prompt_tokens":-1,"completion_tokens":2}`, nil},
+		{"x_groq not an object", `"x_groq":"fast"`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+				_ = w.Raw(`data: {"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}`)
+				_ = w.Raw(`data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],` + tc.chunk + `}`)
+				_ = w.Done()
+			})
+			defer srv.Close()
+			s := newSink()
+			if err := newModel(t, srv, nil).Stream(context.Background(), request(), s); err != nil {
+				t.Fatal(err)
+			}
+			if s.text.String() != "Hi" {
+				t.Errorf("text %q", s.text.String())
+			}
+			switch {
+			case tc.want == nil && s.usage != nil:
+				t.Errorf("usage %+v, want none", *s.usage)
+			case tc.want != nil && (s.usage == nil || *s.usage != *tc.want):
+				t.Errorf("usage %+v, want %+v", s.usage, *tc.want)
+			}
+		})
+	}
+}

@@ -154,6 +154,20 @@ func TestJSONAnswerAccepted(t *testing.T) {
 	if failure(err) != kernel.FailureStream || !strings.Contains(err.Error(), `finish_reason "length"`) || s.text.String() != "Cut" {
 		t.Errorf("a whole answer cut at length: err %v (%s), text %q", err, failure(err), s.text.String())
 	}
+
+	// A whole answer is held to MaxLineBytes like a streamed event: one
+	// longer is not read whole, and is refused.
+	long := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Status(http.StatusOK, `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"`+strings.Repeat("x", 200)+`"},"finish_reason":"stop"}]}`)
+	})
+	defer long.Close()
+	for _, limit := range []int{100} {
+		s := newSink()
+		err := newModel(t, long, func(c *openai.Config) { c.MaxLineBytes = limit }).Stream(context.Background(), request(), s)
+		if failure(err) != kernel.FailureBadResponse || s.text.Len() != 0 {
+			t.Errorf("a whole answer over MaxLineBytes %d: err %v (%s), text %d bytes", limit, err, failure(err), s.text.Len())
+		}
+	}
 }
 
 // TestGzipAndCharset: a gzip-encoded event stream and a Content-Type with

@@ -98,8 +98,8 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 		if err != nil {
 			return started, &attemptError{failure: kernel.FailureBadResponse, detail: "unparseable chunk: " + err.Error()}
 		}
-		if chunk.Usage != nil {
-			sink.Usage(kernel.Usage{PromptTokens: chunk.Usage.PromptTokens, CompletionTokens: chunk.Usage.CompletionTokens})
+		if prompt, completion, ok := chunk.usage(); ok {
+			sink.Usage(kernel.Usage{PromptTokens: prompt, CompletionTokens: completion})
 		}
 		for _, ch := range chunk.Choices {
 			if ch.Index != 0 {

@@ -120,9 +120,7 @@ func completionEvents(raw []byte) ([]byte, bool) {
 		}
 		chunk.Choices = append(chunk.Choices, choice{Index: c.Index, Delta: c.Message, FinishReason: c.FinishReason, ContentFilterResults: c.ContentFilterResults})
 	}
-	if len(v.Usage) > 0 && string(v.Usage) != "null" {
-		chunk.Usage = v.Usage
-	}
+	chunk.Usage = v.Usage // read, or ignored, as a stream's last chunk's is
 	line, err := json.Marshal(chunk)
 	if err != nil {
 		return nil, false

@@ -81,11 +81,12 @@ type mcpEvent struct {
 
 // show renders one MCP event: progress and server ends on stderr (or every
 // event but a server's stderr line as a JSON line with --json); a server's
-// stderr, the cancels sent and late results in the debug log.
+// stderr, the lines of its stdout that are not JSON-RPC, the cancels sent
+// and late results in the debug log.
 func (v *mcpView) show(e mcp.Event) {
 	lr := v.lr.Load()
 	log := v.a.logger
-	if e.Kind == mcp.EventStderr || lr == nil {
+	if e.Kind == mcp.EventStderr || e.Kind == mcp.EventStdoutNoise || lr == nil {
 		if log != nil {
 			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "line", v.redact(e.Message), "detail", v.redact(e.Detail))
 		}
