@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -179,5 +180,33 @@ func BenchmarkStatelessFire(b *testing.B) {
 			b.Fatal(err)
 		}
 		i++
+	}
+}
+
+// TestMachineRefusesTwoFiresAtOnce: a Fire that finds another one under way
+// (one Machine shared by kernels that step concurrently) panics saying so,
+// instead of writing one agent's transition into another's state; the
+// Machine stays usable after a Fire returns.
+func TestMachineRefusesTwoFiresAtOnce(t *testing.T) {
+	m := NewMachine()
+	other := Idle
+	m.target = &other // a Fire of another kernel, under way
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "fired by two callers at once") {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		s := Idle
+		_ = m.Fire(&s, Submit)
+		t.Fatal("Fire went on")
+	}()
+	if other != Idle {
+		t.Fatalf("the other Fire's state was written: %s", other)
+	}
+	m.release()
+	s := Idle
+	if err := m.Fire(&s, Submit); err != nil || s != Streaming || m.target != nil {
+		t.Fatalf("after: %v %s %v", err, s, m.target)
 	}
 }

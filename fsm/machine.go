@@ -54,21 +54,36 @@ func NewMachine() *Machine {
 
 var errNoTarget = errors.New("fsm: Fire without a target state")
 
+// aim points the machine at the state it is about to read and write. A
+// target already set means another Fire is under way: one Machine shared by
+// kernels that step at the same time (kernel.Config.Machine), which would
+// write one agent's transition into another's state. It panics there,
+// rather than corrupting a tree silently (most such interleavings meet it;
+// the race detector sees the rest).
+func (m *Machine) aim(s *State) {
+	if m.target != nil {
+		panic("fsm: a Machine fired by two callers at once (one Machine shared by kernels that step concurrently; see kernel.Config.Machine)")
+	}
+	m.target = s
+}
+
+// release ends what aim began, also when the library panics.
+func (m *Machine) release() { m.target = nil }
+
 // Fire applies trigger to the state stored at *s. On success *s holds the
 // destination. On an undeclared pair it returns *UndeclaredError and leaves *s
 // unchanged.
 func (m *Machine) Fire(s *State, trigger Trigger) error {
-	m.target = s
-	err := m.sm.Fire(trigger)
-	m.target = nil
-	return err
+	m.aim(s)
+	defer m.release()
+	return m.sm.Fire(trigger)
 }
 
 // CanFire reports whether trigger is declared in state s.
 func (m *Machine) CanFire(s State, trigger Trigger) bool {
-	m.target = &s
+	m.aim(&s)
+	defer m.release()
 	ok, err := m.sm.CanFire(trigger)
-	m.target = nil
 	return ok && err == nil
 }
 
@@ -77,8 +92,8 @@ func (m *Machine) CanFire(s State, trigger Trigger) bool {
 // Render(FormatDOT), whose output is stable across runs.
 func (m *Machine) DOT() string {
 	var s State
-	m.target = &s
-	defer func() { m.target = nil }()
+	m.aim(&s)
+	defer m.release()
 	return m.sm.ToGraph()
 }
 

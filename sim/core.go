@@ -91,7 +91,9 @@ const SimLogCapacity = 256
 // one goroutine (a sweep's worker, a world and its re-runs): its kernels
 // share one configured state machine (kernel.Config.Machine) instead of
 // each configuring its own, which costs more than the rest of a kernel's
-// construction. Kernels it builds must never step at the same time.
+// construction. Kernels it builds must never step at the same time: give
+// each goroutine (each worker of a pool) its own factory; a Machine fired
+// by two kernels at once panics.
 func SequentialKernelCore() CoreFactory {
 	m := fsm.NewMachine()
 	return func(cfg kernel.Config) (Core, error) {

@@ -27,7 +27,10 @@ type Pool struct {
 	// (sim/ has none, internal/detguard checks it); the summary does not
 	// depend on the order workers finish in (Summary.Add).
 	Start func(worker func())
-	// Core is the agent loop under test (nil: the kernel).
+	// Core is the agent loop under test (nil: the kernel, a
+	// sim.SequentialKernelCore per worker). Workers share it, so it must
+	// be safe to call from several goroutines at once: never one
+	// sim.SequentialKernelCore, whose kernels share one state machine.
 	Core sim.CoreFactory
 }
 
