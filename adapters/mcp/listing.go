@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/textcut"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -22,6 +23,10 @@ const (
 	// MaxSchemaBytes bounds one tool's input schema (as JSON); a tool with
 	// a larger one is not offered.
 	MaxSchemaBytes = 64 << 10
+	// MaxDescriptionBytes bounds the description a tool is offered with:
+	// it goes out with every request, like the schema, but a long one is
+	// cut (and says so) rather than costing the tool.
+	MaxDescriptionBytes = 4 << 10
 	// notesShown bounds the notes about skipped tools one start reports.
 	notesShown = 5
 )
@@ -76,25 +81,25 @@ func offers(server string, tools []*sdk.Tool) ([]offer, []string) {
 			continue
 		}
 		if remote[t.Name] {
-			notes = append(notes, fmt.Sprintf("tool %q is listed twice; offered once", t.Name))
+			notes = append(notes, fmt.Sprintf("tool %q is listed twice; offered once", noted(t.Name)))
 			continue
 		}
 		remote[t.Name] = true
 		schema, problem := inputSchema(t.InputSchema)
 		if len(schema) > MaxSchemaBytes {
-			notes = append(notes, fmt.Sprintf("tool %q is not offered: its input schema has %d bytes (at most %d)", t.Name, len(schema), MaxSchemaBytes))
+			notes = append(notes, fmt.Sprintf("tool %q is not offered: its input schema has %d bytes (at most %d)", noted(t.Name), len(schema), MaxSchemaBytes))
 			continue
 		}
 		if problem != "" {
-			notes = append(notes, fmt.Sprintf("tool %q: %s; offered without parameters", t.Name, problem))
+			notes = append(notes, fmt.Sprintf("tool %q: %s; offered without parameters", noted(t.Name), problem))
 		}
 		name := ToolName(server, t.Name)
 		if taken[name] {
 			name = hashedToolName(server, t.Name)
-			notes = append(notes, fmt.Sprintf("tool %q is offered as %s (its plain name is another tool's)", t.Name, name))
+			notes = append(notes, fmt.Sprintf("tool %q is offered as %s (its plain name is another tool's)", noted(t.Name), name))
 		}
 		if taken[name] {
-			notes = append(notes, fmt.Sprintf("tool %q is not offered: no name left for it", t.Name))
+			notes = append(notes, fmt.Sprintf("tool %q is not offered: no name left for it", noted(t.Name)))
 			continue
 		}
 		taken[name] = true
@@ -126,10 +131,17 @@ func description(server string, t *sdk.Tool) string {
 		d = strings.TrimSpace(t.Title)
 	}
 	if d == "" {
-		d = "Tool " + t.Name
+		d = "Tool " + noted(t.Name)
+	}
+	if len(d) > MaxDescriptionBytes {
+		d = textcut.Prefix(d, MaxDescriptionBytes) + fmt.Sprintf(" … [description cut: %d bytes]", len(d))
 	}
 	return d + " (MCP server " + server + ")"
 }
+
+// noted is a server's tool name as a note or a description quotes it: a
+// name has no bound of its own.
+func noted(name string) string { return textcut.Clip(name, 100) }
 
 // inputSchema is the tool's input schema as the model's function
 // parameters. MCP requires an object schema; one without "properties" gets

@@ -234,6 +234,11 @@ func (t *stderrTail) read() {
 	for {
 		frag, more, err := br.ReadLine()
 		if err != nil {
+			if len(line) > 0 || dropped > 0 {
+				// A last line without its newline whose length is a
+				// multiple of the buffer's came only as fragments.
+				t.take(line, dropped)
+			}
 			return
 		}
 		keep := min(len(frag), maxStderrLine-len(line))
