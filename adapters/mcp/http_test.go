@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -146,5 +147,27 @@ func TestHTTPServerGoneAndBack(t *testing.T) {
 	}
 	if n := h.inits.Load(); n != 2 {
 		t.Errorf("%d sessions initialized, want 2", n)
+	}
+}
+
+// TestHTTPRefusalHidesHeaderSecrets: a server that refuses the start and
+// echoes the token it was sent does not put the configured header's secret
+// into the error, with its scheme or without.
+func TestHTTPRefusalHidesHeaderSecrets(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte(`{"error":"invalid token ` + strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ") + `", "got":"` + r.Header.Get("X-Api-Key") + `"}`))
+	}))
+	defer srv.Close()
+	cfg := ServerConfig{Name: "web", File: "web.json", Type: TypeHTTP, URL: srv.URL, Headers: map[string]string{
+		"Authorization": "Bearer ghp_SECRETSECRETSECRET123",
+		"X-Api-Key":     "k-OTHERSECRETVALUE456",
+	}}
+	_, err := Start(t.Context(), Options{Servers: []ServerConfig{cfg}, PingInterval: -1})
+	if err == nil {
+		t.Fatal("started")
+	}
+	if strings.Contains(err.Error(), "SECRETSECRET") || strings.Contains(err.Error(), "OTHERSECRET") || !strings.Contains(err.Error(), "401") {
+		t.Errorf("start error: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/proc"
+	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -101,7 +102,7 @@ func dialHTTP(ctx context.Context, sess *session) (sdk.Transport, error) {
 	}
 	kill, stop := context.WithCancel(context.Background())
 	sess.httpStop = stop
-	rt := &httpTap{base: base, headers: srv.cfg.Headers, tap: sess.tap, kill: kill, refused: sess.httpRefused}
+	rt := &httpTap{base: base, headers: srv.cfg.Headers, scrub: headerSecrets(srv.cfg.Headers), tap: sess.tap, kill: kill, refused: sess.httpRefused}
 	return &sdk.StreamableClientTransport{
 		Endpoint:   srv.cfg.URL,
 		HTTPClient: &http.Client{Transport: rt},
@@ -118,11 +119,27 @@ var errCut = errors.New("the MCP session was ended")
 type httpTap struct {
 	base    http.RoundTripper
 	headers map[string]string
-	tap     *tap
-	kill    context.Context
+	// scrub removes the headers' values from what a refusal quotes: a
+	// server that answers 401 may echo the token it was sent.
+	scrub *redact.Redactor
+	tap   *tap
+	kill  context.Context
 	// refused receives each answer that is not a 2xx: its status and the
 	// start of its body (the SDK's errors carry only the status text).
 	refused func(string)
+}
+
+// headerSecrets is a redactor for the configured headers' values, each also
+// without its scheme ("Bearer ghp_…" and "ghp_…").
+func headerSecrets(headers map[string]string) *redact.Redactor {
+	var secrets []string
+	for _, v := range headers {
+		secrets = append(secrets, v)
+		if _, token, ok := strings.Cut(strings.TrimSpace(v), " "); ok {
+			secrets = append(secrets, strings.TrimSpace(token))
+		}
+	}
+	return redact.New(secrets...)
 }
 
 // refusalKeep bounds how much of a refusal's body is kept.
@@ -180,7 +197,7 @@ func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 			msg += ": " + body
 		}
 		if h.refused != nil && req.Method == http.MethodPost { // a 405 to the optional GET stream is normal
-			h.refused(msg)
+			h.refused(h.scrub.Redact(msg))
 		}
 	} else {
 		done(nil)
