@@ -38,7 +38,8 @@ const (
 	// kernel cancelled, this (with FailureCancelled or any other) is the ack.
 	EvLLMError
 	// EvLLMRetry: the adapter is retrying request Op before its first token
-	// (rate limit, server error); informational.
+	// of answer (rate limit, server error, a connection lost while only
+	// progress had arrived); informational.
 	EvLLMRetry
 	// EvToolResult: tool op Op finished: Text is its content; Status says how.
 	EvToolResult

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -88,5 +89,38 @@ func TestArgumentsAsObject(t *testing.T) {
 	}
 	if got := s.assembled(); len(got) != 1 || got[0] != (kernel.ToolCall{ID: "call_o", Name: "list_dir", Arguments: `{"path":"."}`}) {
 		t.Errorf("calls %+v", got)
+	}
+}
+
+// TestReasoningThenDisconnectRetried: a connection lost while the model was
+// still reasoning — progress reported, no answer text or call yet — is
+// retried like one lost before the first token, for a sink with progress
+// and one without; the answer comes from the second attempt.
+func TestReasoningThenDisconnectRetried(t *testing.T) {
+	for _, withProgress := range []bool{true, false} {
+		n := 0
+		srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+			n++
+			if n == 1 {
+				_ = w.Raw(reasoningDelta("reasoning_content", "Hmm"))
+				w.Hangup()
+				return
+			}
+			_ = w.Text("ok")
+			_ = w.End("stop")
+		})
+		s := newSink()
+		var target live.Sink = s
+		if !withProgress {
+			target = struct{ live.Sink }{s} // hides Progress
+		}
+		err := newModel(t, srv, nil).Stream(context.Background(), request(), target)
+		srv.Close()
+		if err != nil || s.text.String() != "ok" || len(srv.Requests()) != 2 {
+			t.Errorf("progress sink %v: err %v, text %q, %d requests", withProgress, err, s.text.String(), len(srv.Requests()))
+		}
+		if withProgress && s.progress != 1 {
+			t.Errorf("progress reported %d times, want 1", s.progress)
+		}
 	}
 }

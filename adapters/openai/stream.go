@@ -17,7 +17,8 @@ import (
 const progressEvery = 250 * time.Millisecond
 
 // attempt sends the request once and forwards the stream. started reports
-// whether anything reached the sink (after which retrying is unsafe).
+// whether answer text or a call reached the sink (after which retrying is
+// unsafe: it would duplicate them); progress alone does not count.
 //
 // How the stream's end is judged: a finish_reason ends the answer (what
 // follows, the usage chunk and [DONE], gets TailWait at most), except one
@@ -59,8 +60,9 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 			tail.Stop()
 		}
 	}()
+	// Progress appends nothing to the answer, so an attempt that only
+	// reported progress may still be retried (started stays as it was).
 	progress := func() {
-		started = true
 		ps, ok := sink.(live.ProgressSink)
 		if !ok {
 			return
