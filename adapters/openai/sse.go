@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // sseBody decodes a streaming response by the server-sent-events grammar
@@ -190,6 +191,12 @@ func (b *sseBody) dispatch() {
 	}
 	// A joined event's newlines are JSON whitespace: go-openai reads lines.
 	b.out = append(b.out, "data: "...)
+	if bytes.HasPrefix(payload, []byte(`{"error":`)) {
+		// Not an error event (its "error" is null): go-openai would take
+		// it for one by its first key alone, so that key is spaced off.
+		b.out = append(b.out, "{ "...)
+		payload = payload[1:]
+	}
 	start := len(b.out)
 	b.out = append(b.out, payload...)
 	for i, c := range b.out[start:] {
@@ -228,10 +235,10 @@ func wholeValue(v []byte) bool {
 	return bytes.Equal(v, donePayload) || json.Valid(v)
 }
 
-// isErrorEvent reports whether payload is an object with a non-null
-// top-level "error" (OpenAI's {"error":{…}}, Ollama's {"error":"…"},
-// OpenRouter's chunk with an error beside its choices). Only short payloads
-// are checked.
+// isErrorEvent reports whether payload is an object with a top-level
+// "error" that is an object or a non-empty message (OpenAI's {"error":{…}},
+// Ollama's {"error":"…"}, OpenRouter's chunk with an error beside its
+// choices). Only short payloads are checked.
 func isErrorEvent(payload []byte) bool {
 	if len(payload) > maxErrorEvent || !bytes.Contains(payload, []byte(`"error"`)) {
 		return false
@@ -239,5 +246,11 @@ func isErrorEvent(payload []byte) bool {
 	var ev struct {
 		Error json.RawMessage `json:"error"`
 	}
-	return json.Unmarshal(payload, &ev) == nil && len(ev.Error) > 0 && string(ev.Error) != "null"
+	if json.Unmarshal(payload, &ev) != nil || len(ev.Error) == 0 {
+		return false
+	}
+	// An object, or a message (Ollama's string form); a null, false, 0 or
+	// "" beside a chunk's choices says there is no error.
+	var msg string
+	return ev.Error[0] == '{' || (json.Unmarshal(ev.Error, &msg) == nil && strings.TrimSpace(msg) != "")
 }

@@ -86,3 +86,21 @@ func TestSSEEventSplitAcrossReads(t *testing.T) {
 		t.Errorf("text %q", got)
 	}
 }
+
+// TestErrorNullChunkIsAChunk: a chunk whose "error" is null, false or ""
+// (first key or not) is an ordinary chunk (some proxies send it on every
+// chunk), not an error event — its text arrives and the stream goes on.
+func TestErrorNullChunkIsAChunk(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Raw(`data: {"error":null,"choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"error":null,"choices":[{"index":0,"delta":{"content":" wo"},"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"error":false,"choices":[{"index":0,"delta":{"content":"rl"},"finish_reason":null}]}`)
+		_ = w.Raw(`data: {"choices":[{"index":0,"delta":{"content":"d"},"finish_reason":null}],"error":""}`)
+		_ = w.End("stop")
+	})
+	defer srv.Close()
+	s := newSink()
+	if err := newModel(t, srv, nil).Stream(context.Background(), request(), s); err != nil || s.text.String() != "Hello world" {
+		t.Fatalf("err %v, text %q", err, s.text.String())
+	}
+}

@@ -53,7 +53,9 @@ func TestSSEBodyDecodesEvents(t *testing.T) {
 		{"string error event", "data:  {\"error\":\"m\"}  \n", "", false, `{"error":"m"}`, true},
 		{"bare error object", "{\"error\":{\"message\":\"m\"}}\n", "", false, `{"error":{"message":"m"}}`, true},
 		{"error word in a token", `data: {"choices":[{"delta":{"content":"\"error\""}}]}` + "\n", `data: {"choices":[{"delta":{"content":"\"error\""}}]}` + "\n", false, "", true},
-		{"null error", `data: {"error":null}` + "\n", `data: {"error":null}` + "\n", false, "", true},
+		// Not an error event; its first key is spaced off so that go-openai,
+		// which matches `{"error":` alone, does not take it for one.
+		{"null error", `data: {"error":null}` + "\n", `data: { "error":null}` + "\n", false, "", true},
 		{"long payload", "data: " + long + "\n\ndata: [DONE]\n", "data: " + long + "\ndata: [DONE]\n", true, "", true},
 		{"joined lines", "id: 1\nevent: x\nretry: 9\ndata: {\"a\":\ndata: 1}\n\n", "data: {\"a\": 1}\n", false, "", true},
 		{"lone CR", "data: {\"a\":1}\r\rdata: [DONE]\r\r", "data: {\"a\":1}\ndata: [DONE]\n", true, "", true},
