@@ -48,6 +48,12 @@ type sseBody struct {
 	out     []byte // canonical lines for go-openai; out[pos:] is not read yet
 	pos     int
 	err     error // the stream's end, returned once out is drained
+	// gen counts the events begun; wholeGen, wholeLen and wholeIs cache
+	// whole() for the data of event gen at length wholeLen (data only
+	// grows within an event), so the bound's check near its limit does
+	// not rescan the data on every read.
+	gen, wholeGen, wholeLen int
+	wholeIs                 bool
 }
 
 // errErrorEvent ends a stream at its error event: the event is in the
@@ -119,7 +125,7 @@ func (b *sseBody) feed(p []byte) {
 		if i >= 0 {
 			seg = p[:i]
 		}
-		if b.maxLine > 0 && len(b.data)+len(b.line)+len(seg) > b.maxLine {
+		if b.maxLine > 0 && b.over(len(seg)) {
 			b.err = &lineTooLongError{limit: b.maxLine}
 			b.line, b.data = nil, nil
 			return
@@ -132,6 +138,18 @@ func (b *sseBody) feed(p []byte) {
 		p = p[i+1:]
 		b.endLine()
 	}
+}
+
+// over reports whether n more bytes of the current line take the event
+// past maxLine. An event whose data is already whole does not count: the
+// next data line starts a new event (the leniency above) and sends it on
+// first, so two whole events without a blank line between them are held
+// to the bound one by one. (Wholeness is checked only near the bound.)
+func (b *sseBody) over(n int) bool {
+	if len(b.data)+len(b.line)+n <= b.maxLine {
+		return false
+	}
+	return !(b.hasData && b.whole()) || len(b.line)+n > b.maxLine
 }
 
 // endLine interprets the line just completed.
@@ -174,6 +192,7 @@ func (b *sseBody) endLine() {
 func (b *sseBody) dispatch() {
 	data, has := b.data, b.hasData
 	b.data, b.hasData = b.data[:0], false
+	b.gen++
 	payload := bytes.TrimSpace(data)
 	if !has || len(payload) == 0 || b.err != nil {
 		return
@@ -222,12 +241,18 @@ func (b *sseBody) end() {
 	}
 	if b.hasData && !b.whole() {
 		b.data, b.hasData = b.data[:0], false
+		b.gen++
 	}
 	b.dispatch()
 }
 
 // whole reports whether the current event's data is already complete.
-func (b *sseBody) whole() bool { return wholeValue(b.data) }
+func (b *sseBody) whole() bool {
+	if b.wholeGen != b.gen+1 || b.wholeLen != len(b.data) {
+		b.wholeGen, b.wholeLen, b.wholeIs = b.gen+1, len(b.data), wholeValue(b.data)
+	}
+	return b.wholeIs
+}
 
 // wholeValue reports whether v is [DONE] or a whole JSON value.
 func wholeValue(v []byte) bool {

@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/kernel"
 )
 
 // chunkJSON is one content chunk's payload.
@@ -102,5 +104,25 @@ func TestErrorNullChunkIsAChunk(t *testing.T) {
 	s := newSink()
 	if err := newModel(t, srv, nil).Stream(context.Background(), request(), s); err != nil || s.text.String() != "Hello world" {
 		t.Fatalf("err %v, text %q", err, s.text.String())
+	}
+}
+
+// TestEventsWithoutBlankLinesBoundOneByOne: events a server sends without
+// the blank line between them (a leniency) are each held to MaxLineBytes on
+// their own — two that fit are read — and one that does not fit is refused.
+func TestEventsWithoutBlankLinesBoundOneByOne(t *testing.T) {
+	big := strings.Repeat("a", 600)
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Bytes("data: " + chunkJSON(big) + "\ndata: " + chunkJSON(big) + "\ndata: " + finishJSON + "\ndata: [DONE]\n")
+	})
+	defer srv.Close()
+	s := newSink()
+	if err := newModel(t, srv, func(c *openai.Config) { c.MaxLineBytes = 1000 }).Stream(context.Background(), request(), s); err != nil || s.text.Len() != 1200 {
+		t.Fatalf("two events of about 700 bytes under a 1000-byte bound: err %v, %d bytes of text", err, s.text.Len())
+	}
+	s = newSink()
+	err := newModel(t, srv, func(c *openai.Config) { c.MaxLineBytes = 650 }).Stream(context.Background(), request(), s)
+	if failure(err) != kernel.FailureBadResponse || !strings.Contains(err.Error(), "went past 650 bytes") {
+		t.Fatalf("an event over a 650-byte bound: err %v (%s)", err, failure(err))
 	}
 }
