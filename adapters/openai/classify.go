@@ -259,7 +259,9 @@ func recvError(err error, c *capture) *attemptError {
 		// go-openai, which cannot read Ollama's string form.
 		return eventError(parseErrorBody(c.errEvent))
 	}
-	if !c.sawData && len(c.head) > 0 && !strings.Contains(c.contentType, "event-stream") {
+	if !c.sawData && len(c.head) > 0 && !strings.Contains(c.contentType, "event-stream") && errors.Is(err, io.EOF) {
+		// A body that ended cleanly without one data line (one that broke
+		// is a disconnect, below, whatever it had sent).
 		return &attemptError{failure: kernel.FailureBadResponse, detail: fmt.Sprintf(
 			"not an event stream (Content-Type %q, no data: line; is the base URL the API root?): %s",
 			c.contentType, strings.Join(strings.Fields(string(c.head)), " "))}

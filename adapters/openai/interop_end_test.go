@@ -210,3 +210,26 @@ func TestBaseURLForms(t *testing.T) {
 		t.Errorf("no /v1: err %v (%s)\nwant %s", err, failure(err), want)
 	}
 }
+
+// TestCutJSONAnswerRetried: a whole JSON answer whose connection breaks
+// half-way is a disconnect — retried, the second answer taken — not a body
+// that is "not an event stream".
+func TestCutJSONAnswerRetried(t *testing.T) {
+	n := 0
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		n++
+		w.Header("Content-Type", "application/json")
+		if n == 1 {
+			_ = w.Bytes(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hel`)
+			w.Hangup()
+			return
+		}
+		_ = w.Bytes(`{"id":"x","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hello"},"finish_reason":"stop"}]}`)
+	})
+	defer srv.Close()
+	s := newSink()
+	err := newModel(t, srv, nil).Stream(context.Background(), request(), s)
+	if err != nil || s.text.String() != "Hello" || len(srv.Requests()) != 2 {
+		t.Fatalf("err %v (%s), text %q, %d requests", err, failure(err), s.text.String(), len(srv.Requests()))
+	}
+}

@@ -52,7 +52,13 @@ func (d *capturingDoer) jsonBody(body io.ReadCloser) io.ReadCloser {
 	if limit <= 0 {
 		limit = MaxLineFor(1 << 20)
 	}
-	raw, _ := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	raw, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		// The connection broke before the answer was whole: what came is
+		// passed on, then the break itself, so the request ends as the
+		// disconnect it was (and is retried), not as a malformed body.
+		return readCloser{io.MultiReader(bytes.NewReader(raw), failingReader{err}), body}
+	}
 	if len(raw) <= limit {
 		if events, ok := completionEvents(raw); ok {
 			return readCloser{bytes.NewReader(events), body}
@@ -60,6 +66,11 @@ func (d *capturingDoer) jsonBody(body io.ReadCloser) io.ReadCloser {
 	}
 	return readCloser{io.MultiReader(bytes.NewReader(raw), r), body}
 }
+
+// failingReader returns its error: a read that broke, replayed.
+type failingReader struct{ err error }
+
+func (f failingReader) Read([]byte) (int, error) { return 0, f.err }
 
 // readCloser reads from one reader and closes the connection's body.
 type readCloser struct {
