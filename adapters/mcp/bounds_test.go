@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -55,5 +56,37 @@ func TestLongDescriptionCut(t *testing.T) {
 		if len(n) > 300 {
 			t.Errorf("a note of %d bytes", len(n))
 		}
+	}
+}
+
+// TestClashingNamesIndependentOfOrder: which of two tools whose names
+// sanitise alike keeps the plain name depends on the names alone, so a
+// session resumed against a server that lists its tools in another order
+// calls the same tools: the name that needed no change keeps it, else the
+// one that sorts first.
+func TestClashingNamesIndependentOfOrder(t *testing.T) {
+	mapping := func(names ...string) map[string]string {
+		var tools []*sdk.Tool
+		for _, n := range names {
+			tools = append(tools, &sdk.Tool{Name: n})
+		}
+		list, _ := offers("s", tools)
+		m := map[string]string{}
+		for _, o := range list {
+			m[o.tool.Name] = o.name
+		}
+		return m
+	}
+	for _, pair := range [][2]string{{"get.file", "get_file"}, {"a.b", "a b"}} {
+		one, other := mapping(pair[0], pair[1]), mapping(pair[1], pair[0])
+		if len(one) != 2 || !maps.Equal(one, other) {
+			t.Errorf("%q listed both ways: %v and %v", pair, one, other)
+		}
+	}
+	if m := mapping("get.file", "get_file"); m["get_file"] != "mcp__s__get_file" {
+		t.Errorf("the name that needed no change lost the plain name: %v", m)
+	}
+	if m := mapping("a.b", "a b"); m["a b"] != "mcp__s__a_b" {
+		t.Errorf("the name that sorts first lost the plain name: %v", m)
 	}
 }

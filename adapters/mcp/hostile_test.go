@@ -77,8 +77,10 @@ func TestOddToolLists(t *testing.T) {
 			t.Errorf("%s: parameters %s", s.Name, s.Parameters)
 		}
 	}
-	want := []string{"mcp__raw__echo", "mcp__raw__with_space", "mcp__raw____n__code", "mcp__raw__dup", "mcp__raw__get_file",
-		hashedToolName("raw", "get_file"), ToolName("raw", strings.Repeat("long", 20)), "mcp__raw__noschema", "mcp__raw__trueschema", "mcp__raw__stringschema"}
+	// "get.file" is listed before "get_file"; the name that needed no
+	// change keeps the plain name.
+	want := []string{"mcp__raw__echo", "mcp__raw__with_space", "mcp__raw____n__code", "mcp__raw__dup", hashedToolName("raw", "get.file"),
+		"mcp__raw__get_file", ToolName("raw", strings.Repeat("long", 20)), "mcp__raw__noschema", "mcp__raw__trueschema", "mcp__raw__stringschema"}
 	if !slices.Equal(names, want) {
 		t.Errorf("names %q\nwant  %q", names, want)
 	}
@@ -87,12 +89,15 @@ func TestOddToolLists(t *testing.T) {
 		t.Fatalf("started events %+v", started)
 	}
 	mustContain(t, "start detail", started[0].Detail, "10 tools", "a tool without a name is not offered", `tool "dup" is listed twice; offered once`,
-		`tool "get_file" is offered as `+want[5], `tool "trueschema": its input schema is not a JSON object; offered without parameters`, `tool "stringschema": its input schema has type "string", not "object"`)
+		`tool "get.file" is offered as `+want[4], `tool "trueschema": its input schema is not a JSON object; offered without parameters`, `tool "stringschema": its input schema has type "string", not "object"`)
 	for _, name := range want {
 		r := c.Run(t.Context(), call(name, `{}`))
 		if r.Status != kernel.ToolOK {
 			t.Errorf("%s: %v %q", name, r.Status, r.Content)
 		}
+	}
+	if r := c.Run(t.Context(), call(want[4], `{}`)); r.Content != "called get.file" {
+		t.Errorf("%s called %q, want the server's get.file", want[4], r.Content)
 	}
 	if r := c.Run(t.Context(), call(want[5], `{}`)); r.Content != "called get_file" {
 		t.Errorf("%s called %q, want the server's get_file", want[5], r.Content)

@@ -60,20 +60,25 @@ func listTools(ctx context.Context, cs *sdk.ClientSession) (tools []*sdk.Tool, m
 //     not offered;
 //   - a name listed twice is offered once (a call names the tool, so the
 //     two cannot be told apart);
-//   - a tool whose model-facing name an earlier tool of the same server
-//     took ("get.file" after "get_file") gets the name with the hash
-//     (hashedToolName);
+//   - of the tools whose model-facing names clash ("get.file" and
+//     "get_file"), one keeps the plain name — by the names alone
+//     (plainWinner), whatever the listing's order — and the others get
+//     the name with the hash (hashedToolName);
 //   - an input schema that is not an object schema (absent, `true`,
 //     {"type": "string"}) becomes the empty object schema.
 //
 // Names that collide across servers are refused by Start: renaming a
 // server in its configuration fixes those.
 func offers(server string, tools []*sdk.Tool) ([]offer, []string) {
+	type candidate struct {
+		t      *sdk.Tool
+		schema json.RawMessage
+		plain  string
+	}
 	var (
-		out    []offer
+		cands  []candidate
 		notes  []string
 		remote = map[string]bool{}
-		taken  = map[string]bool{}
 	)
 	for _, t := range tools {
 		if t == nil || t.Name == "" {
@@ -93,19 +98,48 @@ func offers(server string, tools []*sdk.Tool) ([]offer, []string) {
 		if problem != "" {
 			notes = append(notes, fmt.Sprintf("tool %q: %s; offered without parameters", noted(t.Name), problem))
 		}
-		name := ToolName(server, t.Name)
-		if taken[name] {
-			name = hashedToolName(server, t.Name)
-			notes = append(notes, fmt.Sprintf("tool %q is offered as %s (its plain name is another tool's)", noted(t.Name), name))
+		cands = append(cands, candidate{t: t, schema: schema, plain: ToolName(server, t.Name)})
+	}
+	// Which of the tools that share a plain name keeps it is decided by the
+	// names alone, never by the listing's order, so a session resumed
+	// against a server that now lists its tools in another order calls the
+	// same tools (plainWinner).
+	owner := map[string]string{}
+	for _, c := range cands {
+		if w, ok := owner[c.plain]; !ok || plainWinner(c.plain, c.t.Name, w) {
+			owner[c.plain] = c.t.Name
 		}
-		if taken[name] {
-			notes = append(notes, fmt.Sprintf("tool %q is not offered: no name left for it", noted(t.Name)))
-			continue
+	}
+	taken := map[string]bool{}
+	for plain := range owner {
+		taken[plain] = true
+	}
+	var out []offer
+	for _, c := range cands {
+		name := c.plain
+		if owner[c.plain] != c.t.Name {
+			name = hashedToolName(server, c.t.Name)
+			if taken[name] {
+				notes = append(notes, fmt.Sprintf("tool %q is not offered: no name left for it", noted(c.t.Name)))
+				continue
+			}
+			taken[name] = true
+			notes = append(notes, fmt.Sprintf("tool %q is offered as %s (its plain name is another tool's)", noted(c.t.Name), name))
 		}
-		taken[name] = true
-		out = append(out, offer{name: name, tool: t, spec: live.ToolSpec{Name: name, Description: description(server, t), Parameters: schema}})
+		out = append(out, offer{name: name, tool: c.t, spec: live.ToolSpec{Name: name, Description: description(server, c.t), Parameters: c.schema}})
 	}
 	return out, notes
+}
+
+// plainWinner reports whether the tool named a, rather than b, keeps the
+// plain name both sanitise to: the one whose name needed no change
+// ("get_file" before "get.file"), else the one whose name sorts first.
+func plainWinner(plain, a, b string) bool {
+	exactA, exactB := strings.HasSuffix(plain, "__"+a), strings.HasSuffix(plain, "__"+b)
+	if exactA != exactB {
+		return exactA
+	}
+	return a < b
 }
 
 // startedDetail is the EventStarted detail of a first start: how many
