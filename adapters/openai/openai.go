@@ -90,8 +90,10 @@ type Config struct {
 	// Jitter returns a number in [0, 1) for backoff jitter; math/rand/v2
 	// when nil (tests pin it).
 	Jitter func() float64
-	// Now reads the clock for MaxRetryWait and HTTP-date Retry-Afters;
-	// time.Now when nil (tests pin it).
+	// Now reads the clock for MaxRetryWait, HTTP-date Retry-Afters and the
+	// spacing of reasoning progress (one report per 250 ms: a clock that
+	// never moves reports once per attempt); time.Now when nil (tests pin
+	// it).
 	Now func() time.Time
 	// Sleep waits between attempts: d, or until ctx is done (then it
 	// returns ctx's error); a timer when nil (tests record the waits
