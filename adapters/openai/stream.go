@@ -49,7 +49,6 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 
 	var (
 		finished bool
-		answered bool // text or a tool call arrived
 		tail     *time.Timer
 		calls    callIndexer
 		pinged   bool
@@ -61,7 +60,8 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 		}
 	}()
 	// Progress appends nothing to the answer, so an attempt that only
-	// reported progress may still be retried (started stays as it was).
+	// reported progress may still be retried: started says answer text or
+	// a call arrived.
 	progress := func() {
 		ps, ok := sink.(live.ProgressSink)
 		if !ok {
@@ -75,7 +75,7 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 	text := func(s string) {
 		if s != "" {
 			sink.Text(s)
-			started, answered = true, true
+			started = true
 		}
 	}
 	for {
@@ -88,7 +88,7 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 				// The answer is whole: [DONE], the tail wait ran out, or the
 				// connection dropped after the finish reason.
 				return started, nil
-			case errors.Is(err, io.EOF) && capt.done && answered:
+			case errors.Is(err, io.EOF) && capt.done && started:
 				return started, nil
 			case errors.Is(err, io.EOF) && capt.done:
 				return started, &attemptError{failure: kernel.FailureBadResponse, final: true,
@@ -121,17 +121,17 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 			}
 			for _, tc := range d.ToolCalls {
 				sink.Call(kernel.CallDelta{Index: calls.index(tc), ID: tc.ID, Name: tc.Function.Name, Args: argumentsText(tc.Function.Arguments)})
-				started, answered = true, true
+				started = true
 			}
 			if fc := d.FunctionCall; fc != nil && len(d.ToolCalls) == 0 {
 				// The legacy function_call shape: one call, no id.
 				sink.Call(kernel.CallDelta{Index: 0, Name: fc.Name, Args: argumentsText(fc.Arguments)})
-				started, answered = true, true
+				started = true
 			}
 			if ch.FinishReason == nil || *ch.FinishReason == "" || finished {
 				continue
 			}
-			if fe := finishFailure(*ch.FinishReason, ch, answered); fe != nil {
+			if fe := finishFailure(*ch.FinishReason, ch, started); fe != nil {
 				return started, fe
 			}
 			// Decide by what arrived, not by the reason (servers send
