@@ -44,43 +44,39 @@ func TestRenderedMachineIsTheSpec(t *testing.T) {
 		trig, ignored := strings.CutSuffix(l, " (ignored)")
 		return fmt.Sprintf("%s %s %s %v", from, trig, to, ignored)
 	}
+	// edges reads a graph rendering's edge lines: "FROM<arrow>TO" then the
+	// labels, which split cuts off the line (ok false: an edge without
+	// them); lines that are not edges, or leave the start node, are skipped.
+	edges := func(out, arrow, start, sep string, split func(line string) (edge, labels string, ok bool)) ([]string, error) {
+		var rows []string
+		for _, line := range strings.Split(out, "\n") {
+			line = strings.TrimSpace(line)
+			edge, labels, ok := split(line)
+			from, to, isEdge := strings.Cut(edge, arrow)
+			if !isEdge || from == start {
+				continue
+			}
+			if !ok {
+				return nil, fmt.Errorf("edge without a label: %q", line)
+			}
+			for _, l := range strings.Split(labels, sep) {
+				rows = append(rows, label(from, to, l))
+			}
+		}
+		return rows, nil
+	}
 	parsers := map[fsm.Format]func(out string) ([]string, error){
 		fsm.FormatMermaid: func(out string) ([]string, error) {
-			var rows []string
-			for _, line := range strings.Split(out, "\n") {
-				line = strings.TrimSpace(line)
-				arrow, labels, ok := strings.Cut(line, ": ")
-				from, to, isEdge := strings.Cut(arrow, " --> ")
-				if !isEdge || from == "[*]" {
-					continue
-				}
-				if !ok {
-					return nil, fmt.Errorf("edge without a label: %q", line)
-				}
-				for _, l := range strings.Split(labels, ", ") {
-					rows = append(rows, label(from, to, l))
-				}
-			}
-			return rows, nil
+			return edges(out, " --> ", "[*]", ", ", func(line string) (string, string, bool) {
+				return strings.Cut(line, ": ")
+			})
 		},
 		fsm.FormatDOT: func(out string) ([]string, error) {
-			var rows []string
-			for _, line := range strings.Split(out, "\n") {
-				line = strings.TrimSpace(line)
-				arrow, rest, ok := strings.Cut(line, " [label=\"")
-				from, to, isEdge := strings.Cut(arrow, " -> ")
-				if !isEdge || from == "init" {
-					continue
-				}
-				labels, _, closed := strings.Cut(rest, "\"")
-				if !ok || !closed {
-					return nil, fmt.Errorf("edge without a label: %q", line)
-				}
-				for _, l := range strings.Split(labels, `\n`) {
-					rows = append(rows, label(from, to, l))
-				}
-			}
-			return rows, nil
+			return edges(out, " -> ", "init", `\n`, func(line string) (string, string, bool) {
+				edge, rest, ok := strings.Cut(line, ` [label="`)
+				labels, _, closed := strings.Cut(rest, `"`)
+				return edge, labels, ok && closed
+			})
 		},
 		fsm.FormatTable: func(out string) ([]string, error) {
 			var rows []string
