@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 
@@ -32,11 +31,7 @@ import (
 // asked to stop, so turns may start again (a resumed chat reads input).
 func (k *Kernel) onRecover() {
 	k.shutdown = false
-	ids := make([]OpID, 0, len(k.ops))
-	for id := range k.ops { // determinism: sorted below
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
+	ids := k.LiveOps(make([]OpID, 0, len(k.ops)))
 	// Say what will happen first, so a subscriber reads the announcement
 	// before the ends and restarts it explains. Resolving one op never
 	// changes how another is resolved (no resolution cancels anything).
