@@ -323,7 +323,12 @@ func TestParseRefusesDamage(t *testing.T) {
 		{"torn header", "no header line", lines[0][:20]},
 		{"garbage", "log:3: not a header, step", join(lines[:2], []byte("garbage"), lines[2:])},
 		{"after end", "log:4: a record after the end line", join(lines[:2], end, lines[2:])},
-		{"bad event", "log:3: step record: event", join(lines[:2], bytes.Replace(lines[2], []byte(`"kind":"`), []byte(`"kind":"x`), 1), lines[3:])},
+		{"bad event", "log:5: step record: event", join(lines[:4], bytes.Replace(lines[4], []byte(`"kind":"`), []byte(`"kind":"x`), 1), lines[5:])},
+		// A delta record (lines[2], a plain chunk) damaged: unreadable, no
+		// op, or one the replay does not reproduce (another op's chunk).
+		{"bad delta", "log:3: delta record", join(lines[:2], bytes.Replace(lines[2], []byte(`"op":2`), []byte(`"op":"2"`), 1), lines[3:])},
+		{"delta without op", "log:3: delta record without its time or op", join(lines[:2], bytes.Replace(lines[2], []byte(`,"op":2`), nil, 1), lines[3:])},
+		{"delta of another op", "log:3: step 2: the rebuilt kernel's step differs", join(lines[:2], bytes.Replace(lines[2], []byte(`"op":2`), []byte(`"op":3`), 1), lines[3:])},
 		{"blank last line", fmt.Sprintf("log:%d: not a header, step", len(lines)+1), append(bytes.Clone(data), '\n')},
 	} {
 		l, err := Parse("log", tc.data)

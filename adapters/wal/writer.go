@@ -24,15 +24,17 @@ type File interface {
 // kernel goroutine (Record is the driver's Config.WriteAhead); it is not
 // safe for concurrent use.
 type Writer struct {
-	f  File
-	tw *trace.Writer
+	f   File
+	enc *encoder
 	// idempotent names the tools whose start needs no fsync: a recovery
 	// runs them again.
 	idempotent map[string]bool
 	err        error
 	records    int
 	syncs      int
-	closed     bool
+	// dirty: a record was written since the last fsync.
+	dirty  bool
+	closed bool
 }
 
 // Create creates a new log at path — never over an existing file — and
@@ -59,8 +61,12 @@ func NewWriter(f File, hdr trace.Header) (*Writer, error) {
 	if hdr.Source == "" {
 		hdr.Source = "live"
 	}
-	w := &Writer{f: f, tw: trace.NewWriter(f, hdr), idempotent: setOf(hdr.Idempotent)}
-	if err := w.tw.Flush(); err != nil {
+	enc, err := newEncoder(hdr)
+	if err != nil {
+		return nil, fmt.Errorf("write header: %w", err)
+	}
+	w := &Writer{f: f, enc: enc, idempotent: setOf(hdr.Idempotent)}
+	if _, err := f.Write(enc.line.B); err != nil {
 		return nil, fmt.Errorf("write header: %w", err)
 	}
 	if err := w.sync(); err != nil {
@@ -72,7 +78,7 @@ func NewWriter(f File, hdr trace.Header) (*Writer, error) {
 // appendWriter continues a log whose first steps step lines f already
 // holds (Resume).
 func appendWriter(f File, steps int, idempotent []string) *Writer {
-	return &Writer{f: f, tw: trace.ContinueWriter(f, steps), idempotent: setOf(idempotent)}
+	return &Writer{f: f, enc: continueEncoder(steps), idempotent: setOf(idempotent)}
 }
 
 func setOf(names []string) map[string]bool {
@@ -84,10 +90,11 @@ func setOf(names []string) map[string]bool {
 }
 
 // Record writes one step — its event and the effects it caused — as one
-// line with one write, and fsyncs when the step needs it (the package doc
-// says when). It is the live driver's Config.WriteAhead: the driver
-// executes the effects only after Record returned nil. After the first
-// failure every call returns that error.
+// line with one write (a delta record for a plain streamed chunk, delta.go),
+// and fsyncs when the step needs it (the package doc says when). It is the
+// live driver's Config.WriteAhead: the driver executes the effects only
+// after Record returned nil. After the first failure every call returns
+// that error.
 func (w *Writer) Record(s live.Step) error {
 	if w.err != nil {
 		return w.err
@@ -96,12 +103,16 @@ func (w *Writer) Record(s live.Step) error {
 		w.err = errors.New("write-ahead log: record after close")
 		return w.err
 	}
-	w.tw.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
-	if err := w.tw.Flush(); err != nil {
+	line, err := w.enc.step(s)
+	if err == nil {
+		_, err = w.f.Write(line)
+	}
+	if err != nil {
 		w.err = fmt.Errorf("write-ahead log: step %d: %w", w.records+1, err)
 		return w.err
 	}
 	w.records++
+	w.dirty = true
 	if w.needsSync(s) {
 		return w.sync()
 	}
@@ -134,7 +145,24 @@ func (w *Writer) sync() error {
 		return w.err
 	}
 	w.syncs++
+	w.dirty = false
 	return nil
+}
+
+// Sync makes every record written so far durable (fsync), unless none was
+// written since the last fsync. A host calls it before it writes anything
+// derived from the records — a transcript — so that after a power cut
+// that file can lag the log but never run ahead of it (docs/durable.md).
+// It runs on the kernel goroutine, as Record does; after a failure it
+// returns the writer's error.
+func (w *Writer) Sync() error {
+	if w.err != nil {
+		return w.err
+	}
+	if !w.dirty {
+		return nil
+	}
+	return w.sync()
 }
 
 // Close writes the end line — the mark of a run that ended cleanly, which
@@ -148,7 +176,11 @@ func (w *Writer) Close(at time.Duration) error {
 		return nil
 	}
 	w.closed = true
-	if _, err := w.tw.Close(at); err != nil {
+	_, err := w.enc.tw.Close(at)
+	if err == nil {
+		_, err = w.f.Write(w.enc.line.B)
+	}
+	if err != nil {
 		w.err = fmt.Errorf("write-ahead log: end line: %w", err)
 		return w.err
 	}
