@@ -395,3 +395,70 @@ func TestLastAt(t *testing.T) {
 		t.Fatalf("last at %v (%v), kernel now %v", at, err, k.Now())
 	}
 }
+
+// redactingMem is a log file in memory whose records pass a redactor, as a
+// host writes its log (each record one Write).
+type redactingMem struct {
+	memFile
+	redact func(string) string
+}
+
+func (r *redactingMem) Write(p []byte) (int, error) {
+	if _, err := r.memFile.WriteString(r.redact(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// TestRebuildComparesRedacted: a secret the kernel put together from
+// events that each hold only a piece of it (two chunks of an answer, joined
+// in the turn's end) is redacted in the effects of the step that joined it
+// while its events stay whole; the rebuild, told the redactor, compares
+// that step redacted as it was logged, and without it reports the step.
+func TestRebuildComparesRedacted(t *testing.T) {
+	const secret = "abcdefgh1234"
+	red := func(s string) string { return strings.ReplaceAll(s, secret, "[redacted]") }
+	cfg := kernelConfig()
+	k := kernel.MustNew(cfg)
+	f := &redactingMem{redact: red}
+	w, err := NewWriter(f, trace.HeaderOf(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req kernel.OpID
+	at := time.Duration(0)
+	feed := func(ev kernel.Event) {
+		at += time.Millisecond
+		ev.At = at
+		target := k.Target(ev)
+		before := k.AgentState(target)
+		effs := k.Step(ev)
+		for _, e := range effs {
+			if e.Kind == kernel.EffStartLLM {
+				req = e.Op
+			}
+		}
+		if err := w.Record(live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed(kernel.Submit(0, "go"))
+	feed(kernel.TextDelta(0, req, 1, "abcdefgh"))
+	feed(kernel.TextDelta(0, req, 2, "12345678"))
+	feed(kernel.LLMEnd(0, req))
+	if !strings.Contains(f.String(), "[redacted]5678") {
+		t.Fatalf("the turn's end was not redacted:\n%s", f.String())
+	}
+	l, err := Parse("log", f.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var me *MismatchError
+	if _, err := l.Rebuild(nil); !errors.As(err, &me) || me.Step != 4 {
+		t.Fatalf("without the redactor: %v, want a mismatch at step 4", err)
+	}
+	l.Redact = red
+	if _, err := l.Rebuild(nil); err != nil {
+		t.Fatalf("with the redactor: %v", err)
+	}
+}
