@@ -44,6 +44,9 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}
 	key := os.Getenv("OPENAI_API_KEY")
 	red := redact.New(key)
+	if why := redact.Weak(key); why != "" {
+		fmt.Fprintf(a.err, "escapement: OPENAI_API_KEY is not treated as a secret: %s; it is not redacted from output and files\n", why)
+	}
 	kcfg := kernel.Config{Limits: f.limits, System: f.system}
 	var loaded *loadedSession
 	var crashed *wal.Log // the log of a run that died, beside the resumed file
@@ -110,6 +113,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		kcfg.Idempotent = idem.Idempotent()
 	}
 	errw := &lockedWriter{w: a.err}
+	fedModel, fedTools := redactEdge(m, box, red)
 	lr = &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: errw, redact: red.Redact, secret: key, box: box,
 		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1)}
 
@@ -129,7 +133,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}
 	lr.json = f.json
 	if crashed != nil {
-		if err = lr.recoverRun(crashed, sessionPath, traceOut, m); err != nil {
+		if err = lr.recoverRun(crashed, sessionPath, traceOut, fedModel, fedTools); err != nil {
 			if lr.session != nil && lr.session.f != nil {
 				lr.session.close()
 			}
@@ -185,7 +189,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 			lr.walF.Close()
 		}
 	}()
-	dcfg := live.Config{Kernel: kcfg, Model: m, Tools: box, Observer: lr.observe}
+	dcfg := live.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, Observer: lr.observe}
 	if lr.wal != nil {
 		dcfg.WriteAhead = lr.wal.Record
 	}

@@ -148,7 +148,7 @@ func (nopSyncer) Sync() error { return nil }
 // rest is appended. A trace, if asked for, gets the log's header and every
 // replayed step, so it replays from its own header. Then the driver runs
 // on the rebuilt kernel: its first step is kernel.Recover.
-func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFile, model live.Model) error {
+func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFile, model live.Model, tools live.Tools) error {
 	offset, err := strconv.ParseInt(l.Header.Options[sessionOffsetOption], 10, 64)
 	if err != nil || offset < 0 {
 		return fmt.Errorf("%s:1: the header does not say where the session file stood when the log began", l.Name)
@@ -178,6 +178,7 @@ func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFi
 		hdr.Name, hdr.Build = sessionPath, buildName()
 		tw = trace.NewWriter(redactingWriter{w: &traced, redact: lr.redact}, hdr)
 	}
+	l.Redact = lr.redact // the log's lines were written through it
 	k, err := l.Rebuild(func(s live.Step) {
 		lr.persist(s)
 		if tw != nil {
@@ -233,7 +234,7 @@ func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFi
 			return err
 		}
 	}
-	res, err := l.Resume(k, live.Config{Model: model, Tools: lr.box, Observer: lr.observe}, lr.walWrap())
+	res, err := l.Resume(k, live.Config{Model: model, Tools: tools, Observer: lr.observe}, lr.walWrap())
 	if err != nil {
 		return err
 	}
