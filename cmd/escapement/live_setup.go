@@ -43,7 +43,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		return nil, err
 	}
 	key := os.Getenv("OPENAI_API_KEY")
-	red := redact.New(key)
+	red := a.secrets
 	if why := redact.Weak(key); why != "" {
 		fmt.Fprintf(a.err, "escapement: OPENAI_API_KEY is not treated as a secret: %s; it is not redacted from output and files\n", why)
 	}

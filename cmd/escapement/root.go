@@ -13,6 +13,7 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/redact"
 	"github.com/spf13/cobra"
 )
 
@@ -68,6 +69,9 @@ type app struct {
 	// wrapSession, when set, wraps the session file's writes (tests inject
 	// a disk that fills up).
 	wrapSession func(io.Writer) io.Writer
+	// secrets redacts what the process must not print or write: the API key
+	// (and any secret a command adds). Every error runWith prints passes it.
+	secrets *redact.Redactor
 }
 
 // run is main without os.Exit: the process's own hard exit and signals.
@@ -88,7 +92,7 @@ func processSignals() (<-chan os.Signal, func()) {
 // feed themselves, so they neither exit nor trap the binary's signals.
 // opts adjust the app before the command runs (tests inject fakes).
 func runWith(ctx context.Context, args []string, s streams, exit func(code int), signals func() (<-chan os.Signal, func()), opts ...func(*app)) int {
-	a := &app{streams: s, exit: exit, signals: signals}
+	a := &app{streams: s, exit: exit, signals: signals, secrets: redact.New(os.Getenv("OPENAI_API_KEY"))}
 	for _, o := range opts {
 		o(a)
 	}
@@ -98,17 +102,25 @@ func runWith(ctx context.Context, args []string, s streams, exit func(code int),
 	root.SetOut(s.out)
 	root.SetErr(s.err)
 	err := root.ExecuteContext(ctx)
+	reportErr(s.err, a.secrets, err)
+	return exitCodeOf(err)
+}
+
+// reportErr prints a command's error on stderr, redacted: an error may
+// quote anything — a flag's value, a server's answer, a line of a file
+// (a write-ahead log's record that a rebuild did not reproduce) — and a
+// secret in it must not reach the terminal.
+func reportErr(w io.Writer, secrets *redact.Redactor, err error) {
 	var ee *exitError
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintf(s.err, "escapement: %v\n", ee.err)
+			io.WriteString(w, secrets.Redact(fmt.Sprintf("escapement: %v\n", ee.err)))
 		}
 	default:
-		fmt.Fprintf(s.err, "escapement: %v\nRun 'escapement --help' for usage.\n", err)
+		io.WriteString(w, secrets.Redact(fmt.Sprintf("escapement: %v\nRun 'escapement --help' for usage.\n", err)))
 	}
-	return exitCodeOf(err)
 }
 
 // exitCodeOf is the exit code a command's error gives: its own for an

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/wal"
 	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -119,5 +124,60 @@ func TestWeakKeyIsNoSecret(t *testing.T) {
 	p.stdin.Close()
 	if code := p.wait(t); code != exitOK || !strings.Contains(p.stdout.String(), "Still here.") {
 		t.Fatalf("resume: exit %d\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
+	}
+}
+
+// TestEveryErrorRedacted: whatever an error quotes — a usage error's flag
+// value, a failed check's cause, a write-ahead log's record a rebuild did
+// not reproduce, a wrapped error, cobra's own — it reaches stderr
+// redacted.
+func TestEveryErrorRedacted(t *testing.T) {
+	const key = testKey
+	line := `{"type":"step","event":{"kind":"submit","text":"use ` + key + `"}}`
+	for name, err := range map[string]error{
+		"usage":        usageErr("--resume: %s", line),
+		"check failed": &exitError{code: exitCheckFailed, err: errors.New(line)},
+		"mismatch": &exitError{code: exitUsage, err: fmt.Errorf("--resume: %w",
+			&wal.MismatchError{Name: "s.jsonl.wal", Step: 1, Line: 2, Logged: line, Replay: line})},
+		"wrapped": &exitError{code: exitCheckFailed, err: fmt.Errorf("write-ahead log: %w", errors.Join(errors.New(line), os.ErrClosed))},
+		"cobra":   errors.New(`invalid argument "` + key + `" for "--max-depth" flag`),
+	} {
+		var b strings.Builder
+		reportErr(&b, redact.New(key), err)
+		if b.Len() == 0 || !strings.Contains(b.String(), "[redacted]") {
+			t.Errorf("%s: %q", name, b.String())
+		}
+		if piece, ok := holdsPiece(b.String(), key, redact.MinRun); ok {
+			t.Errorf("%s: %q on stderr", name, piece)
+		}
+	}
+}
+
+// TestResumeRefusalRedacted: the refusal of a log whose record the rebuild
+// does not reproduce quotes the record, and the record holds the key (here
+// a prompt changed after the crash): stderr shows it redacted. So does a
+// flag whose value is the key.
+func TestResumeRefusalRedacted(t *testing.T) {
+	srv, dir, sess := crashAfterTool(t)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	t.Setenv("OPENAI_API_KEY", testKey)
+	log, _ := os.ReadFile(sess + walSuffix)
+	changed := bytes.Replace(log, []byte(`"text":"what is here?"`), []byte(`"text":"use `+testKey+`"`), 1)
+	if bytes.Equal(changed, log) {
+		t.Fatal("the prompt is not in the log")
+	}
+	if err := os.WriteFile(sess+walSuffix, changed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errb := runCLIWithInput(t, "", "chat", "--resume", sess, "--workspace", dir)
+	if code != exitUsage || !strings.Contains(errb, "differs") || !strings.Contains(errb, "[redacted]") {
+		t.Fatalf("exit %d, stderr %q", code, errb)
+	}
+	if piece, ok := holdsPiece(errb, testKey, redact.MinRun); ok {
+		t.Errorf("stderr holds %q of the key:\n%s", piece, errb)
+	}
+	code, _, errb = runCLI(t, "run", "--max-depth", testKey, "hi")
+	if code != exitUsage || strings.Contains(errb, testKey) {
+		t.Errorf("a flag holding the key: exit %d, stderr %q", code, errb)
 	}
 }
