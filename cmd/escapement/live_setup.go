@@ -50,18 +50,26 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	kcfg := kernel.Config{Limits: f.limits, System: f.system}
 	var loaded *loadedSession
 	var crashed *wal.Log // the log of a run that died, beside the resumed file
-	sessionPath := f.session
+	sessionPath, err := sessionFile(f)
+	if err != nil {
+		return nil, err
+	}
 	if f.resume != "" {
-		if crashed, err = crashedLog(f.resume); err != nil {
+		// Nothing of the session is read before the lock is held: another
+		// process may be writing it. The lock is held until the command
+		// has returned (runWith).
+		if a.session, err = lockSession(sessionPath); err != nil {
+			return nil, usageErr("--resume: %v", err)
+		}
+		if crashed, err = crashedLog(sessionPath); err != nil {
 			return nil, usageErr("--resume: %v", err)
 		}
 		if crashed == nil {
-			if loaded, err = loadSession(f.resume); err != nil {
+			if loaded, err = loadSession(sessionPath); err != nil {
 				return nil, usageErr("--resume: %v", err)
 			}
 			kcfg.History, kcfg.Turns = loaded.history, loaded.last
 		}
-		sessionPath = f.resume
 	}
 	if err := kcfg.Validate(); err != nil {
 		if loaded != nil {
@@ -143,7 +151,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		return lr, nil
 	}
 	if loaded != nil && loaded.unfinished() {
-		backup, err := setAsideUnfinished(f.resume, loaded, time.Now())
+		backup, err := setAsideUnfinished(sessionPath, loaded, time.Now())
 		if err != nil {
 			return nil, usageErr("--resume: %v", err)
 		}
@@ -151,12 +159,12 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		if loaded.torn {
 			what += " and a torn last line"
 		}
-		fmt.Fprintf(errw, "escapement: %s: dropped %s; the original file is kept as %s\n", f.resume, what, backup)
+		fmt.Fprintf(errw, "escapement: %s: dropped %s; the original file is kept as %s\n", sessionPath, what, backup)
 	}
 	if loaded != nil {
 		lr.session, err = appendSession(sessionPath, lr.redact, a.wrapSession)
 	} else {
-		lr.session, err = createSession(sessionPath, model, lr.redact, a.wrapSession)
+		lr.session, err = a.newSession(sessionPath, model, lr.redact)
 	}
 	if err != nil {
 		return nil, usageErr("--session: %v", err)

@@ -72,6 +72,9 @@ type app struct {
 	// secrets redacts what the process must not print or write: the API key
 	// (and any secret a command adds). Every error runWith prints passes it.
 	secrets *redact.Redactor
+	// session is the lock on the session a live command runs (session_lock.go),
+	// held until the command has returned.
+	session *sessionLock
 }
 
 // run is main without os.Exit: the process's own hard exit and signals.
@@ -102,6 +105,7 @@ func runWith(ctx context.Context, args []string, s streams, exit func(code int),
 	root.SetOut(s.out)
 	root.SetErr(s.err)
 	err := root.ExecuteContext(ctx)
+	a.session.release()
 	reportErr(s.err, a.secrets, err)
 	return exitCodeOf(err)
 }

@@ -67,7 +67,7 @@ type sessionWriter struct {
 // over (a session quit before the header was written, a file made by
 // touch); checkNewSession has refused anything else.
 func createSession(path, model string, redact func(string) string, wrap func(io.Writer) io.Writer) (*sessionWriter, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("session %s: %w", path, err)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -85,6 +85,41 @@ func createSession(path, model string, redact func(string) string, wrap func(io.
 	s.write(sessionRecord{Type: "session", Format: sessionFormat, Model: model, Created: time.Now().UTC().Format(time.RFC3339)})
 	s.sync()
 	return s, s.err
+}
+
+// newSession locks a new session file at path (making its directory, 0700
+// as a state directory should be) and creates it. The lock is held until
+// the command has returned (runWith); a session on a device (/dev/null)
+// needs none.
+func (a *app) newSession(path, model string, redact func(string) string) (*sessionWriter, error) {
+	if keepsLog(path) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("session %s: %w", path, err)
+		}
+		lock, err := lockSession(path)
+		if err != nil {
+			return nil, err
+		}
+		a.session = lock
+	}
+	return createSession(path, model, redact, a.wrapSession)
+}
+
+// sessionFile is the real file of the session the flags name (--resume's,
+// else --session's; resolveSession), "" when none is named.
+func sessionFile(f *liveFlags) (string, error) {
+	path, flag := f.session, "--session"
+	if f.resume != "" {
+		path, flag = f.resume, "--resume"
+	}
+	if path == "" {
+		return "", nil
+	}
+	real, err := resolveSession(path)
+	if err != nil {
+		return "", usageErr("%s: %v", flag, err)
+	}
+	return real, nil
 }
 
 // appendSession opens a resumed session for appending. A file whose last
