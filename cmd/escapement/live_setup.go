@@ -301,7 +301,8 @@ func openOutput(path string) (*outputFile, error) {
 		return nil, fmt.Errorf("%s exists and is not an escapement trace; name a new file (or remove it)", path)
 	}
 	o := &outputFile{path: path}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NONBLOCK, 0o644)
+	// 0600: a trace holds what the session holds (docs/durable.md).
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NONBLOCK, 0o600)
 	if err == nil {
 		o.f, o.created = f, true
 		return o, nil
