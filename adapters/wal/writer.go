@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -26,6 +27,8 @@ type File interface {
 type Writer struct {
 	f   File
 	enc *encoder
+	// name is the log's path, for errors ("" for a log without one).
+	name string
 	// idempotent names the tools whose start needs no fsync: a recovery
 	// runs them again.
 	idempotent map[string]bool
@@ -51,8 +54,9 @@ func Create(path string, hdr trace.Header, wrap Wrap) (*Writer, *os.File, error)
 	w, err := NewWriter(wrap.apply(f), hdr)
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("write-ahead log %s: %w", path, err)
+		return nil, nil, fmt.Errorf("write-ahead log %s: %w", path, bare(err))
 	}
+	w.name = path
 	return w, f, nil
 }
 
@@ -100,7 +104,7 @@ func (w *Writer) Record(s live.Step) error {
 		return w.err
 	}
 	if w.closed {
-		w.err = errors.New("write-ahead log: record after close")
+		w.err = w.fail("record after close", nil)
 		return w.err
 	}
 	line, err := w.enc.step(s)
@@ -108,7 +112,7 @@ func (w *Writer) Record(s live.Step) error {
 		_, err = w.f.Write(line)
 	}
 	if err != nil {
-		w.err = fmt.Errorf("write-ahead log: step %d: %w", w.records+1, err)
+		w.err = w.fail(fmt.Sprintf("step %d", w.records+1), err)
 		return w.err
 	}
 	w.records++
@@ -141,7 +145,7 @@ func (w *Writer) needsSync(s live.Step) bool {
 
 func (w *Writer) sync() error {
 	if err := w.f.Sync(); err != nil {
-		w.err = fmt.Errorf("write-ahead log: fsync after step %d: %w", w.records, err)
+		w.err = w.fail(fmt.Sprintf("fsync after step %d", w.records), err)
 		return w.err
 	}
 	w.syncs++
@@ -181,10 +185,33 @@ func (w *Writer) Close(at time.Duration) error {
 		_, err = w.f.Write(w.enc.line.B)
 	}
 	if err != nil {
-		w.err = fmt.Errorf("write-ahead log: end line: %w", err)
+		w.err = w.fail("end line", err)
 		return w.err
 	}
 	return w.sync()
+}
+
+// fail is the error for what failed (err may be nil), naming the log. An
+// *fs.PathError's own path is left out: it is the log's.
+func (w *Writer) fail(what string, err error) error {
+	name := "write-ahead log"
+	if w.name != "" {
+		name += " " + w.name
+	}
+	if err == nil {
+		return fmt.Errorf("%s: %s", name, what)
+	}
+	return fmt.Errorf("%s: %s: %w", name, what, bare(err))
+}
+
+// bare is err without the *fs.PathError around it, whose path and
+// operation an error naming the log would repeat.
+func bare(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe == err {
+		return pe.Err
+	}
+	return err
 }
 
 // Records is how many steps this writer recorded; Syncs how many fsyncs it

@@ -145,7 +145,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 			if lr.session != nil && lr.session.f != nil {
 				lr.session.close()
 			}
-			return nil, usageErr("--resume: %v", err)
+			return nil, writeErr("--resume: %v", err)
 		}
 		fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
 		return lr, nil
@@ -153,7 +153,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	if loaded != nil && loaded.unfinished() {
 		backup, err := setAsideUnfinished(sessionPath, loaded, time.Now())
 		if err != nil {
-			return nil, usageErr("--resume: %v", err)
+			return nil, writeErr("--resume: %v", err)
 		}
 		what := fmt.Sprintf("%d message(s) of a turn that never finished", loaded.discarded)
 		if loaded.torn {
@@ -167,7 +167,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		lr.session, err = a.newSession(sessionPath, model, lr.redact)
 	}
 	if err != nil {
-		return nil, usageErr("--session: %v", err)
+		return nil, writeErr("--session: %v", err)
 	}
 	defer func() {
 		if err != nil {
@@ -176,7 +176,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}()
 	if traceOut != nil {
 		if err = traceOut.commit(); err != nil {
-			return nil, usageErr("--trace: %v", err)
+			return nil, writeErr("--trace: %v", err)
 		}
 		lr.traceF = traceOut.f
 		lr.trace = trace.NewWriter(redactingWriter{w: traceOut.f, redact: lr.redact}, trace.Header{
@@ -184,13 +184,13 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 			History: kcfg.History, Turns: kcfg.Turns, Idempotent: kcfg.Idempotent, Build: buildName(),
 		})
 		if err = lr.trace.Flush(); err != nil { // the header, at once
-			return nil, usageErr("--trace: %v", err)
+			return nil, writeErr("--trace: %v", err)
 		}
 	}
 	lr.json = f.json
 	mcpView.lr.Store(lr)
 	if err = lr.startLog(sessionPath, kcfg); err != nil {
-		return nil, usageErr("--session: write-ahead log: %v", err)
+		return nil, writeErr("--session: write-ahead log: %v", err)
 	}
 	defer func() {
 		if err != nil && lr.walF != nil {
@@ -213,6 +213,18 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}
 	fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
 	return lr, nil
+}
+
+// writeErr is the error for an output that could not be written: exit 1
+// when the disk failed (full, over quota, an I/O error: nothing the user
+// typed was wrong), else a usage error (exit 2) as for any bad path.
+func writeErr(format string, err error) error {
+	for _, disk := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS} {
+		if errors.Is(err, disk) {
+			return &exitError{code: exitCheckFailed, err: fmt.Errorf(format, err)}
+		}
+	}
+	return usageErr(format, err)
 }
 
 // whileBusy resolves --while-busy: interject when stdin is a terminal (a

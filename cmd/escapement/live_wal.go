@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,7 +51,13 @@ type redactingFile struct {
 func (r redactingFile) Sync() error { return r.f.Sync() }
 
 func (lr *liveRun) walWrap() wal.Wrap {
-	return func(f *os.File) wal.File { return redactingFile{redactingWriter{w: f, redact: lr.redact}, f} }
+	return func(f *os.File) wal.File {
+		var w io.Writer = f
+		if lr.a.wrapLog != nil {
+			w = lr.a.wrapLog(f)
+		}
+		return redactingFile{redactingWriter{w: w, redact: lr.redact}, f}
+	}
 }
 
 // keepsLog reports whether a session at path gets a write-ahead log: a
@@ -132,6 +139,18 @@ func (lr *liveRun) closeLog(clean bool) error {
 	}
 	syncDir(filepath.Dir(lr.walPath))
 	return nil
+}
+
+// stopped explains a driver that stopped because its write-ahead log
+// failed (a full disk, an I/O error): the run could not record what it did
+// next, so it did nothing more; what was recorded is kept, and a resume
+// goes on from it once the cause is gone. Other errors pass unchanged.
+func (lr *liveRun) stopped(runErr error) error {
+	if !errors.Is(runErr, live.ErrWriteAhead) {
+		return runErr
+	}
+	session := lr.session.path
+	return fmt.Errorf("%w\nthe run stopped: it could not record what it would do next. %s and its log %s keep everything before that; once there is room, `escapement chat --resume %s` (or run --resume) continues", runErr, session, lr.walPath, session)
 }
 
 // nopSyncer is the catch-up's in-memory session: nothing to sync.

@@ -69,6 +69,9 @@ type app struct {
 	// wrapSession, when set, wraps the session file's writes (tests inject
 	// a disk that fills up).
 	wrapSession func(io.Writer) io.Writer
+	// wrapLog, when set, wraps the write-ahead log's writes (tests inject a
+	// disk that fills up).
+	wrapLog func(io.Writer) io.Writer
 	// secrets redacts what the process must not print or write: the API key
 	// (and any secret a command adds). Every error runWith prints passes it.
 	secrets *redact.Redactor
