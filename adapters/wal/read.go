@@ -2,6 +2,7 @@ package wal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,11 @@ import (
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
+
+// ErrNoHeader is wrapped by Read's error for a log without a whole header
+// line: empty, or cut while its header was written. Nothing was recorded
+// in it (the header is fsynced before the first record is written).
+var ErrNoHeader = errors.New("not a write-ahead log: no header line")
 
 // Log is a write-ahead log read back: its header and its step lines.
 type Log struct {
@@ -65,7 +71,7 @@ func Parse(name string, data []byte) (*Log, error) {
 	}
 	l.Size = int64(len(data))
 	if len(data) == 0 {
-		return nil, fmt.Errorf("%s: not a write-ahead log: no header line (empty, or its first write was cut)", name)
+		return nil, fmt.Errorf("%s: %w (empty, or its first write was cut)", name, ErrNoHeader)
 	}
 	first, rest, _ := bytes.Cut(data, []byte("\n"))
 	hdr, err := trace.ReadHeader(first)

@@ -37,6 +37,7 @@ type liveRun struct {
 	state     turnState
 	notify    chan struct{}
 	intr      *interrupts
+	resubmit  string // a prompt a recovery submits again once the driver runs (session_recover.go)
 
 	// Kernel goroutine only.
 	written     int    // root messages already in the session file

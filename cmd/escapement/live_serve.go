@@ -99,6 +99,7 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 	defer stopRun()
 	errc := make(chan error, 1)
 	go func() { errc <- lr.driver.Run(runCtx) }() // owned: received below, or left to the process's exit past the bound
+	lr.submitLost(ctx)
 	err := body(ctx)
 	if lr.intr.hardExited() {
 		lr.session.close()

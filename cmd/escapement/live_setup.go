@@ -50,6 +50,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	kcfg := kernel.Config{Limits: f.limits, System: f.system}
 	var loaded *loadedSession
 	var crashed *wal.Log // the log of a run that died, beside the resumed file
+	var headless string  // what became of a log without a header beside it
 	sessionPath, err := sessionFile(f)
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		if a.session, err = lockSession(sessionPath); err != nil {
 			return nil, usageErr("--resume: %v", err)
 		}
-		if crashed, err = crashedLog(sessionPath); err != nil {
+		if crashed, headless, err = crashedLog(sessionPath); err != nil {
 			return nil, usageErr("--resume: %v", err)
 		}
 		if crashed == nil {
@@ -161,6 +162,14 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		}
 		fmt.Fprintf(errw, "escapement: %s: dropped %s; the original file is kept as %s\n", sessionPath, what, backup)
 	}
+	if headless != "" {
+		lr.say("%s", headless)
+		if loaded.unfinished() {
+			// The log of the unfinished turn was lost with its header:
+			// the turn starts again from its prompt.
+			lr.scheduleResubmit(firstPrompt(loaded.pending), loaded.last+1)
+		}
+	}
 	if loaded != nil {
 		lr.session, err = appendSession(sessionPath, lr.redact, a.wrapSession)
 	} else {
@@ -191,6 +200,9 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	mcpView.lr.Store(lr)
 	if err = lr.startLog(sessionPath, kcfg); err != nil {
 		return nil, writeErr("--session: write-ahead log: %v", err)
+	}
+	if lr.wal != nil {
+		lr.session.logSync = lr.wal.Sync
 	}
 	defer func() {
 		if err != nil && lr.walF != nil {

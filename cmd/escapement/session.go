@@ -57,8 +57,13 @@ type sessionWriter struct {
 	f      *os.File
 	w      io.Writer                 // f, or a test's wrapper of it
 	syncer interface{ Sync() error } // f, or the wrapper when it syncs
-	err    error                     // the first error; nothing is written after it
-	closed bool
+	// logSync, when set, makes the write-ahead log durable before a record
+	// is written (wal.Writer.Sync): after a power cut the session file can
+	// lag its log, never hold what the log lost (docs/durable.md). It runs
+	// where write does, on the kernel's goroutine.
+	logSync func() error
+	err     error // the first error; nothing is written after it
+	closed  bool
 }
 
 // createSession creates a new session file at path (and its directory) and
@@ -185,6 +190,9 @@ func (s *sessionWriter) write(r sessionRecord) {
 	}
 	b, err := json.Marshal(r)
 	if err == nil {
+		err = s.logFirst()
+	}
+	if err == nil {
 		if s.redact != nil {
 			b = []byte(s.redact(string(b)))
 		}
@@ -195,6 +203,18 @@ func (s *sessionWriter) write(r sessionRecord) {
 	}
 }
 
+// logFirst makes the log durable before a record derived from it is
+// written (logSync).
+func (s *sessionWriter) logFirst() error {
+	if s.logSync == nil {
+		return nil
+	}
+	if err := s.logSync(); err != nil {
+		return fmt.Errorf("not written: its write-ahead log could not be made durable first: %w", err)
+	}
+	return nil
+}
+
 // writeRaw appends records already encoded and redacted (a recovery's
 // catch-up, recoverRun) with a single write.
 func (s *sessionWriter) writeRaw(b []byte) {
@@ -203,7 +223,11 @@ func (s *sessionWriter) writeRaw(b []byte) {
 	if s.err != nil || s.closed {
 		return
 	}
-	if _, err := s.w.Write(b); err != nil {
+	err := s.logFirst()
+	if err == nil {
+		_, err = s.w.Write(b)
+	}
+	if err != nil {
 		s.err = fmt.Errorf("session %s: %w", s.path, err)
 	}
 }
