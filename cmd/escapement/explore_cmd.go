@@ -36,7 +36,7 @@ type exploreFlags struct {
 	core sim.CoreFactory
 }
 
-// Default scopes (README, "Exhaustive exploration").
+// Default scopes (docs/oracle.md, "Exhaustive exploration").
 const (
 	defaultExploreStates = 2_000_000
 	defaultMovedInputs   = 2 // scenario mode: inputs one schedule moves

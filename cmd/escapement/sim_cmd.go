@@ -69,7 +69,7 @@ func (a *app) loadScenarios(paths []string) ([]*sim.Scenario, error) {
 	return loadScenarioPaths(paths)
 }
 
-// jsonResult is the --json shape (the CLI's contract, README "The simulator").
+// jsonResult is the --json shape (the CLI's contract, docs/scenarios.md).
 type jsonResult struct {
 	Name        string            `json:"name"`
 	Passed      bool              `json:"passed"`
