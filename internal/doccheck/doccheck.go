@@ -87,27 +87,37 @@ func lineOf(src []byte, n ast.Node) int {
 	return bytes.Count(src[:min(off, len(src))], []byte("\n")) + 1
 }
 
-// Anchors returns the anchors GitHub gives a Markdown document's headings:
-// each heading's Slug, and slug-1, slug-2, … for later headings of the same
-// slug.
-func Anchors(src []byte) map[string]bool {
-	anchors := map[string]bool{}
-	seen := map[string]int{}
+// Headings returns the text of a Markdown document's headings, in order,
+// as rendered (code spans and links without their markup).
+func Headings(src []byte) []string {
+	var hs []string
 	doc := markdown.Parser().Parse(text.NewReader(src))
 	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
 		h, ok := n.(*ast.Heading)
 		if !entering || !ok {
 			return ast.WalkContinue, nil
 		}
-		slug := Slug(plainText(src, h))
+		hs = append(hs, plainText(src, h))
+		return ast.WalkSkipChildren, nil
+	})
+	return hs
+}
+
+// Anchors returns the anchors GitHub gives a Markdown document's headings:
+// each heading's Slug, and slug-1, slug-2, … for later headings of the same
+// slug.
+func Anchors(src []byte) map[string]bool {
+	anchors := map[string]bool{}
+	seen := map[string]int{}
+	for _, h := range Headings(src) {
+		slug := Slug(h)
 		if k := seen[slug]; k > 0 {
 			anchors[fmt.Sprintf("%s-%d", slug, k)] = true
 		} else {
 			anchors[slug] = true
 		}
 		seen[slug]++
-		return ast.WalkSkipChildren, nil
-	})
+	}
 	return anchors
 }
 
