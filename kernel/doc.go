@@ -44,8 +44,8 @@
 //
 // An input the kernel refuses yields an EffError whose Err wraps
 // ErrEmptyText, ErrShutdown or ErrUnknownAgent, or is a
-// *fsm.UndeclaredError; nothing else happens. The README's "Kernel
-// contract" lists the effects and limits, docs/semantics.md what every input
+// *fsm.UndeclaredError; nothing else happens. docs/embedding.md, "The
+// kernel contract", lists the effects and limits, docs/semantics.md what every input
 // does in every state, and docs/durable.md how Recover rebuilds a tree after
 // a crash.
 package kernel
