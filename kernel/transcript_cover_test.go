@@ -78,9 +78,16 @@ func TestTranscriptCoverage(t *testing.T) {
 	if len(runs) < 30 {
 		t.Errorf("%d transcript files; the kernel's documentation keeps at least 30", len(runs))
 	}
+	sections := specSections(t)
 	for _, r := range runs {
-		if len(r.header) == 0 || !strings.Contains(strings.Join(r.header, "\n"), "docs/semantics.md") {
-			t.Errorf("%s: start the file with a # comment block saying what it shows, citing docs/semantics.md", r.name)
+		cited := citedSections(r.header)
+		if len(cited) == 0 {
+			t.Errorf("%s: start the file with a # comment block saying what it shows, citing docs/semantics.md (docs/semantics.md, \"Section\")", r.name)
+		}
+		for _, c := range cited {
+			if !sections[c] {
+				t.Errorf("%s: cites docs/semantics.md, %q, which has no such section", r.name, c)
+			}
 		}
 		for _, err := range checkRun(r) {
 			t.Errorf("%s: %v", r.name, err)
@@ -88,6 +95,47 @@ func TestTranscriptCoverage(t *testing.T) {
 	}
 	for _, gap := range coverageGaps(runs) {
 		t.Error(gap)
+	}
+}
+
+// specSections are the section titles of docs/semantics.md.
+func specSections(t *testing.T) map[string]bool {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("..", "docs", "semantics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, line := range strings.Split(string(src), "\n") {
+		if title, ok := strings.CutPrefix(line, "## "); ok {
+			out[strings.TrimSpace(title)] = true
+		}
+	}
+	return out
+}
+
+var quotedTitle = regexp.MustCompile(`"([^"]+)"`)
+
+// citedSections are the sections a header cites: the quoted titles in the
+// parentheses that name docs/semantics.md, as in (docs/semantics.md,
+// "Inputs"; "Deadlines": debounce).
+func citedSections(header []string) []string {
+	text := strings.Join(header, " ")
+	text = strings.ReplaceAll(text, "# ", "")
+	var out []string
+	for {
+		i := strings.Index(text, "docs/semantics.md")
+		if i < 0 {
+			return out
+		}
+		text = text[i+len("docs/semantics.md"):]
+		end := strings.IndexByte(text, ')')
+		if end < 0 {
+			end = len(text)
+		}
+		for _, m := range quotedTitle.FindAllStringSubmatch(text[:end], -1) {
+			out = append(out, m[1])
+		}
 	}
 }
 
@@ -308,5 +356,22 @@ func TestTranscriptClaimsMustShow(t *testing.T) {
 		if !slices.ContainsFunc(errs, func(err error) bool { return strings.Contains(err.Error(), "claims "+c+" ") }) {
 			t.Errorf("a plain turn passes as showing %s: %v", c, errs)
 		}
+	}
+}
+
+// TestTranscriptCitations: the header check reads the sections a file
+// cites, and a section the spec lacks is not taken for one it has.
+func TestTranscriptCitations(t *testing.T) {
+	header := []string{
+		`# A cancel (docs/semantics.md, "Inputs"; "Deadlines": grace). Not a`,
+		`# section: "name". Nor (docs/semantics.md, "No such section").`,
+	}
+	got := citedSections(header)
+	if want := []string{"Inputs", "Deadlines", "No such section"}; !slices.Equal(got, want) {
+		t.Fatalf("cited %q, want %q", got, want)
+	}
+	sections := specSections(t)
+	if !sections["Inputs"] || !sections["Deadlines"] || sections["No such section"] {
+		t.Fatalf("docs/semantics.md sections misread: %v", sections)
 	}
 }
