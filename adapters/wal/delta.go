@@ -68,17 +68,18 @@ func continueEncoder(steps int) *encoder {
 // step returns the line for s (valid until the next call), without its
 // newline kept apart: the line ends in '\n'.
 func (e *encoder) step(s live.Step) ([]byte, error) {
+	plain := e.plain(s)
+	e.track(&s.Event)
+	if plain {
+		e.tw.Skip()
+		e.delta = appendDelta(e.delta[:0], &s.Event)
+		return e.delta, nil
+	}
 	e.tw.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
 	if err := e.tw.Flush(); err != nil {
 		return nil, err
 	}
-	plain := e.plain(s)
-	e.track(&s.Event)
-	if !plain {
-		return e.line.B, nil
-	}
-	e.delta = appendDelta(e.delta[:0], &s.Event)
-	return e.delta, nil
+	return e.line.B, nil
 }
 
 // next is the chunk number a delta record of op stands for.
@@ -162,6 +163,10 @@ type deltaRecord struct {
 // its op (encoder.next). A rebuild re-encodes the replayed step, so a
 // record this reads wrongly is reported, never taken.
 func deltaEvent(ln []byte, chunk func(kernel.OpID) uint32) (kernel.Event, error) {
+	if ev, ok := textDelta(ln); ok {
+		ev.Chunk = chunk(ev.Op)
+		return ev, nil
+	}
 	var r deltaRecord
 	if err := json.Unmarshal(ln, &r); err != nil {
 		return kernel.Event{}, fmt.Errorf("delta record: %w", err)
@@ -170,6 +175,39 @@ func deltaEvent(ln []byte, chunk func(kernel.OpID) uint32) (kernel.Event, error)
 		return kernel.Event{}, errors.New("delta record without its time or op")
 	}
 	return kernel.Event{Kind: kernel.EvLLMDelta, At: time.Duration(*r.At), Op: r.Op, Chunk: chunk(r.Op), Text: r.Text, Call: r.Call}, nil
+}
+
+// textDelta reads the common delta record, a text chunk, as appendDelta
+// writes it, without reflection (a rebuild reads one per streamed chunk);
+// ok is false for anything else, which deltaEvent decodes in full.
+func textDelta(ln []byte) (ev kernel.Event, ok bool) {
+	rest, ok := bytes.CutPrefix(ln, []byte(deltaPrefix+`"at":`))
+	if !ok {
+		return ev, false
+	}
+	at, rest, ok := cutUint(rest, `,"op":`)
+	if !ok {
+		return ev, false
+	}
+	op, rest, ok := cutUint(rest, `,"text":`)
+	if !ok || op == 0 || len(rest) < 3 || rest[len(rest)-1] != '}' {
+		return ev, false
+	}
+	var text string
+	if json.Unmarshal(rest[:len(rest)-1], &text) != nil {
+		return ev, false
+	}
+	return kernel.Event{Kind: kernel.EvLLMDelta, At: time.Duration(at), Op: kernel.OpID(op), Text: text}, true
+}
+
+// cutUint reads the decimal number at the start of b, up to sep.
+func cutUint(b []byte, sep string) (uint64, []byte, bool) {
+	num, rest, ok := bytes.Cut(b, []byte(sep))
+	if !ok {
+		return 0, nil, false
+	}
+	n, err := strconv.ParseUint(string(num), 10, 63)
+	return n, rest, err == nil
 }
 
 // isDelta reports whether a log line is a delta record.
