@@ -65,7 +65,8 @@
 //
 // Read parses a log (dropping a torn last line), Log.Rebuild feeds its
 // events to a fresh kernel and checks that every step reproduces its
-// logged line byte for byte (a mismatch names the step and its line), and
+// logged line byte for byte (a mismatch names the step and its line; a log
+// written through a redactor is compared redacted, Log.Redact), and
 // Resume opens the log for appending and starts a live driver on the
 // rebuilt kernel: its clock resumes at the last logged event's time and
 // its first step is kernel.Recover, which resolves every op that was in

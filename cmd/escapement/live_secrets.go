@@ -13,7 +13,7 @@ import (
 // A live run redacts secrets at the kernel's edge: every text that reaches
 // the kernel from the world — the model's streamed answer and tool-call
 // arguments, a tool's result, a failure's or retry's message — passes the
-// redactor first (docs/durable.md, "What is a secret"). So the kernel never
+// redactor first (docs/durable.md, "Secrets"). So the kernel never
 // holds a secret, and neither does anything derived from it: the requests
 // sent back to the model, the session, the trace and the write-ahead log.
 // The log then holds exactly the events the kernel was fed, and a rebuild
