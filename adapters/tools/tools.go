@@ -40,9 +40,9 @@ type Config struct {
 	// AllowShell enables the shell tool. Off by default: a shell can reach
 	// anything the user can, so it must be asked for (--allow-shell).
 	AllowShell bool
-	// PassEnv names environment variables the shell gets although their
-	// names look secret (proc.Secret: KEY, SECRET, TOKEN, PASSWORD, PASSWD);
-	// every other such variable, and always OPENAI_API_KEY, is withheld.
+	// PassEnv names environment variables the shell gets although they
+	// look secret (proc.Secret, proc.SecretValue); every other such
+	// variable, and always OPENAI_API_KEY, is withheld.
 	// New refuses OPENAI_API_KEY here.
 	PassEnv []string
 	// KillGrace is how long a cancelled shell's process group has between

@@ -49,7 +49,7 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.StringVar(&f.workspace, "workspace", ".", "directory the tools work in; paths that leave it are refused")
 	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
 	registerMCPFlags(fl, f)
-	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools although its name looks secret (contains KEY, SECRET, TOKEN, PASSWORD or PASSWD); repeatable; never OPENAI_API_KEY")
+	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools and MCP servers although it looks secret (a name containing KEY, SECRET, TOKEN, PASSWORD, PASSWD, PWD, CREDENTIAL, AUTH or the word PAT; a value that is a URL with a password); repeatable; never OPENAI_API_KEY")
 	fl.StringVar(&f.model, "model", "", "model name (default $OPENAI_MODEL, else "+defaultModel+")")
 	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root (default $OPENAI_BASE_URL, else "+openai.DefaultBaseURL+")")
 	f.limits = kernel.DefaultLimits()
