@@ -22,16 +22,23 @@ func registerMCPFlags(fl *pflag.FlagSet, f *liveFlags) {
 // run once it exists; before that (while the servers start) they go to the
 // log.
 type mcpView struct {
-	a      *app
-	redact func(string) string
-	lr     atomic.Pointer[liveRun]
+	a *app
+	// red is the run's redactor: the API key, and once withMCP has read
+	// the configurations, every secret they hold (mcp.ServerConfig's
+	// SecretValues). The run redacts everything it prints or writes with
+	// it.
+	red *redact.Redactor
+	lr  atomic.Pointer[liveRun]
 }
 
+func (v *mcpView) redact(s string) string { return v.red.Redact(s) }
+
 // withMCP starts the servers of every --mcp-config file and returns box
-// and them as one set of tools. Nothing starts without the flag. A file
-// that does not parse, or a server that does not start, is a usage error
-// (exit 2) naming the file and the server; servers already started are
-// stopped first.
+// and them as one set of tools. Nothing starts without the flag. Every
+// secret the configurations hold is added to view's redactor before any
+// server starts. A file that does not parse, or a server that does not
+// start, is a usage error (exit 2) naming the file and the server;
+// servers already started are stopped first.
 func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error) {
 	if len(f.mcpConfigs) == 0 {
 		return box, nil
@@ -46,6 +53,9 @@ func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error)
 			return nil, usageErr("--mcp-config %s: no servers under \"mcpServers\"", path)
 		}
 		servers = append(servers, s...)
+	}
+	for i := range servers {
+		view.red = view.red.With(servers[i].SecretValues()...)
 	}
 	client, err := mcp.Start(context.Background(), mcp.Options{
 		Servers: servers,
@@ -69,8 +79,8 @@ func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error)
 	return set, nil
 }
 
-func newMCPView(a *app, key string) *mcpView {
-	return &mcpView{a: a, redact: redact.New(key).Redact}
+func newMCPView(a *app, red *redact.Redactor) *mcpView {
+	return &mcpView{a: a, red: red}
 }
 
 // mcpEvent is an MCP event as a --json line: kind "mcp_" + the event's.

@@ -88,12 +88,12 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 			box.Close()
 		}
 	}()
-	mcpView := newMCPView(a, key)
+	mcpView := newMCPView(a, red)
 	withMCP, err := a.withMCP(f, box, mcpView)
 	if err != nil {
 		return nil, err
 	}
-	box = withMCP
+	box, red = withMCP, mcpView.red // the MCP configurations' secrets too
 	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
 	m, err := openai.New(openai.Config{
 		APIKey:       key,
