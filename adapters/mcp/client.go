@@ -101,7 +101,9 @@ const (
 	EventStderr EventKind = "stderr"
 	// EventStdoutNoise: a line a stdio server wrote to its stdout that is
 	// not a JSON-RPC message (a banner, a log line), skipped (Message: the
-	// line, cut to 200 bytes).
+	// line, cut to 200 bytes); also an HTTP server's event that was
+	// dropped (not a message, or over the bound without a request to
+	// answer).
 	EventStdoutNoise EventKind = "stdout_noise"
 )
 

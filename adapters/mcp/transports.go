@@ -83,7 +83,7 @@ func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	})
 	srv.wg.Go(sess.stderr.read)
 	return &tapTransport{
-		inner: &sdk.IOTransport{Reader: newStdoutFilter(stdoutR, func(line string) {
+		inner: &sdk.IOTransport{Reader: newStdoutFilter(stdoutR, sess.tap, func(line string) {
 			srv.c.emit(Event{Kind: EventStdoutNoise, Server: cfg.Name, Message: line})
 		}), Writer: stdinW},
 		tap: sess.tap,
@@ -102,13 +102,17 @@ func dialHTTP(ctx context.Context, sess *session) (sdk.Transport, error) {
 	}
 	kill, stop := context.WithCancel(context.Background())
 	sess.httpStop = stop
-	rt := &httpTap{base: base, headers: srv.cfg.Headers, scrub: headerSecrets(srv.cfg.Headers), tap: sess.tap, kill: kill, refused: sess.httpRefused}
+	rt := &httpTap{base: base, headers: srv.cfg.Headers, scrub: headerSecrets(srv.cfg.Headers), tap: sess.tap, kill: kill, refused: sess.httpRefused,
+		noise: func(line string) { srv.c.emit(Event{Kind: EventStdoutNoise, Server: srv.cfg.Name, Message: line}) }}
 	return &sdk.StreamableClientTransport{
 		Endpoint:   srv.cfg.URL,
 		HTTPClient: &http.Client{Transport: rt},
 		// A broken stream is resumed at most twice; a server that is gone
 		// fails the session rather than being retried for half a minute.
 		MaxRetries: 2,
+		// eventBody bounds each event at maxMessageBytes before the SDK
+		// reads it; the SDK's own bound stays behind it.
+		MaxEventSize: 2 * maxMessageBytes,
 	}, nil
 }
 
@@ -127,6 +131,8 @@ type httpTap struct {
 	// refused receives each answer that is not a 2xx: its status and the
 	// start of its body (the SDK's errors carry only the status text).
 	refused func(string)
+	// noise reports a server-sent event that was dropped (eventBody).
+	noise func(string)
 }
 
 // headerSecrets is a redactor for the configured headers' values, each also
@@ -163,6 +169,7 @@ func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.Header.Set(k, v)
 	}
 	done := func(error) {}
+	id := "" // the request's id, as JSON text, when it is one
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
@@ -174,6 +181,9 @@ func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		if msg, err := jsonrpc.DecodeMessage(body); err == nil {
 			done = h.tap.sending(msg)
+			if r, ok := msg.(*jsonrpc.Request); ok && r.ID.IsValid() {
+				id = idText(r.ID.Raw())
+			}
 		}
 	}
 	resp, err := h.base.RoundTrip(out)
@@ -201,6 +211,7 @@ func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	} else {
 		done(nil)
+		wrapAnswer(resp, id, h.tap, h.noise)
 	}
 	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
 	return resp, nil
