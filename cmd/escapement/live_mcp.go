@@ -10,6 +10,7 @@ import (
 	"github.com/escapement/escapement/adapters/mcp"
 	"github.com/escapement/escapement/adapters/toolset"
 	"github.com/escapement/escapement/internal/redact"
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/spf13/pflag"
 )
 
@@ -69,7 +70,7 @@ func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error)
 		Observer:    view.show,
 	})
 	if err != nil {
-		return nil, usageErr("--mcp-config: %s", view.redact(err.Error()))
+		return nil, usageErr("--mcp-config: %s", termtext.Text(view.redact(err.Error())))
 	}
 	set, err := toolset.New(box, client)
 	if err != nil {
@@ -98,10 +99,10 @@ func (v *mcpView) show(e mcp.Event) {
 	log := v.a.logger
 	if e.Kind == mcp.EventStderr || e.Kind == mcp.EventStdoutNoise || lr == nil {
 		if log != nil {
-			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "line", v.redact(e.Message), "detail", v.redact(e.Detail))
+			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "line", termtext.Line(v.redact(e.Message)), "detail", termtext.Line(v.redact(e.Detail)))
 		}
 		if lr == nil && e.Kind == mcp.EventStarted {
-			fmt.Fprintf(v.a.err, "escapement: MCP server %s: %s\n", e.Server, e.Detail)
+			fmt.Fprintf(v.a.err, "escapement: MCP server %s: %s\n", termtext.Line(e.Server), termtext.Line(v.redact(e.Detail)))
 		}
 		return
 	}
@@ -121,14 +122,14 @@ func (v *mcpView) show(e mcp.Event) {
 		if e.Message != "" {
 			line += ": " + clip(e.Message, 160)
 		}
-		io.WriteString(lr.errw, lr.redact(line)+"\n")
+		io.WriteString(lr.errw, termtext.Line(lr.redact(line))+"\n")
 	case mcp.EventStopped:
 		lr.say("MCP server %s stopped: %s; it is restarted on its next use", e.Server, clip(e.Detail, 400))
 	case mcp.EventStarted:
 		lr.say("MCP server %s %s", e.Server, clip(e.Detail, 400))
 	default:
 		if log != nil {
-			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "tool", e.Tool, "op", e.Op, "request", e.RequestID)
+			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "tool", termtext.Line(e.Tool), "op", e.Op, "request", termtext.Line(e.RequestID))
 		}
 	}
 }

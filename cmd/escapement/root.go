@@ -13,6 +13,7 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -103,10 +104,10 @@ func runWith(ctx context.Context, args []string, s streams, exit func(code int),
 	case err == nil:
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintf(s.err, "escapement: %v\n", ee.err)
+			fmt.Fprintf(s.err, "escapement: %s\n", termtext.Text(ee.err.Error()))
 		}
 	default:
-		fmt.Fprintf(s.err, "escapement: %v\nRun 'escapement --help' for usage.\n", err)
+		fmt.Fprintf(s.err, "escapement: %s\nRun 'escapement --help' for usage.\n", termtext.Text(err.Error()))
 	}
 	return exitCodeOf(err)
 }
