@@ -142,7 +142,9 @@ func newChatCmd(a *app) *cobra.Command {
 		Long: `Chat with the root agent: each line on stdin is a message. A line typed
 while a turn runs interjects (joins the running turn) or, with --while-busy
 queue (the default when stdin is not a terminal), starts the next turn once
-the running one has ended.
+the running one has ended. A line holds at most 1 MiB: a longer one is
+refused with a message naming it, the lines after it are read, and chat
+exits 2 at the end (1 if stdin could not be read to its end).
 
 Commands (a line whose first word starts with /, handled here, never sent):
 ` + chatHelp + `
