@@ -41,7 +41,8 @@
 // and every value it marks as a credential itself (a token in env or a
 // header, a password or api_key in the URL), is a secret
 // (ServerConfig.SecretValues): results, errors and events never hold
-// one, whatever the server echoes or Go's transport quotes.
+// one, whatever the server echoes or Go's transport quotes
+// (docs/mcp.md, "What is a secret").
 //
 // The tools offered are those a server listed when it first started, for
 // the client's life: a notifications/tools/list_changed is reported

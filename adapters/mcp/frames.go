@@ -25,7 +25,8 @@ const unreadableCode = -32603
 // decoder takes, a wrong version tag) or is over maxMessageBytes is not
 // noise to skip, nor a reason to end the connection: if it carries the id
 // of a request, that request gets an error answer at once, saying why
-// (standIn), and the session goes on. The transports' readers (the stdio
+// (standIn), and the session goes on (docs/mcp.md, "MCP tools": one
+// message is at most 16 MiB, on every transport). The transports' readers (the stdio
 // stdout filter, the HTTP bodies) find the id with topScan, which reads
 // only the top level of the message and so works at any depth and on a
 // message cut short.

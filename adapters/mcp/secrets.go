@@ -10,7 +10,7 @@ import (
 )
 
 // SecretValues lists what of this configuration must never be shown
-// (docs: README "MCP tools", what is a secret): Secrets (LoadConfig's
+// (docs/mcp.md, "What is a secret"): Secrets (LoadConfig's
 // expanded values), and what the configuration itself marks as one
 // whether it was expanded or written out —
 //

@@ -90,7 +90,8 @@ func isLetter(b byte) bool { return b >= 'A' && b <= 'Z' || b >= 'a' && b <= 'z'
 var credentialURL = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:[^\s/?#@]+@`)
 
 // SecretValue reports whether a variable's value is a secret whatever its
-// name: it holds a URL with a password in it.
+// name: it holds a URL with a password in it (docs/live.md, "The tools'
+// environment").
 func SecretValue(value string) bool {
 	return strings.Contains(value, "://") && credentialURL.MatchString(value)
 }

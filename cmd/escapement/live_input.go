@@ -13,7 +13,8 @@ import (
 // MaxInputLine bounds one line of chat's input (1 MiB, as
 // --max-message-bytes bounds what the model sends back by default). A
 // longer line is read to its end but not kept: it reaches the REPL as
-// refused (inputLine.size), and the lines after it are read as usual.
+// refused (inputLine.size), and the lines after it are read as usual
+// (docs/live.md, "escapement chat").
 const MaxInputLine = 1 << 20
 
 // inputLine is one line of chat's input, without its line end.

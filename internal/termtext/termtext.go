@@ -7,7 +7,8 @@
 // read in another order than it runs. Such characters are shown escaped,
 // as Go would quote them (\x1b, \r, \u202e), and so is every byte that is
 // not UTF-8 (a lone 0x9b is CSI to an 8-bit terminal). Printable text,
-// backslashes included, passes unchanged. The package is pure.
+// backslashes included, passes unchanged (docs/live.md, "How errors are
+// shown"). The package is pure.
 package termtext
 
 import (
