@@ -140,6 +140,9 @@ type Client struct {
 	// secrets removes every server's SecretValues from the results,
 	// errors and events the client produces.
 	secrets *redact.Redactor
+	// secretVars are every server's SecretVars: no stdio server inherits
+	// them.
+	secretVars []string
 
 	// life is the servers' lifetime: proc.Start's context for every stdio
 	// server process, cancelled by Close and KillAll.
@@ -198,7 +201,7 @@ func start(ctx context.Context, opts Options, secrets *redact.Redactor) (*Client
 	if opts.OutputLimit <= 0 {
 		opts.OutputLimit = DefaultOutputLimit
 	}
-	c := &Client{opts: opts, tools: map[string]*remoteTool{}, calls: callTable{m: map[string]*pending{}}, secrets: secrets}
+	c := &Client{opts: opts, tools: map[string]*remoteTool{}, calls: callTable{m: map[string]*pending{}}, secrets: secrets, secretVars: SecretVars(opts.Servers)}
 	c.life, c.stopLife = context.WithCancel(context.WithoutCancel(ctx))
 	for i := range opts.Servers {
 		c.servers = append(c.servers, newServer(c, opts.Servers[i]))

@@ -54,8 +54,13 @@ type ServerConfig struct {
 	// from every result, error and event it produces, and the CLI from
 	// everything it prints or writes. LoadConfig sets it to every value a
 	// ${NAME} reference expanded to, except the variables that name the
-	// user's places and locale rather than a credential (placeVars).
+	// user's places and locale rather than a credential (placeVar).
 	Secrets []string
+	// SecretVars names the variables whose values are in Secrets. No stdio
+	// server inherits them from escapement's environment (the server they
+	// were expanded for gets what its configuration says), and the CLI's
+	// shell does not get them either.
+	SecretVars []string
 
 	// dial, when a test sets it, replaces the transport (an in-memory
 	// server).
@@ -131,8 +136,9 @@ type configParser struct {
 	lookup func(string) (string, bool)
 	// keyStart is the offset of the key whose value is being read.
 	keyStart int64
-	// secrets collects the values expanded into the server being read.
-	secrets []string
+	// secrets collects the values expanded into the server being read,
+	// secretVars the variables they came from.
+	secrets, secretVars []string
 }
 
 func parseConfig(file string, data []byte, lookup func(string) (string, bool)) ([]ServerConfig, error) {
@@ -172,7 +178,7 @@ func parseConfig(file string, data []byte, lookup func(string) (string, bool)) (
 // server parses one server's object.
 func (p *configParser) server(name, path string) (ServerConfig, error) {
 	s := ServerConfig{Name: name, File: p.file}
-	p.secrets = nil
+	p.secrets, p.secretVars = nil, nil
 	seen := map[string]bool{}
 	start := p.dec.InputOffset()
 	err := p.object(path, func(key, fpath string) error {
@@ -279,6 +285,7 @@ func (p *configParser) server(name, path string) (ServerConfig, error) {
 	}
 	if len(p.secrets) > 0 {
 		s.Secrets = slices.Compact(slices.Sorted(slices.Values(p.secrets)))
+		s.SecretVars = slices.Compact(slices.Sorted(slices.Values(p.secretVars)))
 	}
 	return s, nil
 }
@@ -365,6 +372,7 @@ func (p *configParser) expanded(path string) (out, raw string, err error) {
 	out, err = expand(raw, p.lookup, func(name, value string) {
 		if !placeVar(name) {
 			p.secrets = append(p.secrets, value)
+			p.secretVars = append(p.secretVars, name)
 		}
 	})
 	if err != nil {

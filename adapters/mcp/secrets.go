@@ -79,6 +79,18 @@ func (c *ServerConfig) SecretValues() []string {
 	return slices.Compact(out)
 }
 
+// SecretVars lists every server's SecretVars, sorted, without repeats:
+// the variables a process other than the server they were expanded for
+// must not inherit (proc.EnvPolicy.Withhold).
+func SecretVars(servers []ServerConfig) []string {
+	var names []string
+	for i := range servers {
+		names = append(names, servers[i].SecretVars...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
 // secretsOf is a redactor for every server's SecretValues.
 func secretsOf(servers []ServerConfig) *redact.Redactor {
 	var all []string

@@ -35,6 +35,9 @@ func TestConfigReportsSecrets(t *testing.T) {
 	if want := []string{"auth-value-4", "hdr-value-5", "q key/3"}; !slices.Equal(got[1].Secrets, want) {
 		t.Errorf("b: Secrets %q, want %q", got[1].Secrets, want)
 	}
+	if got, want := SecretVars(got), []string{"AUTH", "BIN", "HDR", "PLAIN", "QKEY", "UP"}; !slices.Equal(got, want) {
+		t.Errorf("SecretVars %q, want %q", got, want)
+	}
 	all := append(got[0].SecretValues(), got[1].SecretValues()...)
 	for _, want := range []string{"/opt/bin/srv", "up-value-1", "plain-value-2", "literal-key-1", "literal-token-2", "literal-gh-3",
 		"postgres://app:literal-pw-4@db/app", "literal-pw-5", "literal-6", "q key/3", "q+key%2F3", "Bearer auth-value-4", "auth-value-4", "hdr-value-5"} {
@@ -80,14 +83,22 @@ func noToken(t *testing.T, what, text string) {
 // TestStdioSecretsRedacted: a stdio server given a token by its
 // configuration that prints it — in a result, on stderr before it dies
 // in a call, on stderr as it fails to start — gets it to no result, no
-// error and no event: the client redacts its own text.
+// error and no event: the client redacts its own text. The variable the
+// token was expanded from is not inherited.
 func TestStdioSecretsRedacted(t *testing.T) {
+	t.Setenv("UPSTREAM_CRED", testToken) // where the configuration's ${UPSTREAM_CRED} came from
 	ev := newEvents()
 	c, err := Start(t.Context(), Options{Servers: []ServerConfig{leakConfig(t, "serve")}, Observer: ev.add, PingInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// The server gets the token as its configuration says (UPSTREAM), and
+	// does not inherit the variable it was expanded from.
+	env := "\n" + c.Run(t.Context(), call("mcp__leaky__env", `{}`)).Content + "\n"
+	if !strings.Contains(env, "\nUPSTREAM=[redacted]\n") || strings.Contains(env, "UPSTREAM_CRED=") {
+		t.Errorf("the server's environment: %q", env)
+	}
 	r := c.Run(t.Context(), call("mcp__leaky__leak", `{}`))
 	if r.Status != kernel.ToolOK || r.Content != "the token is [redacted]" {
 		t.Errorf("leak: %v %q", r.Status, r.Content)

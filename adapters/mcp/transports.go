@@ -32,7 +32,8 @@ type dialFunc func(ctx context.Context, sess *session) (sdk.Transport, error)
 // process group under a per-call subreaper helper (Linux), so killing it
 // kills everything it started; its environment is escapement's through the
 // tools' policy (no API key, no secret-looking variable unless named by
-// --tool-env or the config's env), plus the config's env.
+// --tool-env or the config's env, no variable any server's configuration
+// expanded into a secret), plus the config's env.
 func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	srv := sess.srv
 	cfg := srv.cfg
@@ -68,7 +69,8 @@ func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	// The process lives as long as the client (or until killed); the
 	// start's ctx only bounds the handshake.
 	path := cmd.Path // proc.Start runs the command through its helper
-	p, err := proc.Start(srv.c.life, cmd, proc.Options{Env: proc.EnvPolicy{Pass: pass}, KillGrace: srv.c.opts.KillGrace})
+	policy := proc.EnvPolicy{Pass: pass, Withhold: srv.c.secretVars}
+	p, err := proc.Start(srv.c.life, cmd, proc.Options{Env: policy, KillGrace: srv.c.opts.KillGrace})
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("start %s: %w%s", cfg.Command, err, notRunnable(path, err))

@@ -99,14 +99,20 @@ func SecretValue(value string) bool {
 // EnvPolicy decides which of the parent's environment variables a child
 // process gets. The zero value is the default: everything except APIKeyVar,
 // every variable whose name is Secret and every variable whose value is a
-// SecretValue. It is a plain value; Apply is pure.
+// SecretValue (and those named by Withhold). It is a plain value; Apply is
+// pure.
 type EnvPolicy struct {
 	// Pass names variables (exactly, case-sensitively, as the environment
 	// spells them) that reach the child although their names or values
 	// look secret, e.g. GITHUB_TOKEN or DATABASE_URL for a tool that needs
-	// it. APIKeyVar cannot be
-	// passed (Validate refuses it, Apply ignores it).
+	// it. APIKeyVar cannot be passed (Validate refuses it, Apply ignores
+	// it).
 	Pass []string
+	// Withhold names variables (exactly, as the environment spells them)
+	// that do not reach the child although nothing about them looks
+	// secret: the variables whose values an MCP configuration expanded
+	// into a server's secrets go to that server only. Pass wins over it.
+	Withhold []string
 }
 
 // Validate refuses a Pass entry that is not a variable name, or that is
@@ -155,7 +161,7 @@ func (p EnvPolicy) keeps(kv string) bool {
 	if name == APIKeyVar {
 		return false
 	}
-	if !Secret(name) && !SecretValue(value) {
+	if !Secret(name) && !SecretValue(value) && !slices.Contains(p.Withhold, name) {
 		return true
 	}
 	return slices.Contains(p.Pass, name)

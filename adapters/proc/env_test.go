@@ -96,3 +96,16 @@ func TestEnvPolicyCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvPolicyWithhold: a variable named by Withhold is withheld though
+// nothing about it looks secret, unless Pass names it too.
+func TestEnvPolicyWithhold(t *testing.T) {
+	parent := []string{"PATH=/usr/bin", "UPSTREAM_CRED=c", "PROJECT=p"}
+	p := EnvPolicy{Withhold: []string{"UPSTREAM_CRED", "PROJECT"}, Pass: []string{"PROJECT"}}
+	if got, want := p.Apply(parent), []string{"PATH=/usr/bin", "PROJECT=p"}; !slices.Equal(got, want) {
+		t.Errorf("Apply = %q, want %q", got, want)
+	}
+	if got, want := p.Withheld(parent), []string{"UPSTREAM_CRED"}; !slices.Equal(got, want) {
+		t.Errorf("Withheld = %q, want %q", got, want)
+	}
+}

@@ -34,17 +34,15 @@ type mcpView struct {
 
 func (v *mcpView) redact(s string) string { return v.red.Redact(s) }
 
-// withMCP starts the servers of every --mcp-config file and returns box
-// and them as one set of tools. Nothing starts without the flag. Every
-// secret the configurations hold is added to view's redactor before any
-// server starts. A file that does not parse, or a server that does not
-// start, is a usage error (exit 2) naming the file and the server;
-// servers already started are stopped first.
-func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error) {
-	if len(f.mcpConfigs) == 0 {
-		return box, nil
-	}
-	var servers []mcp.ServerConfig
+// mcpConfigs are the servers of every --mcp-config file.
+type mcpConfigs []mcp.ServerConfig
+
+// loadMCP reads every --mcp-config file (before the tools are made: the
+// variables the files expand into secrets are withheld from the shell,
+// secretVars). A file that does not parse is a usage error (exit 2) naming
+// it.
+func loadMCP(f *liveFlags) (mcpConfigs, error) {
+	var servers mcpConfigs
 	for _, path := range f.mcpConfigs {
 		s, err := mcp.LoadConfig(path)
 		if err != nil {
@@ -54,6 +52,22 @@ func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error)
 			return nil, usageErr("--mcp-config %s: no servers under \"mcpServers\"", path)
 		}
 		servers = append(servers, s...)
+	}
+	return servers, nil
+}
+
+// secretVars names the variables whose values the files expanded into
+// secrets: they go to the servers the files say, and to no other process.
+func (m mcpConfigs) secretVars() []string { return mcp.SecretVars(m) }
+
+// withMCP starts servers (loadMCP's) and returns box and them as one set
+// of tools. Nothing starts without --mcp-config. Every secret the
+// configurations hold is added to view's redactor before any server
+// starts. A server that does not start is a usage error (exit 2) naming
+// the file and the server; servers already started are stopped first.
+func (a *app) withMCP(f *liveFlags, servers mcpConfigs, box toolBox, view *mcpView) (toolBox, error) {
+	if len(servers) == 0 {
+		return box, nil
 	}
 	for i := range servers {
 		view.red = view.red.With(servers[i].SecretValues()...)

@@ -161,3 +161,49 @@ func TestMCPURLSecretStaysPut(t *testing.T) {
 	}
 	noMCPToken(t, outputs)
 }
+
+// TestMCPSecretVarsWithheldFromShell: the variable an --mcp-config file
+// expanded into a server's token goes to that server only: the shell tool
+// does not inherit it, though nothing about its name looks secret, unless
+// --tool-env passes it.
+func TestMCPSecretVarsWithheldFromShell(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "server.sh")
+	if err := os.WriteFile(script, []byte(shMCPServer), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "mcp.json")
+	b, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"leaky": map[string]any{
+		"command": "/bin/sh", "args": []string{script}, "env": map[string]string{"UPSTREAM": "${UPSTREAM_CRED}"}}}})
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("UPSTREAM_CRED", mcpToken)
+	t.Setenv("PLAIN_SETTING", "plain")
+	for _, tc := range []struct {
+		name string
+		more []string
+		want string
+	}{
+		{"withheld", nil, "cred=[] plain=[plain]"},
+		// Passed by name, it is the user's to give: the shell prints it.
+		{"passed", []string{"--tool-env", "UPSTREAM_CRED"}, "cred=[" + mcpToken + "] plain=[plain]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args, _ := json.Marshal(map[string]string{"command": `echo "cred=[$UPSTREAM_CRED] plain=[$PLAIN_SETTING]"`})
+			srv := endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+				if r.Body.Last().Role == "tool" {
+					_ = w.Answer("done", 1)
+					return
+				}
+				_ = w.Call(0, "c1", "shell", string(args), 8)
+				_ = w.End("tool_calls")
+			})
+			c := startCLI(t, append([]string{"run", "echo", "--allow-shell", "--mcp-config", cfg, "--session", filepath.Join(t.TempDir(), "s.jsonl"), "--workspace", dir}, tc.more...))
+			if code := c.wait(60 * time.Second); code != exitOK {
+				t.Fatalf("exit %d\nstderr: %s", code, c.errb)
+			}
+			mustHave(t, modelSaw(srv), tc.want)
+		})
+	}
+}
