@@ -95,6 +95,29 @@ func invariantLoops() []BrokenLoop {
 			dropping(func(ev kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffStartTool && ev.Kind != kernel.EvLLMEnd
 			})},
+		// The acknowledgement of a timed-out tool's cancel changes nothing
+		// of its agent but its running tools: the slot it frees must start
+		// the call waiting behind it all the same.
+		{"tool-cancel-ack-frees-slot", "I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it", CapsHold,
+			dropping(func(ev kernel.Event, e kernel.Effect) bool {
+				return ev.Kind == kernel.EvToolResult && ev.Status == kernel.ToolCancelled &&
+					(e.Kind == kernel.EffStartTool || (e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeToolStarted))
+			})},
+		// Counting max_calls by a call's position, as a loop that forgets
+		// some calls never run does: a malformed call and a refused
+		// delegation spend slots, and a call that could run is refused.
+		// (The kernel one slot short, its refusals naming the configured
+		// limit, shows the same refusal.)
+		{"cap-max-calls-counts-runs", "I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls", CapsHold,
+			func(cfg kernel.Config) (Core, error) {
+				limit := `"reason":"max_calls","limit":`
+				was := limit + strconv.Itoa(cfg.MaxCalls)
+				cfg.MaxCalls--
+				short := limit + strconv.Itoa(cfg.MaxCalls)
+				return broken(func(b *brokenCore) {
+					b.view = rewriting(func(m *kernel.Message) { m.Content = strings.Replace(m.Content, short, was, 1) })
+				})(cfg)
+			}},
 		{"nested-delegation", "I16: a child's turn deadline is its own, not clamped to its parent's", ChildDeadlineClamped,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
@@ -325,6 +348,8 @@ func invariantLoops() []BrokenLoop {
 // one in 10-30 worlds but cannot always shrink it within its time bound.
 // I5's late side is in the rapid suite through the restart loop.
 var scenarioOnly = map[string]string{
+	"I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it":                 "the same invariant is in the rapid suite through another loop; this one is held to its scenario (a timed-out tool acknowledging while a call waits is rare in random worlds)",
+	"I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls":                 "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the kernel one slot short is no valid configuration when a world draws max_calls 1)",
 	"I10: an interjection is kept unflagged, as if it had been submitted":                                               "I10 is in the rapid suite through F7; this one is held to its scenario (the suite's time)",
 	"I14: the assistant message records a call under another name than the stream gave it":                              "I14 is in the rapid suite through F12; this one is held to its scenario (the suite's time)",
 	"I20: streamed text is not published to subscribers as it arrives":                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
