@@ -90,7 +90,10 @@ func (c *outcomeChecker) turnEnd(e *turnEndObs) {
 	case kernel.ReasonFirstTokenTimeout, kernel.ReasonStallTimeout, kernel.ReasonTurnTimeout:
 		ok = f.timedOut == l.Reason
 	case kernel.ReasonShutdown:
-		ok = c.m.shutdown
+		// The shutdown aborts the root's turn; a working descendant is
+		// aborted with it, reason parent_cancelled (docs/semantics.md,
+		// "Outcomes and reasons").
+		ok = c.m.shutdown && l.Agent == kernel.Root
 	case kernel.ReasonLLMError:
 		ok = f.llmFailed
 	case kernel.ReasonBudget:

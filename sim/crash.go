@@ -238,6 +238,11 @@ type Crash struct {
 	Changed []string
 }
 
+// shutdownEnds is how a crash after a shutdown changes the story: the
+// recovery ends the shutdown, and inputs are accepted again
+// (docs/semantics.md, "Recovery").
+const shutdownEnds = "the shutdown the crashed host had begun ends with the recovery: later inputs are accepted again"
+
 // keepLost is the first half of a crash's bookkeeping: it keeps what each
 // op in flight was getting, for the op a recovery starts in its place
 // (startLLM, startTool: a provider asked the same again answers the same,

@@ -389,6 +389,9 @@ func (m *Sim) Input(in Input) {
 // liveness bound.
 func (m *Sim) Recover() {
 	c := Crash{After: m.res.Events, At: m.now, Changed: m.w.crash(m.now, m.core)}
+	if m.o.m.shutdown {
+		c.Changed = append(c.Changed, shutdownEnds)
+	}
 	m.o.activity(m.now)
 	if m.log != nil {
 		m.rebuild()
