@@ -55,8 +55,8 @@ type invariantSpec struct {
 	checker   string
 }
 
-// invariantTable is the one list of invariants; docs/semantics.md and the
-// README's oracle table quote it (TestSemanticsListsInvariants).
+// invariantTable is the one list of invariants; docs/semantics.md's oracle
+// table quotes it (TestSemanticsListsInvariants).
 var invariantTable = [...]invariantSpec{
 	{NoRequestAfterInterrupt, "no agent of an interrupted subtree asks the model again, and no child is spawned in it, until the user submits again", "check_freeze.go"},
 	{CancelReachesSubtree, "an acting cancel interrupts its target and every working descendant in its own step, and every op in flight in an aborted subtree gets exactly one cancel", "check_cancel.go"},

@@ -1,7 +1,7 @@
 // Package mcp offers the tools of MCP servers (Model Context Protocol) to
 // the model, with the interrupt guarantees of escapement's own tools: every
 // call gets a cancel, a grace, then abandonment, and everything that waits
-// has a deadline (docs: README "MCP tools").
+// has a deadline (docs/mcp.md).
 //
 // It is a client on the official Go SDK (github.com/modelcontextprotocol/go-sdk).
 // Servers come from configuration files in the .mcp.json shape (LoadConfig)

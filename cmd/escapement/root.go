@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Exit codes, documented in the README and in --help.
+// Exit codes, documented in docs/cli.md and in --help.
 const (
 	exitOK          = 0
 	exitCheckFailed = 1

@@ -35,9 +35,9 @@ func newSimCmd(a *app) *cobra.Command {
 		Use:   "sim [PATH...]",
 		Short: "Run scenarios in the deterministic simulator",
 		Long: `Run scenario files in the deterministic simulator: virtual time, scripted
-models and tools, injected faults, and the invariant oracle (I1–I14) checked
-after every step. A PATH is a scenario file or a directory of *.yaml files;
-with none, the built-in suite embedded in the binary runs.
+models and tools, injected faults, and the invariant oracle checked after
+every step (` + invariantRange() + `). A PATH is a scenario file or a directory
+of *.yaml files; with none, the built-in suite embedded in the binary runs.
 
 Each scenario runs twice and the two traces' SHA-256 must match (I6); the
 hash is printed so any run can be reproduced and compared.
@@ -62,6 +62,25 @@ Exit codes: 0 every scenario passed, 1 an expectation or invariant failed,
 	return cmd
 }
 
+// invariantRange names the numbered invariants the oracle checks, first to
+// last ("I1–I24"), from the oracle's own list, so --help cannot fall behind
+// it; "and liveness" when the list has the liveness check.
+func invariantRange() string {
+	var first, last string
+	live := ""
+	for _, inv := range sim.Invariants() {
+		switch {
+		case inv == sim.Liveness:
+			live = " and liveness"
+		case first == "":
+			first, last = string(inv), string(inv)
+		default:
+			last = string(inv)
+		}
+	}
+	return first + "–" + last + live
+}
+
 func (a *app) loadScenarios(paths []string) ([]*sim.Scenario, error) {
 	if len(paths) == 0 {
 		return sim.LoadFS(scenarios.FS, ".", "scenarios (embedded)")
@@ -69,7 +88,7 @@ func (a *app) loadScenarios(paths []string) ([]*sim.Scenario, error) {
 	return loadScenarioPaths(paths)
 }
 
-// jsonResult is the --json shape (the CLI's contract, README "The simulator").
+// jsonResult is the --json shape (the CLI's contract, docs/scenarios.md).
 type jsonResult struct {
 	Name        string            `json:"name"`
 	Passed      bool              `json:"passed"`
