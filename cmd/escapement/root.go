@@ -14,6 +14,7 @@ import (
 	"github.com/charmbracelet/log"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/redact"
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -113,20 +114,21 @@ func runWith(ctx context.Context, args []string, s streams, exit func(code int),
 	return exitCodeOf(err)
 }
 
-// reportErr prints a command's error on stderr, redacted: an error may
-// quote anything — a flag's value, a server's answer, a line of a file
-// (a write-ahead log's record that a rebuild did not reproduce) — and a
-// secret in it must not reach the terminal.
+// reportErr prints a command's error on stderr, redacted and with its
+// control characters escaped: an error may quote anything — a flag's value,
+// a server's answer, a line of a file (a write-ahead log's record that a
+// rebuild did not reproduce) — and a secret in it must not reach the
+// terminal.
 func reportErr(w io.Writer, secrets *redact.Redactor, err error) {
 	var ee *exitError
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			io.WriteString(w, secrets.Redact(fmt.Sprintf("escapement: %v\n", ee.err)))
+			fmt.Fprintf(w, "escapement: %s\n", termtext.Text(secrets.Redact(ee.err.Error())))
 		}
 	default:
-		io.WriteString(w, secrets.Redact(fmt.Sprintf("escapement: %v\nRun 'escapement --help' for usage.\n", err)))
+		fmt.Fprintf(w, "escapement: %s\nRun 'escapement --help' for usage.\n", termtext.Text(secrets.Redact(err.Error())))
 	}
 }
 

@@ -98,6 +98,25 @@ type jsonResult struct {
 	QuiescentAt string            `json:"quiescent_at"`
 	Events      int               `json:"events"`
 	TraceSHA256 string            `json:"trace_sha256"`
+	// Crashes and CrashChanged are there only for a run with --crash-at
+	// (docs/semantics.md, "Expectations under a crash").
+	Crashes      []jsonCrash     `json:"crashes,omitempty"`
+	CrashChanged []sim.Violation `json:"crash_changed,omitempty"`
+}
+
+// jsonCrash is one crash of a --crash-at run and how it changed the story.
+type jsonCrash struct {
+	After   int      `json:"after"`
+	At      string   `json:"at"`
+	Changed []string `json:"changed"`
+}
+
+func jsonCrashes(cs []sim.Crash) []jsonCrash {
+	var out []jsonCrash
+	for _, c := range cs {
+		out = append(out, jsonCrash{After: c.After, At: c.At.String(), Changed: append([]string{}, c.Changed...)})
+	}
+	return out
 }
 
 func (a *app) runSim(paths []string, f simFlags) error {
@@ -138,7 +157,8 @@ func (a *app) runSim(paths []string, f simFlags) error {
 				r.Violations = []sim.Violation{}
 			}
 			if err := enc.Encode(jsonResult{Name: r.Name, Passed: r.Passed, Violations: r.Violations, Outcomes: r.Outcomes,
-				LLMRequests: r.LLMRequests, QuiescentAt: r.QuiescentAt.String(), Events: r.Events, TraceSHA256: r.TraceSHA256}); err != nil {
+				LLMRequests: r.LLMRequests, QuiescentAt: r.QuiescentAt.String(), Events: r.Events, TraceSHA256: r.TraceSHA256,
+				Crashes: jsonCrashes(r.Crashes), CrashChanged: r.CrashChanged}); err != nil {
 				return err
 			}
 		}
@@ -227,6 +247,7 @@ func printTable(w io.Writer, results []*sim.Result) {
 		for _, v := range r.Violations {
 			fmt.Fprintf(tw, "  %s\t@%v\t%s\t%s\n", v.Invariant, v.At, orDash(v.Agent), v.Detail)
 		}
+		printCrashes(tw, r)
 	}
 	_ = tw.Flush()
 	for _, r := range results { // the events that led to each scenario's first violation
@@ -238,6 +259,23 @@ func printTable(w io.Writer, results []*sim.Result) {
 		for _, e := range v.Recent {
 			fmt.Fprintf(w, "    %s\n", e)
 		}
+	}
+}
+
+// printCrashes says, for a --crash-at run, how each crash changed the
+// story and which expectations the changed story no longer meets: those
+// do not fail the run (docs/semantics.md, "Expectations under a crash").
+func printCrashes(tw io.Writer, r *sim.Result) {
+	for _, c := range r.Crashes {
+		if len(c.Changed) == 0 {
+			fmt.Fprintf(tw, "  crash\t@%v\t-\tafter step %d: the recovery changed nothing; every expectation judged\n", c.At, c.After)
+		}
+		for _, what := range c.Changed {
+			fmt.Fprintf(tw, "  crash\t@%v\t-\tafter step %d: %s\n", c.At, c.After, what)
+		}
+	}
+	for _, v := range r.CrashChanged {
+		fmt.Fprintf(tw, "  changed\t@%v\t%s\t%s (not judged: a crash changed the story)\n", v.At, orDash(v.Agent), v.Detail)
 	}
 }
 

@@ -16,6 +16,7 @@
 package redact
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -77,6 +78,8 @@ type Redactor struct {
 	// a Stream holds back at the end of its text (it may start a run).
 	tails map[string]struct{}
 	mask  string
+	// secrets are the secrets kept (With extends them).
+	secrets []string
 }
 
 // New returns a Redactor for secrets; empty and weak secrets (Weak) are
@@ -98,7 +101,7 @@ func New(secrets ...string) *Redactor {
 			}
 		}
 	}
-	r.mask = maskFor(kept)
+	r.mask, r.secrets = maskFor(kept), kept
 	return r
 }
 
@@ -133,6 +136,17 @@ func (r *Redactor) Mask() string {
 
 // Empty reports whether r redacts nothing (no secret, or only weak ones).
 func (r *Redactor) Empty() bool { return r == nil || len(r.windows) == 0 }
+
+// With returns a Redactor for r's secrets and more (the ones a
+// configuration read later adds: an MCP server's token beside the API
+// key); empty and weak secrets are ignored, as by New. r is unchanged; a
+// nil r is as New(more...).
+func (r *Redactor) With(more ...string) *Redactor {
+	if r == nil {
+		return New(more...)
+	}
+	return New(append(slices.Clone(r.secrets), more...)...)
+}
 
 // Redact returns s with every run of a secret (see MinRun) replaced by the
 // mask. The result holds no such run, even where a mask meets the text
