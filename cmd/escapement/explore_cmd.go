@@ -295,7 +295,7 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 // exploreSummary adds the reports up.
 type exploreSummary struct {
 	schedules, states, transitions, revisits, slept, depth, replays int
-	violations, stopped, done, worlds, sequences                    int
+	violations, stopped, cut, done, worlds, sequences               int
 	digest                                                          string
 	wall                                                            time.Duration
 	files                                                           []string
@@ -320,6 +320,9 @@ func summarize(items []*exploreItem) exploreSummary {
 		s.depth = max(s.depth, r.Depth)
 		if !r.Passed() {
 			s.violations++
+		}
+		if r.Violation != nil {
+			s.cut++
 		}
 		if r.Stopped != "" {
 			s.stopped++
@@ -382,8 +385,11 @@ func printExplore(w io.Writer, items []*exploreItem, s exploreSummary, f explore
 		what = fmt.Sprintf("%d everyday scenario(s) (shapes %v × chunks %v × inputs %v)", len(items), explore.FamilyShapes, explore.FamilyChunks, explore.FamilyInputs)
 	}
 	exhaustive := "exhaustive"
-	if s.stopped > 0 {
+	switch {
+	case s.stopped > 0:
 		exhaustive = fmt.Sprintf("NOT exhaustive: %d stopped by a bound", s.stopped)
+	case s.cut > 0:
+		exhaustive = fmt.Sprintf("NOT exhaustive: %d stopped at their first violation", s.cut)
 	}
 	fmt.Fprintf(w, "explore: %s, %s; %s: %d schedules, %d distinct states, %d transitions (%d merged, %d skipped by reduction), depth %d, %d violation(s), %d replays in %v; digest %s\n",
 		what, scope, exhaustive, s.schedules, s.states, s.transitions, s.revisits, s.slept, s.depth, s.violations, s.replays, s.wall.Round(time.Millisecond), s.digest)
