@@ -391,8 +391,12 @@ func printExplore(w io.Writer, items []*exploreItem, s exploreSummary, f explore
 	case s.cut > 0:
 		exhaustive = fmt.Sprintf("NOT exhaustive: %d stopped at their first violation", s.cut)
 	}
-	fmt.Fprintf(w, "explore: %s, %s; %s: %d schedules, %d distinct states, %d transitions (%d merged, %d skipped by reduction), depth %d, %d violation(s), %d replays in %v; digest %s\n",
-		what, scope, exhaustive, s.schedules, s.states, s.transitions, s.revisits, s.slept, s.depth, s.violations, s.replays, s.wall.Round(time.Millisecond), s.digest)
+	rate := 0.0
+	if s.wall > 0 {
+		rate = float64(s.states) / s.wall.Seconds()
+	}
+	fmt.Fprintf(w, "explore: %s, %s; %s: %d schedules, %d distinct states, %d transitions (%d merged, %d skipped by reduction), depth %d, %d violation(s), %d replays in %v (%.0f states/s); digest %s\n",
+		what, scope, exhaustive, s.schedules, s.states, s.transitions, s.revisits, s.slept, s.depth, s.violations, s.replays, s.wall.Round(time.Millisecond), rate, s.digest)
 }
 
 // writeFresh writes data as DIR/NAME.yaml, or NAME-2.yaml, … when that
