@@ -78,7 +78,7 @@ func expectChecks(s *Scenario, c Core, o *oracle, res *Result) []expectCheck {
 			id, ok := findAgent(c, ref)
 			got := 0
 			if ok { // finish observed every agent
-				got = o.m.agents[id].llmRequests
+				got = o.m.agents[id].asked()
 			}
 			if !ok && e.LLMRequests[ref] != 0 {
 				fail("llm_requests.%s: no such agent in the run", ref)
@@ -275,7 +275,7 @@ func (m *Sim) AppendExpectState(dst []byte) []byte {
 		if id, ok := findAgent(m.core, ref); ok {
 			got = 0
 			if a := m.o.m.agent(id); a != nil {
-				got = int64(min(a.llmRequests, e.LLMRequests[ref]+1))
+				got = int64(min(a.asked(), e.LLMRequests[ref]+1))
 			}
 		}
 		enc.int(got)
