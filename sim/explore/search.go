@@ -18,11 +18,12 @@ type move struct {
 	place bool
 	pick  int       // deliver: index into Due()
 	in    sim.Input // place: the input, its At the chosen instant
-	moved bool      // place: away from its scripted instant
+	moved bool      // place: away from its instant (docs/semantics.md, "Exploration")
 }
 
 // run is a simulation at the end of a schedule, with the explorer's own
-// state: which input comes next and how many moves the scope has left.
+// state: which input comes next, how many it moved, and where the last
+// one went.
 type run struct {
 	m     *sim.Sim
 	next  int // inputs placed so far
