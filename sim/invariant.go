@@ -123,6 +123,9 @@ type Violation struct {
 	Detail    string
 	// Recent are the last events delivered before it, oldest first.
 	Recent []string
+	// Expect names the expectation an Expectation violation is of
+	// (ExpectVerdict.Name).
+	Expect string
 }
 
 // MarshalJSON writes times in Go duration syntax.

@@ -45,6 +45,10 @@ type Options struct {
 	// (ascending, each at least 1; a recovery is an event too, so k and
 	// k+1 crash again right after the recovery). It implies Durable.
 	CrashAt []int
+	// NoTrace writes no trace at all, not even its hash (Result.TraceSHA256
+	// stays empty): an explorer runs a scenario's prefixes again and again,
+	// and nobody reads those traces (docs/semantics.md, "Exploration").
+	NoTrace bool
 }
 
 // StepInfo is one step as seen by Options.Observe.
@@ -137,6 +141,8 @@ type Result struct {
 	Probes map[Probe]int
 	// Agents is how many agents the tree held.
 	Agents int
+	// Expectations are the scenario's expectations as judged, in order.
+	Expectations []ExpectVerdict
 	// Crashes are the host's crashes, in order, each with how its
 	// recovery changed the run's story.
 	Crashes []Crash
@@ -198,23 +204,25 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
-	out := opt.Trace
-	if out == nil {
-		out = io.Discard
-	}
-	hdr := trace.Header{
-		Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
-		Limits: s.Limits, RootName: RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
-	}
-	hdr.Options = headerOptions(opt)
 	m := &Sim{
 		s: s, opt: opt, core: core,
-		tw:  trace.NewWriter(out, hdr),
 		w:   newWorld(s, opt.Idempotent),
 		o:   newOracle(core, cfg),
 		res: &Result{Name: s.Name, File: s.File},
 
 		factory: factory, cfg: cfg,
+	}
+	if !opt.NoTrace {
+		out := opt.Trace
+		if out == nil {
+			out = io.Discard
+		}
+		hdr := trace.Header{
+			Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
+			Limits: s.Limits, RootName: RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
+		}
+		hdr.Options = headerOptions(opt)
+		m.tw = trace.NewWriter(out, hdr)
 	}
 	if opt.Durable || len(opt.CrashAt) > 0 {
 		m.log = newHostLog()
@@ -272,12 +280,12 @@ func (m *Sim) stepUntil(until time.Duration) bool {
 	for !m.stop && m.w.q.len() > 0 && m.w.q.peek().at <= until {
 		if m.perm != nil {
 			if note := m.perm.reorder(&m.w.q); note != "" {
-				m.tw.Note(m.w.q.peek().at, note)
+				m.note(m.w.q.peek().at, note)
 			}
 		}
 		if m.sched != nil && !m.dead(m.w.q.peek()) {
 			if note := m.sched.reorder(m); note != "" {
-				m.tw.Note(m.w.q.peek().at, note)
+				m.note(m.w.q.peek().at, note)
 			}
 		}
 		if m.dead(m.w.q.peek()) {
@@ -329,13 +337,13 @@ func (m *Sim) take() bool {
 		delete(m.w.timers, it.ev.Op)
 		ev = it.ev
 	case itemFault:
-		m.tw.Note(it.at, m.w.activate(it.at, m.core, it.index))
+		m.note(it.at, m.w.activate(it.at, m.core, it.index))
 		return false
 	case itemInput:
 		var note string
 		ev, note = inputEvent(m.inputs[it.index], m.core)
 		if note != "" {
-			m.tw.Note(it.at, note)
+			m.note(it.at, note)
 		}
 		if ev.Kind == kernel.EventNone {
 			return false
@@ -343,6 +351,13 @@ func (m *Sim) take() bool {
 	}
 	m.deliver(ev, &it)
 	return true
+}
+
+// note writes a note into the trace (none with Options.NoTrace).
+func (m *Sim) note(at time.Duration, text string) {
+	if m.tw != nil {
+		m.tw.Note(at, text)
+	}
 }
 
 // dead reports an item that would deliver nothing: a world event superseded
@@ -373,7 +388,7 @@ func (m *Sim) Input(in Input) {
 	ev, note := inputEvent(in, m.core)
 	m.o.activity(m.now)
 	if note != "" {
-		m.tw.Note(m.now, note)
+		m.note(m.now, note)
 	}
 	if ev.Kind != kernel.EventNone {
 		m.deliver(ev, nil)
@@ -416,7 +431,9 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	before := m.core.AgentState(target)
 	m.o.before(&ev, target)
 	effs := m.core.Step(ev)
-	m.tw.Step(m.core, ev, target, before, effs)
+	if m.tw != nil {
+		m.tw.Step(m.core, ev, target, before, effs)
+	}
 	m.o.after(effs)
 	if m.log != nil {
 		m.log.record(m.core, ev, target, before, effs)
@@ -446,11 +463,13 @@ func (m *Sim) Finish() (*Result, error) {
 	if o.m.quiet {
 		res.QuiescentAt = o.m.quietAt
 	}
-	sum, err := m.tw.Close(res.End)
-	if err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", m.s.Name, err)
+	if m.tw != nil {
+		sum, err := m.tw.Close(res.End)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", m.s.Name, err)
+		}
+		res.TraceSHA256 = sum
 	}
-	res.TraceSHA256 = sum
 	res.Probes = o.probes.counts
 	res.Agents = core.NumAgents()
 	res.Outcomes = map[string]string{}
@@ -460,7 +479,7 @@ func (m *Sim) Finish() (*Result, error) {
 		res.Outcomes[v.Path] = v.Outcome.String()
 		res.LLMRequests[v.Path] = o.m.agents[id].asked() // finish observed every agent
 	}
-	checkExpect(m.s, core, o, res)
+	checkExpect(m.s, core, o, res, m.opt.Permute)
 	res.Violations = crashJudged(res, o.m.spent, o.out)
 	res.Passed = len(res.Violations) == 0
 	return res, nil

@@ -231,6 +231,13 @@ type Expect struct {
 	// QuiescentBy: the tree is quiescent by this virtual time (0: unchecked).
 	QuiescentBy time.Duration            `scenario:"quiescent_by,omitempty"`
 	History     map[string]HistoryExpect `scenario:"history,omitempty"`
+	// ScheduleDependent names the expectations above that hold on some
+	// schedules only (Scenario.ExpectNames: outcomes.REF, history.REF, …).
+	// A plain run judges them like the others; `escapement sim explore`
+	// requires the rest on every schedule it explores and says on how
+	// many schedules each of these held (docs/semantics.md,
+	// "Exploration").
+	ScheduleDependent []string `scenario:"schedule_dependent,omitempty"`
 }
 
 // HistoryExpect constrains one agent's final history.

@@ -189,5 +189,25 @@ func (s *Scenario) checkRefs() *LoadError {
 			}
 		}
 	}
+	return s.checkScheduleDependent()
+}
+
+// checkScheduleDependent: expect.schedule_dependent names expectations the
+// scenario has, each once.
+func (s *Scenario) checkScheduleDependent() *LoadError {
+	names := s.ExpectNames()
+	for i, mark := range s.Expect.ScheduleDependent {
+		at := keyPath("expect", "schedule_dependent").index(i)
+		switch {
+		case !slices.Contains(names, mark):
+			known := strings.Join(names, ", ")
+			if known == "" {
+				known = "none"
+			}
+			return fieldErr(at, "%q names no expectation of this scenario (its expectations: %s)", mark, known)
+		case slices.Contains(s.Expect.ScheduleDependent[:i], mark):
+			return fieldErr(at, "%q given twice", mark)
+		}
+	}
 	return nil
 }
