@@ -168,6 +168,12 @@ func (k *Kernel) onDelta(ev Event) {
 		}
 		a.lastChunkNo = ev.Chunk
 	}
+	if ev.Text == "" && ev.Call != nil && ev.Call.ID == "" && ev.Call.Name == "" && ev.Call.Args == "" {
+		// A fragment that adds nothing is no progress (docs/semantics.md,
+		// "Deadlines"): a server streaming only these is silent.
+		k.emit(Lifecycle{Kind: LifeStale, Agent: a.id, Op: ev.Op, Text: "call fragment adds nothing"})
+		return
+	}
 	cost := a.messageCost(ev)
 	if a.msgBytes+cost > k.cfg.MaxMessageBytes {
 		k.overflow(a, ev)

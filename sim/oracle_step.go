@@ -85,6 +85,7 @@ const (
 	staleDuplicate
 	staleCancelled // progress of an op after its cancel
 	staleTimer     // a timer that is not set
+	staleEmpty     // a call fragment with no id, no name and no arguments: no progress
 )
 
 // cancelObs is a cancel (or shutdown) as read before the step.
@@ -320,8 +321,12 @@ func (m *model) beginWorld(ev *kernel.Event) {
 			s.stale, s.staleWhy = staleCancelled, "chunk after cancel"
 			return
 		}
-		s.op = op
 		op.lastChunk = ev.Chunk
+		if ev.Text == "" && ev.Call != nil && ev.Call.ID == "" && ev.Call.Name == "" && ev.Call.Args == "" {
+			s.stale, s.staleWhy = staleEmpty, "call fragment adds nothing"
+			return
+		}
+		s.op = op
 		if m.overCap(op, ev) {
 			return
 		}
