@@ -70,8 +70,11 @@ func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 	e.bool(k.shutdown)
 	e.uint(uint64(len(k.agents)))
 	for _, a := range k.agents {
-		e.agent(a)
+		if e.bool(a == nil); a != nil {
+			e.agent(a)
+		}
 	}
+	e.ids(k.finished)
 	// Instances per script: sorted by name (map order must not leak).
 	names := make([]string, 0, len(k.instances))
 	for n := range k.instances { // determinism: sorted below

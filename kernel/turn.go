@@ -485,6 +485,7 @@ func (k *Kernel) finishTurn(a *agent, outcome Outcome, reason Reason, text strin
 	a.turnTimer, a.restartTimer = 0, 0
 	a.deadline = 0
 	k.emit(Lifecycle{Kind: LifeTurnEnded, Agent: a.id, Outcome: outcome, Reason: reason, Text: text, Detail: a.failDetail})
+	k.retire(a)
 	if a.parent == NoAgent {
 		if len(a.nextTurn) > 0 && !k.shutdown {
 			next := a.nextTurn

@@ -301,6 +301,17 @@ func invariantLoops() []BrokenLoop {
 					return v
 				}
 			})},
+		{"nested-delegation", "I23: finished children are never freed: the tree keeps every child it ran, and its memory grows with every delegation", ViewsTellTruth,
+			broken(func(b *brokenCore) {
+				kept := map[kernel.AgentID]View{}
+				b.viewID = func(b *brokenCore, id kernel.AgentID, v View) View {
+					if k, ok := kept[id]; ok && v.Freed {
+						return k
+					}
+					kept[id] = v
+					return v
+				}
+			})},
 		{"cancel-single-child", "I23: a name no agent has finds the root, so a cancel of a mistyped name stops the whole tree", ViewsTellTruth,
 			broken(func(b *brokenCore) {
 				b.find = func(b *brokenCore, name string) (kernel.AgentID, bool) {

@@ -12,17 +12,17 @@ func checkExpect(s *Scenario, c Core, o *oracle, res *Result) {
 	o.m.now = res.QuiescentAt // the time expectations are judged at
 	fail := func(format string, args ...any) { o.violate(Expectation, kernel.NoAgent, format, args...) }
 	for _, ref := range sortedKeys(e.Outcomes) {
-		id, ok := findAgent(c, ref)
+		id, ok := findAgent(c, o.m, ref)
 		if !ok {
 			fail("outcomes.%s: no such agent in the run", ref)
 			continue
 		}
-		if got := c.View(id).Outcome.String(); got != e.Outcomes[ref] {
+		if got := o.m.agents[id].view.Outcome.String(); got != e.Outcomes[ref] {
 			fail("outcomes.%s: %s, want %s", ref, got, e.Outcomes[ref])
 		}
 	}
 	for _, ref := range sortedKeys(e.LLMRequests) {
-		id, ok := findAgent(c, ref)
+		id, ok := findAgent(c, o.m, ref)
 		got := 0
 		if ok { // finish observed every agent
 			got = o.m.agents[id].llmRequests
@@ -39,12 +39,12 @@ func checkExpect(s *Scenario, c Core, o *oracle, res *Result) {
 		fail("quiescent_by: quiescent at %v, want by %v", res.QuiescentAt, e.QuiescentBy)
 	}
 	for _, ref := range sortedKeys(e.History) {
-		id, ok := findAgent(c, ref)
+		id, ok := findAgent(c, o.m, ref)
 		if !ok {
 			fail("history.%s: no such agent in the run", ref)
 			continue
 		}
-		h := c.View(id).History
+		h := o.m.agents[id].view.History // a freed agent's as last read
 		want := e.History[ref]
 		var marker, partial bool
 		for _, m := range h {

@@ -66,6 +66,7 @@ func (m *model) apply(effs []kernel.Effect) {
 	// latest by the read of every agent at the end.
 	for i := 0; i < len(s.dirty); i++ {
 		m.refresh(s.dirty[i])
+		m.noteFinished(m.agents[s.dirty[i]])
 	}
 	quiet := m.busy == 0 && len(m.live) == 0 && len(m.timers) == 0
 	if quiet && !m.quiet {
@@ -216,6 +217,7 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 			if op.tool {
 				owner.liveTools--
 			}
+			m.noteFinished(owner) // a finished child whose last op ended
 			if i := slices.Index(m.live, op); i >= 0 {
 				m.live = slices.Delete(m.live, i, i+1)
 			}

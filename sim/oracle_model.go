@@ -48,6 +48,10 @@ type model struct {
 	nEmitted uint64
 	s        stepObs
 	mark     []uint32
+	// finishing are the children that finished in this step (their turn
+	// ended and their ops too): the core frees them at the start of the
+	// next, when the model marks them freed.
+	finishing []kernel.AgentID
 }
 
 // agentObs is what the model knows of one agent.
@@ -106,6 +110,11 @@ type agentObs struct {
 	llmRequests   int
 	liveOps       int
 	liveTools     int
+	// finishing: the agent finished in this step; freed: it finished
+	// before this step, so the core no longer holds it (view is then its
+	// last view read while held, and viewFreed what the core's view said
+	// at the last read since).
+	finishing, freed, viewFreed bool
 }
 
 // turnFacts are what happened in one turn of an agent, as far as the
@@ -270,6 +279,37 @@ func (m *model) observe(id kernel.AgentID) *agentObs {
 		open: map[string]bool{}, ids: map[string]struct{}{}}
 	m.agents[id] = a
 	return a
+}
+
+// noteFinished records a child that has finished: its turn ended and every
+// op it ran ended. The core frees it at the start of the next step
+// (docs/semantics.md, "Finished agents"); the root is never freed.
+func (m *model) noteFinished(a *agentObs) {
+	if a.id == kernel.Root || a.finishing || a.state != fsm.Idle || a.startedTurn == 0 || a.endedTurn != a.startedTurn || a.liveOps > 0 {
+		return
+	}
+	a.finishing = true
+	m.finishing = append(m.finishing, a.id)
+}
+
+// freeFinished marks freed the children that finished in the last step.
+func (m *model) freeFinished() {
+	for _, id := range m.finishing {
+		m.agents[id].freed = true
+	}
+	m.finishing = m.finishing[:0]
+}
+
+// held is how many agents the core holds: every agent the model has seen
+// spawned (and the root) that is not freed.
+func (m *model) held() int {
+	n := 0
+	for _, a := range m.agents {
+		if a != nil && !a.freed {
+			n++
+		}
+	}
+	return n
 }
 
 // agent is the agent id names, or nil.

@@ -209,6 +209,7 @@ func (s *stepObs) is(k kernel.EventKind) bool { return !s.final && s.ev.Kind == 
 // begin reads the event about to be stepped, before the core steps it.
 func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 	m.now = ev.At
+	m.freeFinished()
 	s := &m.s
 	s.reset(ev, target)
 	root := m.agents[kernel.Root]

@@ -322,7 +322,7 @@ func (m *Sim) take() bool {
 		return false
 	case itemInput:
 		var note string
-		ev, note = inputEvent(m.inputs[it.index], m.core)
+		ev, note = inputEvent(m.inputs[it.index], m.core, m.o.m)
 		if note != "" {
 			m.tw.Note(it.at, note)
 		}
@@ -359,7 +359,7 @@ func (m *Sim) Advance(d time.Duration) {
 // Input delivers a user input now (the state-machine test's actions). The
 // input counts as activity for the liveness bound.
 func (m *Sim) Input(in Input) {
-	ev, note := inputEvent(in, m.core)
+	ev, note := inputEvent(in, m.core, m.o.m)
 	m.o.activity(m.now)
 	if note != "" {
 		m.tw.Note(m.now, note)
@@ -435,9 +435,9 @@ func (m *Sim) Finish() (*Result, error) {
 	res.Outcomes = map[string]string{}
 	res.LLMRequests = map[string]int{}
 	for id := 0; id < core.NumAgents(); id++ {
-		v := core.View(kernel.AgentID(id))
-		res.Outcomes[v.Path] = v.Outcome.String()
-		res.LLMRequests[v.Path] = o.m.agents[id].llmRequests // finish observed every agent
+		a := o.m.agents[id] // finish observed every agent
+		res.Outcomes[a.view.Path] = a.view.Outcome.String()
+		res.LLMRequests[a.view.Path] = a.llmRequests
 	}
 	checkExpect(m.s, core, o, res)
 	res.Violations = o.out
@@ -446,8 +446,9 @@ func (m *Sim) Finish() (*Result, error) {
 }
 
 // inputEvent turns a scripted input into a kernel event, resolving a cancel's
-// agent at the moment it is pressed.
-func inputEvent(in Input, c Core) (kernel.Event, string) {
+// agent at the moment it is pressed (one the core has freed too: the press
+// names it, and the core answers it as for any finished agent).
+func inputEvent(in Input, c Core, m *model) (kernel.Event, string) {
 	switch {
 	case in.Submit != "":
 		return kernel.Submit(0, in.Submit), ""
@@ -456,7 +457,7 @@ func inputEvent(in Input, c Core) (kernel.Event, string) {
 	case in.Shutdown:
 		return kernel.Shutdown(0), ""
 	}
-	id, ok := findAgent(c, in.Cancel)
+	id, ok := findAgent(c, m, in.Cancel)
 	if !ok {
 		return kernel.Event{}, fmt.Sprintf("cancel of %s: no such agent (yet); nothing to press", in.Cancel)
 	}
@@ -464,10 +465,17 @@ func inputEvent(in Input, c Core) (kernel.Event, string) {
 }
 
 // findAgent resolves a path, instance name or script name (first instance)
-// to an agent id.
-func findAgent(c Core, ref string) (kernel.AgentID, bool) {
+// to an agent id: among the agents the core holds, and the freed ones as
+// the model last saw them.
+func findAgent(c Core, m *model, ref string) (kernel.AgentID, bool) {
 	for id := 0; id < c.NumAgents(); id++ {
-		if matches(c.View(kernel.AgentID(id)), ref) {
+		v := c.View(kernel.AgentID(id))
+		if v.Freed {
+			if a := m.agent(kernel.AgentID(id)); a != nil {
+				v = a.view
+			}
+		}
+		if matches(v, ref) {
 			return kernel.AgentID(id), true
 		}
 	}

@@ -111,33 +111,44 @@ type Writer struct {
 	// atDigits is the current step's time formatted in nanoseconds (a
 	// buffer reused step after step).
 	atDigits []byte
-	// agents caches what each agent's lines write (paths never change once
-	// an agent is spawned); index = agent id.
+	// agents caches what the lines of recently named agents write (an
+	// agent's path never changes while the tree holds it); slot = id mod
+	// agentCache, so a long-lived tree's writer keeps a few, not one per
+	// agent it ever held. It grows as ids come, up to agentCache slots.
 	agents []agentText
 }
 
+// agentCache is how many agents' texts a writer keeps.
+const agentCache = 64
+
 // agentText is one agent's path as the trace writes it.
 type agentText struct {
-	field []byte // `,"agent":PATH`, for step lines
-	open  []byte // `{"path":PATH,"kind":"`, opening an effect on another agent
+	id    kernel.AgentID // +1: the zero slot holds no agent
+	field []byte         // `,"agent":PATH`, for step lines
+	open  []byte         // `{"path":PATH,"kind":"`, opening an effect on another agent
 }
 
-// agent is id's cached text, or nil when id has no path (NoAgent, or an id
-// the tree does not know: no field is written, as encoding/json omits an
-// empty Record.Agent).
+// agent is id's text, or nil when id has no path (NoAgent, an id the tree
+// does not know, or an agent it has freed: no field is written, as
+// encoding/json omits an empty Record.Agent). The tree is asked every time
+// and the cache only saves the encoding, so a line is the same whatever
+// the writer wrote before (a writer that continues a log after a recovery
+// writes what a replay from the start writes).
 func (t *Writer) agent(tree Tree, id kernel.AgentID) *agentText {
 	if id < 0 {
 		return nil
 	}
-	for int(id) >= len(t.agents) {
+	path := tree.AgentPath(id)
+	if path == "" {
+		return nil
+	}
+	slot := int(id) % agentCache
+	for slot >= len(t.agents) {
 		t.agents = append(t.agents, agentText{})
 	}
-	a := &t.agents[id]
-	if a.field == nil {
-		path := tree.AgentPath(id)
-		if path == "" {
-			return nil
-		}
+	a := &t.agents[slot]
+	if a.id != id+1 {
+		a.id = id + 1
 		// Both texts in one allocation (a path rarely needs escaping).
 		b := make([]byte, 0, 2*len(path)+32)
 		b = kernel.AppendJSONString(append(b, `,"agent":`...), path)
