@@ -118,3 +118,35 @@ func TestChildNamesAreClipped(t *testing.T) {
 		t.Fatalf("child named %q (%d bytes), want %d bytes of the name", name, len(name), MaxNameBytes)
 	}
 }
+
+// TestLogTextIsBounded: the lifecycle log keeps at most LogTextBytes of
+// text however long the answers it recorded (each turn's end repeats its
+// answer), dropping its oldest events; what it holds replays intact.
+func TestLogTextIsBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	h.check = false
+	chunk := strings.Repeat("y", 64<<10)
+	for turn := range 40 {
+		h.submit(fmt.Sprint("turn ", turn))
+		for range 8 {
+			h.text(Root, chunk)
+		}
+		h.end(Root)
+	}
+	log := h.k.Log()
+	text, n := 0, 0
+	err := log.Range(log.Oldest(), func(l Lifecycle) bool {
+		if l.Seq != log.Oldest()+uint64(n) {
+			t.Fatalf("event %d of the log has seq %d", n, l.Seq)
+		}
+		text += textBytes(&l)
+		n++
+		return true
+	})
+	if err != nil || log.Oldest()+uint64(n) != log.Next() {
+		t.Fatalf("the log replays %d events from %d to %d: %v", n, log.Oldest(), log.Next(), err)
+	}
+	if text > LogTextBytes || log.Oldest() == 1 {
+		t.Fatalf("the log holds %d bytes of text from seq %d; want at most %d, the oldest dropped", text, log.Oldest(), LogTextBytes)
+	}
+}
