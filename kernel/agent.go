@@ -42,7 +42,9 @@ type agent struct {
 	cut        string    // text the abort cut off (set by abortOne), for the parent's result
 	failDetail string
 
-	// Current LLM request (req == 0: none running).
+	// Current LLM request (req == 0: none running). waitingReq: the next
+	// one waits for a slot (requests.go).
+	waitingReq  bool
 	req         OpID
 	reqStart    time.Duration
 	gotChunk    bool

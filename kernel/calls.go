@@ -91,7 +91,7 @@ func (k *Kernel) delegate(a *agent, i int) {
 	case a.delegated >= k.cfg.MaxChildren:
 		k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxChildren, refusalContent(ReasonMaxChildren, k.cfg.MaxChildren), NoAgent, OutcomeNone, true)
 		return
-	case len(k.agents) >= k.cfg.MaxAgents:
+	case k.held >= k.cfg.MaxAgents:
 		k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxAgents, refusalContent(ReasonMaxAgents, k.cfg.MaxAgents), NoAgent, OutcomeNone, true)
 		return
 	}

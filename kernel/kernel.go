@@ -20,10 +20,16 @@ type Kernel struct {
 	agents   []*agent
 	held     int
 	finished []AgentID
-	ops      map[OpID]op
-	nextOp   OpID
-	now      time.Duration
-	log      *Log
+	// streaming counts the request ops not yet ended (cancelled ones
+	// included); waiting are the agents whose next request waits for one
+	// of the Limits.MaxParallelRequests slots, in the order asked
+	// (requests.go).
+	streaming int
+	waiting   []AgentID
+	ops       map[OpID]op
+	nextOp    OpID
+	now       time.Duration
+	log       *Log
 	// out is the effect buffer of the current Step, reused across Steps.
 	out []Effect
 	// instances counts spawned agents per script name, for name#N.
@@ -153,6 +159,7 @@ func (k *Kernel) Step(ev Event) []Effect {
 	default:
 		k.reject(NoAgent, fmt.Errorf("unknown event kind %d", ev.Kind))
 	}
+	k.sendWaiting()
 	return k.out
 }
 
@@ -255,6 +262,9 @@ func (k *Kernel) emit(l Lifecycle) {
 func (k *Kernel) newOp(o op) OpID {
 	k.nextOp++
 	o.start = k.now
+	if o.kind == opLLM {
+		k.streaming++
+	}
 	k.ops[k.nextOp] = o
 	return k.nextOp
 }
@@ -284,6 +294,9 @@ func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
 	a.inflight--
 	if o.kind == opTool {
 		a.runningTools--
+	}
+	if o.kind == opLLM {
+		k.streaming-- // its slot goes to a waiting request as the step ends
 	}
 	if a.req == id {
 		a.req = 0

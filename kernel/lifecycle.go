@@ -69,13 +69,17 @@ const (
 	// (EvRecover); N is how many operations it resolved, Text says how
 	// (requests restarted, tools run again, tool calls lost).
 	LifeRecovered
+	// LifeRequestWaiting: Agent's next request (its N-th of the turn) waits
+	// for one of the tree's Limits.MaxParallelRequests slots; its
+	// request_started follows when it gets one.
+	LifeRequestWaiting
 )
 
 var lifeNames = [...]string{
 	"", "turn_started", "transition", "request_started", "delta", "retry", "op_ended",
 	"tool_started", "call_finished", "call_dropped", "delegated", "interjected",
 	"interrupted", "timed_out", "turn_ended", "late", "stale", "ignored", "rejected",
-	"recovered",
+	"recovered", "request_waiting",
 }
 
 func (k LifeKind) String() string {
@@ -193,6 +197,8 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " %s --%s--> %s", l.From, l.Trigger, l.To)
 	case LifeRequestStarted:
 		fmt.Fprintf(&b, " op=%d n=%d", l.Op, l.N)
+	case LifeRequestWaiting:
+		fmt.Fprintf(&b, " n=%d", l.N)
 	case LifeDelta:
 		fmt.Fprintf(&b, " op=%d %q", l.Op, l.Text)
 	case LifeRetry:
@@ -269,7 +275,9 @@ func newLog(capacity int) *Log {
 }
 
 // textBytes is what an event counts against LogTextBytes.
-func textBytes(ev *Lifecycle) int { return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID) }
+func textBytes(ev *Lifecycle) int {
+	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID)
+}
 
 // append stamps ev with the next sequence number and stores it, dropping
 // the oldest events past the ring's bounds (never the one just stored).

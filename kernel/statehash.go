@@ -75,6 +75,7 @@ func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 		}
 	}
 	e.ids(k.finished)
+	e.ids(k.waiting)
 	// Instances per script: sorted by name (map order must not leak).
 	names := make([]string, 0, len(k.instances))
 	for n := range k.instances { // determinism: sorted below

@@ -60,6 +60,13 @@ func (k *Kernel) onInterject(ev Event) {
 	}
 	switch from {
 	case fsm.Streaming:
+		if a.waitingReq {
+			// Nothing was sent: the text joins the request that waits for
+			// a slot (docs/semantics.md, "Budgets and caps").
+			a.history = append(a.history, Message{Role: RoleUser, Content: ev.Text, Interjection: true})
+			k.emit(Lifecycle{Kind: LifeInterjected, Agent: a.id, Text: ev.Text})
+			return
+		}
 		// Cut the stream, keep its partial text, then the user's text.
 		if a.req != 0 {
 			k.cutRequest(a)
@@ -120,8 +127,9 @@ func (k *Kernel) startTurn(a *agent, t fsm.Trigger, inputs []input) {
 	k.startRequest(a)
 }
 
-// startRequest sends the agent's history as the next LLM request.
-func (k *Kernel) startRequest(a *agent) {
+// sendRequest sends the agent's history as the next LLM request (a slot is
+// free: startRequest).
+func (k *Kernel) sendRequest(a *agent) {
 	if a.state != fsm.Streaming || a.req != 0 {
 		panic(fmt.Sprintf("kernel: startRequest for %s in %s with request %d live", a.path, a.state, a.req))
 	}

@@ -37,7 +37,13 @@ func (m *model) apply(effs []kernel.Effect) {
 			a.liveOps++
 			a.started = a.started[:0]
 			n.a, n.count = a, a.t.requests
+			n.firstWaiting = kernel.NoAgent
+			if len(m.waiting) > 0 {
+				n.firstWaiting = m.waiting[0]
+			}
+			m.unwait(a)
 			n.op, n.bad = m.startOp(e, false)
+			n.liveRequests = m.liveRequests()
 		case kernel.EffStartTool:
 			m.startTool(e, n)
 		case kernel.EffCancelLLM, kernel.EffCancelTool:
@@ -232,7 +238,14 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		} else if l.Reason.IsTimeout() {
 			a.t.timedOut = l.Reason
 		}
+	case kernel.LifeRequestWaiting:
+		n.bad = a.waitingReq
+		if !a.waitingReq {
+			a.waitingReq = true
+			m.waiting = append(m.waiting, a.id)
+		}
 	case kernel.LifeInterrupted:
+		m.unwait(a) // an aborted turn's waiting request is never sent
 		n.bad = a.t.interrupted && a.t.turn == l.Turn
 		a.t.interrupted, a.t.abortReason = true, l.Reason
 		// The abort cuts the request that ran when the step began (its

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +53,9 @@ type model struct {
 	// ended and their ops too): the core frees them at the start of the
 	// next, when the model marks them freed.
 	finishing []kernel.AgentID
+	// waiting are the agents whose next request waits for a slot, in the
+	// order their request_waiting records came.
+	waiting []kernel.AgentID
 }
 
 // agentObs is what the model knows of one agent.
@@ -115,6 +119,8 @@ type agentObs struct {
 	// last view read while held, and viewFreed what the core's view said
 	// at the last read since).
 	finishing, freed, viewFreed bool
+	// waitingReq: its next request waits for a slot (m.waiting holds it).
+	waitingReq bool
 }
 
 // turnFacts are what happened in one turn of an agent, as far as the
@@ -252,7 +258,7 @@ func newModel(c Core, cfg kernel.Config) *model {
 	m := &model{
 		lim: cfg.Limits, c: c,
 		delegateTool: cmp.Or(cfg.DelegateTool, kernel.DefaultDelegateTool),
-		maxAgents:    cmp.Or(cfg.MaxAgents, kernel.DefaultMaxAgents),
+		maxAgents:    cfg.MaxAgents,
 		idempotent:   cfg.Idempotent,
 		timers:       make(map[kernel.OpID]timerObs),
 		calls:        make(map[callKey]*callObs),
@@ -298,6 +304,30 @@ func (m *model) freeFinished() {
 		m.agents[id].freed = true
 	}
 	m.finishing = m.finishing[:0]
+}
+
+// liveRequests is how many requests the tree streams: started and not
+// ended (a cancelled one until it ends).
+func (m *model) liveRequests() int {
+	n := 0
+	for _, op := range m.live {
+		if !op.tool {
+			n++
+		}
+	}
+	return n
+}
+
+// unwait takes a's request out of the waiting queue (it was sent, or its
+// turn was aborted).
+func (m *model) unwait(a *agentObs) {
+	if !a.waitingReq {
+		return
+	}
+	a.waitingReq = false
+	if i := slices.Index(m.waiting, a.id); i >= 0 {
+		m.waiting = slices.Delete(m.waiting, i, i+1)
+	}
 }
 
 // held is how many agents the core holds: every agent the model has seen

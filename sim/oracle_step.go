@@ -122,6 +122,11 @@ type note struct {
 	rerun *opObs
 	// delegated: the parent's state before the step.
 	was fsm.State
+	// start_llm: how many requests the tree streams with it, and the
+	// agent whose request waited longest when it started (NoAgent: none
+	// waited; docs/semantics.md, "Budgets and caps").
+	liveRequests int
+	firstWaiting kernel.AgentID
 }
 
 // turnEndObs is a turn_ended event with the facts of the turn it ends.

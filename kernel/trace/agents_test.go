@@ -21,8 +21,8 @@ func (p paths) step(w *Writer, id kernel.AgentID)   { w.Step(p, kernel.Cancel(0,
 // freed is named by no path, even right after a line that named it (so a
 // writer continuing a log after a recovery writes what a replay from the
 // start writes) — and the writer keeps at most agentCache agents' texts
-// however many agents the tree ever held (docs/semantics.md, "Finished
-// agents").
+// however many agents the tree ever held
+// (docs/semantics.md, "Finished agents").
 func TestAgentTextFollowsTheTree(t *testing.T) {
 	var out bytes.Buffer
 	w := NewWriter(&out, Header{Source: "live", Name: "t"})

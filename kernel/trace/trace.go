@@ -65,11 +65,9 @@ type Header struct {
 	// Turns is how many turns the resumed root had already had
 	// (kernel.Config.Turns), so a replay numbers turns the same way.
 	Turns uint64 `json:"turns,omitempty"`
-	// DelegateTool and MaxAgents are kernel.Config's, when not the
-	// defaults: a rebuild from a write-ahead log needs every setting that
-	// shapes the effects.
+	// DelegateTool is kernel.Config's, when not the default: a rebuild
+	// from a write-ahead log needs every setting that shapes the effects.
 	DelegateTool string `json:"delegate_tool,omitempty"`
-	MaxAgents    int    `json:"max_agents,omitempty"`
 	// Build names the binary that wrote the trace (for reproduction notes).
 	Build string `json:"build,omitempty"`
 }
@@ -194,12 +192,9 @@ func ContinueWriter(w io.Writer, steps int) *Writer {
 // its effects — in a header, so Config can rebuild it.
 func HeaderOf(cfg kernel.Config) Header {
 	h := Header{Limits: cfg.Limits, RootName: cfg.RootName, System: cfg.System, ChildSystem: cfg.ChildSystem,
-		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, MaxAgents: cfg.MaxAgents}
+		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns}
 	if cfg.DelegateTool != kernel.DefaultDelegateTool {
 		h.DelegateTool = cfg.DelegateTool
-	}
-	if cfg.MaxAgents == kernel.DefaultMaxAgents {
-		h.MaxAgents = 0
 	}
 	return h
 }
@@ -209,7 +204,7 @@ func HeaderOf(cfg kernel.Config) Header {
 // trace's effects.
 func (h Header) Config() kernel.Config {
 	return kernel.Config{Limits: h.Limits, RootName: h.RootName, System: h.System, ChildSystem: h.ChildSystem,
-		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, DelegateTool: h.DelegateTool, MaxAgents: h.MaxAgents}
+		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, DelegateTool: h.DelegateTool}
 }
 
 // appendHeader appends h as encoding/json writes it with HTML escaping off
@@ -280,10 +275,6 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 	if h.DelegateTool != "" {
 		e.lit(`,"delegate_tool":`)
 		e.str(h.DelegateTool)
-	}
-	if h.MaxAgents != 0 {
-		e.lit(`,"max_agents":`)
-		e.i64(int64(h.MaxAgents))
 	}
 	if h.Build != "" {
 		e.lit(`,"build":`)
@@ -405,7 +396,9 @@ func (t *Writer) Close(at time.Duration) (string, error) {
 
 // ReadHeader decodes a trace's first line.
 func ReadHeader(line []byte) (Header, error) {
-	var h Header
+	// A limit the header does not name has its default (bounded, as every
+	// limit is): a header written before that limit existed replays with it.
+	h := Header{Limits: kernel.DefaultLimits()}
 	if err := json.Unmarshal(line, &h); err != nil {
 		return h, fmt.Errorf("trace header: %w", err)
 	}
