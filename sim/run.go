@@ -45,6 +45,10 @@ type Options struct {
 	// (ascending, each at least 1; a recovery is an event too, so k and
 	// k+1 crash again right after the recovery). It implies Durable.
 	CrashAt []int
+	// MemoryBudget bounds what the run may hold, in bytes as the simulator
+	// counts them (budget.go); a run past it stops with ErrBudget. 0:
+	// DefaultMemoryBudget.
+	MemoryBudget int64
 }
 
 // StepInfo is one step as seen by Options.Observe.
@@ -164,6 +168,9 @@ type Sim struct {
 	cfg     kernel.Config
 	log     *hostLog
 	crashes int
+	// budget counts what the run holds; overBudget is set once it passed.
+	budget     budget
+	overBudget error
 }
 
 // New prepares a run of s: the scenario's inputs and faults are queued.
@@ -173,6 +180,9 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	}
 	if opt.MaxEvents == 0 {
 		opt.MaxEvents = DefaultMaxEvents
+	}
+	if opt.MemoryBudget == 0 {
+		opt.MemoryBudget = DefaultMemoryBudget
 	}
 	if err := checkCrashAt(opt.CrashAt); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
@@ -204,6 +214,7 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 		res: &Result{Name: s.Name, File: s.File},
 
 		factory: factory, cfg: cfg,
+		budget: budget{limit: opt.MemoryBudget},
 	}
 	if opt.Durable || len(opt.CrashAt) > 0 {
 		m.log = newHostLog()
@@ -297,6 +308,11 @@ func (m *Sim) withinLimits() bool {
 	if m.res.Events >= m.opt.MaxEvents {
 		m.o.violate(RunLimit, kernel.NoAgent, "event budget %d exhausted", m.opt.MaxEvents)
 		m.o.m.stopped, m.stop = true, true
+		return false
+	}
+	if m.budget.spent() {
+		m.overBudget = m.budget.err(m.s.Name, m.res.Events)
+		m.stop = true
 		return false
 	}
 	return true
@@ -405,6 +421,7 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	if m.opt.Observe != nil {
 		m.opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: m.core.AgentState(target), Effects: effs, Core: m.core})
 	}
+	m.budget.step(&ev, effs, m.core.NumAgents())
 	m.w.apply(m.now, m.core, effs)
 	if it != nil && it.kind == itemWorld {
 		m.w.delivered(it.op, ev, m.now, it.dup)
@@ -418,6 +435,9 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 // the expectations, and closes the trace.
 func (m *Sim) Finish() (*Result, error) {
 	for m.Step() {
+	}
+	if m.overBudget != nil {
+		return nil, m.overBudget // its end-of-run checks would read all of it
 	}
 	res, o, core := m.res, m.o, m.core
 	o.finish()
