@@ -49,6 +49,9 @@ type model struct {
 	nEmitted uint64
 	s        stepObs
 	mark     []uint32
+	// spent says which turns ran out of max_requests with a request a
+	// recovery asked again among them (crashSpent).
+	spent []spentTurn
 	// finishing are the children that finished in this step (their turn
 	// ended and their ops too): the core frees them at the start of the
 	// next, when the model marks them freed.
@@ -111,9 +114,12 @@ type agentObs struct {
 	endedDeadline time.Duration
 	endedStep     uint32
 	view          View
-	llmRequests   int
-	liveOps       int
-	liveTools     int
+	// llmRequests counts the requests it started, restarts those of them
+	// a recovery started in place of a lost one (asked).
+	llmRequests int
+	restarts    int
+	liveOps     int
+	liveTools   int
 	// finishing: the agent finished in this step; freed: it finished
 	// before this step, so the core no longer holds it (view is then its
 	// last view read while held, and viewFreed what the core's view said
@@ -123,12 +129,20 @@ type agentObs struct {
 	waitingReq bool
 }
 
+// asked is how many requests the agent's model was asked, a request a
+// recovery restarted counted once (docs/semantics.md,
+// "Expectations under a crash").
+func (a *agentObs) asked() int { return a.llmRequests - a.restarts }
+
 // turnFacts are what happened in one turn of an agent, as far as the
 // outcome of the turn and the results of its calls are judged by them.
 type turnFacts struct {
 	turn     uint64
 	start    time.Duration
 	requests int
+	// restarts: requests a recovery asked again (counted in requests, as
+	// max_requests counts them).
+	restarts int
 	lastReq  kernel.OpID
 	spawned  int
 	// userCancelled: an acting cancel named this agent; parentAborted: an

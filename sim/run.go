@@ -124,7 +124,8 @@ type Result struct {
 	Violations []Violation
 	// Outcomes maps every agent's path to its last turn's outcome.
 	Outcomes map[string]string
-	// LLMRequests maps every agent's path to the requests it made.
+	// LLMRequests maps every agent's path to the requests it made, as the
+	// model was asked them: a request a recovery restarted counts once.
 	LLMRequests map[string]int
 	// QuiescentAt is when the tree last became quiescent (every agent Idle,
 	// nothing in flight, no timer set); events after it were stale.
@@ -140,6 +141,13 @@ type Result struct {
 	Probes map[Probe]int
 	// Agents is how many agents the tree held.
 	Agents int
+	// Crashes are the host's crashes, in order, each with how its
+	// recovery changed the run's story.
+	Crashes []Crash
+	// CrashChanged are the expectations the run did not meet after a
+	// crash changed its story; they do not fail it (docs/semantics.md,
+	// "Expectations under a crash").
+	CrashChanged []Violation
 }
 
 // Sim is one simulation in progress. Run drives it to the end; tests that
@@ -168,6 +176,9 @@ type Sim struct {
 	cfg     kernel.Config
 	log     *hostLog
 	crashes int
+	// recovering: the recovery's own step is being delivered (Recover
+	// crashes again after it, once it has done its bookkeeping).
+	recovering bool
 	// budget counts what the run holds; overBudget is set once it passed.
 	budget     budget
 	overBudget error
@@ -209,7 +220,7 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	m := &Sim{
 		s: s, opt: opt, core: core,
 		tw:  trace.NewWriter(out, hdr),
-		w:   newWorld(s),
+		w:   newWorld(s, opt.Idempotent),
 		o:   newOracle(core, cfg),
 		res: &Result{Name: s.Name, File: s.File},
 
@@ -393,12 +404,20 @@ func (m *Sim) Input(in Input) {
 // without it the core lives on. The crash counts as activity for the
 // liveness bound.
 func (m *Sim) Recover() {
-	m.w.crash()
+	c := Crash{After: m.res.Events, At: m.now, Changed: m.w.crash(m.now, m.core)}
+	if m.o.m.shutdown {
+		c.Changed = append(c.Changed, shutdownEnds)
+	}
 	m.o.activity(m.now)
 	if m.log != nil {
 		m.rebuild()
 	}
+	m.recovering = true
 	m.deliver(kernel.Recover(0), nil)
+	m.recovering = false
+	c.Changed = append(c.Changed, m.w.recovered(m.core)...)
+	m.res.Crashes = append(m.res.Crashes, c)
+	m.crashDue()
 }
 
 // Deliver delivers a world event now, as a driver would — the
@@ -428,7 +447,9 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	}
 	m.res.Events++
 	m.res.End = m.now
-	m.crashDue()
+	if !m.recovering {
+		m.crashDue()
+	}
 }
 
 // Finish delivers whatever is still queued, runs the end-of-run checks and
@@ -455,12 +476,12 @@ func (m *Sim) Finish() (*Result, error) {
 	res.Outcomes = map[string]string{}
 	res.LLMRequests = map[string]int{}
 	for id := 0; id < core.NumAgents(); id++ {
-		a := o.m.agents[id] // finish observed every agent
+		a := o.m.agents[id] // finish observed every agent (a freed one as last held)
 		res.Outcomes[a.view.Path] = a.view.Outcome.String()
-		res.LLMRequests[a.view.Path] = a.llmRequests
+		res.LLMRequests[a.view.Path] = a.asked()
 	}
 	checkExpect(m.s, core, o, res)
-	res.Violations = o.out
+	res.Violations = crashJudged(res, o.m.spent, o.out)
 	res.Passed = len(res.Violations) == 0
 	return res, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -142,7 +143,7 @@ func (lr *liveRun) finish(runErr error) error {
 		if op.Tool != "" {
 			what = "tool call " + op.Tool
 		}
-		fmt.Fprintf(lr.errw, "escapement: %s of %s was abandoned at %v (it ignored its cancel) and still runs; it ends with this process\n", what, op.Path, op.At.Round(time.Millisecond))
+		fmt.Fprintf(lr.errw, "escapement: %s of %s was abandoned at %v (it ignored its cancel) and still runs; it ends with this process\n", termtext.Line(what), termtext.Line(op.Path), op.At.Round(time.Millisecond))
 	}
 	if lr.trace != nil {
 		if _, terr := lr.trace.Close(lr.driver.Kernel().Now()); terr != nil && err == nil {

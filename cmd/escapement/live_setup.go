@@ -79,7 +79,11 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	if newTools == nil {
 		newTools = newToolBox
 	}
-	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, KillGrace: f.limits.Grace / 2})
+	mcpServers, err := loadMCP(f)
+	if err != nil {
+		return nil, err
+	}
+	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, WithholdEnv: mcpServers.secretVars(), KillGrace: f.limits.Grace / 2})
 	if err != nil {
 		return nil, usageErr("--workspace: %v", err)
 	}
@@ -88,12 +92,12 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 			box.Close()
 		}
 	}()
-	mcpView := newMCPView(a, key)
-	withMCP, err := a.withMCP(f, box, mcpView)
+	mcpView := newMCPView(a, red)
+	withMCP, err := a.withMCP(f, mcpServers, box, mcpView)
 	if err != nil {
 		return nil, err
 	}
-	box = withMCP
+	box, red = withMCP, mcpView.red // the MCP configurations' secrets too
 	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
 	m, err := openai.New(openai.Config{
 		APIKey:       key,

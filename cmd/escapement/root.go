@@ -13,10 +13,11 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
-// Exit codes, documented in the README and in --help.
+// Exit codes, documented in docs/cli.md and in --help.
 const (
 	exitOK          = 0
 	exitCheckFailed = 1
@@ -103,10 +104,10 @@ func runWith(ctx context.Context, args []string, s streams, exit func(code int),
 	case err == nil:
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintf(s.err, "escapement: %v\n", ee.err)
+			fmt.Fprintf(s.err, "escapement: %s\n", termtext.Text(ee.err.Error()))
 		}
 	default:
-		fmt.Fprintf(s.err, "escapement: %v\nRun 'escapement --help' for usage.\n", err)
+		fmt.Fprintf(s.err, "escapement: %s\nRun 'escapement --help' for usage.\n", termtext.Text(err.Error()))
 	}
 	return exitCodeOf(err)
 }

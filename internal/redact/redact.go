@@ -55,6 +55,28 @@ func New(secrets ...string) *Redactor {
 	return r
 }
 
+// With returns a Redactor for r's secrets and more (the ones a
+// configuration read later adds: an MCP server's token beside the API
+// key); empty secrets and secrets shorter than four bytes are ignored, as
+// by New. r is unchanged; a nil r is as New(more...).
+func (r *Redactor) With(more ...string) *Redactor {
+	out := New(more...)
+	if r == nil {
+		return out
+	}
+	for n, set := range r.windows {
+		dst := out.windows[n]
+		if dst == nil {
+			dst = make(map[string]struct{}, len(set))
+			out.windows[n] = dst
+		}
+		for w := range set {
+			dst[w] = struct{}{}
+		}
+	}
+	return out
+}
+
 // Redact returns s with every run of a secret (see MinRun) replaced by Mask.
 // The result holds no such run, even where a mask meets the text around it:
 // the pass repeats until nothing is left (falling back to removing runs

@@ -103,3 +103,22 @@ func TestRedactExamples(t *testing.T) {
 		t.Errorf("multi-byte: %q", got)
 	}
 }
+
+// TestWith: a redactor extended With more secrets redacts the old ones and
+// the new ones; the original is unchanged, and a nil one extends like New.
+func TestWith(t *testing.T) {
+	key, token := "sk-live-0123456789abcdef", "ghp_TOKENTOKENTOKEN42"
+	base := redact.New(key)
+	both := base.With(token, "", "ab")
+	text := "key " + key + " token " + token + " ab"
+	if got, want := both.Redact(text), "key [redacted] token [redacted] ab"; got != want {
+		t.Errorf("With: %q, want %q", got, want)
+	}
+	if got, want := base.Redact(text), "key [redacted] token "+token+" ab"; got != want {
+		t.Errorf("the original changed: %q, want %q", got, want)
+	}
+	var none *redact.Redactor
+	if got, want := none.With(token).Redact(text), "key "+key+" token [redacted] ab"; got != want {
+		t.Errorf("nil With: %q, want %q", got, want)
+	}
+}
