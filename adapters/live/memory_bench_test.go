@@ -11,16 +11,23 @@ import (
 )
 
 // BenchmarkDelegatingChatMemory runs a chat of 300 turns through the
-// driver, each turn delegating to a child that answers 4 KiB in 64 chunks,
-// and reports the live heap it grew by (MB/300turns): what the tree keeps
-// of the turns past (docs/semantics.md, "Finished agents"). The root's own
-// history (about 4 KiB a turn) and the lifecycle ring are in it too.
+// driver, each turn delegating to a child that answers 4 KiB or 64 KiB in
+// 1 KiB chunks, and reports the live heap it grew by (MB/300turns): what
+// the tree keeps of the turns past (docs/semantics.md, "Finished
+// agents"). The root's own history (the child's answer again, as its
+// result) and the lifecycle ring are in it too.
 func BenchmarkDelegatingChatMemory(b *testing.B) {
-	token := strings.Repeat("x", 63) + " "
+	for _, kib := range []int{4, 64} {
+		b.Run(fmt.Sprintf("answer=%dKiB", kib), func(b *testing.B) { delegatingChat(b, kib) })
+	}
+}
+
+func delegatingChat(b *testing.B, kib int) {
+	token := strings.Repeat("x", 1023) + " "
 	model := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
 		switch last := req.Messages[len(req.Messages)-1]; {
 		case req.Agent != kernel.Root:
-			for range 64 {
+			for range kib {
 				sink.Text(token)
 			}
 		case last.Role == kernel.RoleUser:
