@@ -28,8 +28,8 @@ func (k *Kernel) retire(a *agent) {
 	}
 }
 
-// freeFinished frees the children whose turn ended in the previous step:
-// the tree forgets them (their slot stays, empty, so ids are never reused)
+// freeFinished frees the children that finished in the previous step (their
+// turn and their ops ended): the tree forgets them (their slot stays, empty, so ids are never reused)
 // and their parents' current turns no longer list them. A parent still
 // lists every child it ever spawned (AgentView.Children): an id each, as
 // its history holds a result for each.

@@ -8,8 +8,9 @@ import "github.com/escapement/escapement/fsm"
 // or while others wait already, first come first served — waits, its agent
 // Streaming with no request out, until a slot frees. A cancelled request
 // holds its slot until it ends (its stream may still be winding down).
-// A waiting request is no op: nothing runs, no deadline of its own runs
-// (its turn's does), and its first-token deadline starts when it is sent.
+// A waiting request is not an op: nothing runs, no deadline of its own
+// runs (its turn's does), and its first-token deadline starts when it is
+// sent.
 
 // startRequest sends a's next request, or queues it for a slot.
 func (k *Kernel) startRequest(a *agent) {
