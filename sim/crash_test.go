@@ -214,8 +214,8 @@ func TestCrashEveryStepScenarios(t *testing.T) {
 // runTree runs s and returns its result and its final tree: every agent's
 // path, outcome and history, as text — a finished child's as it was in the
 // last step that held it (it is freed in the step after it finished, which
-// a crash's recovery step may or may not be: docs/semantics.md, "Finished
-// agents").
+// a crash's recovery step may or may not be;
+// docs/semantics.md, "Finished agents").
 func runTree(t *testing.T, s *sim.Scenario, opt sim.Options) (*sim.Result, string) {
 	t.Helper()
 	var held []sim.View

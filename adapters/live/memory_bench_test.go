@@ -13,9 +13,10 @@ import (
 // BenchmarkDelegatingChatMemory runs a chat of 300 turns through the
 // driver, each turn delegating to a child that answers 4 KiB or 64 KiB in
 // 1 KiB chunks, and reports the live heap it grew by (MB/300turns): what
-// the tree keeps of the turns past (docs/semantics.md, "Finished
-// agents"). The root's own history (the child's answer again, as its
-// result) and the lifecycle ring are in it too.
+// the tree keeps of the turns past
+// (docs/semantics.md, "Finished agents"). The root's own history (the
+// child's answer again, as its result) and the lifecycle ring are in it
+// too.
 func BenchmarkDelegatingChatMemory(b *testing.B) {
 	for _, kib := range []int{4, 64} {
 		b.Run(fmt.Sprintf("answer=%dKiB", kib), func(b *testing.B) { delegatingChat(b, kib) })
