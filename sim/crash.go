@@ -135,7 +135,7 @@ func sameTree(was, now Core) error {
 		if !reflect.DeepEqual(a, b) {
 			return fmt.Errorf("agent %s: view %s, the crashed host's %s", a.Path, viewDiff(b, a), viewDiff(a, b))
 		}
-		if _, ok := now.Find(a.Path); !ok {
+		if _, ok := now.Find(a.Path); !ok && !a.Freed {
 			return fmt.Errorf("agent %s cannot be found by its path", a.Path)
 		}
 	}

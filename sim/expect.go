@@ -63,19 +63,19 @@ func expectChecks(s *Scenario, c Core, o *oracle, res *Result) []expectCheck {
 	}
 	for _, ref := range sortedKeys(e.Outcomes) {
 		add("outcomes", ref, "", func(fail func(string, ...any)) {
-			id, ok := findAgent(c, ref)
+			id, ok := findAgent(c, o.m, ref)
 			if !ok {
 				fail("outcomes.%s: no such agent in the run", ref)
 				return
 			}
-			if got := c.View(id).Outcome.String(); got != e.Outcomes[ref] {
+			if got := o.m.agents[id].view.Outcome.String(); got != e.Outcomes[ref] {
 				fail("outcomes.%s: %s, want %s", ref, got, e.Outcomes[ref])
 			}
 		})
 	}
 	for _, ref := range sortedKeys(e.LLMRequests) {
 		add("llm_requests", ref, "", func(fail func(string, ...any)) {
-			id, ok := findAgent(c, ref)
+			id, ok := findAgent(c, o.m, ref)
 			got := 0
 			if ok { // finish observed every agent
 				got = o.m.agents[id].asked()
@@ -99,12 +99,12 @@ func expectChecks(s *Scenario, c Core, o *oracle, res *Result) []expectCheck {
 	for _, ref := range sortedKeys(e.History) {
 		want := e.History[ref]
 		history := func(fail func(string, ...any)) ([]kernel.Message, bool) {
-			id, ok := findAgent(c, ref)
+			id, ok := findAgent(c, o.m, ref)
 			if !ok {
 				fail("history.%s: no such agent in the run", ref)
 				return nil, false
 			}
-			return c.View(id).History, true
+			return o.m.agents[id].view.History, true // a freed agent's as last read
 		}
 		if want.Marker == nil && want.Partial == nil && len(want.Contains) == 0 && len(want.Absent) == 0 {
 			// Nothing to check but that the agent is there.
@@ -272,7 +272,7 @@ func (m *Sim) AppendExpectState(dst []byte) []byte {
 	enc := kernelEnc{b: dst}
 	for _, ref := range sortedKeys(e.LLMRequests) {
 		got := int64(-1) // not there (yet)
-		if id, ok := findAgent(m.core, ref); ok {
+		if id, ok := findAgent(m.core, m.o.m, ref); ok {
 			got = 0
 			if a := m.o.m.agent(id); a != nil {
 				got = int64(min(a.asked(), e.LLMRequests[ref]+1))

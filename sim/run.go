@@ -49,6 +49,10 @@ type Options struct {
 	// stays empty): an explorer runs a scenario's prefixes again and again,
 	// and nobody reads those traces (docs/semantics.md, "Exploration").
 	NoTrace bool
+	// MemoryBudget bounds what the run may hold, in bytes as the simulator
+	// counts them (budget.go); a run past it stops with ErrBudget. 0:
+	// DefaultMemoryBudget.
+	MemoryBudget int64
 }
 
 // StepInfo is one step as seen by Options.Observe.
@@ -181,6 +185,9 @@ type Sim struct {
 	// recovering: the recovery's own step is being delivered (Recover
 	// crashes again after it, once it has done its bookkeeping).
 	recovering bool
+	// budget counts what the run holds; overBudget is set once it passed.
+	budget     budget
+	overBudget error
 }
 
 // New prepares a run of s: the scenario's inputs and faults are queued.
@@ -190,6 +197,9 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	}
 	if opt.MaxEvents == 0 {
 		opt.MaxEvents = DefaultMaxEvents
+	}
+	if opt.MemoryBudget == 0 {
+		opt.MemoryBudget = DefaultMemoryBudget
 	}
 	if err := checkCrashAt(opt.CrashAt); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
@@ -211,6 +221,7 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 		res: &Result{Name: s.Name, File: s.File},
 
 		factory: factory, cfg: cfg,
+		budget: budget{limit: opt.MemoryBudget},
 	}
 	if !opt.NoTrace {
 		out := opt.Trace
@@ -318,6 +329,11 @@ func (m *Sim) withinLimits() bool {
 		m.o.m.stopped, m.stop = true, true
 		return false
 	}
+	if m.budget.spent() {
+		m.overBudget = m.budget.err(m.s.Name, m.res.Events)
+		m.stop = true
+		return false
+	}
 	return true
 }
 
@@ -341,7 +357,7 @@ func (m *Sim) take() bool {
 		return false
 	case itemInput:
 		var note string
-		ev, note = inputEvent(m.inputs[it.index], m.core)
+		ev, note = inputEvent(m.inputs[it.index], m.core, m.o.m)
 		if note != "" {
 			m.note(it.at, note)
 		}
@@ -385,7 +401,7 @@ func (m *Sim) Advance(d time.Duration) {
 // Input delivers a user input now (the state-machine test's actions). The
 // input counts as activity for the liveness bound.
 func (m *Sim) Input(in Input) {
-	ev, note := inputEvent(in, m.core)
+	ev, note := inputEvent(in, m.core, m.o.m)
 	m.o.activity(m.now)
 	if note != "" {
 		m.note(m.now, note)
@@ -441,6 +457,7 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	if m.opt.Observe != nil {
 		m.opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: m.core.AgentState(target), Effects: effs, Core: m.core})
 	}
+	m.budget.step(&ev, effs, m.core.NumAgents())
 	m.w.apply(m.now, m.core, effs)
 	if it != nil && it.kind == itemWorld {
 		m.w.delivered(it.op, ev, m.now, it.dup)
@@ -456,6 +473,9 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 // the expectations, and closes the trace.
 func (m *Sim) Finish() (*Result, error) {
 	for m.Step() {
+	}
+	if m.overBudget != nil {
+		return nil, m.overBudget // its end-of-run checks would read all of it
 	}
 	res, o, core := m.res, m.o, m.core
 	o.finish()
@@ -475,9 +495,9 @@ func (m *Sim) Finish() (*Result, error) {
 	res.Outcomes = map[string]string{}
 	res.LLMRequests = map[string]int{}
 	for id := 0; id < core.NumAgents(); id++ {
-		v := core.View(kernel.AgentID(id))
-		res.Outcomes[v.Path] = v.Outcome.String()
-		res.LLMRequests[v.Path] = o.m.agents[id].asked() // finish observed every agent
+		a := o.m.agents[id] // finish observed every agent (a freed one as last held)
+		res.Outcomes[a.view.Path] = a.view.Outcome.String()
+		res.LLMRequests[a.view.Path] = a.asked()
 	}
 	checkExpect(m.s, core, o, res, m.opt.Permute)
 	res.Violations = crashJudged(res, o.m.spent, o.out)
@@ -486,8 +506,9 @@ func (m *Sim) Finish() (*Result, error) {
 }
 
 // inputEvent turns a scripted input into a kernel event, resolving a cancel's
-// agent at the moment it is pressed.
-func inputEvent(in Input, c Core) (kernel.Event, string) {
+// agent at the moment it is pressed (one the core has freed too: the press
+// names it, and the core answers it as for any finished agent).
+func inputEvent(in Input, c Core, m *model) (kernel.Event, string) {
 	switch {
 	case in.Submit != "":
 		return kernel.Submit(0, in.Submit), ""
@@ -496,7 +517,7 @@ func inputEvent(in Input, c Core) (kernel.Event, string) {
 	case in.Shutdown:
 		return kernel.Shutdown(0), ""
 	}
-	id, ok := findAgent(c, in.Cancel)
+	id, ok := findAgent(c, m, in.Cancel)
 	if !ok {
 		return kernel.Event{}, fmt.Sprintf("cancel of %s: no such agent (yet); nothing to press", in.Cancel)
 	}
@@ -504,10 +525,17 @@ func inputEvent(in Input, c Core) (kernel.Event, string) {
 }
 
 // findAgent resolves a path, instance name or script name (first instance)
-// to an agent id.
-func findAgent(c Core, ref string) (kernel.AgentID, bool) {
+// to an agent id: among the agents the core holds, and the freed ones as
+// the model last saw them.
+func findAgent(c Core, m *model, ref string) (kernel.AgentID, bool) {
 	for id := 0; id < c.NumAgents(); id++ {
-		if matches(c.View(kernel.AgentID(id)), ref) {
+		v := c.View(kernel.AgentID(id))
+		if v.Freed {
+			if a := m.agent(kernel.AgentID(id)); a != nil {
+				v = a.view
+			}
+		}
+		if matches(v, ref) {
 			return kernel.AgentID(id), true
 		}
 	}

@@ -106,6 +106,11 @@ func (s *Scenario) checkRefs() *LoadError {
 	tools := strings.Join(sortedKeys(s.Tools), ", ")
 	scripts := strings.Join(sortedKeys(s.Agents), ", ")
 	for _, name := range sortedKeys(s.Agents) {
+		if len(name) > kernel.MaxNameBytes {
+			// The kernel clips a child's name to this: a longer script
+			// could never be delegated to by its name.
+			return fieldErr(keyPath("agents").name(name), "a script name is at most %d bytes, got %d", kernel.MaxNameBytes, len(name))
+		}
 		for i, r := range s.Agents[name] {
 			for j, c := range r.Calls {
 				at := keyPath("agents", name).index(i).key("calls").index(j)
