@@ -2,7 +2,7 @@
 // chat-completions endpoint (OpenAI, Ollama, vLLM, llama.cpp server, LM
 // Studio, …), built on github.com/sashabaranov/go-openai's streaming API.
 //
-// It implements live.Model: text deltas and raw tool-call fragments go to
+// It implements ports.Model: text deltas and raw tool-call fragments go to
 // the kernel as they arrive (the kernel assembles calls, F12, and answers
 // malformed arguments itself, F11); failures before the first token that
 // may pass (rate limits, server errors, lost connections) are retried with
@@ -36,7 +36,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
@@ -56,7 +56,7 @@ type Config struct {
 	// Model names the model (required).
 	Model string
 	// Tools are the function definitions the model may call.
-	Tools []live.ToolSpec
+	Tools []ports.ToolSpec
 	// MaxRetries bounds the retries of one request before its first token;
 	// 4 when 0, none when negative.
 	MaxRetries int
@@ -198,7 +198,7 @@ func wireMessages(msgs []kernel.Message) []oa.ChatCompletionMessage {
 const maxDetail = 300
 
 func (m *Model) fail(f kernel.Failure, detail string) error {
-	return live.Fail(f, errors.New(m.redact.Redact(detail)))
+	return ports.Fail(f, errors.New(m.redact.Redact(detail)))
 }
 
 // clean makes an attempt's error text fit to leave the adapter: the key

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -124,7 +124,7 @@ func TestParallelToolCalls(t *testing.T) {
 		both    = make(chan struct{})
 		once    sync.Once
 	)
-	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+	tl := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 		mu.Lock()
 		running++
 		peak = max(peak, running)
@@ -139,7 +139,7 @@ func TestParallelToolCalls(t *testing.T) {
 		mu.Lock()
 		running--
 		mu.Unlock()
-		return live.ToolResult{Status: kernel.ToolOK, Content: "result of " + c.ID}
+		return ports.ToolResult{Status: kernel.ToolOK, Content: "result of " + c.ID}
 	})
 	end, k := runTurn(t, newModel(t, srv, nil), tl, "search")
 	if end.Outcome != kernel.OutcomeCompleted || end.Text != "both done" {
@@ -188,11 +188,11 @@ func TestMalformedAndOddChunks(t *testing.T) {
 	defer srv.Close()
 	var ran []string
 	var mu sync.Mutex
-	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+	tl := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 		mu.Lock()
 		ran = append(ran, c.Name+" "+c.Arguments)
 		mu.Unlock()
-		return live.ToolResult{Status: kernel.ToolOK, Content: "listing"}
+		return ports.ToolResult{Status: kernel.ToolOK, Content: "listing"}
 	})
 	end, _ := runTurn(t, newModel(t, srv, nil), tl, "go")
 	if end.Outcome != kernel.OutcomeCompleted || end.Text != "sorry, fixed" {
@@ -235,9 +235,9 @@ func TestDelegationThreeDeep(t *testing.T) {
 		_ = w.End("tool_calls")
 	})
 	defer srv.Close()
-	end, k := runTurn(t, newModel(t, srv, nil), live.ToolsFunc(func(context.Context, live.Call) live.ToolResult {
+	end, k := runTurn(t, newModel(t, srv, nil), ports.ToolsFunc(func(context.Context, ports.Call) ports.ToolResult {
 		t.Error("delegate reached the tools")
-		return live.ToolResult{}
+		return ports.ToolResult{}
 	}), "level 0")
 	if end.Outcome != kernel.OutcomeCompleted {
 		t.Fatalf("outcome %s", end.Outcome)

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/wal"
 	"github.com/escapement/escapement/internal/termtext"
 	"github.com/escapement/escapement/internal/textcut"
@@ -90,7 +91,7 @@ func (lr *liveRun) say(format string, args ...any) {
 // observe runs on the kernel's goroutine after every Step: it writes the
 // trace (flushed: the file holds every step so far), appends the root's new
 // messages to the session, shows the step, and updates the turn state.
-func (lr *liveRun) observe(s live.Step) {
+func (lr *liveRun) observe(s ports.Step) {
 	if lr.trace != nil {
 		lr.trace.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
 		if err := lr.trace.Flush(); err != nil && !lr.traceLost {
@@ -139,7 +140,7 @@ func (lr *liveRun) observe(s live.Step) {
 // the next starts in the same Step (inputs queued while an interrupted tree
 // settled), the previous turn's messages end at its marker: the new turn's
 // user messages follow it (TestPersistQueuedTurn).
-func (lr *liveRun) persist(s live.Step) {
+func (lr *liveRun) persist(s ports.Step) {
 	hist := s.Kernel.Agent(kernel.Root).History()
 	var ended *kernel.Lifecycle
 	restarted := false

@@ -14,6 +14,7 @@ import (
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/adapters/wal"
 	"github.com/escapement/escapement/internal/redact"
@@ -25,8 +26,8 @@ import (
 // toolBox is what a live run needs of its tools: a *tools.Box, or a test's
 // fake (app.newTools).
 type toolBox interface {
-	live.Tools
-	Specs() []live.ToolSpec
+	ports.Tools
+	Specs() []ports.ToolSpec
 	// KillAll kills every process a tool still runs (a hard exit).
 	KillAll()
 	Close() error

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/wal"
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/internal/userfile"
@@ -182,7 +183,7 @@ func (nopSyncer) Sync() error { return nil }
 // rest is appended. A trace, if asked for, gets the log's header and every
 // replayed step, so it replays from its own header. Then the driver runs
 // on the rebuilt kernel: its first step is kernel.Recover.
-func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFile, model live.Model, tools live.Tools) error {
+func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFile, model ports.Model, tools ports.Tools) error {
 	offset, err := strconv.ParseInt(l.Header.Options[sessionOffsetOption], 10, 64)
 	if err != nil || offset < 0 {
 		return fmt.Errorf("%s:1: the header does not say where the session file stood when the log began", l.Name)
@@ -213,7 +214,7 @@ func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFi
 		tw = trace.NewWriter(redactingWriter{w: &traced, redact: lr.redact}, hdr)
 	}
 	l.Redact = lr.redact // the log's lines were written through it
-	k, err := l.Rebuild(func(s live.Step) {
+	k, err := l.Rebuild(func(s ports.Step) {
 		lr.persist(s)
 		if tw != nil {
 			tw.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
@@ -257,12 +258,17 @@ func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFi
 			return err
 		}
 	}
-	res, err := l.Resume(k, live.Config{Model: model, Tools: tools, Observer: lr.observe}, lr.walWrap())
+	w, f, err := l.Reopen(lr.walWrap())
 	if err != nil {
 		return err
 	}
-	lr.driver, lr.wal, lr.walF, lr.walPath = res.Driver, res.Writer, res.File, l.Name
-	s.logSync = res.Writer.Sync
+	d, err := live.Resume(live.Config{Model: model, Tools: tools, Observer: lr.observe, WriteAhead: w.Record}, k)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	lr.driver, lr.wal, lr.walF, lr.walPath = d, w, f, l.Name
+	s.logSync = w.Sync
 	if resubmit != "" {
 		lr.scheduleResubmit(resubmit, root.Turn()+1)
 		lr.say("%s: the last run's turn %d is started again from its prompt (%d events replayed)", sessionPath, root.Turn()+1, l.Steps())

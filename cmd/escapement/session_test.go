@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -29,7 +30,7 @@ func TestPersistQueuedTurn(t *testing.T) {
 		}
 		var out, errb bytes.Buffer
 		lr := &liveRun{a: &app{}, redact: func(s string) string { return s }, out: &lockedWriter{w: &out}, errw: &lockedWriter{w: &errb}, session: sess, notify: make(chan struct{}, 1)}
-		model := live.ModelFunc(func(ctx context.Context, req live.Request, sink live.Sink) error {
+		model := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			if len(req.Messages) == 1 {
 				sink.Call(kernel.CallDelta{Index: 0, ID: "c1", Name: "slow", Args: "{}"})
 			} else {
@@ -37,9 +38,9 @@ func TestPersistQueuedTurn(t *testing.T) {
 			}
 			return nil
 		})
-		tools := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			time.Sleep(time.Second) // ignores its cancel, answers within the grace
-			return live.ToolResult{Status: kernel.ToolOK, Content: "late"}
+			return ports.ToolResult{Status: kernel.ToolOK, Content: "late"}
 		})
 		d, err := live.New(live.Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: model, Tools: tools, Observer: lr.observe})
 		if err != nil {

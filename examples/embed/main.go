@@ -20,6 +20,7 @@ import (
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/toolset"
 	"github.com/escapement/escapement/kernel"
 )
@@ -27,7 +28,7 @@ import (
 // embed:begin
 func main() {
 	tools, _ := toolset.New() // add tools.New(...) boxes and mcp.Client servers here too
-	err := tools.AddFunc(live.ToolSpec{Name: "utc_now", Description: "The current time in UTC."},
+	err := tools.AddFunc(ports.ToolSpec{Name: "utc_now", Description: "The current time in UTC."},
 		func(ctx context.Context, args json.RawMessage) (string, error) {
 			return time.Now().UTC().Format(time.RFC3339), nil
 		})
@@ -41,7 +42,7 @@ func main() {
 	}
 	ended := make(chan kernel.Lifecycle, 1)
 	d, err := live.New(live.Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: model, Tools: tools,
-		Observer: func(s live.Step) { // on the kernel's goroutine, after every step
+		Observer: func(s ports.Step) { // on the kernel's goroutine, after every step
 			for _, e := range s.Effects {
 				switch l := e.Life; {
 				case e.Kind != kernel.EffEmit || l.Agent != kernel.Root:
