@@ -12,44 +12,39 @@ import (
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/ports"
-	"github.com/escapement/escapement/adapters/wal"
+	"github.com/escapement/escapement/adapters/session"
+	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/termtext"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
-	"github.com/escapement/escapement/kernel/trace"
 	"golang.org/x/term"
 )
 
-// liveRun is one live session: the driver and everything it writes.
+// liveRun is one live command's run: the session (adapters/session: the
+// driver, the session file, its log, the trace) and what the command shows
+// of it.
 type liveRun struct {
 	a         *app
 	out       io.Writer
 	errw      io.Writer
-	redact    func(string) string // the API key out of everything printed or written
+	red       *redact.Redactor    // the API key and the MCP configurations' secrets
+	redact    func(string) string // red.Redact: out of everything printed or written
 	secret    string              // the API key, for answerText's hold-back
+	sess      *session.Session
 	driver    *live.Driver
 	box       toolBox
-	session   *sessionWriter
-	wal       *wal.Writer // the write-ahead log (live_wal.go); nil without one
-	walF      *os.File
-	walPath   string
-	trace     *trace.Writer
-	traceF    *os.File
+	traceOut  *outputFile // --trace; nil without
 	json      bool
 	grace     time.Duration
 	whileBusy string
 	state     turnState
 	notify    chan struct{}
 	intr      *interrupts
-	resubmit  string // a prompt a recovery submits again once the driver runs (session_recover.go)
 
 	// Kernel goroutine only.
-	written     int    // root messages already in the session file
-	midLine     bool   // the root's answer text printed so far did not end with a newline
-	heldBack    string // the end of the answer text not printed yet (answerText)
-	outTTY      int8   // stdout is a terminal: 1, not: -1, not asked yet: 0
-	sessionLost bool   // the session file failed and the user was told
-	traceLost   bool   // the trace file failed and the user was told
+	midLine  bool   // the root's answer text printed so far did not end with a newline
+	heldBack string // the end of the answer text not printed yet (answerText)
+	outTTY   int8   // stdout is a terminal: 1, not: -1, not asked yet: 0
 }
 
 // lockedWriter serialises writes from the kernel's goroutine (answers,
@@ -88,46 +83,17 @@ func (lr *liveRun) say(format string, args ...any) {
 	io.WriteString(lr.errw, termtext.Text(lr.redact("escapement: "+fmt.Sprintf(format, args...)))+"\n")
 }
 
-// observe runs on the kernel's goroutine after every Step: it writes the
-// trace (flushed: the file holds every step so far), appends the root's new
-// messages to the session, shows the step, and updates the turn state.
+// observe runs on the kernel's goroutine after every Step, once the
+// session has recorded it: it logs the step, shows it, and updates the turn
+// state.
 func (lr *liveRun) observe(s ports.Step) {
-	if lr.trace != nil {
-		lr.trace.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
-		if err := lr.trace.Flush(); err != nil && !lr.traceLost {
-			lr.traceLost = true
-			lr.say("--trace: %v; the trace is incomplete from here", err)
-		}
-	}
 	if lr.a.logger != nil {
 		lr.a.logger.Debug("step", "event", termtext.Line(lr.redact(s.Event.Describe())), "effects", len(s.Effects))
 	}
-	lr.persist(s)
 	for i := range s.Effects {
 		lr.show(s.Kernel, &s.Effects[i])
 	}
-	changed := false
-	for i := range s.Effects {
-		e := &s.Effects[i]
-		if e.Kind != kernel.EffEmit || e.Life.Agent != kernel.Root {
-			continue
-		}
-		switch e.Life.Kind {
-		case kernel.LifeTurnStarted:
-			lr.state.mu.Lock()
-			lr.state.busy, lr.state.turn = true, e.Life.Turn
-			lr.state.mu.Unlock()
-			changed = true
-		case kernel.LifeTurnEnded:
-			lr.state.mu.Lock()
-			lr.state.busy = false
-			lr.state.ended++
-			lr.state.last = e.Life
-			lr.state.mu.Unlock()
-			changed = true
-		}
-	}
-	if changed {
+	if lr.state.update(s.Effects) {
 		select {
 		case lr.notify <- struct{}{}:
 		default: // a notification is already pending
@@ -135,54 +101,30 @@ func (lr *liveRun) observe(s ports.Step) {
 	}
 }
 
-// persist appends the root's new messages as they appear and, at the end
-// of a root turn, the turn_end record (then syncs). When a turn ends and
-// the next starts in the same Step (inputs queued while an interrupted tree
-// settled), the previous turn's messages end at its marker: the new turn's
-// user messages follow it (TestPersistQueuedTurn).
-func (lr *liveRun) persist(s ports.Step) {
-	hist := s.Kernel.Agent(kernel.Root).History()
-	var ended *kernel.Lifecycle
-	restarted := false
-	for i := range s.Effects {
-		e := &s.Effects[i]
+// update follows the root's turns through effects; changed says one started
+// or ended.
+func (st *turnState) update(effects []kernel.Effect) (changed bool) {
+	for i := range effects {
+		e := &effects[i]
 		if e.Kind != kernel.EffEmit || e.Life.Agent != kernel.Root {
 			continue
 		}
-		switch {
-		case e.Life.Kind == kernel.LifeTurnEnded:
-			ended = &e.Life
-		case e.Life.Kind == kernel.LifeTurnStarted && ended != nil:
-			restarted = true
+		switch e.Life.Kind {
+		case kernel.LifeTurnStarted:
+			st.mu.Lock()
+			st.busy, st.turn = true, e.Life.Turn
+			st.mu.Unlock()
+			changed = true
+		case kernel.LifeTurnEnded:
+			st.mu.Lock()
+			st.busy = false
+			st.ended++
+			st.last = e.Life
+			st.mu.Unlock()
+			changed = true
 		}
 	}
-	if ended != nil {
-		cut := len(hist)
-		if restarted {
-			// The marker was appended when the abort began (often Steps
-			// earlier, and already written); everything after it belongs to
-			// the new turn.
-			for j := len(hist) - 1; j >= 0; j-- {
-				if hist[j].Marker {
-					cut = max(j+1, lr.written)
-					break
-				}
-			}
-		}
-		for ; lr.written < cut; lr.written++ {
-			lr.session.message(hist[lr.written])
-		}
-		lr.session.turnEnd(*ended)
-	}
-	for ; lr.written < len(hist); lr.written++ {
-		lr.session.message(hist[lr.written])
-	}
-	if err := lr.session.failed(); err != nil && !lr.sessionLost {
-		// Said once: the writer keeps its first error and writes nothing
-		// more; the run ends with it (exit 1).
-		lr.sessionLost = true
-		lr.say("%v\nescapement: nothing more is written to the session file; this session goes on without a transcript (resuming the file continues from its last complete turn)", err)
-	}
+	return changed
 }
 
 // show prints one effect for the human (or, with --json, each lifecycle
