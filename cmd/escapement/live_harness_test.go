@@ -64,8 +64,6 @@ func (c *cli) say(line string) {
 	}
 }
 
-func (c *cli) endInput() { c.stdin.Close() }
-
 // signal delivers sig (the command reads signals all its life: a signal
 // that is not taken within a generous bound is the bug).
 func (c *cli) signal(sig os.Signal) {

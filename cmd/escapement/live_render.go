@@ -137,66 +137,40 @@ func (st *turnState) update(effects []kernel.Effect) (changed bool) {
 // or overwrite an activity line with another. --json lines are exact JSON
 // (which escapes what a terminal acts on below U+0020 anyway).
 func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
-	if e.Kind == kernel.EffError {
+	switch {
+	case e.Kind == kernel.EffError:
 		if lr.a.logger != nil {
 			lr.a.logger.Warn("kernel refused an input", "detail", termtext.Line(lr.redact(e.Detail)))
 		}
+	case lr.json:
+		lr.showJSON(e)
+	case e.Kind == kernel.EffStartTool:
+		lr.activity("[%s] %s %s", agentPath(k, e.Agent), e.Call.Name, clip(e.Call.Arguments, 160))
+	case e.Kind == kernel.EffEmit:
+		lr.showLife(k, e)
+	}
+}
+
+// showJSON prints a lifecycle event as a JSON line (--json).
+func (lr *liveRun) showJSON(e *kernel.Effect) {
+	if e.Kind != kernel.EffEmit {
 		return
 	}
-	if lr.json {
-		if e.Kind == kernel.EffEmit {
-			if b, err := json.Marshal(e.Life); err == nil {
-				io.WriteString(lr.out, lr.redact(string(b))+"\n")
-			}
-			lr.showTurnEnd(e)
-		}
-		return
+	if b, err := json.Marshal(e.Life); err == nil {
+		io.WriteString(lr.out, lr.redact(string(b))+"\n")
 	}
-	path := func(id kernel.AgentID) string {
-		if id < 0 || int(id) >= k.NumAgents() {
-			return "?"
-		}
-		return k.Agent(id).Path()
-	}
-	activity := func(format string, args ...any) {
-		line := strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")
-		io.WriteString(lr.errw, termtext.Line(lr.redact(line))+"\n")
-	}
-	switch e.Kind {
-	case kernel.EffStartTool:
-		activity("[%s] %s %s\n", path(e.Agent), e.Call.Name, clip(e.Call.Arguments, 160))
-		return
-	case kernel.EffEmit:
-	default:
-		return
-	}
+	lr.showTurnEnd(e)
+}
+
+// showLife shows a lifecycle event: the root's answer on stdout, the
+// tree's activity and a turn's end on stderr.
+func (lr *liveRun) showLife(k *kernel.Kernel, e *kernel.Effect) {
 	l := &e.Life
-	switch l.Kind {
-	case kernel.LifeDelta:
-		if l.Agent == kernel.Root {
-			lr.answerText(l.Text, false)
-			lr.midLine = !strings.HasSuffix(l.Text, "\n")
-		}
-	case kernel.LifeRetry:
-		activity("[%s] retry %d in %v: %s\n", path(l.Agent), l.N, l.Delay.Round(time.Millisecond), clip(l.Text, 160))
-	case kernel.LifeDelegated:
-		activity("[%s] delegate → %s: %s\n", path(l.Agent), path(l.Child), clip(l.Text, 160))
-	case kernel.LifeCallFinished:
-		switch l.Status {
-		case kernel.CallChild:
-			activity("[%s] ← %s: %s\n", path(l.Agent), path(l.Child), l.Outcome)
-		case kernel.CallOK:
-			activity("[%s] ← %s ok\n", path(l.Agent), l.Name)
-		default:
-			activity("[%s] ← %s %s (%s)\n", path(l.Agent), l.Name, l.Status, l.Reason)
-		}
-	case kernel.LifeCallDropped:
-		activity("[%s] dropped half-streamed call %s\n", path(l.Agent), l.Name)
-	case kernel.LifeTimedOut:
-		activity("[%s] %s\n", path(l.Agent), l.Reason)
-	case kernel.LifeRecovered:
-		activity("[%s] recovered after a crash: %s\n", path(l.Agent), l.Text)
-	case kernel.LifeTurnEnded:
+	switch {
+	case l.Kind == kernel.LifeDelta && l.Agent == kernel.Root:
+		lr.answerText(l.Text, false)
+		lr.midLine = !strings.HasSuffix(l.Text, "\n")
+	case l.Kind == kernel.LifeTurnEnded:
 		if l.Agent == kernel.Root {
 			lr.answerText("", true)
 			if lr.midLine {
@@ -204,7 +178,57 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 			}
 		}
 		lr.showTurnEnd(e)
+	default:
+		if line := activityLine(k, l); line != "" {
+			lr.activity("%s", line)
+		}
 	}
+}
+
+// activityLine is the stderr line for a lifecycle event of the tree's
+// activity ("" for one that is not shown).
+func activityLine(k *kernel.Kernel, l *kernel.Lifecycle) string {
+	at := "[" + agentPath(k, l.Agent) + "] "
+	switch l.Kind {
+	case kernel.LifeRetry:
+		return at + fmt.Sprintf("retry %d in %v: %s", l.N, l.Delay.Round(time.Millisecond), clip(l.Text, 160))
+	case kernel.LifeDelegated:
+		return at + fmt.Sprintf("delegate → %s: %s", agentPath(k, l.Child), clip(l.Text, 160))
+	case kernel.LifeCallFinished:
+		return at + callFinished(k, l)
+	case kernel.LifeCallDropped:
+		return at + "dropped half-streamed call " + l.Name
+	case kernel.LifeTimedOut:
+		return at + l.Reason.String()
+	case kernel.LifeRecovered:
+		return at + "recovered after a crash: " + l.Text
+	}
+	return ""
+}
+
+// callFinished says how a call ended.
+func callFinished(k *kernel.Kernel, l *kernel.Lifecycle) string {
+	switch l.Status {
+	case kernel.CallChild:
+		return fmt.Sprintf("← %s: %s", agentPath(k, l.Child), l.Outcome)
+	case kernel.CallOK:
+		return fmt.Sprintf("← %s ok", l.Name)
+	}
+	return fmt.Sprintf("← %s %s (%s)", l.Name, l.Status, l.Reason)
+}
+
+// agentPath names an agent of k ("?" for an id it does not hold).
+func agentPath(k *kernel.Kernel, id kernel.AgentID) string {
+	if id < 0 || int(id) >= k.NumAgents() {
+		return "?"
+	}
+	return k.Agent(id).Path()
+}
+
+// activity prints one line of the tree's activity on stderr, redacted, its
+// control characters escaped.
+func (lr *liveRun) activity(format string, args ...any) {
+	io.WriteString(lr.errw, termtext.Line(lr.redact(fmt.Sprintf(format, args...)))+"\n")
 }
 
 // answerText prints the root's streamed answer on stdout, redacted. A key
