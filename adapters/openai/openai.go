@@ -55,7 +55,8 @@ type Config struct {
 	BaseURL string
 	// Model names the model (required).
 	Model string
-	// Tools are the function definitions the model may call.
+	// Tools are the function definitions the model may call; a request
+	// that names its own (ports.Request.Tools) offers those instead.
 	Tools []ports.ToolSpec
 	// MaxRetries bounds the retries of one request before its first token;
 	// 4 when 0, none when negative.
@@ -161,13 +162,19 @@ func New(cfg Config) (*Model, error) {
 	oc := oa.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = cfg.BaseURL
 	oc.HTTPClient = &capturingDoer{c: hc, maxLine: cfg.MaxLineBytes}
-	m := &Model{cfg: cfg, client: oa.NewClientWithConfig(oc), redact: redact.New(cfg.APIKey)}
-	for _, s := range cfg.Tools {
-		m.tools = append(m.tools, oa.Tool{Type: oa.ToolTypeFunction, Function: &oa.FunctionDefinition{
+	m := &Model{cfg: cfg, client: oa.NewClientWithConfig(oc), redact: redact.New(cfg.APIKey), tools: wireTools(cfg.Tools)}
+	return m, nil
+}
+
+// wireTools converts tool specs into the wire's function definitions.
+func wireTools(specs []ports.ToolSpec) []oa.Tool {
+	var tools []oa.Tool
+	for _, s := range specs {
+		tools = append(tools, oa.Tool{Type: oa.ToolTypeFunction, Function: &oa.FunctionDefinition{
 			Name: s.Name, Description: s.Description, Parameters: s.Parameters,
 		}})
 	}
-	return m, nil
+	return tools
 }
 
 // wireMessages converts a kernel history into the wire messages: Role, Content,

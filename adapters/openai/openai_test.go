@@ -76,6 +76,42 @@ func TestPlainText(t *testing.T) {
 	}
 }
 
+// TestRequestOffersItsTools: a request that names its tools offers those,
+// in place of the model's configured list; one that names none offers the
+// configured list.
+func TestRequestOffersItsTools(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Answer("ok", 1)
+	})
+	defer srv.Close()
+	m := newModel(t, srv, nil)
+	req := request()
+	req.Tools = []ports.ToolSpec{ports.DelegateSpec("")}
+	if err := m.Stream(context.Background(), req, newSink()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stream(context.Background(), request(), newSink()); err != nil {
+		t.Fatal(err)
+	}
+	var names [2][]string
+	for i, r := range srv.Requests() {
+		var tl []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(r.Body.Tools, &tl); err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range tl {
+			names[i] = append(names[i], tool.Function.Name)
+		}
+	}
+	if fmt.Sprint(names[0]) != "[delegate]" || len(names[1]) != 5 {
+		t.Errorf("tools offered %v, then %v: want the request's [delegate], then the model's five", names[0], names[1])
+	}
+}
+
 // TestToolCallsSplit: a call whose arguments arrive one byte per chunk is
 // passed through as raw fragments that assemble to the whole call.
 func TestToolCallsSplit(t *testing.T) {

@@ -17,10 +17,14 @@ import (
 // errors), waits what the server's Retry-After asks or a jittered backoff,
 // and gives up at once when that wait would end past MaxRetryWait.
 func (m *Model) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
+	tools := m.tools
+	if req.Tools != nil {
+		tools = wireTools(req.Tools)
+	}
 	creq := oa.ChatCompletionRequest{
 		Model:         m.cfg.Model,
 		Messages:      wireMessages(req.Messages),
-		Tools:         m.tools,
+		Tools:         tools,
 		StreamOptions: &oa.StreamOptions{IncludeUsage: true},
 	}
 	begun := m.cfg.Now()

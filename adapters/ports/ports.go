@@ -40,6 +40,11 @@ type Request struct {
 	// Messages is a read-only view of the agent's history: the adapter sends
 	// Role, Content, ToolCalls and ToolCallID and nothing else.
 	Messages []kernel.Message
+	// Tools, when not nil, are the tools this request offers the model,
+	// in place of any list the Model was built with. The driver leaves it
+	// nil; adapters/agent sets it (the agent's tools, and the delegate
+	// tool when the agent may delegate). Read-only.
+	Tools []ToolSpec
 }
 
 // Sink receives one stream's output. Each call becomes one kernel event, in
