@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -79,7 +80,7 @@ type Agent struct {
 // owns until Close). With a session, the session is opened (locked) first;
 // a turn its last run left unfinished starts again at once (Continue).
 func New(cfg Config) (*Agent, error) {
-	if cfg.Model == nil {
+	if isNil(cfg.Model) {
 		return nil, errors.New("agent: Config.Model is required")
 	}
 	kcfg := kernel.Config{Limits: cfg.Limits, System: cfg.System}
@@ -179,7 +180,17 @@ func (a *Agent) Driver() *live.Driver { return a.driver }
 // user's Esc: outcome interrupted, reason user_cancel). A turn refused —
 // another runs, the agent is closed, the kernel refuses the prompt (an
 // empty one) — has the refusal as its Result's error.
+//
+// With an empty prompt Run takes up the turn the session's last run left
+// unfinished (Continue), as `escapement run --resume` does; with none, an
+// empty prompt is refused. A prompt while that turn has not been taken up
+// is refused (ErrBusy).
 func (a *Agent) Run(ctx context.Context, prompt string) *Turn {
+	if prompt == "" {
+		if t := a.Continue(ctx); t != nil {
+			return t
+		}
+	}
 	t := &Turn{a: a, changed: make(chan struct{}), ended: make(chan struct{})}
 	if err := a.begin(t); err != nil {
 		t.fail(err)
@@ -200,6 +211,8 @@ func (a *Agent) begin(t *Turn) error {
 	switch {
 	case a.closed || isDone(a.done):
 		return ErrClosed
+	case a.recovered != nil:
+		return fmt.Errorf("%w: the session's last run left turn %d unfinished; Run with no prompt (or Continue) takes it up", ErrBusy, a.recovered.number)
 	case a.current != nil && !isDone(a.current.ended):
 		return ErrBusy
 	}
@@ -324,4 +337,14 @@ func withTools(model ports.Model, specs []ports.ToolSpec) ports.Model {
 		}
 		return model.Stream(ctx, req, sink)
 	})
+}
+
+// isNil reports whether m is nil, or an interface holding a nil pointer (a
+// constructor's result on its error: openai.New's).
+func isNil(m ports.Model) bool {
+	if m == nil {
+		return true
+	}
+	v := reflect.ValueOf(m)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }

@@ -258,3 +258,28 @@ func TestSessionKeepsHistory(t *testing.T) {
 		t.Errorf("left beside the session: %v", m)
 	}
 }
+
+// TestExitStatus: a program's end as the CLI's: 0, 130 for an interrupted
+// turn, 1 for anything else.
+func TestExitStatus(t *testing.T) {
+	interrupted := Result{Turn: 1, Outcome: kernel.OutcomeInterrupted, Reason: kernel.ReasonUserCancel}.Err()
+	failed := Result{Turn: 1, Outcome: kernel.OutcomeFailed, Reason: kernel.ReasonLLMError, Detail: "HTTP 404"}.Err()
+	for err, want := range map[error]int{nil: 0, interrupted: 130, failed: 1, errors.Join(ErrClosed, interrupted): 130, ErrClosed: 1} {
+		if got := report(err); got != want {
+			t.Errorf("report(%v) = %d, want %d", err, got, want)
+		}
+	}
+	if !strings.Contains(failed.Error(), "HTTP 404") || !errors.Is(failed, ErrFailed) {
+		t.Errorf("a failed turn's error %q: want its detail, wrapping ErrFailed", failed)
+	}
+}
+
+// TestEmptyPromptWithoutUnfinishedTurn: with no turn to take up, an empty
+// prompt is the kernel's refusal.
+func TestEmptyPromptWithoutUnfinishedTurn(t *testing.T) {
+	model := ports.ModelFunc(func(context.Context, ports.Request, ports.Sink) error { return nil })
+	a := newAgent(t, Config{Model: model})
+	if _, err := a.Run(t.Context(), "").Result(); !errors.Is(err, kernel.ErrEmptyText) {
+		t.Fatalf("an empty prompt: %v, want kernel.ErrEmptyText", err)
+	}
+}
