@@ -16,6 +16,7 @@ import (
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/termtext"
 	"github.com/escapement/escapement/internal/textcut"
+	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
 	"golang.org/x/term"
 )
@@ -33,7 +34,7 @@ type liveRun struct {
 	sess      *session.Session
 	driver    *live.Driver
 	box       toolBox
-	traceOut  *outputFile // --trace; nil without
+	traceOut  *userfile.Output // --trace; nil without
 	json      bool
 	grace     time.Duration
 	whileBusy string

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/lineread"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -35,12 +36,12 @@ func (lr *liveRun) chat(ctx context.Context) error {
 // signals. Its state is the loop's own.
 type repl struct {
 	lr        *liveRun
-	input     *lineInput
-	lines     <-chan inputLine // input.lines; nil once the input has ended
-	queue     []string         // lines waiting for the running turn to end (--while-busy queue, /queue)
+	input     *lineread.Reader
+	lines     <-chan lineread.Line // input.Lines; nil once the input has ended
+	queue     []string             // lines waiting for the running turn to end (--while-busy queue, /queue)
 	eof       bool
 	inputErr  error // why the input ended early (a read error), once eof
-	refused   int   // lines over MaxInputLine, not sent
+	refused   int   // lines over lineread.MaxLine, not sent
 	seenEnded uint64
 	// terminating: a SIGTERM (a service manager, `kill`) asks the process
 	// to end, not the turn: the tree is shut down and chat exits 130 once
@@ -49,12 +50,12 @@ type repl struct {
 }
 
 func (lr *liveRun) repl(ctx context.Context) error {
-	input, err := startInput(lr.a.in)
+	input, err := lineread.Start(lr.a.in)
 	if err != nil {
 		return &exitError{code: exitCheckFailed, err: err}
 	}
-	defer input.close()
-	r := &repl{lr: lr, input: input, lines: input.lines}
+	defer input.Close()
+	r := &repl{lr: lr, input: input, lines: input.Lines}
 	if busy, _, _, _ := lr.state.get(); !busy { // a recovered turn may still run
 		r.prompt()
 	}
@@ -74,11 +75,11 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 		if !ok {
 			return r.inputEnded()
 		}
-		if line.size > 0 {
+		if line.Size > 0 {
 			r.refuse(line)
 			return false, nil
 		}
-		return r.line(ctx, line.text)
+		return r.line(ctx, line.Text)
 	case <-lr.notify:
 		return r.turnEnded(ctx)
 	case sig := <-lr.intr.soft:
@@ -97,9 +98,9 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 // inputEnded is the end of stdin: chat exits once the running turn and
 // the queue are done.
 func (r *repl) inputEnded() (done bool, err error) {
-	r.eof, r.inputErr, r.lines = true, r.input.err, nil
-	if r.input.err != nil {
-		r.lr.say("%v; no more input is read", r.input.err)
+	r.eof, r.inputErr, r.lines = true, r.input.Err(), nil
+	if r.inputErr != nil {
+		r.lr.say("%v; no more input is read", r.inputErr)
 	}
 	if busy, _, _, _ := r.lr.state.get(); !busy && len(r.queue) == 0 {
 		return true, r.end()
@@ -131,11 +132,11 @@ func (r *repl) turnEnded(ctx context.Context) (done bool, err error) {
 
 func (r *repl) prompt() { fmt.Fprint(r.lr.errw, "> ") }
 
-// refuse says that a line over MaxInputLine was not sent; chat goes on
+// refuse says that a line over lineread.MaxLine was not sent; chat goes on
 // reading, and exits 2 at the end (end).
-func (r *repl) refuse(line inputLine) {
+func (r *repl) refuse(line lineread.Line) {
 	r.refused++
-	r.lr.say("stdin line %d: %d bytes, over the %d MiB a line may hold; it was not sent (the lines after it are read)", line.n, line.size, MaxInputLine>>20)
+	r.lr.say("stdin line %d: %d bytes, over the %d MiB a line may hold; it was not sent (the lines after it are read)", line.N, line.Size, lineread.MaxLine>>20)
 	if busy, _, _, _ := r.lr.state.get(); !busy {
 		r.prompt()
 	}
@@ -147,7 +148,7 @@ func (r *repl) refuse(line inputLine) {
 func (r *repl) end() error {
 	switch {
 	case r.refused > 0:
-		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were over the %d MiB a line may hold and were not sent", r.refused, MaxInputLine>>20)}
+		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were over the %d MiB a line may hold and were not sent", r.refused, lineread.MaxLine>>20)}
 	case r.inputErr != nil:
 		return &exitError{code: exitCheckFailed}
 	}

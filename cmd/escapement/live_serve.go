@@ -153,7 +153,7 @@ func (lr *liveRun) finish(runErr error) error {
 		err = serr
 	}
 	if lr.traceOut != nil {
-		if terr := lr.traceOut.close(); terr != nil && err == nil {
+		if terr := lr.traceOut.Close(); terr != nil && err == nil {
 			err = fmt.Errorf("--trace: %w", terr)
 		}
 	}
@@ -205,7 +205,7 @@ func (lr *liveRun) hardExit() {
 
 // runOnce is `escapement run`: one turn, then exit with its outcome. A
 // run resumed from a crash first finishes the turn the dead process left
-// (recoverRun), then runs prompt, if any, as the next turn.
+// (adapters/session), then runs prompt, if any, as the next turn.
 func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
 	return lr.serve(ctx, func(ctx context.Context) error {
 		if busy, _, _, _ := lr.state.get(); busy {

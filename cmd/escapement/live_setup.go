@@ -3,8 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,7 +14,9 @@ import (
 	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/edge"
 	"github.com/escapement/escapement/internal/redact"
+	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
 	"golang.org/x/term"
 )
@@ -161,7 +161,7 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Conf
 	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
-	fedModel, fedTools := redactEdge(m, lr.box, lr.red)
+	fedModel, fedTools := edge.Redact(m, lr.box, lr.red)
 	return session.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, ModelName: model, Observer: lr.observe,
 		Redact: lr.redact, Notice: func(s string) { lr.say("%s", s) },
 		WrapFile: lr.a.wrapSession, WrapLog: lr.a.wrapLog}, nil
@@ -175,14 +175,14 @@ func (lr *liveRun) start(f *liveFlags, scfg session.Config) (err error) {
 		flag = "--resume"
 	}
 	if f.trace != "" {
-		if lr.traceOut, err = openOutput(f.trace); err != nil {
+		if lr.traceOut, err = userfile.OpenOutput(f.trace, "an escapement trace", traceHeaderPrefix); err != nil {
 			return usageErr("--trace: %v", err)
 		}
 		scfg.Trace = lr.traceOut
 	}
 	if err := lr.sess.Start(scfg); err != nil {
 		if lr.traceOut != nil {
-			lr.traceOut.discard()
+			lr.traceOut.Discard()
 		}
 		return writeErr(flag+": %v", err)
 	}
@@ -236,91 +236,6 @@ func defaultSessionPath() (string, error) {
 // traceHeaderPrefix starts every trace (kernel/trace writes the header's
 // fields in a fixed order).
 const traceHeaderPrefix = `{"type":"header",`
-
-// startsWith reports whether the file at path starts with prefix.
-func startsWith(path, prefix string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	b := make([]byte, len(prefix))
-	_, err = io.ReadFull(f, b)
-	return err == nil && string(b) == prefix
-}
-
-// outputFile is an output file the user named (--trace), opened before
-// anything is written and emptied by the first write, so a run that fails
-// before it writes leaves an older trace as it was.
-type outputFile struct {
-	path      string
-	f         *os.File
-	created   bool
-	committed bool
-}
-
-// openOutput opens path for writing without changing it. Non-blocking, so
-// a FIFO without a reader is an error rather than a hang. An existing
-// regular file is only ever replaced when it is an escapement trace (an
-// older run's): anything else (a session file named by mistake, notes) is
-// the user's data and refused.
-func openOutput(path string) (*outputFile, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory; name a file", path)
-	} else if err == nil && st.Mode().IsRegular() && st.Size() > 0 && !startsWith(path, traceHeaderPrefix) {
-		return nil, fmt.Errorf("%s exists and is not an escapement trace; name a new file (or remove it)", path)
-	}
-	o := &outputFile{path: path}
-	// 0600: a trace holds what the session holds (docs/durable.md).
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NONBLOCK, 0o600)
-	if err == nil {
-		o.f, o.created = f, true
-		return o, nil
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return nil, err
-	}
-	if o.f, err = os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err != nil {
-		return nil, err
-	}
-	return o, nil
-}
-
-// Write empties an existing regular file before the first write (the
-// trace replaces it), then writes.
-func (o *outputFile) Write(p []byte) (int, error) {
-	if !o.committed {
-		o.committed = true
-		if st, err := o.f.Stat(); err != nil {
-			return 0, err
-		} else if st.Mode().IsRegular() && !o.created {
-			if err := o.f.Truncate(0); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return o.f.Write(p)
-}
-
-// close syncs and closes the file.
-func (o *outputFile) close() error {
-	err := o.f.Sync()
-	if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOTSUP) {
-		err = nil // a FIFO, a device
-	}
-	if cerr := o.f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// discard closes the file and removes it if this run created it.
-func (o *outputFile) discard() {
-	o.f.Close()
-	if o.created {
-		os.Remove(o.path)
-	}
-}
 
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {

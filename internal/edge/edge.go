@@ -1,4 +1,8 @@
-package main
+// Package edge keeps secrets out of the kernel: it wraps a live run's Model
+// and Tools so that every text reaching the kernel from the world is
+// redacted first (docs/durable.md, "Secrets"). The CLI wraps its model and
+// tools with it.
+package edge
 
 import (
 	"context"
@@ -30,9 +34,9 @@ type edgeModel struct {
 	r *redact.Redactor
 }
 
-// redactEdge wraps the model and the tools a live run's kernel is fed from
-// so that no secret of r reaches it; with no secret it changes nothing.
-func redactEdge(m ports.Model, t ports.Tools, r *redact.Redactor) (ports.Model, ports.Tools) {
+// Redact wraps the model and the tools a live run's kernel is fed from so
+// that no secret of r reaches it; with no secret it changes nothing.
+func Redact(m ports.Model, t ports.Tools, r *redact.Redactor) (ports.Model, ports.Tools) {
 	if r.Empty() {
 		return m, t
 	}
