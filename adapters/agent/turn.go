@@ -20,7 +20,7 @@ var ErrInterrupted = errors.New("turn interrupted")
 var ErrFailed = errors.New("turn failed")
 
 // Event is one lifecycle record of the tree during a turn
-// (docs/semantics.md, "Lifecycle"): a streamed chunk, a tool call started
+// (kernel.Lifecycle, the replayable log of F10): a streamed chunk, a tool call started
 // or finished, a delegation, a retry, a transition, the turn's end.
 type Event struct {
 	kernel.Lifecycle

@@ -9,7 +9,7 @@ import (
 // DelegateSpec is the spec of the kernel's delegation tool, named name
 // (kernel.Config.DelegateTool; kernel.DefaultDelegateTool when empty). The
 // kernel, not a Tools, runs it: it spawns the sub-agent and answers the call
-// with the child's typed result (docs/semantics.md, "Delegation"). A model
+// with the child's typed result (docs/semantics.md, "Results"). A model
 // must be offered it for its agent to delegate; adapters/agent and
 // adapters/tools.Box do that, a program with tools of its own appends it to
 // the model's tools.
