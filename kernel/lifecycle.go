@@ -38,7 +38,8 @@ const (
 	// LifeCallDropped: a tool call still being streamed when its request was
 	// cut was dropped, never started (F12). Text holds its partial arguments.
 	LifeCallDropped
-	// LifeDelegated: Agent spawned Child for call CallID (Name is the child's).
+	// LifeDelegated: Agent spawned Child for call CallID (Name is the
+	// child's, Profile its profile's when the tree has profiles).
 	LifeDelegated
 	// LifeInterjected: user text Text reached Agent; Queued tells whether it
 	// waits for the next request or submission.
@@ -184,6 +185,9 @@ type Lifecycle struct {
 	Since   time.Duration `json:"since,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
 	Detail  string        `json:"detail,omitempty"`
+	// Profile is a delegated child's profile (docs/semantics.md,
+	// "Profiles"); "" in a tree without profiles.
+	Profile string `json:"profile,omitempty"`
 }
 
 // Describe prints the lifecycle event on one line.
@@ -219,6 +223,9 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " call=%s %s args=%s", l.CallID, nameOrEmpty(l.Name), quoteArgs(l.Text))
 	case LifeDelegated:
 		fmt.Fprintf(&b, " child=%d %s call=%s task=%q", l.Child, l.Name, l.CallID, l.Text)
+		if l.Profile != "" {
+			fmt.Fprintf(&b, " profile=%s", l.Profile)
+		}
 	case LifeInterjected:
 		fmt.Fprintf(&b, " %q queued=%v", l.Text, l.Queued)
 	case LifeInterrupted:
@@ -288,7 +295,7 @@ func newLog(capacity int) *Log {
 
 // textBytes is what an event counts against LogTextBytes.
 func textBytes(ev *Lifecycle) int {
-	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID)
+	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID) + len(ev.Profile)
 }
 
 // append stamps ev with the next sequence number and stores it, dropping

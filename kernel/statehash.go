@@ -261,4 +261,6 @@ func (e *stateEnc) agent(a *agent, retiring []AgentID) {
 	e.int(int64(a.inflight))
 	e.int(int64(a.liveChildren))
 	e.int(int64(a.parentCall))
+	e.int(int64(a.profile))
+	e.int(int64(a.depthCap))
 }

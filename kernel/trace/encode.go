@@ -228,6 +228,10 @@ func (e *enc) effect(ef *kernel.Effect) {
 		e.lit(`,"detail":`)
 		e.str(ef.Detail)
 	}
+	if ef.Profile != "" {
+		e.lit(`,"profile":`)
+		e.str(ef.Profile)
+	}
 	e.b = append(e.b, '}')
 }
 
@@ -309,6 +313,10 @@ func (e *enc) life(l *kernel.Lifecycle) {
 	if l.Detail != "" {
 		e.lit(`,"detail":`)
 		e.str(l.Detail)
+	}
+	if l.Profile != "" {
+		e.lit(`,"profile":`)
+		e.str(l.Profile)
 	}
 	e.b = append(e.b, '}')
 }

@@ -116,14 +116,15 @@ func TestEncoderMatchesJSON(t *testing.T) {
 		{Kind: kernel.EvLLMEnd, At: 7, Usage: &kernel.Usage{}},
 	}
 	effs := []kernel.Effect{
-		{Kind: kernel.EffStartTool, Agent: 1, Op: 2, At: 3, Timer: kernel.TimerTool, Call: kernel.ToolCall{ID: odd}, Code: kernel.ErrCodeBadInput, Detail: odd},
+		{Kind: kernel.EffStartTool, Agent: 1, Op: 2, At: 3, Timer: kernel.TimerTool, Call: kernel.ToolCall{ID: odd}, Code: kernel.ErrCodeBadInput, Detail: odd, Profile: odd},
 		{Kind: kernel.EffEmit, Agent: -1, Life: kernel.Lifecycle{Seq: 1, At: 2, Kind: kernel.LifeCallFinished, Agent: 4, Turn: 5, Op: 6, Child: 7, CallID: odd, Name: odd, Text: odd,
-			From: 1, To: 2, Trigger: 3, Outcome: 2, Reason: 3, End: 1, Status: 4, N: 5, Queued: true, Since: 6, Delay: 7, Detail: odd}},
+			From: 1, To: 2, Trigger: 3, Outcome: 2, Reason: 3, End: 1, Status: 4, N: 5, Queued: true, Since: 6, Delay: 7, Detail: odd, Profile: odd}},
 	}
 	var edge bytes.Buffer
 	hdr := trace.Header{Source: "live", Name: odd, Seed: 1 << 63, Scenario: odd, Options: map[string]string{"b": odd, "a": "<&>"},
 		Limits:   kernel.Limits{Grace: -1, FirstTokenTimeout: 2, StallTimeout: 3, ToolTimeout: 4, TurnTimeout: 5, Debounce: 6, MaxDepth: 7, MaxChildren: 8, MaxRequests: 1 << 40, MaxMessageBytes: 9, MaxCalls: 10, MaxParallelTools: 11, MaxAgents: 12, MaxParallelRequests: 13},
 		RootName: odd, System: odd, ChildSystem: odd, Build: odd, Idempotent: []string{odd, "grep"}, Turns: 1 << 40, DelegateTool: odd,
+		Profiles: []kernel.Profile{{Name: odd, Description: odd, System: odd, Tools: []string{odd}, Delegates: []string{odd}, MaxRequests: 1, MaxChildren: 2, MaxDepth: 3}, {Name: "all", AllTools: true}}, RootProfile: odd,
 		History: []kernel.Message{{Role: "user", Content: odd}, {Role: "assistant", ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "grep", Arguments: odd}}}}}
 	w := trace.NewWriter(&edge, hdr)
 	var steps []step

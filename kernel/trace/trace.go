@@ -68,6 +68,10 @@ type Header struct {
 	// DelegateTool is kernel.Config's, when not the default: a rebuild
 	// from a write-ahead log needs every setting that shapes the effects.
 	DelegateTool string `json:"delegate_tool,omitempty"`
+	// Profiles and RootProfile are kernel.Config's: what each agent may
+	// call and delegate to, and its system prompt, shape the run.
+	Profiles    []kernel.Profile `json:"profiles,omitempty"`
+	RootProfile string           `json:"root_profile,omitempty"`
 	// Build names the binary that wrote the trace (for reproduction notes).
 	Build string `json:"build,omitempty"`
 }
@@ -192,7 +196,7 @@ func ContinueWriter(w io.Writer, steps int) *Writer {
 // its effects — in a header, so Config can rebuild it.
 func HeaderOf(cfg kernel.Config) Header {
 	h := Header{Limits: cfg.Limits, RootName: cfg.RootName, System: cfg.System, ChildSystem: cfg.ChildSystem,
-		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns}
+		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, Profiles: cfg.Profiles, RootProfile: cfg.RootProfile}
 	if cfg.DelegateTool != kernel.DefaultDelegateTool {
 		h.DelegateTool = cfg.DelegateTool
 	}
@@ -204,7 +208,8 @@ func HeaderOf(cfg kernel.Config) Header {
 // trace's effects.
 func (h Header) Config() kernel.Config {
 	return kernel.Config{Limits: h.Limits, RootName: h.RootName, System: h.System, ChildSystem: h.ChildSystem,
-		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, DelegateTool: h.DelegateTool}
+		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, DelegateTool: h.DelegateTool,
+		Profiles: h.Profiles, RootProfile: h.RootProfile}
 }
 
 // appendHeader appends h as encoding/json writes it with HTML escaping off
@@ -275,6 +280,16 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 	if h.DelegateTool != "" {
 		e.lit(`,"delegate_tool":`)
 		e.str(h.DelegateTool)
+	}
+	if len(h.Profiles) > 0 {
+		e.lit(`,"profiles":`)
+		if err := e.json(h.Profiles); err != nil {
+			return b, err
+		}
+	}
+	if h.RootProfile != "" {
+		e.lit(`,"root_profile":`)
+		e.str(h.RootProfile)
 	}
 	if h.Build != "" {
 		e.lit(`,"build":`)
