@@ -1,0 +1,88 @@
+package profiles
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
+)
+
+// Endpoint is where one profile's requests go (docs/config.md,
+// "Profiles"): a model, an API root and the name of the variable that
+// holds its key — never the key itself. An empty field is the root's.
+type Endpoint struct {
+	// Profile is the profile's name.
+	Profile string
+	// Model names the model; the root's when empty.
+	Model string
+	// BaseURL is the API root; the root's when empty.
+	BaseURL string
+	// APIKeyEnv names the environment variable holding the key. Empty, a
+	// profile on the root's endpoint uses the root's key, and one on
+	// another endpoint sends none: a key goes only to the server it was
+	// configured for.
+	APIKeyEnv string
+	// Temperature and MaxOutputTokens are model settings. This build's
+	// OpenAI adapter sends none, so a profile that sets one is refused
+	// rather than silently run without it.
+	Temperature     *float64
+	MaxOutputTokens int
+}
+
+// ErrNoModelSettings is the error of a profile that sets a model setting
+// this build's adapter cannot send.
+var ErrNoModelSettings = errors.New("model settings (temperature, max_output_tokens) are not supported by this build's OpenAI adapter")
+
+// OpenAI builds a model for each endpoint: root is the root's
+// configuration (its APIKey read from rootKeyEnv), and each profile's
+// model is root's with the endpoint's model, API root and key in place.
+// getenv reads the key variables. It returns the models by profile name
+// and every key it read (the run's redactor must know them).
+func OpenAI(root openai.Config, rootKeyEnv string, ends []Endpoint, getenv func(string) string) (map[string]ports.Model, []string, error) {
+	models := make(map[string]ports.Model, len(ends))
+	var keys []string
+	for _, e := range ends {
+		if e.Temperature != nil || e.MaxOutputTokens != 0 {
+			return nil, nil, fmt.Errorf("profile %q: %w", e.Profile, ErrNoModelSettings)
+		}
+		cfg := root
+		if e.Model != "" {
+			cfg.Model = e.Model
+		}
+		if e.BaseURL != "" {
+			cfg.BaseURL = e.BaseURL
+		}
+		switch {
+		case e.APIKeyEnv != "":
+			cfg.APIKey = getenv(e.APIKeyEnv)
+		case !sameEndpoint(cfg.BaseURL, root.BaseURL):
+			cfg.APIKey = ""
+		}
+		if e.APIKeyEnv != "" && e.APIKeyEnv != rootKeyEnv && cfg.APIKey == "" {
+			return nil, nil, fmt.Errorf("profile %q: $%s (its api_key_env) is not set", e.Profile, e.APIKeyEnv)
+		}
+		m, err := openai.New(cfg)
+		if err != nil {
+			return nil, nil, fmt.Errorf("profile %q: %w", e.Profile, err)
+		}
+		models[e.Profile] = m
+		if cfg.APIKey != "" {
+			keys = append(keys, cfg.APIKey)
+		}
+	}
+	return models, keys, nil
+}
+
+// sameEndpoint reports whether two API roots name one server's API (a
+// trailing slash aside).
+func sameEndpoint(a, b string) bool {
+	if a == "" {
+		a = openai.DefaultBaseURL
+	}
+	if b == "" {
+		b = openai.DefaultBaseURL
+	}
+	return strings.TrimRight(a, "/") == strings.TrimRight(b, "/")
+}
