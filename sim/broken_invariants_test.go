@@ -391,6 +391,16 @@ func invariantLoops() []BrokenLoop {
 					return kernel.Root, true
 				}
 			})},
+		// A loop that keeps each agent's profile for its system prompt and
+		// model but never checks its tools: a child runs whatever its
+		// model asks for.
+		{"profile-tools", "I25: an agent runs a tool its profile does not list", ProfileTools,
+			withConfig(func(cfg *kernel.Config) {
+				cfg.Profiles = slices.Clone(cfg.Profiles) // the oracle's stay the scenario's
+				for i := range cfg.Profiles {
+					cfg.Profiles[i].Tools, cfg.Profiles[i].AllTools = nil, true
+				}
+			})},
 		{"deadline-stall-exact", "liveness: a loop without a clock never sets a timer, so a stream that goes silent hangs the tree", Liveness,
 			dropping(func(_ kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffSetTimer || e.Kind == kernel.EffStopTimer
@@ -406,6 +416,7 @@ func invariantLoops() []BrokenLoop {
 // one in 10-30 worlds but cannot always shrink it within its time bound.
 // I5's late side is in the rapid suite through the restart loop.
 var scenarioOnly = map[string]string{
+	"I25: an agent runs a tool its profile does not list": "generated worlds name no profiles; its scenario holds it",
 	"I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it":                 "the same invariant is in the rapid suite through another loop; this one is held to its scenario (a timed-out tool acknowledging while a call waits is rare in random worlds)",
 	"I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls":                 "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the kernel one slot short is no valid configuration when a world draws max_calls 1)",
 	"I10: a shutdown drops the interjection queued for the turn it aborts":                                              "I10 is in the rapid suite through F7; this one is held to its scenario (a shutdown while interjections wait for the next request is rare in random worlds)",

@@ -43,7 +43,8 @@ type oracle struct {
 		accounting accountingChecker
 		progress   progressChecker
 		view       viewChecker
-		checks     [15]checker
+		profile    profileChecker
+		checks     [16]checker
 	}
 }
 
@@ -103,6 +104,7 @@ func newOracle(c Core, cfg kernel.Config) *oracle {
 	all.accounting = accountingChecker{judge: j}
 	all.progress = progressChecker{judge: j}
 	all.view = viewChecker{judge: j, quiet: true}
+	all.profile = profileChecker{judge: j}
 	o.quiesce = &all.quiesce
 	o.deadline = newDeadlineChecker(j)
 	// The order is the order violations of one step are reported in.
@@ -122,6 +124,7 @@ func newOracle(c Core, cfg kernel.Config) *oracle {
 		&all.accounting,
 		&all.progress,
 		&all.view,
+		&all.profile,
 	}
 	o.checks = all.checks[:]
 	return o
