@@ -416,7 +416,7 @@ func invariantLoops() []BrokenLoop {
 // one in 10-30 worlds but cannot always shrink it within its time bound.
 // I5's late side is in the rapid suite through the restart loop.
 var scenarioOnly = map[string]string{
-	"I25: an agent runs a tool its profile does not list": "generated worlds name no profiles; its scenario holds it",
+	"I25: an agent runs a tool its profile does not list":                                                               "generated worlds name no profiles; its scenario holds it",
 	"I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it":                 "the same invariant is in the rapid suite through another loop; this one is held to its scenario (a timed-out tool acknowledging while a call waits is rare in random worlds)",
 	"I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls":                 "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the kernel one slot short is no valid configuration when a world draws max_calls 1)",
 	"I10: a shutdown drops the interjection queued for the turn it aborts":                                              "I10 is in the rapid suite through F7; this one is held to its scenario (a shutdown while interjections wait for the next request is rare in random worlds)",

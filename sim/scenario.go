@@ -30,8 +30,8 @@ type Scenario struct {
 	// (profiles.go); RootProfile the root's.
 	Profiles    map[string]ProfileSpec `scenario:"profiles,omitempty,keys=name"`
 	RootProfile string                 `scenario:"root_profile,omitempty"`
-	Faults []Fault             `scenario:"faults,omitempty"`
-	Inputs []Input             `scenario:"inputs,omitempty"`
+	Faults      []Fault                `scenario:"faults,omitempty"`
+	Inputs      []Input                `scenario:"inputs,omitempty"`
 	// Schedule fixes the order of events due at one instant: at each
 	// instant where two or more are due, in turn, the index of the one
 	// delivered first among them, in queue order (inputs by their index,

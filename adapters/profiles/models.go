@@ -7,6 +7,7 @@ import (
 
 	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/kernel"
 )
 
 // Endpoint is where one profile's requests go (docs/config.md,
@@ -85,4 +86,23 @@ func sameEndpoint(a, b string) bool {
 		b = openai.DefaultBaseURL
 	}
 	return strings.TrimRight(a, "/") == strings.TrimRight(b, "/")
+}
+
+// Build is the model a host with the kernel configuration kcfg streams
+// from: root's model when kcfg has no profiles, else a Router sending each
+// request to its profile's model (OpenAI) with its profile's tools, tools
+// being root.Tools.
+func Build(kcfg kernel.Config, root openai.Config, rootKeyEnv string, ends []Endpoint, getenv func(string) string) (ports.Model, error) {
+	m, err := openai.New(root)
+	if err != nil {
+		return nil, fmt.Errorf("--base-url/--model: %w", err)
+	}
+	if len(kcfg.Profiles) == 0 {
+		return m, nil
+	}
+	models, _, err := OpenAI(root, rootKeyEnv, ends, getenv)
+	if err != nil {
+		return nil, err
+	}
+	return New(kcfg, m, models, root.Tools)
 }
