@@ -58,7 +58,8 @@ func putFile(t *testing.T, path, content string) {
 // reviewer (its own prompt, another model, read_file only). The request
 // bodies show each agent's own system prompt, model and tools; the child
 // asks for list_dir, outside its profile, and gets a tool error
-// (not_in_profile) while its read_file runs. The old code fails it: the
+// (not_in_profile) while its read_file runs; the live trace, its header
+// holding the profiles, replays in the simulator. The old code fails it: the
 // child's request went to the root's model with no system prompt and
 // every tool, and list_dir ran.
 func TestProfilesE2E(t *testing.T) {
@@ -97,9 +98,15 @@ profiles:
     model: small-model
     tools: [read_file]
 `)
-	p := startBinary(t, bin, srv, dir, "run", "review a.txt", "--workspace", filepath.Join(dir, "ws"))
+	tr := filepath.Join(dir, "trace.jsonl")
+	p := startBinary(t, bin, srv, dir, "run", "review a.txt", "--workspace", filepath.Join(dir, "ws"), "--trace", tr)
 	if code := p.wait(t); code != exitOK {
 		t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
+	}
+	// The trace's header records the profiles: the simulator replays the
+	// live run step for step.
+	if code, out, errb := runCLI(t, "sim", "replay", tr); code != exitOK {
+		t.Fatalf("sim replay of the live trace: exit %d\n%s\n%s", code, out, errb)
 	}
 	type seen struct {
 		model, system string

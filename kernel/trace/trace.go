@@ -15,7 +15,10 @@
 // effect, repeating the step's head on each, for 18% more bytes to write and
 // hash on every simulated step. Format 3 writes every limit of
 // kernel.LimitTable in the header (the output caps among them) and the
-// root's prior turn count of a resumed session.
+// root's prior turn count of a resumed session; a header of a tree with
+// agent profiles records them (profiles, root_profile), and a start_llm
+// effect and a delegated record name their agent's profile, fields a
+// trace without profiles leaves out.
 package trace
 
 import (
