@@ -82,6 +82,10 @@ type agent struct {
 	liveChildren int
 	// parentCall is this agent's index in its parent's open calls.
 	parentCall int32
+
+	// ctx is the agent's token accounting and compaction (usage.go,
+	// compact.go).
+	ctx contextState
 }
 
 // input is a user text waiting to start a turn.

@@ -59,6 +59,12 @@ type op struct {
 	tkind  TimerKind
 	target OpID
 	at     time.Duration
+	// A request's: the turn of its agent it was started in, whether it is
+	// a compaction's summarising request, and how many history messages
+	// it sent (docs/semantics.md, "Usage", "Compaction").
+	turn    uint64
+	compact bool
+	sent    int
 }
 
 // New returns a kernel for one tree with an Idle root.
@@ -141,6 +147,8 @@ func (k *Kernel) Step(ev Event) []Effect {
 		k.onTimer(ev)
 	case EvRecover:
 		k.onRecover()
+	case EvCompact:
+		k.onCompact(ev)
 	default:
 		k.reject(NoAgent, fmt.Errorf("unknown event kind %d", ev.Kind))
 	}
@@ -178,7 +186,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 		if kind == opTool && ev.Status != ToolCancelled {
 			k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "result after cancel dropped: " + textcut.Clip(ev.Text, 80)})
 		}
-		k.endOp(a, ev.Op, o, OpCancelled)
+		k.endOpUsage(a, ev.Op, o, OpCancelled, usageOf(ev))
 		k.startWaiting(a) // a timed-out tool's slot is free once it stopped
 		k.settleUp(a)
 		return nil, op{}
@@ -194,7 +202,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 	if ev.Kind == EvLLMError || (kind == opTool && ev.Status != ToolOK) {
 		end = OpFailed
 	}
-	k.endOp(a, ev.Op, o, end)
+	k.endOpUsage(a, ev.Op, o, end, usageOf(ev))
 	return a, o
 }
 
@@ -269,7 +277,14 @@ func (k *Kernel) stopTimer(id OpID) {
 }
 
 // endOp records the end of a request or tool op (I9: exactly once).
-func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
+func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) { k.endOpUsage(a, id, o, end, nil) }
+
+// endOpUsage is endOp for an op whose end reported usage u (a request's
+// stream end; nil: none).
+func (k *Kernel) endOpUsage(a *agent, id OpID, o op, end OpEnd, u *Usage) {
+	if o.kind == opLLM {
+		k.noteRequestEnd(a, o, u)
+	}
 	k.stopTimer(o.timer)
 	delete(k.ops, id)
 	a.inflight--
@@ -279,7 +294,7 @@ func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
 	if a.req == id {
 		a.req = 0
 	}
-	k.emit(Lifecycle{Kind: LifeOpEnded, Agent: a.id, Op: id, End: end})
+	k.emit(Lifecycle{Kind: LifeOpEnded, Agent: a.id, Op: id, End: end, Usage: u})
 }
 
 // Read-only view. Slices returned share the kernel's memory and must not be
@@ -337,7 +352,7 @@ func (k *Kernel) Find(name string) (AgentID, bool) {
 // or malformed. Traces use it to print the agent path and state before/after.
 func (k *Kernel) Target(ev Event) AgentID {
 	switch ev.Kind {
-	case EvSubmit, EvInterject, EvShutdown, EvRecover:
+	case EvSubmit, EvInterject, EvShutdown, EvRecover, EvCompact:
 		return Root
 	case EvCancel:
 		if k.agentAt(ev.Agent) != nil {

@@ -69,13 +69,21 @@ const (
 	// (EvRecover); N is how many operations it resolved, Text says how
 	// (requests restarted, tools run again, tool calls lost).
 	LifeRecovered
+	// LifeCompactionStarted: Agent's compaction sent its summarising
+	// request Op (docs/semantics.md, "Compaction"): Name says why
+	// (threshold, context_length, requested), N is the estimate of the
+	// history in tokens, Text the focus asked for.
+	LifeCompactionStarted
+	// LifeCompacted: the compaction of request Op completed and replaced
+	// Agent's history: N messages were summarised into Text.
+	LifeCompacted
 )
 
 var lifeNames = [...]string{
 	"", "turn_started", "transition", "request_started", "delta", "retry", "op_ended",
 	"tool_started", "call_finished", "call_dropped", "delegated", "interjected",
 	"interrupted", "timed_out", "turn_ended", "late", "stale", "ignored", "rejected",
-	"recovered",
+	"recovered", "compaction_started", "compacted",
 }
 
 func (k LifeKind) String() string {
@@ -180,6 +188,10 @@ type Lifecycle struct {
 	Since   time.Duration `json:"since,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
 	Detail  string        `json:"detail,omitempty"`
+	// Usage is a request's usage on its op_ended record (nil: it reported
+	// none) and a turn's total on turn_ended (nil: it made no request)
+	// (docs/semantics.md, "Usage").
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Describe prints the lifecycle event on one line.
@@ -199,6 +211,9 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " op=%d attempt=%d after=%v %s", l.Op, l.N, l.Delay, l.Text)
 	case LifeOpEnded:
 		fmt.Fprintf(&b, " op=%d %s", l.Op, l.End)
+		if l.Usage != nil {
+			fmt.Fprintf(&b, " usage(%s)", l.Usage)
+		}
 	case LifeToolStarted:
 		fmt.Fprintf(&b, " op=%d call=%s %s", l.Op, l.CallID, l.Name)
 	case LifeCallFinished:
@@ -230,6 +245,16 @@ func (l Lifecycle) Describe() string {
 		if l.Detail != "" {
 			fmt.Fprintf(&b, " detail=%q", l.Detail)
 		}
+		if l.Usage != nil {
+			fmt.Fprintf(&b, " usage(%s)", l.Usage)
+		}
+	case LifeCompactionStarted:
+		fmt.Fprintf(&b, " op=%d why=%s estimate=%d", l.Op, l.Name, l.N)
+		if l.Text != "" {
+			fmt.Fprintf(&b, " focus=%q", l.Text)
+		}
+	case LifeCompacted:
+		fmt.Fprintf(&b, " op=%d summarised=%d summary=%q", l.Op, l.N, l.Text)
 	default:
 		if l.Op != 0 {
 			fmt.Fprintf(&b, " op=%d", l.Op)

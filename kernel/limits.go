@@ -51,6 +51,13 @@ type Limits struct {
 	// rest wait their turn in call order (each still cancellable, and its
 	// tool deadline starts when it starts).
 	MaxParallelTools int `json:"max_parallel_tools"`
+	// ContextWindow is the model's context window in tokens; 0 is unknown,
+	// and the kernel then never compacts on its own (docs/semantics.md,
+	// "Compaction").
+	ContextWindow int `json:"context_window"`
+	// CompactPercent is the compaction threshold: a request whose estimate
+	// passes this share of ContextWindow is preceded by a compaction.
+	CompactPercent int `json:"compact_percent"`
 }
 
 // LimitUnit says how a limit's value reads.
@@ -101,6 +108,8 @@ const (
 	limitMaxMessageBytes
 	limitMaxCalls
 	limitMaxParallelTools
+	limitContextWindow
+	limitCompactPercent
 )
 
 // fieldOf is the field f of l: a duration or a count (the other nil).
@@ -130,6 +139,10 @@ func (l *Limits) fieldOf(f limitField) (*time.Duration, *int) {
 		return nil, &l.MaxCalls
 	case limitMaxParallelTools:
 		return nil, &l.MaxParallelTools
+	case limitContextWindow:
+		return nil, &l.ContextWindow
+	case limitCompactPercent:
+		return nil, &l.CompactPercent
 	}
 	return nil, nil
 }
@@ -145,6 +158,8 @@ const (
 	MaxCallsCeiling = 1 << 16
 	// MaxAgentsCeiling bounds the number of agents one tree may ever hold.
 	MaxAgentsCeiling = 1 << 22
+	// ContextWindowCeiling bounds ContextWindow (a billion tokens).
+	ContextWindowCeiling = 1 << 30
 	// maxDuration is the longest any deadline may be (about 292 years,
 	// the most a time.Duration holds).
 	maxDuration = int64(1<<63 - 1)
@@ -189,6 +204,12 @@ var limitTable = [...]LimitSpec{
 	{Name: "max_parallel_tools", Flag: "max-parallel-tools", Unit: UnitCount, Default: 8, Min: 1, Max: MaxCallsCeiling,
 		Usage: "tool calls one agent runs at once; the rest wait their turn in call order",
 		field: limitMaxParallelTools},
+	{Name: "context_window", Flag: "context-window", Unit: UnitCount, Default: 0, Min: 0, Max: ContextWindowCeiling,
+		Usage: "the model's context window in tokens; past compact_percent of it a compaction runs before the request (0: unknown, no compaction on its own)",
+		field: limitContextWindow},
+	{Name: "compact_percent", Flag: "compact-percent", Unit: UnitCount, Default: 80, Min: 1, Max: 100,
+		Usage: "the share of context_window, in percent, a request's estimate may reach before a compaction runs first",
+		field: limitCompactPercent},
 }
 
 // LimitTable returns the limits' specifications in their canonical order

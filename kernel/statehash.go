@@ -94,6 +94,9 @@ func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 		e.int(int64(o.agent))
 		e.dur(o.start)
 		e.bool(o.cancelling)
+		e.uint(o.turn)
+		e.bool(o.compact)
+		e.int(int64(o.sent))
 		e.op(o.timer)
 		e.int(int64(o.call))
 		e.uint(uint64(o.tkind))
@@ -155,7 +158,12 @@ func (e *stateEnc) msg(m Message) {
 	} else {
 		e.call(m.ToolCallID)
 	}
-	e.b = append(e.b, b2u(m.Partial)|b2u(m.Marker)<<1|b2u(m.Synthetic)<<2|b2u(m.Interjection)<<3)
+	e.b = append(e.b, b2u(m.Partial)|b2u(m.Marker)<<1|b2u(m.Synthetic)<<2|b2u(m.Interjection)<<3|b2u(m.Summary)<<4|b2u(m.Reasoning != nil)<<5)
+	if r := m.Reasoning; r != nil {
+		e.str(r.Text)
+		e.str(r.Field)
+		e.str(r.Details)
+	}
 }
 
 func (e *stateEnc) agent(a *agent) {
@@ -231,4 +239,5 @@ func (e *stateEnc) agent(a *agent) {
 	e.int(int64(a.inflight))
 	e.int(int64(a.liveChildren))
 	e.int(int64(a.parentCall))
+	e.appendContext(&a.ctx)
 }

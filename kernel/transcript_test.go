@@ -55,10 +55,11 @@ var transcriptCommands = []transcriptCommand{
 	{"interject", `interject "text"  the user types while the root works`, (*transcriptDriver).input},
 	{"cancel", `cancel AGENT [turn=N]  the user cancels an agent, named by path or instance name (main, main/helper, helper)`, (*transcriptDriver).cancel},
 	{"shutdown", `shutdown  the host stops`, (*transcriptDriver).input},
+	{"compact", `compact ["focus"]  the user asks for the root's history to be compacted now`, (*transcriptDriver).compact},
 	{"chunk", `chunk AGENT "text" [chunk=N] [op=N]  a text delta (chunks are numbered 1, 2, ... per request; chunk= sends a given number)`, (*transcriptDriver).chunk},
 	{"call", `call AGENT INDEX [id=] [name=] [args=] [chunk=N] [op=N]  a tool-call fragment`, (*transcriptDriver).callFragment},
-	{"end", `end AGENT [op=N]  the stream ends`, (*transcriptDriver).end},
-	{"fail", `fail AGENT FAILURE ["detail"] [op=N]  the request fails (server, rate_limit, disconnect, stream, bad_response, cancelled)`, (*transcriptDriver).fail},
+	{"end", `end AGENT [usage=P/C[/CACHED[/REASONING]]] [reasoning="text"] [field=NAME] [details="json"] [op=N]  the stream ends (with the server's usage, the model's reasoning)`, (*transcriptDriver).end},
+	{"fail", `fail AGENT FAILURE ["detail"] [op=N]  the request fails (server, rate_limit, disconnect, stream, bad_response, cancelled, context_length)`, (*transcriptDriver).fail},
 	{"retry", `retry AGENT attempt=N after=D ["cause"] [op=N]  the adapter retries the request`, (*transcriptDriver).retry},
 	{"result", `result CALL_ID STATUS ["text"]  the tool running call CALL_ID answers (ok, error, cancelled)`, (*transcriptDriver).result},
 	{"timer", `timer OP  timer OP fires now, due or not (to show stale and refused events)`, (*transcriptDriver).timer},
@@ -66,6 +67,7 @@ var transcriptCommands = []transcriptCommand{
 	{"recover", `recover  the host crashes: a fresh kernel replays every event so far, then steps Recover`, (*transcriptDriver).recover},
 	{"state", `state  every agent's state, the live timers, quiescence`, (*transcriptDriver).state},
 	{"history", `history AGENT  the agent's chat history as the model reads it, with the kernel's flags`, (*transcriptDriver).history},
+	{"sent", `sent AGENT  the messages of the agent's last request (a compaction's summarising request too), with their estimate`, (*transcriptDriver).sent},
 	{"log", `log from=N  what a subscriber starting at sequence N reads from the lifecycle log`, (*transcriptDriver).replayLog},
 }
 
@@ -81,18 +83,21 @@ type transcriptDriver struct {
 	reqs   map[AgentID]OpID // each agent's last request
 	chunks map[OpID]uint32  // the last chunk number sent per request
 	calls  map[string]OpID  // the tool op of each call id (its last start)
-	run    transcriptRun
+	// started is each agent's last EffStartLLM (its messages copied).
+	started map[AgentID]Effect
+	run     transcriptRun
 }
 
 func newTranscriptDriver(src string) *transcriptDriver {
 	return &transcriptDriver{
-		lines:  strings.Split(src, "\n"),
-		cfg:    Config{Limits: DefaultLimits()},
-		timers: map[OpID]Effect{},
-		reqs:   map[AgentID]OpID{},
-		chunks: map[OpID]uint32{},
-		calls:  map[string]OpID{},
-		run:    transcriptRun{header: headerOf(src)},
+		lines:   strings.Split(src, "\n"),
+		cfg:     Config{Limits: DefaultLimits()},
+		timers:  map[OpID]Effect{},
+		reqs:    map[AgentID]OpID{},
+		chunks:  map[OpID]uint32{},
+		calls:   map[string]OpID{},
+		started: map[AgentID]Effect{},
+		run:     transcriptRun{header: headerOf(src)},
 	}
 }
 
@@ -212,6 +217,8 @@ func (d *transcriptDriver) track(e Effect) {
 	switch e.Kind {
 	case EffStartLLM:
 		d.reqs[e.Agent] = e.Op
+		e.Messages = slices.Clone(e.Messages)
+		d.started[e.Agent] = e
 	case EffStartTool:
 		d.calls[e.Call.ID] = e.Op
 	case EffSetTimer:

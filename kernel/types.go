@@ -185,13 +185,19 @@ const (
 	ReasonMaxCalls
 	// ReasonCrash: the host crashed while the call ran (EvRecover).
 	ReasonCrash
+	// ReasonCompactionFailed: a compaction's summarising request failed or
+	// answered no summary (docs/semantics.md, "Compaction").
+	ReasonCompactionFailed
+	// ReasonContextExhausted: the next request cannot be made to fit the
+	// context window, even after a compaction.
+	ReasonContextExhausted
 )
 
 var reasonNames = [...]string{
 	"", "user_cancel", "parent_cancelled", "first_token_timeout", "stall_timeout",
 	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
 	"max_depth", "max_children", "malformed", "tool_error", "max_agents",
-	"output_limit", "max_calls", "crash",
+	"output_limit", "max_calls", "crash", "compaction_failed", "context_exhausted",
 }
 
 func (r Reason) String() string {
@@ -223,12 +229,6 @@ func OutcomeOf(r Reason) Outcome {
 	default:
 		return OutcomeFailed
 	}
-}
-
-// Usage is token accounting when the model reports it.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens,omitempty"`
-	CompletionTokens int `json:"completion_tokens,omitempty"`
 }
 
 // Sentinel errors for inputs the kernel refuses (raft style). An EffError's

@@ -386,6 +386,8 @@ limits:
   max_message_bytes: 1048576
   max_calls: 3
   max_parallel_tools: 8
+  context_window: 0
+  compact_percent: 80
 agents:
   "c.d": []
   "main":

@@ -15,7 +15,13 @@
 // effect, repeating the step's head on each, for 18% more bytes to write and
 // hash on every simulated step. Format 3 writes every limit of
 // kernel.LimitTable in the header (the output caps among them) and the
-// root's prior turn count of a resumed session.
+// root's prior turn count of a resumed session. Format 4 adds token usage
+// (cached and reasoning tokens on a stream's end, a request's usage on its
+// op_ended record, a turn's total on turn_ended), reasoning riding on a
+// stream's end and kept in messages, compaction (the compact event, the
+// compact flag of a summarising request, its lifecycle records, summary
+// messages) and the context_window and compact_percent limits
+// (docs/semantics.md, "Usage", "Reasoning", "Compaction").
 package trace
 
 import (
@@ -34,7 +40,7 @@ import (
 )
 
 // FormatVersion is written in every header; readers refuse other versions.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // Header is the first line of a trace.
 type Header struct {

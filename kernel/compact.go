@@ -1,0 +1,551 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/textcut"
+)
+
+// Compaction replaces the older part of an agent's history with a summary
+// when the history outgrows the model's context window, atomically: the
+// history is replaced in the step the summarising request's stream ends,
+// and nothing else of the compaction ever reaches it (docs/semantics.md,
+// "Compaction"). The kernel decides when, what is kept and what is sent;
+// the summary is the model's.
+
+// ErrNotIdle wraps the refusal of an on-demand compaction while the root
+// works: a compaction the turn needs runs on its own.
+var ErrNotIdle = errors.New("the root is working")
+
+// Why a compaction ran (its compaction_started record's Name).
+const (
+	whyThreshold     = "threshold"      // the request's estimate passed the threshold
+	whyContextLength = "context_length" // the server refused the request as too long
+	whyRequested     = "requested"      // the user asked (EvCompact)
+)
+
+// contextState is an agent's token accounting and compaction.
+type contextState struct {
+	// usage is the running turn's total so far (docs/semantics.md, "Usage").
+	usage turnUsage
+	// reported is the prompt_tokens the agent's last request (not a
+	// compaction) reported, and reportedAt how many history messages that
+	// request sent: the estimate's base. 0: none since the last compaction.
+	reported, reportedAt int
+	// compacted: a compaction completed in this turn since the agent's last
+	// request that ended on its own — the next request may not compact.
+	compacted bool
+	// compactTurn: the running turn is an on-demand compaction.
+	compactTurn bool
+	// compaction is the compaction running (its summarising request is
+	// the agent's req), nil when none.
+	compaction *compaction
+}
+
+// newTurn resets what belongs to one turn.
+func (c *contextState) newTurn() {
+	c.usage = turnUsage{}
+	c.compacted, c.compactTurn = false, false
+}
+
+// compaction is one compaction: what it summarises and keeps.
+type compaction struct {
+	why   string
+	focus string
+	// first is the first summarised message (after the system prompt), cut
+	// the first kept one (len(history): none kept).
+	first, cut int
+	// estimate is the history's estimate when it was asked for.
+	estimate int
+}
+
+// messageFraming is what MessageTokens counts for a message beside its
+// bytes: its role and separators on the wire.
+const messageFraming = 4
+
+// MessageTokens is the deterministic token measure of one message the
+// kernel and the simulator share (docs/semantics.md, "Compaction"): 4
+// tokens of framing plus a quarter, rounded up, of the bytes of its
+// content, tool_call_id, calls (ids, names, arguments) and reasoning
+// (text and details).
+func MessageTokens(m Message) int {
+	b := len(m.Content) + len(m.ToolCallID)
+	for _, c := range m.ToolCalls {
+		b += len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	if r := m.Reasoning; r != nil {
+		b += len(r.Text) + len(r.Details)
+	}
+	return messageFraming + (b+3)/4
+}
+
+// EstimateTokens is the measure of a history: the sum of its messages'.
+func EstimateTokens(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += MessageTokens(m)
+	}
+	return n
+}
+
+// estimate is the size of the request a would send now: the last
+// reported prompt size plus the measure of what was added since, or the
+// measure of the whole history when no report is held.
+func (a *agent) estimate() int {
+	if a.ctx.reported > 0 && a.ctx.reportedAt <= len(a.history) {
+		return a.ctx.reported + EstimateTokens(a.history[a.ctx.reportedAt:])
+	}
+	return EstimateTokens(a.history)
+}
+
+// threshold is context_window × compact_percent / 100.
+func (k *Kernel) threshold() int {
+	return int(int64(k.cfg.ContextWindow) * int64(k.cfg.CompactPercent) / 100)
+}
+
+// compactFirst decides, before a request, whether it may go out
+// (docs/semantics.md, "Compaction", "When"). It returns true when it
+// started a compaction instead, or ended the turn because the history
+// cannot fit.
+func (k *Kernel) compactFirst(a *agent) bool {
+	w := k.cfg.ContextWindow
+	if w <= 0 {
+		return false
+	}
+	e, t := a.estimate(), k.threshold()
+	if e <= t {
+		return false
+	}
+	if !a.ctx.compacted {
+		if c := planCompaction(a, whyThreshold, t/2, e); c.cut > c.first {
+			k.startCompaction(a, c, false)
+			return true
+		}
+	}
+	if e <= w {
+		return false
+	}
+	detail := fmt.Sprintf("the history measures about %d tokens, more than the %d-token context window, and holds nothing older to compact: "+
+		"shorten the system prompt or the message, or raise context_window if the model allows more", e, w)
+	if a.ctx.compacted {
+		detail = fmt.Sprintf("the history still measures about %d tokens after a compaction, more than the %d-token context window: "+
+			"compact on demand with a focus that keeps less, start a new session, or raise context_window if the model allows more", e, w)
+	}
+	k.contextExhausted(a, detail, "")
+	return true
+}
+
+// planCompaction says what a compaction of a's history summarises: all
+// but the system prompt and the longest tail, starting at a cut point,
+// that measures at most keep (none when keep is 0).
+func planCompaction(a *agent, why string, keep, estimate int) *compaction {
+	h := a.history
+	first := 0
+	if len(h) > 0 && h[0].Role == RoleSystem {
+		first = 1
+	}
+	cut, size := len(h), 0
+	for i := len(h) - 1; i >= first; i-- {
+		if size += MessageTokens(h[i]); size > keep {
+			break
+		}
+		if cutPoint(h[i]) {
+			cut = i
+		}
+	}
+	return &compaction{why: why, first: first, cut: cut, estimate: estimate}
+}
+
+// cutPoint reports whether the history may be split right before m: not
+// before a tool message (a call is never separated from its result), a
+// marker or an interjection (each stays with the message above it).
+func cutPoint(m Message) bool {
+	return m.Role == RoleAssistant || (m.Role == RoleUser && !m.Marker && !m.Interjection)
+}
+
+// startCompaction sends c's summarising request for a, which is Streaming
+// with no request live. fired says the caller already fired Compact (an
+// on-demand compaction's Idle → Streaming).
+func (k *Kernel) startCompaction(a *agent, c *compaction, fired bool) {
+	msgs, ok := k.summaryRequest(a, c)
+	if !ok {
+		k.contextExhausted(a, fmt.Sprintf("the system prompt leaves no room to ask for a summary within the threshold of %d tokens "+
+			"(context_window %d): shorten the system prompt, or raise context_window if the model allows more", k.threshold(), k.cfg.ContextWindow), "")
+		return
+	}
+	if !fired && !k.fire(a, fsm.Compact) {
+		return
+	}
+	a.ctx.compaction = c
+	id := k.newOp(op{kind: opLLM, agent: a.id, turn: a.turn, compact: true})
+	a.req = id
+	a.inflight++
+	a.ctx.usage.started()
+	a.reqStart, a.gotChunk, a.lastChunkNo = k.now, false, 0
+	a.text = a.text[:0]
+	a.clearDrafts()
+	a.msgBytes = 0
+	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: msgs, Compact: true})
+	a.watchAt = k.now + k.cfg.FirstTokenTimeout
+	k.setOpTimer(id, k.setTimer(a, TimerWatchdog, a.watchAt, id))
+	k.emit(Lifecycle{Kind: LifeCompactionStarted, Agent: a.id, Op: id, Name: c.why, N: c.estimate, Text: c.focus})
+}
+
+// completeCompaction applies a summary: the stream of request op, a's
+// compaction, ended (docs/semantics.md, "Compaction", "The replacement").
+func (k *Kernel) completeCompaction(a *agent, op OpID) {
+	c := a.ctx.compaction
+	summary := string(a.text)
+	k.dropCompaction(a)
+	if strings.TrimSpace(summary) == "" {
+		k.compactionFailed(a, "the summarising request answered no text")
+		return
+	}
+	h := a.history
+	next := make([]Message, 0, c.first+1+len(h)-c.cut)
+	next = append(next, h[:c.first]...)
+	next = append(next, Message{Role: RoleUser, Content: summaryContent(summary), Summary: true})
+	next = append(next, h[c.cut:]...)
+	a.history = next
+	a.ctx.reported, a.ctx.reportedAt = 0, 0
+	k.emit(Lifecycle{Kind: LifeCompacted, Agent: a.id, Op: op, N: c.cut - c.first, Text: summary})
+	if a.ctx.compactTurn {
+		if k.fire(a, fsm.StreamText) {
+			k.endTurn(a, OutcomeCompleted, ReasonNone, "")
+		}
+		return
+	}
+	a.ctx.compacted = true
+	if !k.fire(a, fsm.Compacted) {
+		return
+	}
+	k.flushQueued(a)
+	if a.requests >= k.cfg.MaxRequests { // a retry after the server's refusal is a new request
+		if !k.fire(a, fsm.BudgetExhausted) {
+			return
+		}
+		k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
+		k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+		return
+	}
+	k.startRequest(a)
+}
+
+// compactionFailed ends a's turn because its compaction failed: nothing of
+// it reaches the history.
+func (k *Kernel) compactionFailed(a *agent, detail string) {
+	k.dropCompaction(a)
+	if !k.fire(a, fsm.StreamFailed) {
+		return
+	}
+	k.flushQueued(a)
+	a.failDetail = "compaction failed: " + detail
+	if k.cfg.ContextWindow <= 0 && strings.HasPrefix(detail, FailureContextLength.String()) {
+		a.failDetail += " (set context_window to the model's window: a compaction then sends what fits)"
+	}
+	if !a.ctx.compactTurn {
+		k.appendMarker(a, OutcomeFailed, ReasonCompactionFailed)
+	}
+	k.endTurn(a, OutcomeFailed, ReasonCompactionFailed, "")
+}
+
+// contextExhausted ends a's turn because its history cannot be made to fit;
+// text is what the turn's last request had streamed, if anything.
+func (k *Kernel) contextExhausted(a *agent, detail, text string) {
+	if !k.fire(a, fsm.ContextExhausted) {
+		return
+	}
+	k.flushQueued(a)
+	a.failDetail = detail
+	if !a.ctx.compactTurn {
+		k.appendMarker(a, OutcomeFailed, ReasonContextExhausted)
+	}
+	k.endTurn(a, OutcomeFailed, ReasonContextExhausted, text)
+}
+
+// contextRefused handles a request the server refused as too long: one
+// compaction, then one more request; after a compaction, the turn ends
+// (docs/semantics.md, "Compaction", "The server's refusal").
+func (k *Kernel) contextRefused(a *agent, ev Event) {
+	text := k.keepPartial(a)
+	if !a.ctx.compacted {
+		keep := 0
+		if k.cfg.ContextWindow > 0 {
+			keep = k.threshold() / 2
+		}
+		if c := planCompaction(a, whyContextLength, keep, a.estimate()); c.cut > c.first {
+			k.startCompaction(a, c, false)
+			return
+		}
+	}
+	why := ", and there is nothing to compact"
+	if a.ctx.compacted {
+		why = " after a compaction"
+	}
+	k.contextExhausted(a, "the server refused the request as longer than the model's context window"+why+": "+failureDetail(ev)+
+		" (set context_window to the model's real window, so that compactions keep the history within it, or start a new session)", text)
+}
+
+// dropCompaction forgets a's compaction and what its request streamed (the
+// half-streamed calls recorded as dropped, F12).
+func (k *Kernel) dropCompaction(a *agent) {
+	a.ctx.compaction = nil
+	a.text = a.text[:0]
+	for i := range a.drafts {
+		d := &a.drafts[i]
+		k.emit(Lifecycle{Kind: LifeCallDropped, Agent: a.id, CallID: d.id, Name: d.name, Text: string(d.args)})
+	}
+	a.clearDrafts()
+}
+
+// restartCompaction asks a's compaction again after a crash lost its
+// request (docs/semantics.md, "Recovery").
+func (k *Kernel) restartCompaction(a *agent) {
+	c := a.ctx.compaction
+	k.dropCompaction(a)
+	k.startCompaction(a, c, false)
+}
+
+// interjectCompacting keeps text typed while a compaction runs: for the
+// request after it, or, in a compaction turn, for the next turn.
+func (k *Kernel) interjectCompacting(a *agent, text string) {
+	if a.ctx.compactTurn {
+		a.nextTurn = append(a.nextTurn, input{text: text, interjection: true})
+	} else {
+		a.queued = append(a.queued, text)
+	}
+	k.emit(Lifecycle{Kind: LifeInterjected, Agent: a.id, Text: text, Queued: true})
+}
+
+// onCompact: the user asks for the root's history to be compacted now.
+func (k *Kernel) onCompact(ev Event) {
+	a := k.root()
+	switch {
+	case k.shutdown:
+		k.reject(a.id, fmt.Errorf("compact: %w", ErrShutdown))
+		return
+	case a.state != fsm.Idle:
+		k.reject(a.id, fmt.Errorf("compact: %w (%s): a compaction runs between turns", ErrNotIdle, a.state))
+		return
+	}
+	c := planCompaction(a, whyRequested, 0, a.estimate())
+	c.focus = ev.Text
+	if c.cut <= c.first {
+		k.emit(Lifecycle{Kind: LifeIgnored, Agent: a.id, Text: "nothing to compact"})
+		return
+	}
+	if !k.beginTurn(a, fsm.Compact, nil) {
+		return
+	}
+	a.ctx.compactTurn = true
+	k.startCompaction(a, c, true)
+}
+
+// compactInstruction asks the model for the summary.
+const compactInstruction = "Summarise the conversation between the <conversation> tags; your summary will replace it. " +
+	"Keep what is needed to go on: the user's requests and constraints, decisions, facts, files and tool results that still matter, " +
+	"work in progress and what remains to do; say when a turn was cut off. Be concise. Answer with the summary only."
+
+// summaryContent is the user message that stands for the summarised ones.
+func summaryContent(summary string) string {
+	return "<conversation_summary>\n" + summary + "\n</conversation_summary>"
+}
+
+// summaryRequest builds c's summarising request: the system prompt and one
+// user message holding the instruction and the summarised messages, held
+// to the threshold when the window is known (docs/semantics.md,
+// "Compaction", "The summarising request"). ok is false when even the
+// instruction does not fit.
+func (k *Kernel) summaryRequest(a *agent, c *compaction) (msgs []Message, ok bool) {
+	h := a.history
+	sys := h[:c.first]
+	head := compactInstruction
+	if c.focus != "" {
+		head += "\n\nFocus the summary on: " + c.focus
+	}
+	head += "\n\n<conversation>\n"
+	const tail = "</conversation>"
+	items := renderItems(h[c.first:c.cut])
+	body := ""
+	if k.cfg.ContextWindow <= 0 {
+		body = joinItems(items, -1)
+	} else {
+		avail := 4*(k.threshold()-EstimateTokens(sys)-messageFraming) - len(head) - len(tail)
+		if avail < minSummaryBody {
+			return nil, false
+		}
+		body = fitItems(items, avail)
+	}
+	msgs = make([]Message, 0, len(sys)+1)
+	msgs = append(msgs, sys...)
+	msgs = append(msgs, Message{Role: RoleUser, Content: head + body + tail})
+	return msgs, true
+}
+
+// minSummaryBody is the least room, in bytes, a summarising request must
+// leave for the conversation it summarises.
+const minSummaryBody = 256
+
+// item is one rendered piece of a summarised message: a heading and the
+// text under it (clipped to fit).
+type item struct{ head, body string }
+
+// renderItems renders messages for the summariser, in order, each headed
+// by its role; a call by its name and id, a result by its call's id.
+func renderItems(msgs []Message) []item {
+	var out []item
+	for _, m := range msgs {
+		switch m.Role {
+		case RoleUser:
+			head := "[user]"
+			switch {
+			case m.Summary:
+				head = "[summary of the conversation before]"
+			case m.Marker:
+				head = "[note: the turn above ended early]"
+			case m.Interjection:
+				head = "[user, typed while the assistant worked]"
+			}
+			out = append(out, item{head, m.Content})
+		case RoleAssistant:
+			if m.Content != "" {
+				head := "[assistant]"
+				if m.Partial {
+					head = "[assistant, cut off]"
+				}
+				out = append(out, item{head, m.Content})
+			}
+			for _, c := range m.ToolCalls {
+				out = append(out, item{"[assistant calls " + c.Name + ", call " + c.ID + "]", c.Arguments})
+			}
+		case RoleTool:
+			out = append(out, item{"[result of call " + m.ToolCallID + "]", m.Content})
+		default:
+			out = append(out, item{"[" + string(m.Role) + "]", m.Content})
+		}
+	}
+	return out
+}
+
+// joinItems renders items with each body clipped to at most limit bytes
+// (-1: whole).
+func joinItems(items []item, limit int) string {
+	var b strings.Builder
+	for _, it := range items {
+		b.WriteString(it.head)
+		b.WriteByte('\n')
+		b.WriteString(clipMiddle(it.body, limit))
+		b.WriteString("\n\n")
+	}
+	return b.String()
+}
+
+// joinedLen is len(joinItems(items, limit)) without building it.
+func joinedLen(items []item, limit int) int {
+	n := 0
+	for _, it := range items {
+		n += len(it.head) + 3 + len(clipMiddle(it.body, limit))
+	}
+	return n
+}
+
+// fitItems renders items into at most avail bytes: whole when they fit,
+// else each body clipped to the largest common length that fits, else the
+// middle of the rendered text left out.
+func fitItems(items []item, avail int) string {
+	longest := 0
+	for _, it := range items {
+		longest = max(longest, len(it.body))
+	}
+	if joinedLen(items, -1) <= avail {
+		return joinItems(items, -1)
+	}
+	// joinedLen is non-decreasing in the limit: the largest that fits.
+	lo, hi := -1, longest // joinedLen(lo) fits (lo -1: none known), hi does not
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if joinedLen(items, max(mid, 0)) <= avail {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	if lo >= 0 {
+		return joinItems(items, lo)
+	}
+	return clipMiddle(joinItems(items, 0), avail)
+}
+
+// clipMiddle is s when it has at most limit bytes (or limit is negative),
+// else its first and last bytes around a note of how many were left out,
+// in at most limit bytes when limit leaves room for the note — or s when
+// that would not be shorter. Cuts fall on rune boundaries.
+func clipMiddle(s string, limit int) string {
+	if limit < 0 || len(s) <= limit {
+		return s
+	}
+	note := func(n int) string { return "\n[… " + strconv.Itoa(n) + " bytes left out …]\n" }
+	keep := max(limit-len(note(len(s))), 0)
+	head := textcut.Prefix(s, keep/2)
+	tail := suffix(s, keep-len(head))
+	out := head + note(len(s)-len(head)-len(tail)) + tail
+	if len(out) >= len(s) {
+		return s
+	}
+	return out
+}
+
+// suffix is the longest suffix of s of at most n bytes that does not start
+// inside a UTF-8 sequence.
+func suffix(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if n >= len(s) {
+		return s
+	}
+	return string(textcut.TrimPartialStart([]byte(s[len(s)-n:])))
+}
+
+// Usage is the agent's current turn's total so far, or its last turn's
+// once it ended (docs/semantics.md, "Usage"); nil when the turn made no
+// request.
+func (v AgentView) Usage() *Usage { return v.a.ctx.usage.final() }
+
+// Estimate is the size, in tokens, of the request the agent would send now
+// (docs/semantics.md, "Compaction", "The estimate").
+func (v AgentView) Estimate() int { return v.a.estimate() }
+
+// Compacting reports whether the agent's request in flight is a
+// compaction's summarising request.
+func (v AgentView) Compacting() bool { return v.a.ctx.compaction != nil }
+
+// CompactionTurn reports whether the agent's current (or last) turn is an
+// on-demand compaction.
+func (v AgentView) CompactionTurn() bool { return v.a.ctx.compactTurn }
+
+// appendContext encodes an agent's contextState for AppendState.
+func (e *stateEnc) appendContext(c *contextState) {
+	e.uint(uint64(c.usage.total.PromptTokens))
+	e.uint(uint64(c.usage.total.CompletionTokens))
+	e.uint(uint64(c.usage.total.CachedTokens))
+	e.uint(uint64(c.usage.total.ReasoningTokens))
+	e.uint(uint64(c.usage.total.Requests))
+	e.uint(uint64(c.usage.reported))
+	e.uint(uint64(c.reported))
+	e.uint(uint64(c.reportedAt))
+	e.bool(c.compacted)
+	e.bool(c.compactTurn)
+	e.bool(c.compaction != nil)
+	if x := c.compaction; x != nil {
+		e.str(x.why)
+		e.str(x.focus)
+		e.uint(uint64(x.first))
+		e.uint(uint64(x.cut))
+		e.uint(uint64(x.estimate))
+	}
+}
