@@ -169,7 +169,11 @@ func (k *Kernel) closeAborted(x *agent) {
 		if x.abort.IsTimeout() {
 			status = CallTimedOut
 		}
-		k.closeCall(x, i, noTrigger, status, x.abort, abortedToolContent(status, x.abort), NoAgent, OutcomeNone, true)
+		content := abortedToolContent(status, x.abort)
+		if k.withdrawApproval(x, i) {
+			content = withdrawnContent(status, x.abort)
+		}
+		k.closeCall(x, i, noTrigger, status, x.abort, content, NoAgent, OutcomeNone, true)
 	}
 	k.flushQueued(x)
 	k.appendMarker(x, OutcomeOf(x.abort), x.abort)
@@ -220,6 +224,8 @@ func (k *Kernel) onTimer(ev Event) {
 	case TimerRestart:
 		a.restartTimer = 0
 		k.restart(a)
+	case TimerApproval:
+		k.onApprovalTimer(a, ev.Op)
 	default:
 		panic(fmt.Sprintf("kernel: timer %d of unknown kind %d", ev.Op, t.tkind))
 	}

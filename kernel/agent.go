@@ -82,6 +82,9 @@ type agent struct {
 	liveChildren int
 	// parentCall is this agent's index in its parent's open calls.
 	parentCall int32
+	// approval holds the calls waiting for a decision and the ends of
+	// the waits before (docs/semantics.md, "Approvals").
+	approval approvalBook
 }
 
 // input is a user text waiting to start a turn.

@@ -25,6 +25,8 @@ type Kernel struct {
 	shutdown  bool
 	// idempotent holds Config.Idempotent as a set.
 	idempotent map[string]bool
+	// approvals is which calls ask (Config.Ask) and the session's grants.
+	approvals approvalPolicy
 	// scratch for subtree traversals (no allocation per cancel once warm).
 	stack []AgentID
 	order []AgentID
@@ -84,6 +86,7 @@ func New(cfg Config) (*Kernel, error) {
 			k.idempotent[name] = true
 		}
 	}
+	k.approvals = newApprovalPolicy(cfg.Ask)
 	root := k.newAgent(nil, cfg.RootName)
 	root.turn = cfg.Turns
 	// The system prompt comes first, unless a resumed history brings its own.
@@ -141,6 +144,8 @@ func (k *Kernel) Step(ev Event) []Effect {
 		k.onTimer(ev)
 	case EvRecover:
 		k.onRecover()
+	case EvDecision:
+		k.onDecision(ev)
 	default:
 		k.reject(NoAgent, fmt.Errorf("unknown event kind %d", ev.Kind))
 	}
@@ -332,14 +337,14 @@ func (k *Kernel) Find(name string) (AgentID, bool) {
 }
 
 // Target returns the agent an event is addressed to, before it is stepped:
-// the root for submissions and interjections, the cancel's agent, or the
-// agent owning the op a world event names. NoAgent when the event is stale
+// the root for submissions and interjections, the cancel's or the
+// decision's agent, or the agent owning the op a world event names. NoAgent when the event is stale
 // or malformed. Traces use it to print the agent path and state before/after.
 func (k *Kernel) Target(ev Event) AgentID {
 	switch ev.Kind {
 	case EvSubmit, EvInterject, EvShutdown, EvRecover:
 		return Root
-	case EvCancel:
+	case EvCancel, EvDecision:
 		if k.agentAt(ev.Agent) != nil {
 			return ev.Agent
 		}

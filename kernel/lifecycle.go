@@ -67,15 +67,29 @@ const (
 	LifeRejected
 	// LifeRecovered: the kernel resolved what a crashed host had in flight
 	// (EvRecover); N is how many operations it resolved, Text says how
-	// (requests restarted, tools run again, tool calls lost).
+	// (requests restarted, tools run again, tool calls lost, approval
+	// requests asked again).
 	LifeRecovered
+	// LifeApprovalRequested: call CallID of Agent (tool Name, arguments
+	// Text, their Digest) waits for a decision; Delay is how long the wait
+	// may last before it ends by itself (docs/semantics.md, "Approvals").
+	// A recovery emits it again for every wait it finds.
+	LifeApprovalRequested
+	// LifeApprovalResolved: call CallID's wait ended: Approval says how,
+	// Reason why when it was not approved, Text is a denial's note, Since
+	// is when the wait began.
+	LifeApprovalResolved
+	// LifeApprovalGranted: a decision granted tool Name for the session,
+	// with any arguments, or only arguments Text (Digest) when those are
+	// set; CallID is the call the decision named.
+	LifeApprovalGranted
 )
 
 var lifeNames = [...]string{
 	"", "turn_started", "transition", "request_started", "delta", "retry", "op_ended",
 	"tool_started", "call_finished", "call_dropped", "delegated", "interjected",
 	"interrupted", "timed_out", "turn_ended", "late", "stale", "ignored", "rejected",
-	"recovered",
+	"recovered", "approval_requested", "approval_resolved", "approval_granted",
 }
 
 func (k LifeKind) String() string {
@@ -141,9 +155,13 @@ const (
 	// CallLost: the tool was running when the host crashed, and it is not
 	// safe to run again: it may or may not have taken effect (tool_lost).
 	CallLost
+	// CallDenied: the call needed approval and a decision denied it.
+	CallDenied
+	// CallExpired: the call needed approval and nobody decided in time.
+	CallExpired
 )
 
-var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child", "lost"}
+var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child", "lost", "denied", "expired"}
 
 func (s CallStatus) String() string {
 	if int(s) < len(callStatusNames) {
@@ -180,6 +198,10 @@ type Lifecycle struct {
 	Since   time.Duration `json:"since,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
 	Detail  string        `json:"detail,omitempty"`
+	// Digest and Approval are an approval record's: the digest of the
+	// call's arguments, and how its wait ended.
+	Digest   string      `json:"digest,omitempty"`
+	Approval ApprovalEnd `json:"approval,omitempty"`
 }
 
 // Describe prints the lifecycle event on one line.
@@ -219,6 +241,8 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " turn=%d reason=%s", l.Turn, l.Reason)
 	case LifeTimedOut:
 		fmt.Fprintf(&b, " reason=%s op=%d since=%v", l.Reason, l.Op, l.Since)
+	case LifeApprovalRequested, LifeApprovalResolved, LifeApprovalGranted:
+		describeApproval(&b, l)
 	case LifeTurnEnded:
 		fmt.Fprintf(&b, " turn=%d %s", l.Turn, l.Outcome)
 		if l.Reason != ReasonNone {

@@ -51,6 +51,9 @@ type Limits struct {
 	// rest wait their turn in call order (each still cancellable, and its
 	// tool deadline starts when it starts).
 	MaxParallelTools int `json:"max_parallel_tools"`
+	// ApprovalTimeout bounds a call's wait for a person's decision; the
+	// turn deadline bounds it too, whichever comes first.
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
 }
 
 // LimitUnit says how a limit's value reads.
@@ -101,6 +104,7 @@ const (
 	limitMaxMessageBytes
 	limitMaxCalls
 	limitMaxParallelTools
+	limitApprovalTimeout
 )
 
 // fieldOf is the field f of l: a duration or a count (the other nil).
@@ -130,6 +134,8 @@ func (l *Limits) fieldOf(f limitField) (*time.Duration, *int) {
 		return nil, &l.MaxCalls
 	case limitMaxParallelTools:
 		return nil, &l.MaxParallelTools
+	case limitApprovalTimeout:
+		return &l.ApprovalTimeout, nil
 	}
 	return nil, nil
 }
@@ -189,6 +195,9 @@ var limitTable = [...]LimitSpec{
 	{Name: "max_parallel_tools", Flag: "max-parallel-tools", Unit: UnitCount, Default: 8, Min: 1, Max: MaxCallsCeiling,
 		Usage: "tool calls one agent runs at once; the rest wait their turn in call order",
 		field: limitMaxParallelTools},
+	{Name: "approval_timeout", Flag: "approval-timeout", Unit: UnitDuration, Default: int64(5 * time.Minute), Min: 1, Max: maxDuration,
+		Usage: "time a call that needs approval waits for a decision before it expires (never past the turn's deadline)",
+		field: limitApprovalTimeout},
 }
 
 // LimitTable returns the limits' specifications in their canonical order

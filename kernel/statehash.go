@@ -57,8 +57,8 @@ func (r *FirstSight) Call(id string) uint64 {
 
 // AppendState appends a canonical encoding of everything a future Step
 // reads — the clock, each agent's state, turn, histories, current request,
-// calls, queues, counters and deadlines, and every op and timer the kernel
-// tracks — to dst, naming ops and calls through r. Two kernels whose
+// calls, queues, counters, deadlines and approval waits, the session's
+// approval grants, and every op and timer the kernel tracks — to dst, naming ops and calls through r. Two kernels whose
 // encodings are equal answer every future event sequence alike (up to the
 // renaming). The lifecycle log and its sequence numbers are left out:
 // they record the past and no Step reads them. It is pure: it changes
@@ -82,6 +82,7 @@ func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 		e.str(n)
 		e.uint(uint64(k.instances[n]))
 	}
+	k.approvals.encode(&e)
 	// Ops: by agent, then by id (an agent's ops are started in call
 	// order, so their relative order is the same in equal states).
 	ids := k.LiveOps(nil)
@@ -231,4 +232,5 @@ func (e *stateEnc) agent(a *agent) {
 	e.int(int64(a.inflight))
 	e.int(int64(a.liveChildren))
 	e.int(int64(a.parentCall))
+	a.approval.encode(e)
 }

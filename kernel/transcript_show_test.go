@@ -12,8 +12,8 @@ import (
 
 // The commands that show the kernel's state rather than step it.
 
-// state prints every agent, the live timers and whether the tree is
-// quiescent.
+// state prints every agent, the live timers, the calls waiting for
+// approval and whether the tree is quiescent.
 func (d *transcriptDriver) state(dir directive) ([]string, error) {
 	if err := dir.want(0, 0); err != nil {
 		return nil, err
@@ -51,6 +51,13 @@ func (d *transcriptDriver) state(dir directive) ([]string, error) {
 		line = "timers: " + strings.Join(parts, ", ")
 	}
 	out = append(out, line)
+	for _, w := range k.Approvals(nil) {
+		ends := "expires"
+		if !w.Expires {
+			ends = "turn deadline"
+		}
+		out = append(out, fmt.Sprintf("waiting for approval: %s call=%s %s digest=%s since=%v, %s at=%v", k.AgentPath(w.Agent), w.CallID, w.Tool, w.Digest, w.AskedAt, ends, w.EndsAt))
+	}
 	if k.Quiescent() {
 		out = append(out, "quiescent")
 	}

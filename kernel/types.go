@@ -56,6 +56,10 @@ type Config struct {
 	// session): its next turn is numbered Turns+1, so turn numbers in a
 	// session file and a trace never repeat.
 	Turns uint64
+	// Ask names the tools whose calls wait for a person's decision before
+	// they start; "*" names every tool (never the delegate tool). Empty:
+	// no call asks (docs/semantics.md, "Approvals").
+	Ask []string
 	// Machine is the configured agent state machine the kernel fires its
 	// transitions through; a fresh fsm.NewMachine() when nil. Configuring
 	// one costs more than the rest of New, so a host that builds many
@@ -98,6 +102,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxAgents < 1 || c.MaxAgents > MaxAgentsCeiling {
 		return fmt.Errorf("max agents must be in 1..%d, got %d", MaxAgentsCeiling, c.MaxAgents)
+	}
+	if err := validateAsk(c.Ask, c.DelegateTool); err != nil {
+		return err
 	}
 	if len(c.History) > 0 {
 		if err := ValidateTranscript(c.History, false); err != nil {
@@ -185,13 +192,18 @@ const (
 	ReasonMaxCalls
 	// ReasonCrash: the host crashed while the call ran (EvRecover).
 	ReasonCrash
+	// ReasonApprovalDenied: a decision denied a call that needed approval.
+	ReasonApprovalDenied
+	// ReasonApprovalTimeout: nobody decided on a call that needed
+	// approval within Limits.ApprovalTimeout.
+	ReasonApprovalTimeout
 )
 
 var reasonNames = [...]string{
 	"", "user_cancel", "parent_cancelled", "first_token_timeout", "stall_timeout",
 	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
 	"max_depth", "max_children", "malformed", "tool_error", "max_agents",
-	"output_limit", "max_calls", "crash",
+	"output_limit", "max_calls", "crash", "approval_denied", "approval_timeout",
 }
 
 func (r Reason) String() string {

@@ -12,7 +12,7 @@
 //
 // # Format
 //
-// A log is a kernel/trace file (JSON Lines, format 3): a header that
+// A log is a kernel/trace file (JSON Lines, format 4): a header that
 // records the kernel configuration (trace.HeaderOf: limits, root name,
 // system prompts, the seeded history, prior turns, the idempotent tools,
 // the delegate tool, the agent cap), then one "step" line per event with

@@ -188,6 +188,18 @@ func (e *enc) event(ev *kernel.Event) {
 		}
 		e.b = append(e.b, '}')
 	}
+	if ev.CallID != "" {
+		e.lit(`,"call_id":`)
+		e.str(ev.CallID)
+	}
+	if ev.Digest != "" {
+		e.lit(`,"digest":`)
+		e.str(ev.Digest)
+	}
+	if ev.Verdict != 0 {
+		e.lit(`,"verdict":`)
+		e.name(ev.Verdict.String())
+	}
 	e.b = append(e.b, '}')
 }
 
@@ -309,6 +321,14 @@ func (e *enc) life(l *kernel.Lifecycle) {
 	if l.Detail != "" {
 		e.lit(`,"detail":`)
 		e.str(l.Detail)
+	}
+	if l.Digest != "" {
+		e.lit(`,"digest":`)
+		e.str(l.Digest)
+	}
+	if l.Approval != 0 {
+		e.lit(`,"approval":`)
+		e.name(l.Approval.String())
 	}
 	e.b = append(e.b, '}')
 }

@@ -15,7 +15,10 @@
 // effect, repeating the step's head on each, for 18% more bytes to write and
 // hash on every simulated step. Format 3 writes every limit of
 // kernel.LimitTable in the header (the output caps among them) and the
-// root's prior turn count of a resumed session.
+// root's prior turn count of a resumed session. Format 4 adds approvals:
+// the header's ask list and approval_timeout limit, decision events and
+// approval records (docs/semantics.md, "Approvals"); a format-3 reader
+// would rebuild such a run without them.
 package trace
 
 import (
@@ -34,7 +37,7 @@ import (
 )
 
 // FormatVersion is written in every header; readers refuse other versions.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // Header is the first line of a trace.
 type Header struct {
@@ -65,6 +68,9 @@ type Header struct {
 	// Turns is how many turns the resumed root had already had
 	// (kernel.Config.Turns), so a replay numbers turns the same way.
 	Turns uint64 `json:"turns,omitempty"`
+	// Ask names the tools whose calls wait for approval
+	// (kernel.Config.Ask), so a replay asks the calls the run asked.
+	Ask []string `json:"ask,omitempty"`
 	// DelegateTool and MaxAgents are kernel.Config's, when not the
 	// defaults: a rebuild from a write-ahead log needs every setting that
 	// shapes the effects.
@@ -183,7 +189,7 @@ func ContinueWriter(w io.Writer, steps int) *Writer {
 // its effects — in a header, so Config can rebuild it.
 func HeaderOf(cfg kernel.Config) Header {
 	h := Header{Limits: cfg.Limits, RootName: cfg.RootName, System: cfg.System, ChildSystem: cfg.ChildSystem,
-		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, MaxAgents: cfg.MaxAgents}
+		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, Ask: cfg.Ask, MaxAgents: cfg.MaxAgents}
 	if cfg.DelegateTool != kernel.DefaultDelegateTool {
 		h.DelegateTool = cfg.DelegateTool
 	}
@@ -198,7 +204,7 @@ func HeaderOf(cfg kernel.Config) Header {
 // trace's effects.
 func (h Header) Config() kernel.Config {
 	return kernel.Config{Limits: h.Limits, RootName: h.RootName, System: h.System, ChildSystem: h.ChildSystem,
-		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, DelegateTool: h.DelegateTool, MaxAgents: h.MaxAgents}
+		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, Ask: h.Ask, DelegateTool: h.DelegateTool, MaxAgents: h.MaxAgents}
 }
 
 // appendHeader appends h as encoding/json writes it with HTML escaping off
@@ -265,6 +271,12 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 	if h.Turns != 0 {
 		e.lit(`,"turns":`)
 		e.u64(h.Turns)
+	}
+	if len(h.Ask) > 0 {
+		e.lit(`,"ask":`)
+		if err := e.json(h.Ask); err != nil {
+			return b, err
+		}
 	}
 	if h.DelegateTool != "" {
 		e.lit(`,"delegate_tool":`)
