@@ -386,6 +386,7 @@ limits:
   max_message_bytes: 1048576
   max_calls: 3
   max_parallel_tools: 8
+  approval_timeout: "5m0s"
 agents:
   "c.d": []
   "main":
