@@ -504,7 +504,11 @@ func TestApprovalAroundTheWait(t *testing.T) {
 // denied call never runs; a grant is kept. A kernel rebuilt from the
 // events answers every one as the crashed kernel did and holds its state.
 func TestApprovalRecover(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.Ask = []string{"shell", "deploy"}; c.MaxParallelTools = 1; c.ApprovalTimeout = time.Minute })
+	h := newHarness(t, func(c *Config) {
+		c.Ask = []string{"shell", "deploy"}
+		c.MaxParallelTools = 1
+		c.ApprovalTimeout = time.Minute
+	})
 	h.submit("go")
 	bk, mig, dep, drop := h.call("backup", `{}`), h.call("shell", `{"c":"migrate"}`), h.call("deploy", `{}`), h.call("shell", `{"c":"drop"}`)
 	h.ask(Root, bk, mig, dep, drop)
