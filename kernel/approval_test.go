@@ -172,6 +172,18 @@ func TestApprovalApprovedWaitsForSlot(t *testing.T) {
 	if !started(h.last, b.ID) {
 		t.Fatalf("b never started:%s", describeEffects(h.last))
 	}
+	// Approved after a later call took the slot it freed: it waits, and
+	// starts when that one ends.
+	h = newHarness(t, func(c *Config) { c.Ask = []string{"shell"}; c.MaxParallelTools = 1 })
+	h.submit("go")
+	a, sh, b = h.call("grep", `{}`), h.call("shell", `{}`), h.call("grep", `{"n":2}`)
+	h.ask(Root, a, sh, b)
+	h.result(a.ID, "1") // b takes the slot; sh still waits for a person
+	h.do(Approve(0, Root, sh.ID, Digest(sh.Arguments)))
+	h.result(b.ID, "2")
+	if !started(h.last, sh.ID) {
+		t.Fatalf("the approved call did not take the freed slot:%s", describeEffects(h.last))
+	}
 }
 
 // TestApprovalDenied: the call never runs; its typed result carries the
@@ -622,6 +634,17 @@ func TestApprovalStateEncoding(t *testing.T) {
 	})
 	if bytes.Equal(once, granted) {
 		t.Fatal("a grant is not in the state")
+	}
+	// How a wait ended is encoded on its own (a stale decision's record
+	// says it), not only through the history it left.
+	h := newHarness(t, asking("shell"))
+	h.submit("go")
+	h.ask(Root, ToolCall{ID: "c1", Name: "shell", Arguments: `{}`})
+	h.do(Deny(0, Root, "c1", ""))
+	before := stateOf(h.k)
+	h.k.agents[Root].approval.ended[0].end = ApprovalExpired
+	if bytes.Equal(before, stateOf(h.k)) {
+		t.Fatal("the end of a wait is not in the encoding")
 	}
 	// Two grants made in either order are one state.
 	order := func(first, second string) []byte {

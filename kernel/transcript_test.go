@@ -176,6 +176,7 @@ func (d *transcriptDriver) input(dir directive) ([]string, error) {
 func (d *transcriptDriver) kernel() *Kernel {
 	if d.k == nil {
 		d.k = MustNew(d.cfg)
+		d.run.ask = d.cfg.Ask
 	}
 	return d.k
 }
@@ -291,8 +292,9 @@ type transcriptRun struct {
 	name       string
 	header     []string // the file's leading comment lines
 	steps      []transcriptStep
-	final      *Kernel // the kernel after the last step (a recover replaces it)
-	logReplays int     // log commands that replayed records emitted by earlier steps
+	final      *Kernel  // the kernel after the last step (a recover replaces it)
+	logReplays int      // log commands that replayed records emitted by earlier steps
+	ask        []string // the tools whose calls ask for approval (Config.Ask)
 }
 
 // transcriptStep is one Step: the event, its target, every agent's state
