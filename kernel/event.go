@@ -170,17 +170,18 @@ type Event struct {
 	Failure Failure `json:"failure,omitempty"`
 	// Status is how a tool ended (EvToolResult).
 	Status ToolStatus `json:"status,omitempty"`
+	// Verdict is what an EvDecision decides (beside the small fields, so
+	// it takes no room of its own in an Event).
+	Verdict Verdict `json:"verdict,omitempty"`
 	// Attempt and Delay are an EvLLMRetry's next attempt and its wait.
 	Attempt int           `json:"attempt,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
 	// Usage is token accounting riding on EvLLMEnd; nil when unknown.
 	Usage *Usage `json:"usage,omitempty"`
-	// CallID, Digest and Verdict are an EvDecision's: the call it decides
-	// on, the digest of the arguments it decides on (Digest), and what it
-	// decides.
-	CallID  string  `json:"call_id,omitempty"`
-	Digest  string  `json:"digest,omitempty"`
-	Verdict Verdict `json:"verdict,omitempty"`
+	// CallID and Digest are an EvDecision's: the call it decides on, and
+	// the digest of the arguments it decides on (kernel.Digest).
+	CallID string `json:"call_id,omitempty"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // Describe prints the event on one line, for logs, goldens and panics.

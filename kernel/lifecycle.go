@@ -193,15 +193,15 @@ type Lifecycle struct {
 	Reason  Reason        `json:"reason,omitempty"`
 	End     OpEnd         `json:"end,omitempty"`
 	Status  CallStatus    `json:"status,omitempty"`
-	N       int           `json:"n,omitempty"`
-	Queued  bool          `json:"queued,omitempty"`
-	Since   time.Duration `json:"since,omitempty"`
-	Delay   time.Duration `json:"delay,omitempty"`
-	Detail  string        `json:"detail,omitempty"`
-	// Digest and Approval are an approval record's: the digest of the
-	// call's arguments, and how its wait ended.
-	Digest   string      `json:"digest,omitempty"`
-	Approval ApprovalEnd `json:"approval,omitempty"`
+	// Approval is how an approval wait ended (approval_resolved).
+	Approval ApprovalEnd   `json:"approval,omitempty"`
+	N        int           `json:"n,omitempty"`
+	Queued   bool          `json:"queued,omitempty"`
+	Since    time.Duration `json:"since,omitempty"`
+	Delay    time.Duration `json:"delay,omitempty"`
+	Detail   string        `json:"detail,omitempty"`
+	// Digest is an approval record's digest of the call's arguments.
+	Digest string `json:"digest,omitempty"`
 }
 
 // Describe prints the lifecycle event on one line.

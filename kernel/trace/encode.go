@@ -163,6 +163,10 @@ func (e *enc) event(ev *kernel.Event) {
 		e.lit(`,"status":`)
 		e.name(ev.Status.String())
 	}
+	if ev.Verdict != 0 {
+		e.lit(`,"verdict":`)
+		e.name(ev.Verdict.String())
+	}
 	if ev.Attempt != 0 {
 		e.lit(`,"attempt":`)
 		e.i64(int64(ev.Attempt))
@@ -195,10 +199,6 @@ func (e *enc) event(ev *kernel.Event) {
 	if ev.Digest != "" {
 		e.lit(`,"digest":`)
 		e.str(ev.Digest)
-	}
-	if ev.Verdict != 0 {
-		e.lit(`,"verdict":`)
-		e.name(ev.Verdict.String())
 	}
 	e.b = append(e.b, '}')
 }
@@ -303,6 +303,10 @@ func (e *enc) life(l *kernel.Lifecycle) {
 		e.lit(`,"status":`)
 		e.name(l.Status.String())
 	}
+	if l.Approval != 0 {
+		e.lit(`,"approval":`)
+		e.name(l.Approval.String())
+	}
 	if l.N != 0 {
 		e.lit(`,"n":`)
 		e.i64(int64(l.N))
@@ -325,10 +329,6 @@ func (e *enc) life(l *kernel.Lifecycle) {
 	if l.Digest != "" {
 		e.lit(`,"digest":`)
 		e.str(l.Digest)
-	}
-	if l.Approval != 0 {
-		e.lit(`,"approval":`)
-		e.name(l.Approval.String())
 	}
 	e.b = append(e.b, '}')
 }
