@@ -69,12 +69,14 @@ soak:
 		|| { cat soak-crash.log; echo "soak: the crash property failed; the whole log is soak-crash.log" >&2; exit 1; }
 	grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]|crashes' soak-crash.log
 
-# Exhaustive exploration (not in CI; README "Exhaustive exploration"):
+# Exhaustive exploration (not in CI; docs/oracle.md, "Exhaustive exploration"):
 # every small-scope world (trees of at most 3 agents, every sequence of at
-# most 4 inputs) and every embedded scenario, each to the end.
+# most 4 inputs), every embedded scenario and the everyday family (how
+# exploration scales), each to the end.
 explore:
 	$(GO) run ./cmd/escapement sim explore --small-scope
 	$(GO) run ./cmd/escapement sim explore
+	$(GO) run ./cmd/escapement sim explore --family
 
 # Mutation testing (not in CI: about 30 s per mutant here, so hours for all
 # of them). Plants one small bug at a time in MUTATE_PKGS and reports which

@@ -136,6 +136,8 @@ func (k *Kernel) abortOne(x *agent, t fsm.Trigger, r Reason) {
 	case fsm.Streaming:
 		if x.req != 0 {
 			x.cut = k.cutRequest(x)
+		} else if x.waitingReq {
+			k.unqueueRequest(x)
 		}
 	case fsm.Tooling, fsm.Delegating:
 		for i := range x.open {

@@ -177,20 +177,27 @@ func (k *Kernel) endWait(a *agent, j int, end ApprovalEnd, reason Reason, note s
 
 // onDecision applies a decision to the call it names, while that call
 // waits and only for the digest of its arguments (docs/semantics.md,
-// "Approvals": Binding). A decision for a wait that has ended is stale; a
-// malformed one, one for a call that never asked, or one for other
-// arguments is refused, and the call (if it waits) still waits.
+// "Approvals": Binding). A decision for a wait that has ended, or for a
+// call of a child the tree has freed, is stale; a malformed one, one for a
+// call that never asked, or one for other arguments is refused, and the
+// call (if it waits) still waits.
 func (k *Kernel) onDecision(ev Event) {
 	a := k.agentAt(ev.Agent)
+	freed := k.freedAgent(ev.Agent)
 	switch {
-	case a == nil:
+	case a == nil && !freed:
 		k.reject(NoAgent, fmt.Errorf("decision: agent %d: %w", ev.Agent, ErrUnknownAgent))
 		return
 	case ev.CallID == "":
-		k.reject(a.id, fmt.Errorf("decision: it names no call: %w", ErrNotWaiting))
+		k.reject(ev.Agent, fmt.Errorf("decision: it names no call: %w", ErrNotWaiting))
 		return
 	case ev.Verdict == VerdictNone || int(ev.Verdict) >= len(verdictNames):
-		k.reject(a.id, errors.New("decision: "+ev.Verdict.String()+" is no verdict (approve, approve_args, approve_tool or deny)"))
+		k.reject(ev.Agent, errors.New("decision: "+ev.Verdict.String()+" is no verdict (approve, approve_args, approve_tool or deny)"))
+		return
+	case freed:
+		// Its only turn ended, and every wait with it; what it asked went
+		// with the rest of it (docs/semantics.md, "Finished agents").
+		k.emit(Lifecycle{Kind: LifeStale, Agent: ev.Agent, CallID: ev.CallID, Text: "decision for call " + ev.CallID + ": its agent has finished (freed)"})
 		return
 	}
 	j := slices.IndexFunc(a.approval.waiting, func(w approvalWait) bool { return a.open[w.call].call.ID == ev.CallID })
@@ -256,6 +263,9 @@ func (k *Kernel) refuseWait(a *agent, j int, end ApprovalEnd, note string) {
 // in agent order and call order.
 func (k *Kernel) approveCovered() {
 	for _, a := range k.agents {
+		if a == nil {
+			continue // freed: it finished, so none of its calls waits
+		}
 		for j := 0; j < len(a.approval.waiting); {
 			if k.approvals.covers(a.open[a.approval.waiting[j].call].call) {
 				k.approveWait(a, j, "covered by a session grant")
@@ -293,6 +303,9 @@ func (k *Kernel) withdrawApproval(a *agent, i int) bool {
 func (k *Kernel) waitingApprovals() int {
 	n := 0
 	for _, a := range k.agents {
+		if a == nil {
+			continue // freed: it finished, so none of its calls waits
+		}
 		n += len(a.approval.waiting)
 	}
 	return n
@@ -304,6 +317,9 @@ func (k *Kernel) waitingApprovals() int {
 // again with the other timers.
 func (k *Kernel) askAgain() {
 	for _, a := range k.agents {
+		if a == nil {
+			continue // freed: it finished, so none of its calls waits
+		}
 		for _, w := range a.approval.waiting {
 			k.emitRequested(a, w)
 		}
@@ -314,6 +330,9 @@ func (k *Kernel) askAgain() {
 // and then call order.
 func (k *Kernel) Approvals(dst []Approval) []Approval {
 	for _, a := range k.agents {
+		if a == nil {
+			continue // freed: it finished, so none of its calls waits
+		}
 		for _, w := range a.approval.waiting {
 			c := a.open[w.call].call
 			dst = append(dst, Approval{Agent: a.id, CallID: c.ID, Tool: c.Name, Args: c.Arguments, Digest: w.digest,

@@ -77,7 +77,7 @@ func (k *Kernel) judgeCall(a *agent, c ToolCall, spawns int) callPlan {
 		return refusal(ReasonMaxDepth, k.cfg.MaxDepth)
 	case a.delegated+spawns >= k.cfg.MaxChildren:
 		return refusal(ReasonMaxChildren, k.cfg.MaxChildren)
-	case len(k.agents)+spawns >= k.cfg.MaxAgents:
+	case k.held+spawns >= k.cfg.MaxAgents: // the agents it holds at once (free.go)
 		return refusal(ReasonMaxAgents, k.cfg.MaxAgents)
 	}
 	return callPlan{status: CallOK, spawn: &args}

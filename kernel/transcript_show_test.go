@@ -22,6 +22,10 @@ func (d *transcriptDriver) state(dir directive) ([]string, error) {
 	var out []string
 	for id := range k.NumAgents() {
 		v := k.Agent(AgentID(id))
+		if v.Freed() {
+			out = append(out, fmt.Sprintf("agent %d: freed (it finished; docs/semantics.md, \"Finished agents\")", id))
+			continue
+		}
 		line := fmt.Sprintf("%s: %s, turn %d", v.Path(), v.State(), v.Turn())
 		if o, r := v.Outcome(); o != OutcomeNone && v.State() == fsm.Idle {
 			line += " " + o.String()

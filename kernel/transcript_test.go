@@ -50,7 +50,7 @@ type transcriptCommand struct {
 // transcriptCommands lists every command. The stream commands (chunk,
 // call, end, fail, retry) answer an agent's last request, or op=N.
 var transcriptCommands = []transcriptCommand{
-	{"config", `config key=value ...  limits by their scenario names (tool_timeout=2s max_parallel_tools=1 ...), system=, child_system=, max_agents=, log_capacity=, idempotent=a,b, ask=a,b (or ask=* for every tool); before any event`, (*transcriptDriver).configure},
+	{"config", `config key=value ...  limits by their scenario names (tool_timeout=2s max_parallel_tools=1 ...), system=, child_system=, log_capacity=, idempotent=a,b, ask=a,b (or ask=* for every tool); before any event`, (*transcriptDriver).configure},
 	{"submit", `submit "text"  the user submits to the root`, (*transcriptDriver).input},
 	{"interject", `interject "text"  the user types while the root works`, (*transcriptDriver).input},
 	{"cancel", `cancel AGENT [turn=N]  the user cancels an agent, named by path or instance name (main, main/helper, helper)`, (*transcriptDriver).cancel},
@@ -210,6 +210,14 @@ func (d *transcriptDriver) step(ev Event, note string) ([]string, error) {
 	}
 	d.run.steps = append(d.run.steps, s)
 	d.run.final = k
+	for id := range k.NumAgents() {
+		if id == len(d.run.held) {
+			d.run.held = append(d.run.held, AgentView{})
+		}
+		if v := k.Agent(AgentID(id)); !v.Freed() {
+			d.run.held[id] = v
+		}
+	}
 	out := []string{"> " + ev.Describe() + note}
 	return append(out, describeAll(s.effs)...), nil
 }
@@ -295,6 +303,19 @@ type transcriptRun struct {
 	final      *Kernel  // the kernel after the last step (a recover replaces it)
 	logReplays int      // log commands that replayed records emitted by earlier steps
 	ask        []string // the tools whose calls ask for approval (Config.Ask)
+	// held is each agent's view after the last step that held it: a
+	// finished child is freed, and its view while held is the record
+	// of it (docs/semantics.md, "Finished agents").
+	held []AgentView
+}
+
+// agent is id's view after the last step, or, for an agent the tree has
+// freed, after the last step that held it.
+func (r *transcriptRun) agent(id AgentID) AgentView {
+	if v := r.final.Agent(id); !v.Freed() || int(id) >= len(r.held) {
+		return v
+	}
+	return r.held[id]
 }
 
 // transcriptStep is one Step: the event, its target, every agent's state

@@ -45,9 +45,6 @@ type Config struct {
 	DelegateTool string
 	// LogCapacity is how many lifecycle events the replay log keeps; 16384 when 0.
 	LogCapacity int
-	// MaxAgents bounds the agents the tree may hold over its life; a delegation
-	// beyond it is refused with reason max_agents. DefaultMaxAgents when 0.
-	MaxAgents int
 	// Idempotent names the tools that are safe to run again when a crash
 	// cut them off (EvRecover); a call of any other tool is answered
 	// tool_lost instead, never silently re-run.
@@ -72,7 +69,6 @@ type Config struct {
 // Defaults of Config fields left zero.
 const (
 	DefaultDelegateTool = "delegate"
-	DefaultMaxAgents    = 1 << 20
 )
 
 func (c Config) withDefaults() Config {
@@ -85,9 +81,6 @@ func (c Config) withDefaults() Config {
 	if c.LogCapacity == 0 {
 		c.LogCapacity = 1 << 14
 	}
-	if c.MaxAgents == 0 {
-		c.MaxAgents = DefaultMaxAgents
-	}
 	return c
 }
 
@@ -99,9 +92,6 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	if c.LogCapacity < 1 || c.LogCapacity > 1<<24 {
 		return fmt.Errorf("log capacity must be in 1..%d, got %d", 1<<24, c.LogCapacity)
-	}
-	if c.MaxAgents < 1 || c.MaxAgents > MaxAgentsCeiling {
-		return fmt.Errorf("max agents must be in 1..%d, got %d", MaxAgentsCeiling, c.MaxAgents)
 	}
 	if err := validateAsk(c.Ask, c.DelegateTool); err != nil {
 		return err
@@ -182,7 +172,7 @@ const (
 	// ReasonToolError: the tool reported an error (or crashed).
 	ReasonToolError
 	// ReasonMaxAgents: a delegation was refused because the tree holds as
-	// many agents as Config.MaxAgents allows.
+	// many agents as Limits.MaxAgents allows.
 	ReasonMaxAgents
 	// ReasonOutputLimit: a streamed assistant message went past
 	// Limits.MaxMessageBytes; the stream was cut.

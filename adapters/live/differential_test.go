@@ -37,8 +37,17 @@ func TestDifferentialSimVsLive(t *testing.T) {
 		t.Fatal("scenario nested-delegation is missing")
 	}
 
-	// 1. The simulator.
-	m, err := sim.New(s, sim.Options{})
+	// 1. The simulator. Each agent's transcript is read when its turn
+	// ends (a child is freed after), the root's at the end.
+	simHist := map[string][]string{}
+	m, err := sim.New(s, sim.Options{Observe: func(si sim.StepInfo) {
+		for _, e := range si.Effects {
+			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded {
+				v := si.Core.View(e.Life.Agent)
+				simHist[v.Path] = canonical(v.History)
+			}
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,18 +55,27 @@ func TestDifferentialSimVsLive(t *testing.T) {
 	if err != nil || !res.Passed {
 		t.Fatalf("simulator: %v %v", err, res.Violations)
 	}
-	simHist := map[string][]string{}
-	for id := 0; id < m.Core().NumAgents(); id++ {
-		v := m.Core().View(kernel.AgentID(id))
-		simHist[v.Path] = canonical(v.History)
-	}
 
 	// 2. The live driver, in a synctest bubble.
 	liveOut := map[string]string{}
 	liveHist := map[string][]string{}
 	synctest.Test(t, func(t *testing.T) {
 		w := newScriptedWorld(s)
-		d, err := live.New(live.Config{Kernel: s.KernelConfig(), Model: w, Tools: w})
+		var mu sync.Mutex // the observer runs on the driver's goroutine
+		read := func(a kernel.AgentView) {
+			o, _ := a.Outcome()
+			mu.Lock()
+			liveOut[a.Path()] = o.String()
+			liveHist[a.Path()] = canonical(a.History())
+			mu.Unlock()
+		}
+		d, err := live.New(live.Config{Kernel: s.KernelConfig(), Model: w, Tools: w, Observer: func(st live.Step) {
+			for _, e := range st.Effects {
+				if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded {
+					read(st.Kernel.Agent(e.Life.Agent))
+				}
+			}
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,13 +127,7 @@ func TestDifferentialSimVsLive(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		k := d.Kernel()
-		for id := 0; id < k.NumAgents(); id++ {
-			a := k.Agent(kernel.AgentID(id))
-			o, _ := a.Outcome()
-			liveOut[a.Path()] = o.String()
-			liveHist[a.Path()] = canonical(a.History())
-		}
+		read(d.Kernel().Agent(kernel.Root))
 	})
 
 	// 3. Compare.

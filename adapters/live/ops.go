@@ -220,7 +220,14 @@ func (s *streamSink) Text(text string) {
 	s.emit(kernel.TextDelta(0, s.op, s.chunk, text))
 }
 
+// Call sends a fragment on, unless it adds nothing (no id, no name, no
+// arguments): that is no progress for the watchdogs and no event, so a
+// model streaming empty fragments cannot keep a request alive or fill a
+// write-ahead log (docs/semantics.md, "Deadlines").
 func (s *streamSink) Call(c kernel.CallDelta) {
+	if c.ID == "" && c.Name == "" && c.Args == "" {
+		return
+	}
 	s.chunk++
 	s.emit(kernel.CallFragment(0, s.op, s.chunk, c))
 }

@@ -167,12 +167,22 @@ func failure(err error) kernel.Failure {
 // turn end and the kernel (after Run returned).
 func runTurn(t *testing.T, m live.Model, tl live.Tools, prompt string, mutate ...func(*kernel.Config)) (kernel.Lifecycle, *kernel.Kernel) {
 	t.Helper()
+	return runTurnObserved(t, m, tl, prompt, nil, mutate...)
+}
+
+// runTurnObserved is runTurn with an observer of every step (which reads
+// children before they are freed).
+func runTurnObserved(t *testing.T, m live.Model, tl live.Tools, prompt string, observe func(live.Step), mutate ...func(*kernel.Config)) (kernel.Lifecycle, *kernel.Kernel) {
+	t.Helper()
 	ended := make(chan kernel.Lifecycle, 1)
 	cfg := kernel.Config{Limits: kernel.DefaultLimits()}
 	for _, f := range mutate {
 		f(&cfg)
 	}
 	d, err := live.New(live.Config{Kernel: cfg, Model: m, Tools: tl, Observer: func(s live.Step) {
+		if observe != nil {
+			observe(s)
+		}
 		for _, e := range s.Effects {
 			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root {
 				ended <- e.Life

@@ -235,24 +235,41 @@ func TestDelegationThreeDeep(t *testing.T) {
 		_ = w.End("tool_calls")
 	})
 	defer srv.Close()
-	end, k := runTurn(t, newModel(t, srv, nil), live.ToolsFunc(func(context.Context, live.Call) live.ToolResult {
+	// Each child is read in the step its turn ends: it is freed after.
+	type seen struct {
+		path, summary string
+		depth         int
+		err           error
+	}
+	var ended []seen
+	observe := func(s live.Step) {
+		for _, e := range s.Effects {
+			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded {
+				a := s.Kernel.Agent(e.Life.Agent)
+				ended = append(ended, seen{a.Path(), a.Summary(), a.Depth(), kernel.ValidateTranscript(a.History(), false)})
+			}
+		}
+	}
+	end, k := runTurnObserved(t, newModel(t, srv, nil), live.ToolsFunc(func(context.Context, live.Call) live.ToolResult {
 		t.Error("delegate reached the tools")
 		return live.ToolResult{}
-	}), "level 0")
+	}), "level 0", observe)
 	if end.Outcome != kernel.OutcomeCompleted {
 		t.Fatalf("outcome %s", end.Outcome)
 	}
-	if k.NumAgents() != 4 {
-		t.Fatalf("%d agents, want 4", k.NumAgents())
+	if k.NumAgents() != 4 || len(ended) != 4 {
+		t.Fatalf("%d agents, %d turn ends; want 4", k.NumAgents(), len(ended))
 	}
-	leaf := k.Agent(3)
-	if leaf.Path() != "main/L1/L2/L3" || leaf.Depth() != 3 || leaf.Summary() != "leaf reached" {
-		t.Errorf("leaf %s depth %d %q", leaf.Path(), leaf.Depth(), leaf.Summary())
+	if leaf := ended[0]; leaf.path != "main/L1/L2/L3" || leaf.depth != 3 || leaf.summary != "leaf reached" {
+		t.Errorf("leaf %s depth %d %q", leaf.path, leaf.depth, leaf.summary)
 	}
-	for id := kernel.AgentID(0); id < 4; id++ {
-		if err := kernel.ValidateTranscript(k.Agent(id).History(), false); err != nil {
-			t.Errorf("agent %d: %v", id, err)
+	for _, a := range ended {
+		if a.err != nil {
+			t.Errorf("agent %s: %v", a.path, a.err)
 		}
+	}
+	if k.HeldAgents() != 1 {
+		t.Errorf("the tree holds %d agents after the turn; every child should be freed", k.HeldAgents())
 	}
 	if !strings.Contains(end.Text, `"type":"agent_result"`) || !strings.Contains(end.Text, `"agent":"L1"`) {
 		t.Errorf("root answer lacks L1's typed result: %s", end.Text)

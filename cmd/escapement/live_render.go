@@ -40,6 +40,7 @@ type liveRun struct {
 	state     turnState
 	notify    chan struct{}
 	intr      *interrupts
+	resubmit  string // a prompt a recovery submits again once the driver runs (session_recover.go)
 
 	// Kernel goroutine only.
 	written     int    // root messages already in the session file
@@ -235,6 +236,8 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 		}
 	case kernel.LifeRetry:
 		activity("[%s] retry %d in %v: %s\n", path(l.Agent), l.N, l.Delay.Round(time.Millisecond), clip(l.Text, 160))
+	case kernel.LifeRequestWaiting:
+		activity("[%s] waits for a request slot (--max-parallel-requests)\n", path(l.Agent))
 	case kernel.LifeDelegated:
 		activity("[%s] delegate → %s: %s\n", path(l.Agent), path(l.Child), clip(l.Text, 160))
 	case kernel.LifeCallFinished:

@@ -124,8 +124,8 @@ func TestEncoderMatchesJSON(t *testing.T) {
 	}
 	var edge bytes.Buffer
 	hdr := trace.Header{Source: "live", Name: odd, Seed: 1 << 63, Scenario: odd, Options: map[string]string{"b": odd, "a": "<&>"},
-		Limits:   kernel.Limits{Grace: -1, FirstTokenTimeout: 2, StallTimeout: 3, ToolTimeout: 4, TurnTimeout: 5, Debounce: 6, MaxDepth: 7, MaxChildren: 8, MaxRequests: 1 << 40, MaxMessageBytes: 9, MaxCalls: 10, MaxParallelTools: 11, ApprovalTimeout: 12},
-		RootName: odd, System: odd, ChildSystem: odd, Build: odd, Idempotent: []string{odd, "grep"}, Turns: 1 << 40, Ask: []string{odd, "*"}, DelegateTool: odd, MaxAgents: 1 << 20,
+		Limits:   kernel.Limits{Grace: -1, FirstTokenTimeout: 2, StallTimeout: 3, ToolTimeout: 4, TurnTimeout: 5, Debounce: 6, MaxDepth: 7, MaxChildren: 8, MaxRequests: 1 << 40, MaxMessageBytes: 9, MaxCalls: 10, MaxParallelTools: 11, MaxAgents: 12, MaxParallelRequests: 13, ApprovalTimeout: 14},
+		RootName: odd, System: odd, ChildSystem: odd, Build: odd, Idempotent: []string{odd, "grep"}, Turns: 1 << 40, Ask: []string{odd, "*"}, DelegateTool: odd,
 		History: []kernel.Message{{Role: "user", Content: odd}, {Role: "assistant", ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "grep", Arguments: odd}}}}}
 	w := trace.NewWriter(&edge, hdr)
 	var steps []step
