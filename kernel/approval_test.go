@@ -375,6 +375,61 @@ func TestApprovalWithdrawn(t *testing.T) {
 	}
 }
 
+// TestApprovalFreedChild: a child that asked and finished is freed
+// (docs/semantics.md, "Finished agents"); a decision naming it is stale,
+// for a call it asked or any other (what it asked was freed with it), and
+// one that names no call is still refused; the waits of the agents the
+// tree holds are counted, asked again after a crash and approved by a
+// grant with the freed slot among them.
+func TestApprovalFreedChild(t *testing.T) {
+	h := newHarness(t, asking("shell"))
+	h.submit("go")
+	rs := h.call("shell", `{"c":"root"}`)
+	h.ask(Root, rs, h.deleg("kid", "work"))
+	kid := h.id("kid")
+	ks := h.call("shell", `{"c":"kid"}`)
+	h.ask(kid, ks)
+	h.do(Deny(0, kid, ks.ID, "no"))
+	h.say(kid, "done without it")
+	if h.k.Agent(kid).State() != fsm.Idle || len(h.k.Approvals(nil)) != 1 {
+		t.Fatalf("the child did not finish with the root's call waiting: %v", h.k.Approvals(nil))
+	}
+	for _, callID := range []string{ks.ID, "call_never"} {
+		before := stateOf(h.k)
+		out := h.do(Approve(0, kid, callID, Digest(ks.Arguments)))
+		if !h.k.Agent(kid).Freed() {
+			t.Fatal("the finished child was not freed")
+		}
+		if len(out) != 1 || out[0].Life.Kind != LifeStale || out[0].Life.Agent != kid || out[0].Life.CallID != callID || h.k.Target(Approve(0, kid, callID, "")) != kid {
+			t.Fatalf("a decision for %s of the freed child:%s", callID, describeEffects(out))
+		}
+		if !bytes.Equal(before, stateOf(h.k)) {
+			t.Fatalf("a decision for %s of the freed child changed the state", callID)
+		}
+	}
+	if w := h.k.Approvals(nil); len(w) != 1 || w[0].CallID != rs.ID {
+		t.Fatalf("waiting with the child freed: %+v", w)
+	}
+	out := h.do(Approve(0, kid, "", Digest(ks.Arguments)))
+	if errs := effectsOf(out, EffError); len(errs) != 1 || !errors.Is(errs[0].Err, ErrNotWaiting) {
+		t.Fatalf("a decision naming no call of the freed child:%s", describeEffects(out))
+	}
+	out = h.recover()
+	if got := expectLife(t, out, LifeRecovered).Text; got != "1 approval request(s) asked again" {
+		t.Fatalf("recovered %q", got)
+	}
+	if r := lifes(out, LifeApprovalRequested); len(r) != 1 || r[0].CallID != rs.ID || r[0].Agent != Root {
+		t.Fatalf("asked again:%s", describeEffects(out))
+	}
+	out = h.do(Decide(0, Root, rs.ID, Digest(rs.Arguments), VerdictApproveTool, ""))
+	if !started(out, rs.ID) || len(lifes(out, LifeApprovalGranted)) != 1 {
+		t.Fatalf("a grant with a freed child in the tree:%s", describeEffects(out))
+	}
+	h.result(rs.ID, "ok")
+	h.say(Root, "done")
+	h.quiescent()
+}
+
 // TestApprovalBinding: a decision acts only on the call it names, while it
 // waits, for its arguments' digest; every other decision is refused (an
 // error value, the state unchanged) or stale (a record, nothing else).
