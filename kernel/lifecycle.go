@@ -312,7 +312,7 @@ func newLog(capacity int) *Log {
 
 // textBytes is what an event counts against LogTextBytes.
 func textBytes(ev *Lifecycle) int {
-	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID)
+	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID) + len(ev.Digest)
 }
 
 // append stamps ev with the next sequence number and stores it, dropping
