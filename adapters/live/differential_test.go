@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
@@ -69,7 +70,7 @@ func TestDifferentialSimVsLive(t *testing.T) {
 			liveHist[a.Path()] = canonical(a.History())
 			mu.Unlock()
 		}
-		d, err := live.New(live.Config{Kernel: s.KernelConfig(), Model: w, Tools: w, Observer: func(st live.Step) {
+		d, err := live.New(live.Config{Kernel: s.KernelConfig(), Model: w, Tools: w, Observer: func(st ports.Step) {
 			for _, e := range st.Effects {
 				if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded {
 					read(st.Kernel.Agent(e.Life.Agent))
@@ -175,7 +176,7 @@ func canonical(h []kernel.Message) []string {
 	return out
 }
 
-// scriptedWorld is the scenario's world as live.Model and live.Tools: each
+// scriptedWorld is the scenario's world as ports.Model and ports.Tools: each
 // agent answers from its script (by path), streaming text and calls at the
 // scenario's first-token latency and rate; tools take their duration and
 // react to a cancel as scripted.
@@ -211,7 +212,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (w *scriptedWorld) Stream(ctx context.Context, req live.Request, sink live.Sink) error {
+func (w *scriptedWorld) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
 	w.mu.Lock()
 	script := w.s.Agents[scriptOf(req.Path)]
 	n := w.cursor[req.Path]
@@ -275,10 +276,10 @@ func (w *scriptedWorld) Stream(ctx context.Context, req live.Request, sink live.
 	return sleep(ctx, wait)
 }
 
-func (w *scriptedWorld) Run(ctx context.Context, call live.Call) live.ToolResult {
+func (w *scriptedWorld) Run(ctx context.Context, call ports.Call) ports.ToolResult {
 	spec, ok := w.s.Tools[call.Name]
 	if !ok {
-		return live.ToolResult{Status: kernel.ToolError, Content: "unknown tool " + call.Name}
+		return ports.ToolResult{Status: kernel.ToolError, Content: "unknown tool " + call.Name}
 	}
 	start := time.Now()
 	if err := sleep(ctx, spec.Duration); err != nil {
@@ -287,13 +288,13 @@ func (w *scriptedWorld) Run(ctx context.Context, call live.Call) live.ToolResult
 			time.Sleep(spec.Duration - time.Since(start))
 		case sim.CancelDelay:
 			time.Sleep(spec.CancelDelay)
-			return live.ToolResult{Status: kernel.ToolCancelled}
+			return ports.ToolResult{Status: kernel.ToolCancelled}
 		default:
-			return live.ToolResult{Status: kernel.ToolCancelled}
+			return ports.ToolResult{Status: kernel.ToolCancelled}
 		}
 	}
 	if spec.Error != "" {
-		return live.ToolResult{Status: kernel.ToolError, Content: spec.Error}
+		return ports.ToolResult{Status: kernel.ToolError, Content: spec.Error}
 	}
-	return live.ToolResult{Status: kernel.ToolOK, Content: spec.Result}
+	return ports.ToolResult{Status: kernel.ToolOK, Content: spec.Result}
 }

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -16,7 +17,7 @@ import (
 // added something, and the steps stay few (docs/semantics.md, "Deadlines").
 func TestEmptyFragmentsAreNoProgress(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			sink.Call(kernel.CallDelta{Index: 0, ID: "c1", Name: "read_file"})
 			for {
 				sink.Call(kernel.CallDelta{Index: 0})

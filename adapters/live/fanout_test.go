@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -21,7 +22,7 @@ import (
 func TestFanOutIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var streaming, most atomic.Int64
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			n := streaming.Add(1)
 			defer streaming.Add(-1)
 			for {
@@ -49,7 +50,7 @@ func TestFanOutIsBounded(t *testing.T) {
 			l := kernel.DefaultLimits()
 			l.MaxDepth = 3
 			return l
-		}()}, Model: m, Tools: noTools, Observer: func(s Step) {
+		}()}, Model: m, Tools: noTools, Observer: func(s ports.Step) {
 			held = max(held, s.Kernel.HeldAgents())
 			rec.observe(s)
 		}})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -25,7 +26,7 @@ func BenchmarkDelegatingChatMemory(b *testing.B) {
 
 func delegatingChat(b *testing.B, kib int) {
 	token := strings.Repeat("x", 1023) + " "
-	model := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+	model := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 		switch last := req.Messages[len(req.Messages)-1]; {
 		case req.Agent != kernel.Root:
 			for range kib {
@@ -46,7 +47,7 @@ func delegatingChat(b *testing.B, kib int) {
 	}
 	var grew float64
 	for b.Loop() {
-		d, err := New(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: model, Tools: ToolsFunc(func(context.Context, Call) ToolResult { return ToolResult{} })})
+		d, err := New(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: model, Tools: ports.ToolsFunc(func(context.Context, ports.Call) ports.ToolResult { return ports.ToolResult{} })})
 		if err != nil {
 			b.Fatal(err)
 		}

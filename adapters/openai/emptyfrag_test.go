@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
@@ -45,12 +46,12 @@ func TestEmptyFragmentsMeetTheStallWatchdog(t *testing.T) {
 	cfg.TurnTimeout = 10 * time.Second
 	tw := trace.NewWriter(countingWriter{&logBytes}, trace.HeaderOf(cfg))
 	d, err := live.New(live.Config{Kernel: cfg, Model: m, Tools: noTools{},
-		WriteAhead: func(s live.Step) error {
+		WriteAhead: func(s ports.Step) error {
 			steps.Add(1)
 			tw.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
 			return tw.Flush()
 		},
-		Observer: func(s live.Step) {
+		Observer: func(s ports.Step) {
 			for _, e := range s.Effects {
 				if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root {
 					ended <- e.Life
@@ -94,6 +95,6 @@ func (w countingWriter) Write(p []byte) (int, error) { w.n.Add(int64(len(p))); r
 // noTools answers every call with an error (the test's calls never run).
 type noTools struct{}
 
-func (noTools) Run(context.Context, live.Call) live.ToolResult {
-	return live.ToolResult{Status: kernel.ToolError, Content: "no tools"}
+func (noTools) Run(context.Context, ports.Call) ports.ToolResult {
+	return ports.ToolResult{Status: kernel.ToolError, Content: "no tools"}
 }

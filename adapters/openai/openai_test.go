@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -76,6 +76,42 @@ func TestPlainText(t *testing.T) {
 	}
 }
 
+// TestRequestOffersItsTools: a request that names its tools offers those,
+// in place of the model's configured list; one that names none offers the
+// configured list.
+func TestRequestOffersItsTools(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Answer("ok", 1)
+	})
+	defer srv.Close()
+	m := newModel(t, srv, nil)
+	req := request()
+	req.Tools = []ports.ToolSpec{ports.DelegateSpec("")}
+	if err := m.Stream(context.Background(), req, newSink()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stream(context.Background(), request(), newSink()); err != nil {
+		t.Fatal(err)
+	}
+	var names [2][]string
+	for i, r := range srv.Requests() {
+		var tl []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(r.Body.Tools, &tl); err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range tl {
+			names[i] = append(names[i], tool.Function.Name)
+		}
+	}
+	if fmt.Sprint(names[0]) != "[delegate]" || len(names[1]) != 5 {
+		t.Errorf("tools offered %v, then %v: want the request's [delegate], then the model's five", names[0], names[1])
+	}
+}
+
 // TestToolCallsSplit: a call whose arguments arrive one byte per chunk is
 // passed through as raw fragments that assemble to the whole call.
 func TestToolCallsSplit(t *testing.T) {
@@ -124,7 +160,7 @@ func TestParallelToolCalls(t *testing.T) {
 		both    = make(chan struct{})
 		once    sync.Once
 	)
-	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+	tl := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 		mu.Lock()
 		running++
 		peak = max(peak, running)
@@ -139,7 +175,7 @@ func TestParallelToolCalls(t *testing.T) {
 		mu.Lock()
 		running--
 		mu.Unlock()
-		return live.ToolResult{Status: kernel.ToolOK, Content: "result of " + c.ID}
+		return ports.ToolResult{Status: kernel.ToolOK, Content: "result of " + c.ID}
 	})
 	end, k := runTurn(t, newModel(t, srv, nil), tl, "search")
 	if end.Outcome != kernel.OutcomeCompleted || end.Text != "both done" {
@@ -188,11 +224,11 @@ func TestMalformedAndOddChunks(t *testing.T) {
 	defer srv.Close()
 	var ran []string
 	var mu sync.Mutex
-	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+	tl := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 		mu.Lock()
 		ran = append(ran, c.Name+" "+c.Arguments)
 		mu.Unlock()
-		return live.ToolResult{Status: kernel.ToolOK, Content: "listing"}
+		return ports.ToolResult{Status: kernel.ToolOK, Content: "listing"}
 	})
 	end, _ := runTurn(t, newModel(t, srv, nil), tl, "go")
 	if end.Outcome != kernel.OutcomeCompleted || end.Text != "sorry, fixed" {
@@ -242,7 +278,7 @@ func TestDelegationThreeDeep(t *testing.T) {
 		err           error
 	}
 	var ended []seen
-	observe := func(s live.Step) {
+	observe := func(s ports.Step) {
 		for _, e := range s.Effects {
 			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded {
 				a := s.Kernel.Agent(e.Life.Agent)
@@ -250,9 +286,9 @@ func TestDelegationThreeDeep(t *testing.T) {
 			}
 		}
 	}
-	end, k := runTurnObserved(t, newModel(t, srv, nil), live.ToolsFunc(func(context.Context, live.Call) live.ToolResult {
+	end, k := runTurnObserved(t, newModel(t, srv, nil), ports.ToolsFunc(func(context.Context, ports.Call) ports.ToolResult {
 		t.Error("delegate reached the tools")
-		return live.ToolResult{}
+		return ports.ToolResult{}
 	}), "level 0", observe)
 	if end.Outcome != kernel.OutcomeCompleted {
 		t.Fatalf("outcome %s", end.Outcome)

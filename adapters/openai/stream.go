@@ -6,13 +6,13 @@ import (
 	"io"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	oa "github.com/sashabaranov/go-openai"
 )
 
 // progressEvery bounds how often reasoning output is reported as progress
-// (live.ProgressSink): often enough for any watchdog worth setting, rarely
+// (ports.ProgressSink): often enough for any watchdog worth setting, rarely
 // enough that 20,000 reasoning tokens are not 20,000 kernel events.
 const progressEvery = 250 * time.Millisecond
 
@@ -36,7 +36,7 @@ const progressEvery = 250 * time.Millisecond
 // name and no arguments — is not forwarded at all: a server that streams
 // only that is silent to the watchdogs, which end the request
 // (docs/semantics.md, "Deadlines").
-func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink live.Sink) (started bool, err error) {
+func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink ports.Sink) (started bool, err error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	capt := &capture{}
@@ -67,7 +67,7 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 	// reported progress may still be retried: started says answer text or
 	// a call arrived.
 	progress := func() {
-		ps, ok := sink.(live.ProgressSink)
+		ps, ok := sink.(ports.ProgressSink)
 		if !ok {
 			return
 		}

@@ -67,8 +67,11 @@
 // events to a fresh kernel and checks that every step reproduces its
 // logged line byte for byte (a mismatch names the step and its line; a log
 // written through a redactor is compared redacted, Log.Redact), and
-// Resume opens the log for appending and starts a live driver on the
-// rebuilt kernel: its clock resumes at the last logged event's time and
-// its first step is kernel.Recover, which resolves every op that was in
-// flight (docs/durable.md).
+// Reopen opens the log for appending after its last step. A live driver
+// resumed on the rebuilt kernel (adapters/live.Resume, with the reopened
+// Writer as its write-ahead hook; adapters/session does both) resumes its
+// clock at the last logged event's time, and its first step is
+// kernel.Recover, which resolves every op that was in flight
+// (docs/durable.md). The package records the driver's Steps
+// (adapters/ports) and never imports the driver.
 package wal
