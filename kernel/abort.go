@@ -136,6 +136,8 @@ func (k *Kernel) abortOne(x *agent, t fsm.Trigger, r Reason) {
 	case fsm.Streaming:
 		if x.req != 0 {
 			x.cut = k.cutRequest(x)
+		} else if x.waitingReq {
+			k.unqueueRequest(x)
 		}
 	case fsm.Tooling, fsm.Delegating:
 		for i := range x.open {
@@ -169,7 +171,11 @@ func (k *Kernel) closeAborted(x *agent) {
 		if x.abort.IsTimeout() {
 			status = CallTimedOut
 		}
-		k.closeCall(x, i, noTrigger, status, x.abort, abortedToolContent(status, x.abort), NoAgent, OutcomeNone, true)
+		content := abortedToolContent(status, x.abort)
+		if k.withdrawApproval(x, i) {
+			content = withdrawnContent(status, x.abort)
+		}
+		k.closeCall(x, i, noTrigger, status, x.abort, content, NoAgent, OutcomeNone, true)
 	}
 	k.flushQueued(x)
 	if !x.ctx.compactTurn { // a compaction turn leaves the history as it was
@@ -222,6 +228,8 @@ func (k *Kernel) onTimer(ev Event) {
 	case TimerRestart:
 		a.restartTimer = 0
 		k.restart(a)
+	case TimerApproval:
+		k.onApprovalTimer(a, ev.Op)
 	default:
 		panic(fmt.Sprintf("kernel: timer %d of unknown kind %d", ev.Op, t.tkind))
 	}

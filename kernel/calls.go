@@ -77,7 +77,7 @@ func (k *Kernel) judgeCall(a *agent, c ToolCall, spawns int) callPlan {
 		return refusal(ReasonMaxDepth, k.cfg.MaxDepth)
 	case a.delegated+spawns >= k.cfg.MaxChildren:
 		return refusal(ReasonMaxChildren, k.cfg.MaxChildren)
-	case len(k.agents)+spawns >= k.cfg.MaxAgents:
+	case k.held+spawns >= k.cfg.MaxAgents: // the agents it holds at once (free.go)
 		return refusal(ReasonMaxAgents, k.cfg.MaxAgents)
 	}
 	return callPlan{status: CallOK, spawn: &args}
@@ -92,14 +92,17 @@ func refusal(r Reason, limit int) callPlan {
 }
 
 // dispatchCall carries out plan p for call i of the last assistant
-// message: a delegation spawns its child, a tool starts or waits for a
-// slot, and a call that cannot run is answered at once.
+// message: a delegation spawns its child, a tool that needs approval waits
+// for a decision, any other starts or waits for a slot, and a call that
+// cannot run is answered at once.
 func (k *Kernel) dispatchCall(a *agent, i int, p callPlan) {
 	switch {
 	case !p.runs():
 		k.closeCall(a, i, fsm.ToolResult, p.status, p.reason, p.content, NoAgent, OutcomeNone, true)
 	case p.spawn != nil:
 		k.spawn(a, i, *p.spawn)
+	case k.asks(a.open[i].call):
+		k.askApproval(a, i)
 	case a.runningTools >= k.cfg.MaxParallelTools:
 		a.open[i].waiting = true // startWaiting runs it when a slot frees
 	default:

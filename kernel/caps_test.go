@@ -43,6 +43,7 @@ func TestMessageByteCap(t *testing.T) {
 // TestMessageByteCapCalls: tool-call fragments count against the cap too
 // (id, name, arguments, and a fixed overhead per new call), so a message of
 // endless calls is cut and its half-streamed calls are dropped, never run.
+// (A fragment that adds nothing opens no call: TestEmptyFragmentIsNoProgress.)
 func TestMessageByteCapCalls(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxMessageBytes = 100 })
 	h.submit("hi")
@@ -53,11 +54,11 @@ func TestMessageByteCapCalls(t *testing.T) {
 			t.Fatal("the cap never cut the stream")
 		}
 		chunk++
-		h.do(CallFragment(0, r, chunk, CallDelta{Index: i * 1000}))
+		h.do(CallFragment(0, r, chunk, CallDelta{Index: i * 1000, Args: "x"}))
 	}
-	// 100 bytes / 16 per empty call: the seventh call does not fit.
-	if got := len(lifes(h.all, LifeCallDropped)); got != 6 {
-		t.Fatalf("%d calls dropped, want the 6 that fit", got)
+	// 100 bytes / (16 + 1) per one-byte call: the sixth call does not fit.
+	if got := len(lifes(h.all, LifeCallDropped)); got != 5 {
+		t.Fatalf("%d calls dropped, want the 5 that fit", got)
 	}
 	if n := count(h.all, EffStartTool, -1); n != 0 {
 		t.Fatalf("%d tools started from a cut stream (F12)", n)

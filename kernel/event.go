@@ -52,6 +52,11 @@ const (
 	// tool runs again, any other tool call gets a tool_lost result, a
 	// cancelled op ends, and every timer is armed again.
 	EvRecover
+	// EvDecision: a person (or a host's policy) decides on call CallID of
+	// Agent, which waits for approval: Verdict approves or denies it,
+	// Digest names the arguments decided on, Text is a denial's note
+	// (docs/semantics.md, "Approvals").
+	EvDecision
 	// EvCompact: the user asks for the root's history to be compacted now
 	// (chat's /compact); Text is the focus, if any (docs/semantics.md,
 	// "Compaction").
@@ -61,6 +66,7 @@ const (
 var eventNames = [...]string{
 	"none", "submit", "interject", "cancel", "shutdown",
 	"llm_delta", "llm_end", "llm_error", "llm_retry", "tool_result", "timer", "recover",
+	"decision",
 	"compact",
 }
 
@@ -156,7 +162,8 @@ type Event struct {
 	// driver's start). It must never be earlier than the previous event's:
 	// Step panics on time going backwards.
 	At time.Duration `json:"at"`
-	// Agent is the target of EvCancel.
+	// Agent is the target of EvCancel and the agent whose call an
+	// EvDecision decides.
 	Agent AgentID `json:"agent,omitempty"`
 	// Turn binds EvCancel to a turn; 0 means the current one.
 	Turn uint64 `json:"turn,omitempty"`
@@ -165,7 +172,7 @@ type Event struct {
 	// Chunk numbers EvLLMDelta chunks from 1 (0: unnumbered, never deduplicated).
 	Chunk uint32 `json:"chunk,omitempty"`
 	// Text: submitted or interjected text, a text delta, a tool's content, an
-	// error's detail, a retry's cause.
+	// error's detail, a retry's cause, a decision's note.
 	Text string `json:"text,omitempty"`
 	// Call is a tool-call fragment (EvLLMDelta).
 	Call *CallDelta `json:"call,omitempty"`
@@ -173,12 +180,19 @@ type Event struct {
 	Failure Failure `json:"failure,omitempty"`
 	// Status is how a tool ended (EvToolResult).
 	Status ToolStatus `json:"status,omitempty"`
+	// Verdict is what an EvDecision decides (beside the small fields, so
+	// it takes no room of its own in an Event).
+	Verdict Verdict `json:"verdict,omitempty"`
 	// Attempt and Delay are an EvLLMRetry's next attempt and its wait.
 	Attempt int           `json:"attempt,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
 	// Usage is token accounting riding on EvLLMEnd; nil when the server
 	// reported none (docs/semantics.md, "Usage").
 	Usage *Usage `json:"usage,omitempty"`
+	// CallID and Digest are an EvDecision's: the call it decides on, and
+	// the digest of the arguments it decides on (kernel.Digest).
+	CallID string `json:"call_id,omitempty"`
+	Digest string `json:"digest,omitempty"`
 	// Reasoning is the model's hidden reasoning, riding on EvLLMEnd: kept
 	// with the message the end appends, never shown (docs/semantics.md,
 	// "Reasoning"); nil when there was none.
@@ -242,6 +256,8 @@ func (e Event) Describe() string {
 		}
 	case EvTimer:
 		fmt.Fprintf(&b, " op=%d", e.Op)
+	case EvDecision:
+		describeDecision(&b, e)
 	}
 	return b.String()
 }

@@ -64,6 +64,13 @@ func (k *Kernel) onInterject(ev Event) {
 			k.interjectCompacting(a, ev.Text)
 			return
 		}
+		if a.waitingReq {
+			// Nothing was sent: the text joins the request that waits for
+			// a slot (docs/semantics.md, "Budgets and caps").
+			a.history = append(a.history, Message{Role: RoleUser, Content: ev.Text, Interjection: true})
+			k.emit(Lifecycle{Kind: LifeInterjected, Agent: a.id, Text: ev.Text})
+			return
+		}
 		// Cut the stream, keep its partial text, then the user's text.
 		if a.req != 0 {
 			k.cutRequest(a)
@@ -138,8 +145,9 @@ func (k *Kernel) beginTurn(a *agent, t fsm.Trigger, inputs []input) bool {
 	return true
 }
 
-// startRequest sends the agent's history as the next LLM request.
-func (k *Kernel) startRequest(a *agent) {
+// sendRequest sends the agent's history as the next LLM request (a slot is
+// free: startRequest).
+func (k *Kernel) sendRequest(a *agent) {
 	if a.state != fsm.Streaming || a.req != 0 {
 		panic(fmt.Sprintf("kernel: startRequest for %s in %s with request %d live", a.path, a.state, a.req))
 	}
@@ -189,6 +197,12 @@ func (k *Kernel) onDelta(ev Event) {
 			return
 		}
 		a.lastChunkNo = ev.Chunk
+	}
+	if ev.Text == "" && ev.Call != nil && ev.Call.ID == "" && ev.Call.Name == "" && ev.Call.Args == "" {
+		// A fragment that adds nothing is no progress (docs/semantics.md,
+		// "Deadlines"): a server streaming only these is silent.
+		k.emit(Lifecycle{Kind: LifeStale, Agent: a.id, Op: ev.Op, Text: "call fragment adds nothing"})
+		return
 	}
 	cost := a.messageCost(ev)
 	if a.msgBytes+cost > k.cfg.MaxMessageBytes {
@@ -523,6 +537,7 @@ func (k *Kernel) finishTurn(a *agent, outcome Outcome, reason Reason, text strin
 	a.deadline = 0
 	total := a.ctx.usage.final()
 	k.emit(Lifecycle{Kind: LifeTurnEnded, Agent: a.id, Outcome: outcome, Reason: reason, Text: text, Detail: a.failDetail, Usage: total})
+	k.retire(a)
 	if a.parent == NoAgent {
 		if len(a.nextTurn) > 0 && !k.shutdown {
 			next := a.nextTurn

@@ -367,6 +367,21 @@ func invariantLoops() []BrokenLoop {
 					return v
 				}
 			})},
+		{"cap-parallel-requests", "I19: no request ever waits for a slot: a fan-out streams as many requests at once as it has agents", RequestBudget,
+			withConfig(func(cfg *kernel.Config) { cfg.MaxParallelRequests = kernel.MaxAgentsCeiling })},
+		{"cap-parallel-requests", "I19: a request waits while a slot is free (the loop counts one slot fewer than the tree has)", RequestBudget,
+			withConfig(func(cfg *kernel.Config) { cfg.MaxParallelRequests = max(1, cfg.MaxParallelRequests-1) })},
+		{"nested-delegation", "I23: finished children are never freed: the tree keeps every child it ran, and its memory grows with every delegation", ViewsTellTruth,
+			broken(func(b *brokenCore) {
+				kept := map[kernel.AgentID]View{}
+				b.viewID = func(b *brokenCore, id kernel.AgentID, v View) View {
+					if k, ok := kept[id]; ok && v.Freed {
+						return k
+					}
+					kept[id] = v
+					return v
+				}
+			})},
 		{"cancel-single-child", "I23: a name no agent has finds the root, so a cancel of a mistyped name stops the whole tree", ViewsTellTruth,
 			broken(func(b *brokenCore) {
 				b.find = func(b *brokenCore, name string) (kernel.AgentID, bool) {
@@ -411,7 +426,19 @@ var scenarioOnly = map[string]string{
 	"I2: a tool whose deadline fired is not told to stop":                                                               "I2 is in the rapid suite through F2 and F9; this one is held to its scenario (the suite's time)",
 	"I19: a delegation beyond max_children is spawned":                                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
 	"I19: a delegation beyond max_depth is spawned":                                                                     "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I19: no request ever waits for a slot: a fan-out streams as many requests at once as it has agents":                "a generated world rarely has max_parallel_requests (8) requests out at once; its scenario holds it",
+	"I19: a request waits while a slot is free (the loop counts one slot fewer than the tree has)":                      "a generated world rarely has max_parallel_requests (8) requests out at once; its scenario holds it",
 	"I20: an adapter's retry is not published to subscribers":                                                           "a retry needs a rate-limit fault on a request in flight; rapid finds one in a few worlds but, on a loaded machine, cannot always shrink it below 80 events within its time bound (I20 is in the rapid suite through another loop)",
+}
+
+// withConfig is the kernel run with a configuration the oracle does not
+// know of (it judges by the scenario's): a loop whose bookkeeping of a
+// limit is off.
+func withConfig(change func(*kernel.Config)) CoreFactory {
+	return func(cfg kernel.Config) (Core, error) {
+		change(&cfg)
+		return KernelCore(cfg)
+	}
 }
 
 // holding is a loop that goes on one event late: from the first lifecycle

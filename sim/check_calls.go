@@ -21,8 +21,10 @@ import (
 // slot is free — a waiting call starts in the step a slot frees, whatever
 // freed it — or starts one ahead of an earlier waiting call (I15). No agent makes more
 // requests or spawns more children in a turn than its budget, none streams
-// two requests at once, no child sits deeper than max_depth, and the tree
-// never passes max_agents (I19).
+// two requests at once, no child sits deeper than max_depth, the tree
+// never holds more than max_agents agents nor streams more than
+// max_parallel_requests requests, and no request waits while a slot is
+// free or starts ahead of one that waits (I19).
 type callChecker struct{ judge }
 
 func (c *callChecker) step(s *stepObs) {
@@ -35,6 +37,7 @@ func (c *callChecker) step(s *stepObs) {
 				c.violate(RequestBudget, e.Agent, "request %d is request %d of its turn (max_requests %d)", e.Op, n.count, lim.MaxRequests)
 			}
 			c.oneStream(e)
+			c.requestSlot(e, n)
 		case kernel.EffStartTool:
 			c.toolStart(e, n)
 		case kernel.EffEmit:
@@ -70,6 +73,29 @@ func (c *callChecker) step(s *stepObs) {
 			}
 		}
 	}
+	c.waitingForSlots()
+}
+
+// requestSlot: a request starts within the tree's max_parallel_requests,
+// and never ahead of a request that waits for a slot.
+func (c *callChecker) requestSlot(e *kernel.Effect, n *note) {
+	if max := c.m.lim.MaxParallelRequests; n.liveRequests > max {
+		c.violate(RequestBudget, e.Agent, "request %d makes %d requests the tree streams at once (max_parallel_requests %d)", e.Op, n.liveRequests, max)
+	}
+	if w := n.firstWaiting; w != kernel.NoAgent && w != e.Agent {
+		c.violate(RequestBudget, e.Agent, "request %d starts ahead of %s's, which waits for a slot", e.Op, c.m.agents[w].path)
+	}
+}
+
+// waitingForSlots: once a step is done, no request waits while the tree
+// has a free request slot.
+func (c *callChecker) waitingForSlots() {
+	if len(c.m.waiting) == 0 {
+		return
+	}
+	if live, max := c.m.liveRequests(), c.m.lim.MaxParallelRequests; live < max {
+		c.violate(RequestBudget, c.m.waiting[0], "its request waits for a slot while the tree streams %d of %d (max_parallel_requests)", live, max)
+	}
 }
 
 // oneStream: an agent streams one request at a time — a request starts
@@ -96,7 +122,7 @@ func (c *callChecker) spawned(l *kernel.Lifecycle, n *note) {
 	if ch := c.m.agent(l.Child); ch != nil && ch.depth > lim.MaxDepth {
 		c.violate(RequestBudget, l.Child, "spawned at depth %d (max_depth %d)", ch.depth, lim.MaxDepth)
 	}
-	if k := c.m.c.NumAgents(); k > c.m.maxAgents {
+	if k := c.m.held(); k > c.m.maxAgents {
 		c.violate(RequestBudget, l.Child, "the tree holds %d agents (max_agents %d)", k, c.m.maxAgents)
 	}
 }

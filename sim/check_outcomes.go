@@ -158,7 +158,7 @@ func (c *outcomeChecker) callResult(r *callFinObs) {
 		case kernel.ReasonMaxChildren:
 			ok = f.spawned >= c.m.lim.MaxChildren
 		case kernel.ReasonMaxAgents:
-			ok = c.m.c.NumAgents() >= c.m.maxAgents
+			ok = c.m.held() >= c.m.maxAgents
 		case kernel.ReasonMaxCalls:
 			ok = callIndex(a, l.CallID) >= c.m.lim.MaxCalls
 		}

@@ -75,7 +75,7 @@ func (m *Sim) crashDue() {
 func (m *Sim) rebuild() {
 	logged := len(m.log.ends)
 	m.o.m.now = m.now // a violation is located at the crash
-	m.tw.Note(m.now, "crash: the host is rebuilt from its "+strconv.Itoa(logged)+" logged step(s)")
+	m.note(m.now, "crash: the host is rebuilt from its "+strconv.Itoa(logged)+" logged step(s)")
 	fresh, err := m.factory(m.cfg)
 	if err != nil {
 		m.o.violate(RebuildsExactly, kernel.NoAgent, "the restarted host cannot build its core: %v", err)
@@ -135,7 +135,7 @@ func sameTree(was, now Core) error {
 		if !reflect.DeepEqual(a, b) {
 			return fmt.Errorf("agent %s: view %s, the crashed host's %s", a.Path, viewDiff(b, a), viewDiff(a, b))
 		}
-		if _, ok := now.Find(a.Path); !ok {
+		if _, ok := now.Find(a.Path); !ok && !a.Freed {
 			return fmt.Errorf("agent %s cannot be found by its path", a.Path)
 		}
 	}

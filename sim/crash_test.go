@@ -212,9 +212,27 @@ func TestCrashEveryStepScenarios(t *testing.T) {
 }
 
 // runTree runs s and returns its result and its final tree: every agent's
-// path, outcome and history, as text.
+// path, outcome and history, as text — a finished child's as it was in the
+// last step that held it (it is freed in the step after it finished, which
+// a crash's recovery step may or may not be;
+// docs/semantics.md, "Finished agents").
 func runTree(t *testing.T, s *sim.Scenario, opt sim.Options) (*sim.Result, string) {
 	t.Helper()
+	var held []sim.View
+	observe := opt.Observe
+	opt.Observe = func(si sim.StepInfo) {
+		if observe != nil {
+			observe(si)
+		}
+		for id := range si.Core.NumAgents() {
+			if id == len(held) {
+				held = append(held, sim.View{})
+			}
+			if v := si.Core.View(kernel.AgentID(id)); !v.Freed {
+				held[id] = v
+			}
+		}
+	}
 	m, err := sim.New(s, opt)
 	if err != nil {
 		t.Fatal(err)
@@ -229,6 +247,9 @@ func runTree(t *testing.T, s *sim.Scenario, opt sim.Options) (*sim.Result, strin
 	c := m.Core()
 	for id := 0; id < c.NumAgents(); id++ {
 		v := c.View(kernel.AgentID(id))
+		if v.Freed {
+			v = held[id]
+		}
 		fmt.Fprintf(&b, "%s %s/%s\n", v.Path, v.Outcome, v.Reason)
 		for _, msg := range v.History {
 			fmt.Fprintf(&b, "  %s %q calls=%v partial=%v marker=%v synthetic=%v\n", msg.Role, msg.Content, msg.ToolCalls, msg.Partial, msg.Marker, msg.Synthetic)

@@ -41,7 +41,13 @@ func (m *model) apply(effs []kernel.Effect) {
 			a.liveOps++
 			a.started = a.started[:0]
 			n.a, n.count = a, a.t.requests
+			n.firstWaiting = kernel.NoAgent
+			if len(m.waiting) > 0 {
+				n.firstWaiting = m.waiting[0]
+			}
+			m.unwait(a)
 			n.op, n.bad = m.startOp(e, false)
+			n.liveRequests = m.liveRequests()
 		case kernel.EffStartTool:
 			m.startTool(e, n)
 		case kernel.EffCancelLLM, kernel.EffCancelTool:
@@ -70,6 +76,7 @@ func (m *model) apply(effs []kernel.Effect) {
 	// latest by the read of every agent at the end.
 	for i := 0; i < len(s.dirty); i++ {
 		m.refresh(s.dirty[i])
+		m.noteFinished(m.agents[s.dirty[i]])
 	}
 	quiet := m.busy == 0 && len(m.live) == 0 && len(m.timers) == 0
 	if quiet && !m.quiet {
@@ -236,6 +243,7 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 			if op.tool {
 				owner.liveTools--
 			}
+			m.noteFinished(owner) // a finished child whose last op ended
 			if i := slices.Index(m.live, op); i >= 0 {
 				m.live = slices.Delete(m.live, i, i+1)
 			}
@@ -250,7 +258,14 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		} else if l.Reason.IsTimeout() {
 			a.t.timedOut = l.Reason
 		}
+	case kernel.LifeRequestWaiting:
+		n.bad = a.waitingReq
+		if !a.waitingReq {
+			a.waitingReq = true
+			m.waiting = append(m.waiting, a.id)
+		}
 	case kernel.LifeInterrupted:
+		m.unwait(a) // an aborted turn's waiting request is never sent
 		n.bad = a.t.interrupted && a.t.turn == l.Turn
 		a.t.interrupted, a.t.abortReason = true, l.Reason
 		// The abort cuts the request that ran when the step began (its

@@ -33,8 +33,16 @@ const MaxTraceLine = 16 << 20
 // trace names its scenario (embedded in the header), which is run again with
 // the same options; a live trace is replayed by feeding its recorded events
 // to a fresh kernel with the recorded configuration (record real, replay
-// simulated).
-func Replay(r io.Reader) (*ReplayResult, error) {
+// simulated). The re-run has DefaultMemoryBudget (ReplayWithin).
+func Replay(r io.Reader) (*ReplayResult, error) { return ReplayWithin(r, DefaultMemoryBudget) }
+
+// ReplayWithin is Replay with a memory budget (Options.MemoryBudget): a
+// trace is a small file that can ask for a huge run — its header's
+// scenario and limits are whatever was written there — so the re-run, a
+// simulator's or a live trace's, stops with ErrBudget once it holds that
+// much by the simulator's count (budget.go). A limit the header leaves out
+// has its bounded default.
+func ReplayWithin(r io.Reader, memoryBudget int64) (*ReplayResult, error) {
 	recorded, err := io.ReadAll(io.LimitReader(r, 1<<30))
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
@@ -55,12 +63,12 @@ func Replay(r io.Reader) (*ReplayResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		opt.Trace, opt.Build, opt.Idempotent = &buf, hdr.Build, hdr.Idempotent
+		opt.Trace, opt.Build, opt.Idempotent, opt.MemoryBudget = &buf, hdr.Build, hdr.Idempotent, memoryBudget
 		if _, err := Run(s, opt); err != nil {
 			return nil, err
 		}
 	case "live":
-		if err := replayLive(hdr, recorded, &buf); err != nil {
+		if err := replayLive(hdr, recorded, &buf, budget{limit: memoryBudget}); err != nil {
 			return nil, err
 		}
 	default:
@@ -70,8 +78,8 @@ func Replay(r io.Reader) (*ReplayResult, error) {
 }
 
 // replayLive feeds a live trace's events to a fresh kernel, writing a new
-// trace with the same header, notes and end line.
-func replayLive(hdr trace.Header, recorded []byte, out io.Writer) error {
+// trace with the same header, notes and end line, within budget b.
+func replayLive(hdr trace.Header, recorded []byte, out io.Writer, b budget) error {
 	k, err := kernel.New(hdr.Config())
 	if err != nil {
 		return fmt.Errorf("trace header config: %w", err)
@@ -97,7 +105,12 @@ func replayLive(hdr trace.Header, recorded []byte, out io.Writer) error {
 				return fmt.Errorf("trace line %d: time goes backwards (%v < %v)", line, ev.At, k.Now())
 			}
 			target := k.Target(ev)
-			w.Step(k, ev, target, k.AgentState(target), k.Step(ev))
+			before := k.AgentState(target)
+			effs := k.Step(ev)
+			w.Step(k, ev, target, before, effs)
+			if b.step(&ev, effs, k.NumAgents()); b.spent() {
+				return b.err(hdr.Name, line-1)
+			}
 		case "note":
 			at, err := parseAt(rec.At)
 			if err != nil {

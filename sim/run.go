@@ -45,6 +45,14 @@ type Options struct {
 	// (ascending, each at least 1; a recovery is an event too, so k and
 	// k+1 crash again right after the recovery). It implies Durable.
 	CrashAt []int
+	// NoTrace writes no trace at all, not even its hash (Result.TraceSHA256
+	// stays empty): an explorer runs a scenario's prefixes again and again,
+	// and nobody reads those traces (docs/semantics.md, "Exploration").
+	NoTrace bool
+	// MemoryBudget bounds what the run may hold, in bytes as the simulator
+	// counts them (budget.go); a run past it stops with ErrBudget. 0:
+	// DefaultMemoryBudget.
+	MemoryBudget int64
 }
 
 // StepInfo is one step as seen by Options.Observe.
@@ -137,6 +145,8 @@ type Result struct {
 	Probes map[Probe]int
 	// Agents is how many agents the tree held.
 	Agents int
+	// Expectations are the scenario's expectations as judged, in order.
+	Expectations []ExpectVerdict
 	// Crashes are the host's crashes, in order, each with how its
 	// recovery changed the run's story.
 	Crashes []Crash
@@ -175,6 +185,9 @@ type Sim struct {
 	// recovering: the recovery's own step is being delivered (Recover
 	// crashes again after it, once it has done its bookkeeping).
 	recovering bool
+	// budget counts what the run holds; overBudget is set once it passed.
+	budget     budget
+	overBudget error
 }
 
 // New prepares a run of s: the scenario's inputs and faults are queued.
@@ -184,6 +197,9 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	}
 	if opt.MaxEvents == 0 {
 		opt.MaxEvents = DefaultMaxEvents
+	}
+	if opt.MemoryBudget == 0 {
+		opt.MemoryBudget = DefaultMemoryBudget
 	}
 	if err := checkCrashAt(opt.CrashAt); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
@@ -198,23 +214,26 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
-	out := opt.Trace
-	if out == nil {
-		out = io.Discard
-	}
-	hdr := trace.Header{
-		Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
-		Limits: s.Limits, RootName: RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
-	}
-	hdr.Options = headerOptions(opt)
 	m := &Sim{
 		s: s, opt: opt, core: core,
-		tw:  trace.NewWriter(out, hdr),
 		w:   newWorld(s, opt.Idempotent),
 		o:   newOracle(core, cfg),
 		res: &Result{Name: s.Name, File: s.File},
 
 		factory: factory, cfg: cfg,
+		budget: budget{limit: opt.MemoryBudget},
+	}
+	if !opt.NoTrace {
+		out := opt.Trace
+		if out == nil {
+			out = io.Discard
+		}
+		hdr := trace.Header{
+			Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
+			Limits: s.Limits, RootName: RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
+		}
+		hdr.Options = headerOptions(opt)
+		m.tw = trace.NewWriter(out, hdr)
 	}
 	if opt.Durable || len(opt.CrashAt) > 0 {
 		m.log = newHostLog()
@@ -272,12 +291,12 @@ func (m *Sim) stepUntil(until time.Duration) bool {
 	for !m.stop && m.w.q.len() > 0 && m.w.q.peek().at <= until {
 		if m.perm != nil {
 			if note := m.perm.reorder(&m.w.q); note != "" {
-				m.tw.Note(m.w.q.peek().at, note)
+				m.note(m.w.q.peek().at, note)
 			}
 		}
 		if m.sched != nil && !m.dead(m.w.q.peek()) {
 			if note := m.sched.reorder(m); note != "" {
-				m.tw.Note(m.w.q.peek().at, note)
+				m.note(m.w.q.peek().at, note)
 			}
 		}
 		if m.dead(m.w.q.peek()) {
@@ -310,6 +329,11 @@ func (m *Sim) withinLimits() bool {
 		m.o.m.stopped, m.stop = true, true
 		return false
 	}
+	if m.budget.spent() {
+		m.overBudget = m.budget.err(m.s.Name, m.res.Events)
+		m.stop = true
+		return false
+	}
 	return true
 }
 
@@ -329,13 +353,13 @@ func (m *Sim) take() bool {
 		delete(m.w.timers, it.ev.Op)
 		ev = it.ev
 	case itemFault:
-		m.tw.Note(it.at, m.w.activate(it.at, m.core, it.index))
+		m.note(it.at, m.w.activate(it.at, m.core, it.index))
 		return false
 	case itemInput:
 		var note string
-		ev, note = inputEvent(m.inputs[it.index], m.core)
+		ev, note = inputEvent(m.inputs[it.index], m.core, m.o.m)
 		if note != "" {
-			m.tw.Note(it.at, note)
+			m.note(it.at, note)
 		}
 		if ev.Kind == kernel.EventNone {
 			return false
@@ -343,6 +367,13 @@ func (m *Sim) take() bool {
 	}
 	m.deliver(ev, &it)
 	return true
+}
+
+// note writes a note into the trace (none with Options.NoTrace).
+func (m *Sim) note(at time.Duration, text string) {
+	if m.tw != nil {
+		m.tw.Note(at, text)
+	}
 }
 
 // dead reports an item that would deliver nothing: a world event superseded
@@ -370,10 +401,10 @@ func (m *Sim) Advance(d time.Duration) {
 // Input delivers a user input now (the state-machine test's actions). The
 // input counts as activity for the liveness bound.
 func (m *Sim) Input(in Input) {
-	ev, note := inputEvent(in, m.core)
+	ev, note := inputEvent(in, m.core, m.o.m)
 	m.o.activity(m.now)
 	if note != "" {
-		m.tw.Note(m.now, note)
+		m.note(m.now, note)
 	}
 	if ev.Kind != kernel.EventNone {
 		m.deliver(ev, nil)
@@ -416,7 +447,9 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	before := m.core.AgentState(target)
 	m.o.before(&ev, target)
 	effs := m.core.Step(ev)
-	m.tw.Step(m.core, ev, target, before, effs)
+	if m.tw != nil {
+		m.tw.Step(m.core, ev, target, before, effs)
+	}
 	m.o.after(effs)
 	if m.log != nil {
 		m.log.record(m.core, ev, target, before, effs)
@@ -424,6 +457,7 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	if m.opt.Observe != nil {
 		m.opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: m.core.AgentState(target), Effects: effs, Core: m.core})
 	}
+	m.budget.step(&ev, effs, m.core.NumAgents())
 	m.w.apply(m.now, m.core, effs)
 	if it != nil && it.kind == itemWorld {
 		m.w.delivered(it.op, ev, m.now, it.dup)
@@ -440,35 +474,41 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 func (m *Sim) Finish() (*Result, error) {
 	for m.Step() {
 	}
+	if m.overBudget != nil {
+		return nil, m.overBudget // its end-of-run checks would read all of it
+	}
 	res, o, core := m.res, m.o, m.core
 	o.finish()
 	res.QuiescentAt = res.End
 	if o.m.quiet {
 		res.QuiescentAt = o.m.quietAt
 	}
-	sum, err := m.tw.Close(res.End)
-	if err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", m.s.Name, err)
+	if m.tw != nil {
+		sum, err := m.tw.Close(res.End)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", m.s.Name, err)
+		}
+		res.TraceSHA256 = sum
 	}
-	res.TraceSHA256 = sum
 	res.Probes = o.probes.counts
 	res.Agents = core.NumAgents()
 	res.Outcomes = map[string]string{}
 	res.LLMRequests = map[string]int{}
 	for id := 0; id < core.NumAgents(); id++ {
-		v := core.View(kernel.AgentID(id))
-		res.Outcomes[v.Path] = v.Outcome.String()
-		res.LLMRequests[v.Path] = o.m.agents[id].asked() // finish observed every agent
+		a := o.m.agents[id] // finish observed every agent (a freed one as last held)
+		res.Outcomes[a.view.Path] = a.view.Outcome.String()
+		res.LLMRequests[a.view.Path] = a.asked()
 	}
-	checkExpect(m.s, core, o, res)
+	checkExpect(m.s, core, o, res, m.opt.Permute)
 	res.Violations = crashJudged(res, o.m.spent, o.out)
 	res.Passed = len(res.Violations) == 0
 	return res, nil
 }
 
 // inputEvent turns a scripted input into a kernel event, resolving a cancel's
-// agent at the moment it is pressed.
-func inputEvent(in Input, c Core) (kernel.Event, string) {
+// agent at the moment it is pressed (one the core has freed too: the press
+// names it, and the core answers it as for any finished agent).
+func inputEvent(in Input, c Core, m *model) (kernel.Event, string) {
 	switch {
 	case in.Submit != "":
 		return kernel.Submit(0, in.Submit), ""
@@ -477,7 +517,7 @@ func inputEvent(in Input, c Core) (kernel.Event, string) {
 	case in.Shutdown:
 		return kernel.Shutdown(0), ""
 	}
-	id, ok := findAgent(c, in.Cancel)
+	id, ok := findAgent(c, m, in.Cancel)
 	if !ok {
 		return kernel.Event{}, fmt.Sprintf("cancel of %s: no such agent (yet); nothing to press", in.Cancel)
 	}
@@ -485,10 +525,17 @@ func inputEvent(in Input, c Core) (kernel.Event, string) {
 }
 
 // findAgent resolves a path, instance name or script name (first instance)
-// to an agent id.
-func findAgent(c Core, ref string) (kernel.AgentID, bool) {
+// to an agent id: among the agents the core holds, and the freed ones as
+// the model last saw them.
+func findAgent(c Core, m *model, ref string) (kernel.AgentID, bool) {
 	for id := 0; id < c.NumAgents(); id++ {
-		if matches(c.View(kernel.AgentID(id)), ref) {
+		v := c.View(kernel.AgentID(id))
+		if v.Freed {
+			if a := m.agent(kernel.AgentID(id)); a != nil {
+				v = a.view
+			}
+		}
+		if matches(v, ref) {
 			return kernel.AgentID(id), true
 		}
 	}

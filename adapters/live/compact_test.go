@@ -7,17 +7,18 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
 // thinkingScript is script that also reports reasoning before it ends.
 type thinkingScript struct{ *script }
 
-func (s thinkingScript) Stream(ctx context.Context, req Request, sink Sink) error {
+func (s thinkingScript) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
 	if err := s.script.Stream(ctx, req, sink); err != nil {
 		return err
 	}
-	if rs, ok := sink.(ReasoningSink); ok && !req.Compaction {
+	if rs, ok := sink.(ports.ReasoningSink); ok && !req.Compaction {
 		rs.Reasoning(kernel.Reasoning{Text: "thought", Field: "reasoning_content"})
 	}
 	return nil
@@ -29,7 +30,7 @@ func (s thinkingScript) Stream(ctx context.Context, req Request, sink Sink) erro
 // reasoning a model reports rides on the stream's end into the message.
 func TestCompactAndReasoning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := thinkingScript{&script{gap: time.Millisecond, answer: func(req Request) []chunk {
+		m := thinkingScript{&script{gap: time.Millisecond, answer: func(req ports.Request) []chunk {
 			if req.Compaction {
 				return []chunk{{text: "They greeted each other."}}
 			}

@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -16,7 +17,7 @@ import (
 // result in the root's history says so.
 func TestShutdownReasonsDownTheTree(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			if req.Agent == kernel.Root {
 				sink.Call(kernel.CallDelta{Index: 0, ID: "d1", Name: "delegate", Args: `{"task":"dig","name":"digger"}`})
 				return nil

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	oa "github.com/sashabaranov/go-openai"
 )
@@ -78,7 +78,7 @@ const (
 var reservedExtra = []string{"model", "messages", "stream", "stream_options"}
 
 // body is the JSON body of req.
-func (m *Model) body(req live.Request) ([]byte, error) {
+func (m *Model) body(req ports.Request) ([]byte, error) {
 	w := wireRequest{Model: m.cfg.Model, Messages: m.wireMessages(req.Messages), Stream: true,
 		Temperature: m.cfg.Temperature}
 	w.StreamOptions.IncludeUsage = true
@@ -93,6 +93,9 @@ func (m *Model) body(req live.Request) ([]byte, error) {
 	// root's answer shape is not the summary's.
 	if !req.Compaction {
 		w.Tools = m.tools
+		if req.Tools != nil {
+			w.Tools = wireTools(req.Tools)
+		}
 		if req.Agent == kernel.Root {
 			w.ToolChoice = m.toolChoice
 			w.ResponseFormat = m.responseFormat
@@ -174,14 +177,14 @@ func parseExtra(raw json.RawMessage) (map[string]json.RawMessage, error) {
 
 // toolChoiceOf is tool_choice for Config.ToolChoice: a mode, or a tool of
 // tools forced by name.
-func toolChoiceOf(choice string, tools []live.ToolSpec) (any, error) {
+func toolChoiceOf(choice string, tools []ports.ToolSpec) (any, error) {
 	switch choice {
 	case "":
 		return nil, nil
 	case "auto", "none", "required":
 		return choice, nil
 	}
-	if !slices.ContainsFunc(tools, func(s live.ToolSpec) bool { return s.Name == choice }) {
+	if !slices.ContainsFunc(tools, func(s ports.ToolSpec) bool { return s.Name == choice }) {
 		return nil, fmt.Errorf("openai: tool choice %q: want auto, none, required or the name of a tool offered", choice)
 	}
 	return oa.ToolChoice{Type: oa.ToolTypeFunction, Function: oa.ToolFunction{Name: choice}}, nil

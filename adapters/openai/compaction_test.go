@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -31,7 +31,7 @@ func TestServerRefusalCompactsOnce(t *testing.T) {
 			}
 		})
 		m := newModel(t, srv, func(c *openai.Config) {
-			c.Tools = []live.ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)}}
+			c.Tools = []ports.ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)}}
 		})
 		history := []kernel.Message{
 			{Role: kernel.RoleUser, Content: "Describe the harbour."},

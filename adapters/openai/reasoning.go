@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -93,8 +93,8 @@ func (r *reasoning) grow(n int) bool {
 }
 
 // deliver hands the reasoning to a sink that keeps it.
-func (r *reasoning) deliver(sink live.Sink) {
-	rs, ok := sink.(live.ReasoningSink)
+func (r *reasoning) deliver(sink ports.Sink) {
+	rs, ok := sink.(ports.ReasoningSink)
 	if !ok || r.dropped || (r.text.Len() == 0 && len(r.details) == 0) {
 		return
 	}

@@ -7,15 +7,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
 
 // failingTools answers every call with an error result.
-var failingTools = live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
-	return live.ToolResult{Status: kernel.ToolError, Content: "unknown tool " + c.Name}
+var failingTools = ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
+	return ports.ToolResult{Status: kernel.ToolError, Content: "unknown tool " + c.Name}
 })
 
 // recordedReasoning is the reasoning_content a recorded stream carried, in

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -33,9 +33,9 @@ func TestModelSettingsSent(t *testing.T) {
 		c.ToolChoice = "required"
 		c.OutputSchema, c.OutputSchemaName = schema, "port"
 		c.Extra = json.RawMessage(`{"top_p":0.5,"max_tokens":99,"thinking":{"type":"enabled"}}`)
-		c.Tools = []live.ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)}}
+		c.Tools = []ports.ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{"type":"object"}`)}}
 	})
-	for _, req := range []live.Request{
+	for _, req := range []ports.Request{
 		{Agent: kernel.Root, Messages: []kernel.Message{{Role: kernel.RoleUser, Content: "which port?"}}},
 		{Agent: 1, Messages: []kernel.Message{{Role: kernel.RoleUser, Content: "a child's task"}}},
 		{Agent: kernel.Root, Compaction: true, Messages: []kernel.Message{{Role: kernel.RoleUser, Content: "summarise"}}},
@@ -87,7 +87,7 @@ func TestOutputTokensField(t *testing.T) {
 		{"chosen", func(c *openai.Config) { c.MaxOutputTokens = 7; c.OutputTokensField = openai.FieldMaxCompletionTokens },
 			map[string]any{"max_completion_tokens": 7.0}, []string{"max_tokens"}},
 		{"forced tool", func(c *openai.Config) {
-			c.Tools = []live.ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{}`)}}
+			c.Tools = []ports.ToolSpec{{Name: "lookup", Parameters: json.RawMessage(`{}`)}}
 			c.ToolChoice = "lookup"
 		}, map[string]any{"tool_choice": map[string]any{"type": "function", "function": map[string]any{"name": "lookup"}}}, nil},
 		{"json_object", func(c *openai.Config) { c.OutputSchema, c.StructuredOutput = schema, openai.StructuredJSONObject },

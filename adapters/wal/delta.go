@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
@@ -67,7 +67,7 @@ func continueEncoder(steps int) *encoder {
 
 // step returns the line for s (valid until the next call), without its
 // newline kept apart: the line ends in '\n'.
-func (e *encoder) step(s live.Step) ([]byte, error) {
+func (e *encoder) step(s ports.Step) ([]byte, error) {
 	plain := e.plain(s)
 	e.track(&s.Event)
 	if plain {
@@ -100,7 +100,7 @@ func (e *encoder) track(ev *kernel.Event) {
 
 // plain reports whether s is a chunk that did nothing but what every chunk
 // does (see the top of this file), numbered next in its stream.
-func (e *encoder) plain(s live.Step) bool {
+func (e *encoder) plain(s ports.Step) bool {
 	ev := &s.Event
 	if ev.Kind != kernel.EvLLMDelta || ev.Chunk != e.next(ev.Op) || ev.Op == 0 ||
 		ev.Agent != 0 || ev.Turn != 0 || ev.Failure != 0 || ev.Status != 0 || ev.Attempt != 0 || ev.Delay != 0 || ev.Usage != nil || ev.Reasoning != nil ||

@@ -15,15 +15,15 @@
 // A log is a kernel/trace file (JSON Lines, format 4): a header that
 // records the kernel configuration (trace.HeaderOf: limits, root name,
 // system prompts, the seeded history, prior turns, the idempotent tools,
-// the delegate tool, the agent cap), then one "step" line per event with
-// the effects it caused, and, when the run ended cleanly, an "end" line. A
-// streamed chunk whose step did only what every chunk does (echo its text)
-// is a "delta" record instead — its time, op and text, nothing repeated —
-// so the log grows with the text, not with about 300 bytes of framing per
-// token (delta.go). A log without an end line is the log of a process that
-// crashed; after a recovery the resumed process appends to the same file,
-// its first step the EvRecover, so a second crash replays the first
-// recovery too.
+// the tools that ask for approval, the delegate tool), then one "step" line
+// per event with the effects it caused, and, when the run ended cleanly, an
+// "end" line. A streamed chunk whose step did only what every chunk does
+// (echo its text) is a "delta" record instead — its time, op and text,
+// nothing repeated — so the log grows with the text, not with about 300
+// bytes of framing per token (delta.go). A log without an end line is the
+// log of a process that crashed; after a recovery the resumed process
+// appends to the same file, its first step the EvRecover, so a second crash
+// replays the first recovery too.
 //
 // # Write ordering and fsync
 //
@@ -67,8 +67,11 @@
 // events to a fresh kernel and checks that every step reproduces its
 // logged line byte for byte (a mismatch names the step and its line; a log
 // written through a redactor is compared redacted, Log.Redact), and
-// Resume opens the log for appending and starts a live driver on the
-// rebuilt kernel: its clock resumes at the last logged event's time and
-// its first step is kernel.Recover, which resolves every op that was in
-// flight (docs/durable.md).
+// Reopen opens the log for appending after its last step. A live driver
+// resumed on the rebuilt kernel (adapters/live.Resume, with the reopened
+// Writer as its write-ahead hook; adapters/session does both) resumes its
+// clock at the last logged event's time, and its first step is
+// kernel.Recover, which resolves every op that was in flight
+// (docs/durable.md). The package records the driver's Steps
+// (adapters/ports) and never imports the driver.
 package wal

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
@@ -39,7 +39,7 @@ func streamedLog(tb testing.TB, size, chunk int) (log []byte, streamBytes int) {
 				req = e.Op
 			}
 		}
-		if err := w.Record(live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}); err != nil {
+		if err := w.Record(ports.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -117,7 +117,7 @@ func TestDeltaRecordOnlyForPlainChunks(t *testing.T) {
 		t.Fatal(err)
 	}
 	var req kernel.OpID
-	var steps []live.Step
+	var steps []ports.Step
 	feed := func(ev kernel.Event) {
 		ev.At = time.Duration(len(steps)+1) * time.Millisecond
 		target := k.Target(ev)
@@ -128,7 +128,7 @@ func TestDeltaRecordOnlyForPlainChunks(t *testing.T) {
 				req = e.Op
 			}
 		}
-		s := live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}
+		s := ports.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}
 		steps = append(steps, s)
 		if err := w.Record(s); err != nil {
 			t.Fatal(err)
@@ -145,15 +145,15 @@ func TestDeltaRecordOnlyForPlainChunks(t *testing.T) {
 		t.Fatal("the first chunk is not plain")
 	}
 	echo := plain.Effects[0]
-	for name, change := range map[string]func(s *live.Step){
-		"another effect": func(s *live.Step) {
+	for name, change := range map[string]func(s *ports.Step){
+		"another effect": func(s *ports.Step) {
 			s.Effects = append([]kernel.Effect{echo}, kernel.Effect{Kind: kernel.EffStopTimer, Op: 3})
 		},
-		"echo of other":    func(s *live.Step) { e := echo; e.Life.Text = "x"; s.Effects = []kernel.Effect{e} },
-		"echo with detail": func(s *live.Step) { e := echo; e.Life.Detail = "x"; s.Effects = []kernel.Effect{e} },
-		"state changed":    func(s *live.Step) { s.Before = fsm.Idle },
-		"out of sequence":  func(s *live.Step) { s.Event.Chunk = 5 },
-		"not a delta":      func(s *live.Step) { s.Event.Kind = kernel.EvToolResult },
+		"echo of other":    func(s *ports.Step) { e := echo; e.Life.Text = "x"; s.Effects = []kernel.Effect{e} },
+		"echo with detail": func(s *ports.Step) { e := echo; e.Life.Detail = "x"; s.Effects = []kernel.Effect{e} },
+		"state changed":    func(s *ports.Step) { s.Before = fsm.Idle },
+		"out of sequence":  func(s *ports.Step) { s.Event.Chunk = 5 },
+		"not a delta":      func(s *ports.Step) { s.Event.Kind = kernel.EvToolResult },
 	} {
 		s := plain
 		change(&s)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
@@ -125,7 +125,7 @@ func (e *MismatchError) Error() string {
 // saw it (after its effects, with the same kernel and effects valid only
 // during the call), so a host can bring what it derives from the steps — a
 // transcript, a trace — up to where the log ends.
-func (l *Log) Rebuild(observe func(live.Step)) (*kernel.Kernel, error) {
+func (l *Log) Rebuild(observe func(ports.Step)) (*kernel.Kernel, error) {
 	k, err := kernel.New(l.Header.Config())
 	if err != nil {
 		return nil, fmt.Errorf("%s:1: header: %w", l.Name, err)
@@ -186,7 +186,7 @@ func (l *Log) LastAt() (time.Duration, error) {
 // step feeds ev to k and encodes the step as the log would, turning a
 // kernel panic (a log that drives it somewhere no live run could) into an
 // error.
-func step(k *kernel.Kernel, enc *encoder, ev kernel.Event, observe func(live.Step)) (line []byte, err error) {
+func step(k *kernel.Kernel, enc *encoder, ev kernel.Event, observe func(ports.Step)) (line []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("the kernel refused the event: %v", v)
@@ -195,7 +195,7 @@ func step(k *kernel.Kernel, enc *encoder, ev kernel.Event, observe func(live.Ste
 	target := k.Target(ev)
 	before := k.AgentState(target)
 	effects := k.Step(ev)
-	s := live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effects}
+	s := ports.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effects}
 	if line, err = enc.step(s); err != nil {
 		return nil, err
 	}

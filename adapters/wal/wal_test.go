@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
 
 // diskRun runs a driver whose log goes to a fake disk.
-func diskRun(t *testing.T, dk *disk, cfg kernel.Config, m live.Model, tl live.Tools) (*live.Driver, *Writer, chan kernel.Lifecycle, chan error) {
+func diskRun(t *testing.T, dk *disk, cfg kernel.Config, m ports.Model, tl ports.Tools) (*live.Driver, *Writer, chan kernel.Lifecycle, chan error) {
 	t.Helper()
 	w, err := NewWriter(dk, trace.HeaderOf(cfg))
 	if err != nil {
@@ -37,8 +38,8 @@ func diskRun(t *testing.T, dk *disk, cfg kernel.Config, m live.Model, tl live.To
 
 // readShellThenAnswer: the first request asks for the tools named, the
 // second answers.
-func callsThenAnswer(names ...string) func(string, int, live.Request) reply {
-	return func(_ string, n int, _ live.Request) reply {
+func callsThenAnswer(names ...string) func(string, int, ports.Request) reply {
+	return func(_ string, n int, _ ports.Request) reply {
 		if n > 1 {
 			return reply{text: []string{"all ", "done"}}
 		}
@@ -59,7 +60,7 @@ func TestWriteAheadOrderAndSyncPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dk := &disk{}
 		var problems []string
-		m := newModel(func(path string, n int, req live.Request) reply {
+		m := newModel(func(path string, n int, req ports.Request) reply {
 			if synced, _ := dk.holds(fmt.Sprintf(`{"kind":"start_llm","agent":0,"op":%d}`, req.Op)); !synced {
 				problems = append(problems, fmt.Sprintf("request %d streamed before its start was fsynced", req.Op))
 			}
@@ -72,7 +73,7 @@ func TestWriteAheadOrderAndSyncPolicy(t *testing.T) {
 			return reply{text: []string{"done"}}
 		})
 		tl := newTools()
-		tl.check = func(c live.Call) {
+		tl.check = func(c ports.Call) {
 			synced, written := dk.holds(fmt.Sprintf(`{"kind":"start_tool","agent":0,"op":%d,`, c.Op))
 			if !written || (c.Name == "shell" && !synced) {
 				problems = append(problems, fmt.Sprintf("%s ran with its start written=%v synced=%v", c.Name, written, synced))
@@ -275,7 +276,7 @@ func TestRebuildChecksEveryStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []kernel.EventKind
-	if _, err := l.Rebuild(func(s live.Step) { seen = append(seen, s.Event.Kind) }); err != nil {
+	if _, err := l.Rebuild(func(s ports.Step) { seen = append(seen, s.Event.Kind) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) != l.Steps() || seen[0] != kernel.EvSubmit {
@@ -343,16 +344,16 @@ func TestParseRefusesDamage(t *testing.T) {
 	if err := os.WriteFile(path, append(data, append(end, '\n')...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resume(path, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
+	if _, err := Reopen(path, nil); !errors.Is(err, ErrClean) {
 		t.Fatalf("resume of a clean log: %v", err)
 	}
-	// Log.Resume, given a clean log rebuilt by hand, refuses it too.
-	k, l, err := Rebuilt(path)
+	// Log.Reopen, given a clean log rebuilt by hand, refuses it too.
+	_, l, err := Rebuilt(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Resume(k, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
-		t.Fatalf("Log.Resume of a clean log: %v", err)
+	if _, _, err := l.Reopen(nil); !errors.Is(err, ErrClean) {
+		t.Fatalf("Log.Reopen of a clean log: %v", err)
 	}
 	// A clean log is ErrClean before any replay, even one whose steps
 	// would not replay: there is nothing to resume.
@@ -360,7 +361,7 @@ func TestParseRefusesDamage(t *testing.T) {
 	if err := os.WriteFile(path, damaged, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resume(path, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
+	if _, err := Reopen(path, nil); !errors.Is(err, ErrClean) {
 		t.Fatalf("resume of a clean log with a step that does not replay: %v", err)
 	}
 }
@@ -438,7 +439,7 @@ func TestRebuildComparesRedacted(t *testing.T) {
 				req = e.Op
 			}
 		}
-		if err := w.Record(live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}); err != nil {
+		if err := w.Record(ports.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}); err != nil {
 			t.Fatal(err)
 		}
 	}

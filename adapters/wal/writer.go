@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
@@ -80,7 +80,7 @@ func NewWriter(f File, hdr trace.Header) (*Writer, error) {
 }
 
 // appendWriter continues a log whose first steps step lines f already
-// holds (Resume).
+// holds (Reopen).
 func appendWriter(f File, steps int, idempotent []string) *Writer {
 	return &Writer{f: f, enc: continueEncoder(steps), idempotent: setOf(idempotent)}
 }
@@ -99,7 +99,7 @@ func setOf(names []string) map[string]bool {
 // live driver's Config.WriteAhead: the driver executes the effects only
 // after Record returned nil. After the first failure every call returns
 // that error.
-func (w *Writer) Record(s live.Step) error {
+func (w *Writer) Record(s ports.Step) error {
 	if w.err != nil {
 		return w.err
 	}
@@ -124,7 +124,7 @@ func (w *Writer) Record(s live.Step) error {
 }
 
 // needsSync is the fsync policy (see the package doc).
-func (w *Writer) needsSync(s live.Step) bool {
+func (w *Writer) needsSync(s ports.Step) bool {
 	switch s.Event.Kind {
 	case kernel.EvSubmit, kernel.EvInterject, kernel.EvCancel, kernel.EvShutdown, kernel.EvRecover, kernel.EvCompact:
 		return true
@@ -170,7 +170,7 @@ func (w *Writer) Sync() error {
 }
 
 // Close writes the end line — the mark of a run that ended cleanly, which
-// Resume refuses to recover — and fsyncs. at is the kernel's last event
+// Reopen refuses to recover — and fsyncs. at is the kernel's last event
 // time. It does not close the file.
 func (w *Writer) Close(at time.Duration) error {
 	if w.err != nil {

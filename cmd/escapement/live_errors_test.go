@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
@@ -139,12 +139,12 @@ func TestCapsShown(t *testing.T) {
 // (what `shell echo $OPENAI_API_KEY` did before the environment policy).
 type keyTools struct{ key string }
 
-func (k keyTools) Run(ctx context.Context, c live.Call) live.ToolResult {
-	return live.ToolResult{Status: kernel.ToolOK, Content: "OPENAI_API_KEY=" + k.key + "\n"}
+func (k keyTools) Run(ctx context.Context, c ports.Call) ports.ToolResult {
+	return ports.ToolResult{Status: kernel.ToolOK, Content: "OPENAI_API_KEY=" + k.key + "\n"}
 }
 
-func (keyTools) Specs() []live.ToolSpec {
-	return []live.ToolSpec{{Name: "env", Description: "prints the environment", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
+func (keyTools) Specs() []ports.ToolSpec {
+	return []ports.ToolSpec{{Name: "env", Description: "prints the environment", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
 }
 func (keyTools) KillAll()     {}
 func (keyTools) Close() error { return nil }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/termtext"
@@ -76,9 +77,9 @@ type app struct {
 	// secrets redacts what the process must not print or write: the API key
 	// (and any secret a command adds). Every error runWith prints passes it.
 	secrets *redact.Redactor
-	// session is the lock on the session a live command runs (session_lock.go),
-	// held until the command has returned.
-	session *sessionLock
+	// session is the session a live command runs (adapters/session), its
+	// lock held until the command has returned.
+	session *session.Session
 }
 
 // run is main without os.Exit: the process's own hard exit and signals.
@@ -109,7 +110,9 @@ func runWith(ctx context.Context, args []string, s streams, exit func(code int),
 	root.SetOut(s.out)
 	root.SetErr(s.err)
 	err := root.ExecuteContext(ctx)
-	a.session.release()
+	if a.session != nil {
+		a.session.Release()
+	}
 	reportErr(s.err, a.secrets, err)
 	return exitCodeOf(err)
 }

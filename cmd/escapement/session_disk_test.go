@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -40,8 +41,8 @@ func TestFullDiskSaysWhatFailed(t *testing.T) {
 			code := runWith(context.Background(), args, streams{in: strings.NewReader(in), out: &out, err: &errb},
 				func(c int) { t.Errorf("hard exit %d", c) }, noSignals, fills)
 			stderr := errb.String()
-			if code != exitCheckFailed || !strings.Contains(stderr, sess+walSuffix) || !strings.Contains(stderr, "no space left on device") {
-				t.Fatalf("exit %d, want 1 naming %s and ENOSPC\nstderr: %s", code, sess+walSuffix, stderr)
+			if code != exitCheckFailed || !strings.Contains(stderr, sess+session.LogSuffix) || !strings.Contains(stderr, "no space left on device") {
+				t.Fatalf("exit %d, want 1 naming %s and ENOSPC\nstderr: %s", code, sess+session.LogSuffix, stderr)
 			}
 			code, out2, errb2 := runCLI(t, "run", "--resume", sess, "--workspace", dir)
 			if code != exitOK || !strings.Contains(out.String()+out2, "word word") {
@@ -118,7 +119,7 @@ exit $code`
 	if !errors.As(err, &ee) || ee.ExitCode() != exitCheckFailed {
 		t.Fatalf("on a full disk: %v, want exit 1\nstderr: %s", err, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), filepath.Join(small, "s.jsonl")+walSuffix) || !strings.Contains(stderr.String(), "no space left on device") {
+	if !strings.Contains(stderr.String(), filepath.Join(small, "s.jsonl")+session.LogSuffix) || !strings.Contains(stderr.String(), "no space left on device") {
 		t.Fatalf("stderr does not name the log and ENOSPC:\n%s", stderr.String())
 	}
 	sess := filepath.Join(kept, "s.jsonl")

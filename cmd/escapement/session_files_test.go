@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 )
 
@@ -27,7 +28,7 @@ func TestConversationFilesPrivate(t *testing.T) {
 	p := startBinary(t, bin, srv, dir, "chat", "--session", sess, "--trace", tr, "--workspace", dir)
 	p.stdin.Write([]byte("count to three\n"))
 	waitChan(t, s.streaming, "the first words", p)
-	files := map[string]os.FileMode{sess: 0o600, tr: 0o600, sess + walSuffix: 0o600, sess + lockSuffix: 0o600, filepath.Dir(sess): 0o700 | os.ModeDir}
+	files := map[string]os.FileMode{sess: 0o600, tr: 0o600, sess + session.LogSuffix: 0o600, sess + session.LockSuffix: 0o600, filepath.Dir(sess): 0o700 | os.ModeDir}
 	check := func() {
 		t.Helper()
 		for f, want := range files {
@@ -45,7 +46,7 @@ func TestConversationFilesPrivate(t *testing.T) {
 	p.kill9(t)
 	// Resumed without its log: the unfinished turn is cut, the original
 	// kept aside.
-	if err := os.Rename(sess+walSuffix, filepath.Join(dir, "moved.wal")); err != nil {
+	if err := os.Rename(sess+session.LogSuffix, filepath.Join(dir, "moved.wal")); err != nil {
 		t.Fatal(err)
 	}
 	r := startBinary(t, bin, srv, dir, "chat", "--resume", sess, "--workspace", dir)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -100,7 +101,7 @@ func TestTwoResumesOneContinues(t *testing.T) {
 	if ends != 1 || answers != 1 {
 		t.Fatalf("%d turn_end records and %d answers, want 1 each\n%+v", ends, answers, recs)
 	}
-	if _, err := os.Stat(sess + lockSuffix); !os.IsNotExist(err) {
+	if _, err := os.Stat(sess + session.LockSuffix); !os.IsNotExist(err) {
 		t.Errorf("the lock file outlived a clean run: %v", err)
 	}
 }
@@ -151,7 +152,7 @@ func TestSecondChatRefused(t *testing.T) {
 			if code := again.wait(t); code != exitOK {
 				t.Fatalf("resume after the first ended: exit %d\n%s", code, again.stderr)
 			}
-			ls, err := loadSession(sess)
+			ls, err := session.Load(sess)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,8 +160,8 @@ func TestSecondChatRefused(t *testing.T) {
 			if how == "--resume" {
 				want = 4
 			}
-			if ls.turns != want || ls.unfinished() {
-				t.Fatalf("%d turns (unfinished: %v), want %d", ls.turns, ls.unfinished(), want)
+			if ls.Turns != want || ls.Unfinished() {
+				t.Fatalf("%d turns (unfinished: %v), want %d", ls.Turns, ls.Unfinished(), want)
 			}
 		})
 	}
@@ -189,10 +190,10 @@ func TestLockDiesWithItsProcess(t *testing.T) {
 	first.stdin.Write([]byte("look\n"))
 	eventually(t, "the shell's list of open files", func() bool { _, err := os.Stat(fds); return err == nil })
 	open, _ := os.ReadFile(fds)
-	if strings.Contains(string(open), lockSuffix) {
+	if strings.Contains(string(open), session.LockSuffix) {
 		t.Errorf("the shell holds the session lock open:\n%s", open)
 	}
-	if held, _ := os.ReadFile(sess + lockSuffix); strings.TrimSpace(string(held)) != strconv.Itoa(first.cmd.Process.Pid) {
+	if held, _ := os.ReadFile(sess + session.LockSuffix); strings.TrimSpace(string(held)) != strconv.Itoa(first.cmd.Process.Pid) {
 		t.Fatalf("the lock file holds %q, want the chat's pid", held)
 	}
 	first.kill9(t)

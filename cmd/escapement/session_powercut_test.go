@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -39,8 +40,8 @@ func TestPowerCutEveryState(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
 	t.Setenv("OPENAI_API_KEY", "")
 	data, _ := os.ReadFile(sess)
-	log, _ := os.ReadFile(sess + walSuffix)
-	offset := sessionOffset(t, sess+walSuffix)
+	log, _ := os.ReadFile(sess + session.LogSuffix)
+	offset := sessionOffset(t, sess+session.LogSuffix)
 	const prompt = "what is here?"
 	inFile := func(b []byte) bool { return bytes.Contains(b, []byte(`"`+prompt+`"`)) }
 	sessCuts, logCuts := recordEnds(data, offset), recordEnds(log, 0)
@@ -58,7 +59,7 @@ func TestPowerCutEveryState(t *testing.T) {
 			if err := os.WriteFile(s, data[:si], 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(s+walSuffix, log[:li], 0o600); err != nil {
+			if err := os.WriteFile(s+session.LogSuffix, log[:li], 0o600); err != nil {
 				t.Fatal(err)
 			}
 			held := inFile(log[:li]) || inFile(data[:si])

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/wal"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/internal/redact"
@@ -82,7 +83,7 @@ func holdsPiece(s, key string, n int) (string, bool) {
 func TestResumeAfterKeyRepeatedAcrossChunks(t *testing.T) {
 	const key = testKey
 	bin, srv, dir, sess, first := killAfterKeyTalk(t, key)
-	log, _ := os.ReadFile(sess + walSuffix)
+	log, _ := os.ReadFile(sess + session.LogSuffix)
 	p := startBinaryEnv(t, bin, srv, dir, []string{"OPENAI_API_KEY=" + key}, "chat", "--resume", sess, "--workspace", dir)
 	p.stdin.Close()
 	if code := p.wait(t); code != exitOK {
@@ -161,12 +162,12 @@ func TestResumeRefusalRedacted(t *testing.T) {
 	srv, dir, sess := crashAfterTool(t)
 	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
 	t.Setenv("OPENAI_API_KEY", testKey)
-	log, _ := os.ReadFile(sess + walSuffix)
+	log, _ := os.ReadFile(sess + session.LogSuffix)
 	changed := bytes.Replace(log, []byte(`"text":"what is here?"`), []byte(`"text":"use `+testKey+`"`), 1)
 	if bytes.Equal(changed, log) {
 		t.Fatal("the prompt is not in the log")
 	}
-	if err := os.WriteFile(sess+walSuffix, changed, 0o600); err != nil {
+	if err := os.WriteFile(sess+session.LogSuffix, changed, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errb := runCLIWithInput(t, "", "chat", "--resume", sess, "--workspace", dir)

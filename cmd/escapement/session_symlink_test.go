@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -61,12 +62,12 @@ func TestResumeThroughSymlink(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, errb)
 	}
 	checkStillLinked(t, link, real)
-	ls, err := loadSession(real)
+	ls, err := session.Load(real)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ls.turns != 2 || ls.history[len(ls.history)-2].Content != "second" {
-		t.Fatalf("the real file: %d turns, history %+v", ls.turns, ls.history)
+	if ls.Turns != 2 || ls.History[len(ls.History)-2].Content != "second" {
+		t.Fatalf("the real file: %d turns, history %+v", ls.Turns, ls.History)
 	}
 	backups, _ := filepath.Glob(real + ".torn-*")
 	if len(backups) != 1 {
@@ -88,11 +89,11 @@ func TestResumeThroughSymlink(t *testing.T) {
 		p.stdin.Write([]byte("crashed prompt\n"))
 		eventually(t, "the stream", func() bool { return strings.Contains(p.stdout.String(), "ok: ") })
 		p.kill9(t)
-		if _, err := os.Stat(real + walSuffix); err != nil {
+		if _, err := os.Stat(real + session.LogSuffix); err != nil {
 			t.Fatalf("no log beside the real file: %v", err)
 		}
 		code, _, errb := runCLIWithInput(t, "", "chat", "--resume", name, "--workspace", dir)
-		if code != exitOK || !strings.Contains(errb, "continuing it from "+real+walSuffix) {
+		if code != exitOK || !strings.Contains(errb, "continuing it from "+real+session.LogSuffix) {
 			t.Fatalf("resume through %s: exit %d\nstderr %s", name, code, errb)
 		}
 		checkStillLinked(t, link, real)

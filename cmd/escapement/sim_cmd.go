@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -27,6 +28,22 @@ type simFlags struct {
 	// these tools safe to run again.
 	crashAt    string
 	idempotent []string
+	// memoryBudget is a run's memory budget in MiB (sim.Options).
+	memoryBudget int
+}
+
+// memoryBudgetFlag registers --memory-budget on a command that runs
+// scenarios.
+func memoryBudgetFlag(cmd *cobra.Command, mib *int) {
+	cmd.Flags().IntVar(mib, "memory-budget", sim.DefaultMemoryBudget>>20, "stop a run (exit 2) once it holds this many `MiB` by the simulator's count: a small scenario or trace can ask for a huge tree")
+}
+
+// budgetBytes checks a --memory-budget value and returns it in bytes.
+func budgetBytes(mib int) (int64, error) {
+	if mib < 1 || mib > 1<<20 {
+		return 0, usageErr("--memory-budget must be in 1..%d MiB, got %d", 1<<20, mib)
+	}
+	return int64(mib) << 20, nil
 }
 
 func newSimCmd(a *app) *cobra.Command {
@@ -58,6 +75,7 @@ Exit codes: 0 every scenario passed, 1 an expectation or invariant failed,
 	cmd.Flags().BoolVar(&f.recheck, "recheck", true, "run each scenario twice and require identical trace hashes (I6)")
 	cmd.Flags().StringVar(&f.crashAt, "crash-at", "", "crash the host after these steps (comma-separated, ascending, from 1) and recover it from its log")
 	cmd.Flags().StringSliceVar(&f.idempotent, "idempotent", nil, "tools a recovery may run again (comma-separated)")
+	memoryBudgetFlag(cmd, &f.memoryBudget)
 	cmd.AddCommand(newReplayCmd(a), newSweepCmd(a), newExploreCmd(a))
 	return cmd
 }
@@ -120,6 +138,9 @@ func jsonCrashes(cs []sim.Crash) []jsonCrash {
 }
 
 func (a *app) runSim(paths []string, f simFlags) error {
+	if _, err := budgetBytes(f.memoryBudget); err != nil {
+		return err
+	}
 	if f.crashAt != "" {
 		if _, err := sim.ParseCrashAt(f.crashAt); err != nil {
 			return usageErr("--crash-at: %v", err)
@@ -180,7 +201,8 @@ func (a *app) runSim(paths []string, f simFlags) error {
 
 func (a *app) runScenario(s *sim.Scenario, f simFlags, many bool) (*sim.Result, error) {
 	var traceBuf bytes.Buffer
-	opts := sim.Options{Permute: f.permute, Build: buildInfo(), Idempotent: f.idempotent}
+	budget, _ := budgetBytes(f.memoryBudget) // checked in runSim
+	opts := sim.Options{Permute: f.permute, Build: buildInfo(), Idempotent: f.idempotent, MemoryBudget: budget}
 	if f.crashAt != "" {
 		opts.CrashAt, _ = sim.ParseCrashAt(f.crashAt) // checked in runSim
 	}
@@ -193,6 +215,9 @@ func (a *app) runScenario(s *sim.Scenario, f simFlags, many bool) (*sim.Result, 
 		opts.Observe = pf.Observe
 	}
 	res, err := sim.Run(s, opts)
+	if errors.Is(err, sim.ErrBudget) {
+		return nil, &exitError{code: exitUsage, err: err} // the input is too big
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +312,8 @@ func orDash(s string) string {
 }
 
 func newReplayCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var mib int
+	cmd := &cobra.Command{
 		Use:   "replay TRACE",
 		Short: "Re-run a recorded trace and check it reproduces byte for byte",
 		Long: `Re-run what a JSONL trace recorded and compare bytes. A simulator trace
@@ -295,14 +321,21 @@ re-runs the scenario embedded in its header; a live trace (escapement run
 --trace) feeds its recorded events to a fresh kernel. Prints the first
 differing line when they differ.
 
-Exit codes: 0 identical, 1 different, 2 unreadable trace.`,
+The re-run has a memory budget (--memory-budget): a trace's header can ask
+for a tree far bigger than the file, and such a replay stops with exit 2.
+
+Exit codes: 0 identical, 1 different, 2 unreadable trace or over budget.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			budget, err := budgetBytes(mib)
+			if err != nil {
+				return err
+			}
 			data, err := userfile.Read(args[0], maxTraceBytes)
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			res, err := sim.Replay(bytes.NewReader(data))
+			res, err := sim.ReplayWithin(bytes.NewReader(data), budget)
 			if err != nil {
 				return usageErr("%s: %v", args[0], err)
 			}
@@ -314,6 +347,8 @@ Exit codes: 0 identical, 1 different, 2 unreadable trace.`,
 			return &exitError{code: exitCheckFailed}
 		},
 	}
+	memoryBudgetFlag(cmd, &mib)
+	return cmd
 }
 
 // orNothing marks a missing line in a replay diff.

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -46,6 +47,11 @@ func (p Plan) Validate() error {
 	switch {
 	case p.Seeds < 1:
 		return fmt.Errorf("seeds must be at least 1, got %d", p.Seeds)
+	case p.Seeds > MaxSeeds:
+		return fmt.Errorf("seeds must be at most %d (shard a larger sweep), got %d", MaxSeeds, p.Seeds)
+	case p.From > math.MaxInt-(p.Seeds-1):
+		// From+Seeds-1 would wrap around to negative seeds.
+		return fmt.Errorf("from %d and seeds %d pass the largest seed, %d: the last seed would be %d+%d-1", p.From, p.Seeds, math.MaxInt, p.From, p.Seeds)
 	case p.Depth < 0 || p.Depth > gen.MaxDepth:
 		return fmt.Errorf("depth must be in 0..%d, got %d", gen.MaxDepth, p.Depth)
 	case p.RecheckEvery < 0:
@@ -55,6 +61,10 @@ func (p Plan) Validate() error {
 	}
 	return checkShard(p.Shard, p.Shards)
 }
+
+// MaxSeeds bounds a sweep's seeds: a plan lists the seeds it owns
+// (SeedList), and a sweep of more worlds than this is sharded.
+const MaxSeeds = 1 << 31
 
 // checkShard is the one range check of a shard i of n.
 func checkShard(i, n int) error {

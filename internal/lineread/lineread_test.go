@@ -1,4 +1,4 @@
-package main
+package lineread
 
 import (
 	"errors"
@@ -12,17 +12,17 @@ import (
 
 // closeWithin runs in.close and fails the test if it does not return in time
 // (the reader goroutine stayed blocked: close would have no owner to join).
-func closeWithin(t *testing.T, in *lineInput, d time.Duration) {
+func closeWithin(t *testing.T, in *Reader, d time.Duration) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() { // owned: waited for below, or the test fails and exits
 		defer close(done)
-		in.close()
+		in.Close()
 	}()
 	select {
 	case <-done:
 	case <-time.After(d):
-		t.Fatalf("lineInput.close still waiting for its reader after %v", d)
+		t.Fatalf("Reader.close still waiting for its reader after %v", d)
 	}
 }
 
@@ -42,7 +42,7 @@ func pipe(t *testing.T) (r, w *os.File) {
 func TestLineInputOwned(t *testing.T) {
 	t.Run("blocked in read", func(t *testing.T) {
 		r, _ := pipe(t)
-		in, err := startInput(r)
+		in, err := Start(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,21 +51,21 @@ func TestLineInputOwned(t *testing.T) {
 	})
 	t.Run("blocked in send", func(t *testing.T) {
 		r, w := pipe(t)
-		in, err := startInput(r)
+		in, err := Start(r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := w.WriteString("one\ntwo\n"); err != nil {
 			t.Fatal(err)
 		}
-		if l := <-in.lines; l.text != "one" {
+		if l := <-in.Lines; l.Text != "one" {
 			t.Fatalf("line %+v", l)
 		}
 		closeWithin(t, in, 5*time.Second)
 	})
 	t.Run("lines then end of input", func(t *testing.T) {
 		r, w := pipe(t)
-		in, err := startInput(r)
+		in, err := Start(r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,11 +74,11 @@ func TestLineInputOwned(t *testing.T) {
 		}
 		w.Close()
 		var got []string
-		for l := range in.lines {
-			got = append(got, l.text)
+		for l := range in.Lines {
+			got = append(got, l.Text)
 		}
-		if strings.Join(got, "|") != "one|two" || in.err != nil {
-			t.Errorf("lines %q, err %v", got, in.err)
+		if strings.Join(got, "|") != "one|two" || in.Err() != nil {
+			t.Errorf("lines %q, err %v", got, in.Err())
 		}
 		closeWithin(t, in, 5*time.Second)
 	})
@@ -92,68 +92,68 @@ func TestLineInputOwned(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		in, err := startInput(f)
+		in, err := Start(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []string
-		for l := range in.lines {
-			got = append(got, l.text)
+		for l := range in.Lines {
+			got = append(got, l.Text)
 		}
-		if strings.Join(got, "|") != "x|y" || in.err != nil {
-			t.Errorf("lines %q, err %v", got, in.err)
+		if strings.Join(got, "|") != "x|y" || in.Err() != nil {
+			t.Errorf("lines %q, err %v", got, in.Err())
 		}
 		closeWithin(t, in, 5*time.Second)
 	})
 	t.Run("line too long", func(t *testing.T) {
-		in, err := startInput(strings.NewReader("before\r\n" + strings.Repeat("x", 2<<20) + "\nafter"))
+		in, err := Start(strings.NewReader("before\r\n" + strings.Repeat("x", 2<<20) + "\nafter"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []inputLine
-		for l := range in.lines {
+		var got []Line
+		for l := range in.Lines {
 			got = append(got, l)
 		}
-		want := []inputLine{{text: "before", n: 1}, {n: 2, size: 2 << 20}, {text: "after", n: 3}}
-		if !slices.Equal(got, want) || in.err != nil {
-			t.Errorf("lines %+v, err %v\nwant %+v", got, in.err, want)
+		want := []Line{{Text: "before", N: 1}, {N: 2, Size: 2 << 20}, {Text: "after", N: 3}}
+		if !slices.Equal(got, want) || in.Err() != nil {
+			t.Errorf("lines %+v, err %v\nwant %+v", got, in.Err(), want)
 		}
 		closeWithin(t, in, 5*time.Second)
 	})
 }
 
-// TestLineInputLengths: lines of any length up to MaxInputLine arrive
+// TestLineInputLengths: lines of any length up to MaxLine arrive
 // whole, whatever the reader's buffer; one byte more is refused, and so is
 // a line far longer, and a last line without its newline; the line
 // numbers count every line.
 func TestLineInputLengths(t *testing.T) {
 	var src strings.Builder
-	var want []inputLine
-	for i, n := range []int{0, 1, 64<<10 - 1, 64 << 10, 64<<10 + 1, MaxInputLine - 1, MaxInputLine, MaxInputLine + 1, 3 * MaxInputLine} {
+	var want []Line
+	for i, n := range []int{0, 1, 64<<10 - 1, 64 << 10, 64<<10 + 1, MaxLine - 1, MaxLine, MaxLine + 1, 3 * MaxLine} {
 		line := strings.Repeat(string(rune('a'+i)), n)
 		src.WriteString(line + "\n")
-		if n > MaxInputLine {
-			want = append(want, inputLine{n: i + 1, size: n})
+		if n > MaxLine {
+			want = append(want, Line{N: i + 1, Size: n})
 		} else {
-			want = append(want, inputLine{n: i + 1, text: line})
+			want = append(want, Line{N: i + 1, Text: line})
 		}
 	}
-	src.WriteString(strings.Repeat("z", MaxInputLine+5)) // no newline
-	want = append(want, inputLine{n: len(want) + 1, size: MaxInputLine + 5})
-	in, err := startInput(strings.NewReader(src.String()))
+	src.WriteString(strings.Repeat("z", MaxLine+5)) // no newline
+	want = append(want, Line{N: len(want) + 1, Size: MaxLine + 5})
+	in, err := Start(strings.NewReader(src.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []inputLine
-	for l := range in.lines {
+	var got []Line
+	for l := range in.Lines {
 		got = append(got, l)
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d lines, want %d", len(got), len(want))
 	}
 	for i := range want {
-		if got[i].n != want[i].n || got[i].size != want[i].size || got[i].text != want[i].text {
-			t.Errorf("line %d: n %d, size %d, %d bytes of text; want n %d, size %d, %d bytes", i+1, got[i].n, got[i].size, len(got[i].text), want[i].n, want[i].size, len(want[i].text))
+		if got[i].N != want[i].N || got[i].Size != want[i].Size || got[i].Text != want[i].Text {
+			t.Errorf("line %d: n %d, size %d, %d bytes of text; want n %d, size %d, %d bytes", i+1, got[i].N, got[i].Size, len(got[i].Text), want[i].N, want[i].Size, len(want[i].Text))
 		}
 	}
 	closeWithin(t, in, 5*time.Second)
@@ -177,16 +177,16 @@ func (f *failingReader) Read(p []byte) (int, error) {
 // TestLineInputReadError: a read that fails ends the input with the
 // error (chat then exits 1: the input was not read to its end).
 func TestLineInputReadError(t *testing.T) {
-	in, err := startInput(&failingReader{text: "one\n", err: errors.New("input/output error")})
+	in, err := Start(&failingReader{text: "one\n", err: errors.New("input/output error")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	for l := range in.lines {
-		got = append(got, l.text)
+	for l := range in.Lines {
+		got = append(got, l.Text)
 	}
-	if strings.Join(got, "|") != "one" || in.err == nil || !strings.Contains(in.err.Error(), "stdin: input/output error") {
-		t.Errorf("lines %q, err %v", got, in.err)
+	if strings.Join(got, "|") != "one" || in.Err() == nil || !strings.Contains(in.Err().Error(), "stdin: input/output error") {
+		t.Errorf("lines %q, err %v", got, in.Err())
 	}
 	closeWithin(t, in, 5*time.Second)
 }

@@ -1,11 +1,15 @@
-package main
+// Package edge keeps secrets out of the kernel: it wraps a live run's Model
+// and Tools so that every text reaching the kernel from the world is
+// redacted first (docs/durable.md, "Secrets"). The CLI wraps its model and
+// tools with it.
+package edge
 
 import (
 	"context"
 	"errors"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
 )
@@ -24,22 +28,22 @@ import (
 // key the model repeats in pieces is masked whole, and at most a few bytes
 // that could start a key wait for the next chunk.
 
-// edgeModel is a live.Model whose output reaches the kernel redacted.
+// edgeModel is a ports.Model whose output reaches the kernel redacted.
 type edgeModel struct {
-	m live.Model
+	m ports.Model
 	r *redact.Redactor
 }
 
-// redactEdge wraps the model and the tools a live run's kernel is fed from
-// so that no secret of r reaches it; with no secret it changes nothing.
-func redactEdge(m live.Model, t live.Tools, r *redact.Redactor) (live.Model, live.Tools) {
+// Redact wraps the model and the tools a live run's kernel is fed from so
+// that no secret of r reaches it; with no secret it changes nothing.
+func Redact(m ports.Model, t ports.Tools, r *redact.Redactor) (ports.Model, ports.Tools) {
 	if r.Empty() {
 		return m, t
 	}
 	return edgeModel{m: m, r: r}, edgeTools{t: t, r: r}
 }
 
-func (m edgeModel) Stream(ctx context.Context, req live.Request, sink live.Sink) error {
+func (m edgeModel) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
 	s := &edgeSink{sink: sink, r: m.r, text: m.r.Stream(), args: map[int]*redact.Stream{}}
 	err := m.m.Stream(ctx, req, s)
 	s.flush()
@@ -47,9 +51,9 @@ func (m edgeModel) Stream(ctx context.Context, req live.Request, sink live.Sink)
 		return nil
 	}
 	msg := errors.New(m.r.Redact(err.Error()))
-	var fe *live.FailureError
+	var fe *ports.FailureError
 	if errors.As(err, &fe) {
-		return live.Fail(fe.Failure, msg)
+		return ports.Fail(fe.Failure, msg)
 	}
 	return msg
 }
@@ -57,7 +61,7 @@ func (m edgeModel) Stream(ctx context.Context, req live.Request, sink live.Sink)
 // edgeSink redacts one stream: its text and each call's arguments as
 // streams, a call's id and name and a retry's cause whole.
 type edgeSink struct {
-	sink  live.Sink
+	sink  ports.Sink
 	r     *redact.Redactor
 	text  *redact.Stream
 	args  map[int]*redact.Stream
@@ -89,7 +93,7 @@ func (s *edgeSink) Call(d kernel.CallDelta) {
 }
 
 func (s *edgeSink) Progress() {
-	if p, ok := s.sink.(live.ProgressSink); ok {
+	if p, ok := s.sink.(ports.ProgressSink); ok {
 		p.Progress()
 	}
 }
@@ -112,13 +116,13 @@ func (s *edgeSink) flush() {
 	}
 }
 
-// edgeTools is a live.Tools whose results reach the kernel redacted.
+// edgeTools is a ports.Tools whose results reach the kernel redacted.
 type edgeTools struct {
-	t live.Tools
+	t ports.Tools
 	r *redact.Redactor
 }
 
-func (t edgeTools) Run(ctx context.Context, c live.Call) live.ToolResult {
+func (t edgeTools) Run(ctx context.Context, c ports.Call) ports.ToolResult {
 	res := t.t.Run(ctx, c)
 	res.Content = t.r.Redact(res.Content)
 	return res

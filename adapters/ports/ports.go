@@ -1,10 +1,8 @@
-package live
+package ports
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/escapement/escapement/kernel"
@@ -43,9 +41,14 @@ type Request struct {
 	// Role, Content, ToolCalls and ToolCallID, and the reasoning its
 	// provider needs back (docs/semantics.md, "Reasoning"), nothing else.
 	Messages []kernel.Message
+	// Tools, when not nil, are the tools this request offers the model,
+	// in place of any list the Model was built with. The driver leaves it
+	// nil; adapters/agent sets it (the agent's tools, and the delegate
+	// tool when the agent may delegate). Read-only.
+	Tools []ToolSpec
 	// Compaction marks a compaction's summarising request
 	// (kernel.Effect.Compact; docs/semantics.md, "Compaction"): the adapter
-	// sends it without tools, and its answer is the summary.
+	// sends it without tools (Tools too), and its answer is the summary.
 	Compaction bool
 }
 
@@ -115,20 +118,6 @@ func (e *FailureError) Error() string {
 
 func (e *FailureError) Unwrap() error { return e.Err }
 
-// failureOf classifies a Stream error for the kernel. A stream that fails
-// without saying how is a stream error once chunks arrived (the kernel must
-// not assume the answer is whole) and a server error before.
-func failureOf(err error, chunks uint32) kernel.Failure {
-	var fe *FailureError
-	if errors.As(err, &fe) && fe.Failure != kernel.FailureNone {
-		return fe.Failure
-	}
-	if chunks > 0 {
-		return kernel.FailureStream
-	}
-	return kernel.FailureServer
-}
-
 // Tools is the driver's port to tool execution. adapters/tools implements it
 // with real files and processes; tests implement it in memory (ToolsFunc).
 // The kernel handles the delegate tool itself: Run never sees it.
@@ -192,6 +181,3 @@ type ToolsFunc func(ctx context.Context, call Call) ToolResult
 
 // Run calls f.
 func (f ToolsFunc) Run(ctx context.Context, call Call) ToolResult { return f(ctx, call) }
-
-// panicText describes a recovered panic for a result or an error.
-func panicText(what string, v any) string { return fmt.Sprintf("%s panicked: %v", what, v) }

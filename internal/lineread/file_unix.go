@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package lineread
 
 import (
 	"fmt"
@@ -61,7 +61,7 @@ func (fi *fileInput) Read(p []byte) (int, error) {
 			return 0, fmt.Errorf("select: %w", err)
 		}
 		if set.IsSet(fi.wakeFd) {
-			return 0, errInputStopped
+			return 0, errStopped
 		}
 		n, err := unix.Read(fi.fd, p)
 		switch {

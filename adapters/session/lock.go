@@ -1,4 +1,4 @@
-package main
+package session
 
 import (
 	"errors"
@@ -17,8 +17,8 @@ import (
 // One process at a time uses a session: two runs resuming one crashed
 // session would both continue its turn (the model billed twice, the answer
 // and its turn_end written twice), and two chats appending to one file
-// interleave their records until it no longer resumes. So a live run holds
-// an advisory lock on the session for its whole life (docs/durable.md):
+// interleave their records until it no longer resumes. So a session holds
+// an advisory lock for its whole life (docs/durable.md):
 // flock(2) on FILE.lock beside the session file, which also covers its
 // write-ahead log FILE.wal and the backups made beside it. The holder
 // writes its pid into the lock file, so a second run is refused with a
@@ -28,40 +28,43 @@ import (
 // process can inherit it and keep it past its parent. A process that ends
 // normally removes the lock file before it lets go of the lock.
 
-// lockSuffix names a session's lock file: FILE.lock.
-const lockSuffix = ".lock"
+// LockSuffix names a session's lock file: FILE.lock.
+const LockSuffix = ".lock"
 
-// sessionLock is a held lock on a session.
-type sessionLock struct {
+// Lock is a held lock on a session.
+type Lock struct {
 	path string
 	f    *os.File
 }
 
-// errSessionBusy is wrapped by the refusal of a session another process
-// holds.
-var errSessionBusy = errors.New("session in use")
+// ErrBusy is wrapped by the refusal of a session another process holds
+// (a *BusyError).
+var ErrBusy = errors.New("session in use")
 
-// busyError names the process that holds a session.
-type busyError struct {
-	session string
-	pid     int // 0: not known (it has not written it yet)
+// BusyError names the process that holds a session.
+type BusyError struct {
+	// Session is the session file.
+	Session string
+	// PID is the holder's process id; 0 when not known (it has not
+	// written it yet).
+	PID int
 }
 
-func (e *busyError) Error() string {
+func (e *BusyError) Error() string {
 	who := "another process"
-	if e.pid > 0 {
-		who = "process " + strconv.Itoa(e.pid)
+	if e.PID > 0 {
+		who = "process " + strconv.Itoa(e.PID)
 	}
-	return fmt.Sprintf("%s is in use by %s (an escapement run or chat; its lock is %s): two runs on one session would interleave its records; wait for it to end", e.session, who, e.session+lockSuffix)
+	return fmt.Sprintf("%s is in use by %s (an escapement run or chat; its lock is %s): two runs on one session would interleave its records; wait for it to end", e.Session, who, e.Session+LockSuffix)
 }
 
-func (e *busyError) Unwrap() error { return errSessionBusy }
+func (e *BusyError) Unwrap() error { return ErrBusy }
 
-// lockSession takes the lock on the session at sessionPath (the real file:
-// resolveSession), or says which process holds it. The session's directory
-// must exist.
-func lockSession(sessionPath string) (*sessionLock, error) {
-	path := sessionPath + lockSuffix
+// TakeLock takes the lock on the session at sessionPath (the real file:
+// Resolve), or says which process holds it (a *BusyError). The session's
+// directory must exist. Create and Resume take it themselves.
+func TakeLock(sessionPath string) (*Lock, error) {
+	path := sessionPath + LockSuffix
 	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
@@ -71,7 +74,7 @@ func lockSession(sessionPath string) (*sessionLock, error) {
 			pid := holderPID(f)
 			f.Close()
 			if errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, &busyError{session: sessionPath, pid: pid}
+				return nil, &BusyError{Session: sessionPath, PID: pid}
 			}
 			return nil, fmt.Errorf("lock %s: %w", sessionPath, err)
 		}
@@ -80,9 +83,9 @@ func lockSession(sessionPath string) (*sessionLock, error) {
 		// and a third process may hold the new file. Only the file at path
 		// counts.
 		if samePath(f, path) {
-			l := &sessionLock{path: path, f: f}
+			l := &Lock{path: path, f: f}
 			if err := l.writePID(); err != nil {
-				l.release()
+				l.Release()
 				return nil, fmt.Errorf("lock %s: %w", sessionPath, err)
 			}
 			return l, nil
@@ -101,7 +104,7 @@ func samePath(f *os.File, path string) bool {
 	return err == nil && os.SameFile(a, b)
 }
 
-func (l *sessionLock) writePID() error {
+func (l *Lock) writePID() error {
 	if err := l.f.Truncate(0); err != nil {
 		return err
 	}
@@ -127,9 +130,9 @@ func holderPID(f *os.File) int {
 	return 0
 }
 
-// release removes the lock file and then lets go of the lock (the order
-// lockSession's check relies on). Safe on nil.
-func (l *sessionLock) release() {
+// Release removes the lock file and then lets go of the lock (the order
+// TakeLock's check relies on). Safe on nil and more than once.
+func (l *Lock) Release() {
 	if l == nil || l.f == nil {
 		return
 	}
@@ -138,14 +141,14 @@ func (l *sessionLock) release() {
 	l.f = nil
 }
 
-// resolveSession is the file a session path names: the path with every
+// Resolve is the file a session path names: the path with every
 // symlink resolved, so a session reached through a symlink is resumed,
 // cut and backed up in the real file, and its lock and log are found beside
 // the real file whatever name reaches it. A path that does not exist yet
 // (a new session) has its directory resolved; a symlink to nothing is
 // refused (the file it would create is not where its log would be looked
 // for). A path that is not a regular file (/dev/null) stays as it is.
-func resolveSession(path string) (string, error) {
+func Resolve(path string) (string, error) {
 	st, err := os.Stat(path)
 	switch {
 	case err == nil && !st.Mode().IsRegular():

@@ -1,7 +1,6 @@
-package main
+package session
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -11,7 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -23,13 +22,12 @@ import (
 func TestPersistQueuedTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "s.jsonl")
-		sess, err := createSession(path, "m", nil, nil)
+		sess, err := Create(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var out, errb bytes.Buffer
-		lr := &liveRun{a: &app{}, redact: func(s string) string { return s }, out: &lockedWriter{w: &out}, errw: &lockedWriter{w: &errb}, session: sess, notify: make(chan struct{}, 1)}
-		model := live.ModelFunc(func(ctx context.Context, req live.Request, sink live.Sink) error {
+		ended := make(chan kernel.Lifecycle, 4)
+		model := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			if len(req.Messages) == 1 {
 				sink.Call(kernel.CallDelta{Index: 0, ID: "c1", Name: "slow", Args: "{}"})
 			} else {
@@ -37,15 +35,15 @@ func TestPersistQueuedTurn(t *testing.T) {
 			}
 			return nil
 		})
-		tools := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			time.Sleep(time.Second) // ignores its cancel, answers within the grace
-			return live.ToolResult{Status: kernel.ToolOK, Content: "late"}
+			return ports.ToolResult{Status: kernel.ToolOK, Content: "late"}
 		})
-		d, err := live.New(live.Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: model, Tools: tools, Observer: lr.observe})
+		err = sess.Start(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: model, Tools: tools, Observer: rootTurnEnds(ended)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		lr.driver = d
+		d := sess.Driver()
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
@@ -61,28 +59,29 @@ func TestPersistQueuedTurn(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second)
-		if _, _, ended, last := lr.state.get(); ended != 2 || last.Outcome != kernel.OutcomeCompleted {
-			t.Fatalf("%d turns ended, last %s", ended, last.Outcome)
+		if n, last := len(ended), lastOf(ended); n != 2 || last.Outcome != kernel.OutcomeCompleted {
+			t.Fatalf("%d turns ended, last %s", n, last.Outcome)
 		}
 		cancel()
-		if err := <-done; err != nil {
+		runErr := <-done
+		if runErr != nil {
+			t.Fatal(runErr)
+		}
+		if err := sess.Close(runErr); err != nil {
 			t.Fatal(err)
 		}
-		if err := sess.close(); err != nil {
-			t.Fatal(err)
-		}
-		ls, err := loadSession(path)
+		ls, err := Load(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ls.turns != 2 || ls.discarded != 0 {
-			t.Fatalf("turns %d, discarded %d", ls.turns, ls.discarded)
+		if ls.Turns != 2 || len(ls.Pending) != 0 {
+			t.Fatalf("turns %d, discarded %d", ls.Turns, len(ls.Pending))
 		}
 		data, _ := os.ReadFile(path)
 		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 		var kinds []string
 		for _, l := range lines[1:] {
-			var r sessionRecord
+			var r Record
 			if err := json.Unmarshal([]byte(l), &r); err != nil {
 				t.Fatal(err)
 			}
@@ -99,8 +98,28 @@ func TestPersistQueuedTurn(t *testing.T) {
 		if got := "[" + strings.Join(kinds, " ") + "]"; got != want {
 			t.Errorf("session records %v, want %s", kinds, want)
 		}
-		if !strings.Contains(errb.String(), kernel.UIInterrupted) {
-			t.Errorf("no UI text on stderr: %q", errb.String())
-		}
 	})
+}
+
+// rootTurnEnds is an observer that sends each root turn's end to ended.
+func rootTurnEnds(ended chan<- kernel.Lifecycle) func(ports.Step) {
+	return func(s ports.Step) {
+		for _, e := range s.Effects {
+			if e.Kind == kernel.EffEmit && e.Life.Agent == kernel.Root && e.Life.Kind == kernel.LifeTurnEnded {
+				ended <- e.Life
+			}
+		}
+	}
+}
+
+// lastOf drains ended and returns the last value (zero when empty).
+func lastOf(ended chan kernel.Lifecycle) (last kernel.Lifecycle) {
+	for {
+		select {
+		case l := <-ended:
+			last = l
+		default:
+			return last
+		}
+	}
 }
