@@ -42,7 +42,7 @@ type contextState struct {
 	// compactTurn: the running turn is an on-demand compaction.
 	compactTurn bool
 	// compaction is the compaction running (its summarising request is
-	// the agent's req), nil when none.
+	// the agent's req, or waits for a slot: waitingReq), nil when none.
 	compaction *compaction
 }
 
@@ -122,7 +122,9 @@ func (k *Kernel) compactFirst(a *agent) bool {
 	}
 	if !a.ctx.compacted {
 		if c := planCompaction(a, whyThreshold, t/2, e); c.cut > c.first {
-			k.startCompaction(a, c, false)
+			if k.beginCompaction(a, c, false) {
+				k.sendCompaction(a) // the slot this request was sent in
+			}
 			return true
 		}
 	}
@@ -167,20 +169,41 @@ func cutPoint(m Message) bool {
 	return m.Role == RoleAssistant || (m.Role == RoleUser && !m.Marker && !m.Interjection)
 }
 
-// startCompaction sends c's summarising request for a, which is Streaming
-// with no request live. fired says the caller already fired Compact (an
-// on-demand compaction's Idle → Streaming).
+// startCompaction begins compaction c of a, which is Streaming with no
+// request out or waiting, and asks for a request slot for its summarising
+// request: a compaction's request is a request like any other, sent when a
+// slot is free and waiting its turn otherwise (requests.go). fired says the
+// caller already fired Compact (an on-demand compaction's Idle →
+// Streaming).
 func (k *Kernel) startCompaction(a *agent, c *compaction, fired bool) {
-	msgs, ok := k.summaryRequest(a, c)
-	if !ok {
+	if k.beginCompaction(a, c, fired) {
+		k.startRequest(a)
+	}
+}
+
+// beginCompaction makes c a's compaction: false when it cannot run (the
+// summarising request cannot fit, and the turn ended) or the FSM refused.
+// From here until its request ends, text typed is kept for later
+// (interjectCompacting), so the history stays as c planned it.
+func (k *Kernel) beginCompaction(a *agent, c *compaction, fired bool) bool {
+	if _, ok := k.summaryRequest(a, c); !ok {
 		k.contextExhausted(a, fmt.Sprintf("the system prompt leaves no room to ask for a summary within the threshold of %d tokens "+
 			"(context_window %d): shorten the system prompt, or raise context_window if the model allows more", k.threshold(), k.cfg.ContextWindow), "")
-		return
+		return false
 	}
 	if !fired && !k.fire(a, fsm.Compact) {
-		return
+		return false
 	}
 	a.ctx.compaction = c
+	return true
+}
+
+// sendCompaction sends the summarising request of a's compaction; a slot
+// is free (sendRequest). The history is still the one beginCompaction
+// checked, so the request fits as it did then.
+func (k *Kernel) sendCompaction(a *agent) {
+	c := a.ctx.compaction
+	msgs, _ := k.summaryRequest(a, c)
 	id := k.newOp(op{kind: opLLM, agent: a.id, turn: a.turn, compact: true})
 	a.req = id
 	a.inflight++
@@ -520,8 +543,9 @@ func (v AgentView) Usage() *Usage { return v.a.ctx.usage.final() }
 // (docs/semantics.md, "Compaction", "The estimate").
 func (v AgentView) Estimate() int { return v.a.estimate() }
 
-// Compacting reports whether the agent's request in flight is a
-// compaction's summarising request.
+// Compacting reports whether the agent runs a compaction: its request in
+// flight, or the one waiting for a request slot, is a compaction's
+// summarising request.
 func (v AgentView) Compacting() bool { return v.a.ctx.compaction != nil }
 
 // CompactionTurn reports whether the agent's current (or last) turn is an

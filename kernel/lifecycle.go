@@ -72,7 +72,9 @@ const (
 	LifeRecovered
 	// LifeRequestWaiting: Agent's next request (its N-th of the turn) waits
 	// for one of the tree's Limits.MaxParallelRequests slots; its
-	// request_started follows when it gets one.
+	// request_started follows when it gets one. A compaction's summarising
+	// request waits too: Name is "compaction", N 0, and its
+	// compaction_started follows.
 	LifeRequestWaiting
 	// LifeApprovalRequested: call CallID of Agent (tool Name, arguments
 	// Text, their Digest) waits for a decision; Delay is how long the wait
@@ -233,7 +235,11 @@ func (l Lifecycle) Describe() string {
 	case LifeRequestStarted:
 		fmt.Fprintf(&b, " op=%d n=%d", l.Op, l.N)
 	case LifeRequestWaiting:
-		fmt.Fprintf(&b, " n=%d", l.N)
+		if l.Name != "" {
+			fmt.Fprintf(&b, " %s", l.Name) // a compaction's request
+		} else {
+			fmt.Fprintf(&b, " n=%d", l.N)
+		}
 	case LifeDelta:
 		fmt.Fprintf(&b, " op=%d %q", l.Op, l.Text)
 	case LifeRetry:

@@ -151,6 +151,10 @@ func (k *Kernel) sendRequest(a *agent) {
 	if a.state != fsm.Streaming || a.req != 0 {
 		panic(fmt.Sprintf("kernel: startRequest for %s in %s with request %d live", a.path, a.state, a.req))
 	}
+	if a.ctx.compaction != nil {
+		k.sendCompaction(a) // a compaction waited for this slot
+		return
+	}
 	if k.compactFirst(a) {
 		return // a compaction runs first, or the history cannot fit
 	}
