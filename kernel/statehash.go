@@ -107,7 +107,12 @@ func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 		e.bool(o.cancelling)
 		e.uint(o.turn)
 		e.bool(o.compact)
-		e.int(int64(o.sent))
+		if !o.cancelling {
+			// Read only for a request that ends on its own (noteRequestEnd):
+			// a cancelled one's is dead, and two states that differ only in it
+			// answer alike.
+			e.int(int64(o.sent))
+		}
 		e.op(o.timer)
 		e.int(int64(o.call))
 		e.uint(uint64(o.tkind))
