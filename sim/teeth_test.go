@@ -81,9 +81,6 @@ func TestOracleTeethRapid(t *testing.T) {
 	for _, bl := range append(sim.BrokenLoops(), sim.InvariantLoops()...) {
 		id := bl.Failure[:strings.Index(bl.Failure, ":")]
 		t.Run(id, func(t *testing.T) {
-			if why := bl.ScenarioOnly(); why != "" {
-				t.Skip(why)
-			}
 			t.Parallel()
 			run := func(s *sim.Scenario) *sim.Result {
 				r, err := sim.Run(s, sim.Options{Core: bl.Core})
