@@ -166,7 +166,7 @@ func TestMatrixMatchesLookup(t *testing.T) {
 	}
 }
 
-// BenchmarkStatelessFire is the baseline the README compares the kernel's Step
+// BenchmarkStatelessFire is the baseline docs/performance.md compares the kernel's Step
 // against: a bare stateless Fire on a 5-state machine (external storage,
 // immediate mode, a ring of Permit transitions).
 func BenchmarkStatelessFire(b *testing.B) {

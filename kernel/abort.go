@@ -42,8 +42,11 @@ func (k *Kernel) onCancel(ev Event) {
 	}
 }
 
-// onShutdown aborts the whole tree with reason shutdown; no turn may start
-// afterwards.
+// onShutdown aborts the root's running turn with reason shutdown — its
+// working descendants with parent_cancelled, as under any aborted ancestor
+// — and discards the inputs queued for a next turn; no turn may start
+// afterwards. Interjections queued into the running turn are the turn's:
+// the abort writes them before its marker (docs/semantics.md, "Inputs").
 func (k *Kernel) onShutdown() {
 	k.shutdown = true
 	a := k.root()

@@ -16,8 +16,7 @@ import (
 // 8 chunks, end) so it includes real transitions. "stateless_fire" is a bare
 // qmuntal/stateless Fire on a 5-state machine (external storage, immediate
 // mode, a ring of Permit transitions), measured in the same run so the ratio
-// is honest: the kernel's step stays within 3× of it (the README's
-// performance table).
+// is honest: the kernel's step stays within 3× of it (docs/performance.md).
 func BenchmarkStep(b *testing.B) {
 	b.Run("stateless_fire", func(b *testing.B) {
 		type st uint8

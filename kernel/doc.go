@@ -42,10 +42,28 @@
 // driver (adapters/live, real time, goroutines); a program that only wants a
 // live agent uses the driver and never calls Step itself.
 //
+// # Its behaviour as text
+//
+// The files in testdata/ tell the kernel's behaviour as stories, the way
+// etcd-io/raft's interaction tests do: commands in (submit, chunk main
+// "Hel", result c1 ok "42", cancel main, advance 2s, recover, ...), and
+// under each the kernel's answer — the event as fed, then one Describe line
+// per effect and lifecycle record, in the order Step returned them. Each
+// file names what it shows, the docs/semantics.md sections it illustrates
+// and the failure classes it covers; together they fire every row of
+// fsm.Table() and cover F1–F14 (TestTranscriptCoverage). A change that
+// alters behaviour fails TestTranscripts with a diff; an intended one is
+// recorded with
+//
+//	go test ./kernel -run TestTranscripts -rewrite
+//
+// and reviewed as a text diff. docs/development.md, "Kernel transcripts",
+// lists the commands and says how to add a file.
+//
 // An input the kernel refuses yields an EffError whose Err wraps
 // ErrEmptyText, ErrShutdown or ErrUnknownAgent, or is a
-// *fsm.UndeclaredError; nothing else happens. The README's "Kernel
-// contract" lists the effects and limits, docs/semantics.md what every input
+// *fsm.UndeclaredError; nothing else happens. docs/embedding.md, "The
+// kernel contract", lists the effects and limits, docs/semantics.md what every input
 // does in every state, and docs/durable.md how Recover rebuilds a tree after
 // a crash.
 package kernel

@@ -149,8 +149,10 @@ func (e Effect) Describe() string {
 	switch e.Kind {
 	case EffStartLLM:
 		fmt.Fprintf(&b, " op=%d messages=%d", e.Op, len(e.Messages))
-	case EffCancelLLM, EffCancelTool, EffStopTimer:
+	case EffCancelLLM, EffCancelTool:
 		fmt.Fprintf(&b, " op=%d", e.Op)
+	case EffStopTimer:
+		fmt.Fprintf(&b, " op=%d %s", e.Op, e.Timer)
 	case EffStartTool:
 		fmt.Fprintf(&b, " op=%d call=%s %s(%s)", e.Op, e.Call.ID, e.Call.Name, e.Call.Arguments)
 	case EffSetTimer:
@@ -159,7 +161,13 @@ func (e Effect) Describe() string {
 		b.WriteString(" ")
 		b.WriteString(e.Life.Describe())
 	case EffError:
-		fmt.Fprintf(&b, " %s state=%s trigger=%s: %s", e.Code, e.State, e.Trigger, e.Detail)
+		// State and Trigger mean something only for an undeclared pair;
+		// a bad input's zero values would read as Idle and Submit.
+		if e.Code == ErrCodeUndeclared {
+			fmt.Fprintf(&b, " %s state=%s trigger=%s: %s", e.Code, e.State, e.Trigger, e.Detail)
+		} else {
+			fmt.Fprintf(&b, " %s: %s", e.Code, e.Detail)
+		}
 	}
 	return b.String()
 }

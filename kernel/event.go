@@ -187,8 +187,17 @@ func (e Event) Describe() string {
 		if e.Chunk != 0 {
 			fmt.Fprintf(&b, " chunk=%d", e.Chunk)
 		}
-		if e.Call != nil {
-			fmt.Fprintf(&b, " call[%d] id=%s name=%s args=%q", e.Call.Index, e.Call.ID, e.Call.Name, e.Call.Args)
+		if c := e.Call; c != nil {
+			fmt.Fprintf(&b, " call[%d]", c.Index)
+			if c.ID != "" {
+				fmt.Fprintf(&b, " id=%s", c.ID)
+			}
+			if c.Name != "" {
+				fmt.Fprintf(&b, " name=%s", c.Name)
+			}
+			if c.Args != "" {
+				b.WriteString(" args=" + quoteArgs(c.Args))
+			}
 		} else {
 			fmt.Fprintf(&b, " %q", e.Text)
 		}
@@ -202,11 +211,24 @@ func (e Event) Describe() string {
 	case EvLLMRetry:
 		fmt.Fprintf(&b, " op=%d attempt=%d after=%v", e.Op, e.Attempt, e.Delay)
 	case EvToolResult:
-		fmt.Fprintf(&b, " op=%d %s %q", e.Op, e.Status, e.Text)
+		fmt.Fprintf(&b, " op=%d %s", e.Op, e.Status)
+		if e.Text != "" {
+			fmt.Fprintf(&b, " %q", e.Text)
+		}
 	case EvTimer:
 		fmt.Fprintf(&b, " op=%d", e.Op)
 	}
 	return b.String()
+}
+
+// quoteArgs quotes a call's (JSON) arguments for Describe: in backquotes,
+// so the JSON reads as sent, unless they hold what backquotes cannot (a
+// backquote, a control character), then as a Go string.
+func quoteArgs(s string) string {
+	if strconv.CanBackquote(s) {
+		return "`" + s + "`"
+	}
+	return strconv.Quote(s)
 }
 
 // Constructors keep call sites short and readable in tests and drivers.

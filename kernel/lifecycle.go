@@ -202,7 +202,7 @@ func (l Lifecycle) Describe() string {
 	case LifeToolStarted:
 		fmt.Fprintf(&b, " op=%d call=%s %s", l.Op, l.CallID, l.Name)
 	case LifeCallFinished:
-		fmt.Fprintf(&b, " call=%s %s %s", l.CallID, l.Name, l.Status)
+		fmt.Fprintf(&b, " call=%s %s %s", l.CallID, nameOrEmpty(l.Name), l.Status)
 		if l.Status == CallChild {
 			fmt.Fprintf(&b, " child=%d %s", l.Child, l.Outcome)
 		}
@@ -210,9 +210,9 @@ func (l Lifecycle) Describe() string {
 			fmt.Fprintf(&b, " reason=%s", l.Reason)
 		}
 	case LifeCallDropped:
-		fmt.Fprintf(&b, " call=%s %s args=%q", l.CallID, l.Name, l.Text)
+		fmt.Fprintf(&b, " call=%s %s args=%s", l.CallID, nameOrEmpty(l.Name), quoteArgs(l.Text))
 	case LifeDelegated:
-		fmt.Fprintf(&b, " child=%d %s call=%s", l.Child, l.Name, l.CallID)
+		fmt.Fprintf(&b, " child=%d %s call=%s task=%q", l.Child, l.Name, l.CallID, l.Text)
 	case LifeInterjected:
 		fmt.Fprintf(&b, " %q queued=%v", l.Text, l.Queued)
 	case LifeInterrupted:
@@ -223,6 +223,9 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " turn=%d %s", l.Turn, l.Outcome)
 		if l.Reason != ReasonNone {
 			fmt.Fprintf(&b, " reason=%s", l.Reason)
+		}
+		if l.Text != "" {
+			fmt.Fprintf(&b, " text=%q", l.Text)
 		}
 		if l.Detail != "" {
 			fmt.Fprintf(&b, " detail=%q", l.Detail)
@@ -236,6 +239,15 @@ func (l Lifecycle) Describe() string {
 		}
 	}
 	return b.String()
+}
+
+// nameOrEmpty prints a call's name, or "" for a call streamed without one,
+// so a Describe line keeps one word per field.
+func nameOrEmpty(name string) string {
+	if name == "" {
+		return `""`
+	}
+	return name
 }
 
 // ErrCompacted is returned when a subscriber asks for events older than the

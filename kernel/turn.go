@@ -284,22 +284,21 @@ func (k *Kernel) onLLMEnd(ev Event) {
 		k.endTurn(a, OutcomeCompleted, ReasonNone, text)
 		return
 	}
+	plans := k.planCalls(a, open)
 	trigger := fsm.StreamTools
 	calls := make([]ToolCall, len(open))
 	for i := range open {
 		calls[i] = open[i].call
-		switch calls[i].Name {
-		case "":
+		if calls[i].Name == "" {
 			// A call streamed without a name cannot run, and a transcript
 			// with a nameless call is invalid (F11): history shows a
-			// placeholder, and dispatchCall answers it as malformed — by
+			// placeholder, and planCalls answers it as malformed — by
 			// the empty name it keeps, so a real tool that happens to bear
 			// the placeholder's name is unaffected.
 			calls[i].Name = NamelessCall
-		case k.cfg.DelegateTool:
-			if i < k.cfg.MaxCalls { // a delegation beyond the cap is refused, never spawned
-				trigger = fsm.StreamDelegations
-			}
+		}
+		if plans[i].spawn != nil { // only a delegation that runs spawns a child
+			trigger = fsm.StreamDelegations
 		}
 	}
 	if !k.fire(a, trigger) {
@@ -310,13 +309,9 @@ func (k *Kernel) onLLMEnd(ev Event) {
 	a.pending = len(open)
 	a.nextWaiting = 0
 	for i := range open {
-		if i >= k.cfg.MaxCalls {
-			// The model is told which calls did not run, and why: never
-			// silence (docs/semantics.md, "Budgets and caps").
-			k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxCalls, refusalContent(ReasonMaxCalls, k.cfg.MaxCalls), NoAgent, OutcomeNone, true)
-			continue
-		}
-		k.dispatchCall(a, i)
+		// The model is told which calls did not run, and why: never
+		// silence (docs/semantics.md, "Budgets and caps").
+		k.dispatchCall(a, i, plans[i])
 	}
 	if a.pending == 0 {
 		k.resume(a)

@@ -53,7 +53,7 @@ func TestDepth6ScenarioPasses(t *testing.T) {
 
 // BenchmarkSimEvents: events per second through kernel + simulator + oracle
 // (+ trace encoding and hashing, which every run does), beside the kernel
-// alone fed the same recorded events. The README's targets: the simulator and
+// alone fed the same recorded events. The targets of docs/performance.md: the simulator and
 // oracle cost at most 5x the kernel alone per event, and at least 300,000
 // events/s.
 func BenchmarkSimEvents(b *testing.B) {
@@ -93,7 +93,7 @@ func BenchmarkSimEvents(b *testing.B) {
 	})
 }
 
-// BenchmarkSimOverKernel measures the ratio the README bounds (5×): each
+// BenchmarkSimOverKernel measures the ratio docs/performance.md bounds (5×): each
 // iteration runs the depth-6 scenario through sim+oracle and then replays
 // its events into the kernel alone, timing the two separately. Interleaving
 // them makes the ratio robust to the load drift of a shared machine, which

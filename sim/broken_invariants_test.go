@@ -95,6 +95,32 @@ func invariantLoops() []BrokenLoop {
 			dropping(func(ev kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffStartTool && ev.Kind != kernel.EvLLMEnd
 			})},
+		// The acknowledgement of a timed-out tool's cancel changes nothing
+		// of its agent but its running tools: the slot it frees must start
+		// the call waiting behind it all the same.
+		{"tool-cancel-ack-frees-slot", "I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it", CapsHold,
+			dropping(func(ev kernel.Event, e kernel.Effect) bool {
+				return ev.Kind == kernel.EvToolResult && ev.Status == kernel.ToolCancelled &&
+					(e.Kind == kernel.EffStartTool || (e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeToolStarted))
+			})},
+		// Counting max_calls by a call's position, as a loop that forgets
+		// some calls never run does: a malformed call and a refused
+		// delegation spend slots, and a call that could run is refused.
+		// (The kernel one slot short, its refusals naming the configured
+		// limit, shows the same refusal.)
+		{"cap-max-calls-counts-runs", "I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls", CapsHold,
+			func(cfg kernel.Config) (Core, error) {
+				if cfg.MaxCalls <= 1 {
+					return KernelCore(cfg) // no slot to lose: a world of max_calls 1 runs the kernel
+				}
+				limit := `"reason":"max_calls","limit":`
+				was := limit + strconv.Itoa(cfg.MaxCalls)
+				cfg.MaxCalls--
+				short := limit + strconv.Itoa(cfg.MaxCalls)
+				return broken(func(b *brokenCore) {
+					b.view = rewriting(func(m *kernel.Message) { m.Content = strings.Replace(m.Content, short, was, 1) })
+				})(cfg)
+			}},
 		{"nested-delegation", "I16: a child's turn deadline is its own, not clamped to its parent's", ChildDeadlineClamped,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
@@ -241,6 +267,32 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
+		// A loop that hands the shutdown's reason to every turn it ends —
+		// its records, results and markers all agreeing — where a
+		// descendant of the aborted root ends parent_cancelled.
+		{"shutdown-reaches-descendants", "I13: a shutdown ends a descendant's turn with reason shutdown, not parent_cancelled", TypedOutcomes,
+			broken(func(b *brokenCore) {
+				shut := false
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					shut = shut || ev.Kind == kernel.EvShutdown
+					out := b.inner(ev)
+					for i := range out {
+						if l := &out[i].Life; shut && out[i].Kind == kernel.EffEmit && l.Reason == kernel.ReasonParentCancelled {
+							l.Reason = kernel.ReasonShutdown
+						}
+					}
+					return out
+				}
+				b.view = func(v View) View {
+					if !shut {
+						return v
+					}
+					return rewriting(func(m *kernel.Message) {
+						m.Content = strings.ReplaceAll(m.Content, `reason="parent_cancelled"`, `reason="shutdown"`)
+						m.Content = strings.ReplaceAll(m.Content, `"reason":"parent_cancelled"`, `"reason":"shutdown"`)
+					})(v)
+				}
+			})},
 		{"max-depth-refused", "I13: a refusal names another limit than the one reached", TypedOutcomes,
 			broken(func(b *brokenCore) {
 				b.view = rewriting(func(m *kernel.Message) {
@@ -275,6 +327,23 @@ func invariantLoops() []BrokenLoop {
 			})},
 		{"interject-while-streaming", "I10: an interjection is kept unflagged, as if it had been submitted", UserTextOnce,
 			broken(func(b *brokenCore) { b.view = rewriting(func(m *kernel.Message) { m.Interjection = false }) })},
+		// A shutdown that treats every queued input alike: the
+		// interjection typed into the turn it aborts is thrown away with
+		// the inputs waiting for a next turn, instead of kept before the
+		// marker as any abort keeps it.
+		{"shutdown-reaches-descendants", "I10: a shutdown drops the interjection queued for the turn it aborts", UserTextOnce,
+			broken(func(b *brokenCore) {
+				b.view = func(v View) View {
+					h := slices.Clone(v.History)
+					for i := len(h) - 1; i > 0; i-- {
+						if h[i].Marker && strings.Contains(h[i].Content, `reason="shutdown"`) && h[i-1].Interjection {
+							h = slices.Delete(h, i-1, i)
+						}
+					}
+					v.History = h
+					return v
+				}
+			})},
 		{"budget-exhaustion", "I14: the assistant message records a call under another name than the stream gave it", FinishedCallsOnly,
 			broken(func(b *brokenCore) {
 				b.view = func(v View) View {

@@ -24,7 +24,7 @@
 // kernel is rebuilt from the host's write-ahead log, recovered, and the run
 // goes on (docs/durable.md, "Proof in the simulator").
 //
-// The README documents the scenario format and the CLI (escapement sim);
+// docs/scenarios.md documents the scenario format and the CLI (escapement sim);
 // docs/semantics.md is the specification the oracle checks, organised by
 // invariant.
 package sim

@@ -9,7 +9,7 @@ import (
 	"github.com/escapement/escapement/sim"
 )
 
-// scenario is a whole world in YAML (the format is in the README, "Scenario
+// scenario is a whole world in YAML (the format is in docs/scenarios.md, "Scenario
 // format"): the root delegates to a child whose tool ignores its cancel, and
 // the user presses Esc while that tool runs.
 const scenario = `

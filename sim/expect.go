@@ -25,7 +25,7 @@ func checkExpect(s *Scenario, c Core, o *oracle, res *Result) {
 		id, ok := findAgent(c, ref)
 		got := 0
 		if ok { // finish observed every agent
-			got = o.m.agents[id].llmRequests
+			got = o.m.agents[id].asked()
 		}
 		if !ok && e.LLMRequests[ref] != 0 {
 			fail("llm_requests.%s: no such agent in the run", ref)

@@ -123,7 +123,7 @@ func TestExploreFindsRareLoops(t *testing.T) {
 // ESCAPEMENT_RARE_SWEEP=10000 go test ./sim -run TestRareLoopsSweep -v
 // runs that many generated worlds (depth 6, the sweep's generator) with
 // each loop, in the default order and with same-instant events permuted,
-// and logs how many found it (README, "Exhaustive exploration").
+// and logs how many found it (docs/oracle.md, "Exhaustive exploration").
 func TestRareLoopsSweep(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("ESCAPEMENT_RARE_SWEEP"))
 	if n == 0 {

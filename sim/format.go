@@ -15,7 +15,7 @@ import (
 )
 
 // The scenario format is defined once, by the `scenario` struct tags of
-// Scenario and the types it holds (the README's "Scenario format" describes it
+// Scenario and the types it holds (docs/scenarios.md, "Scenario format", describes it
 // for users). A plan per type is built from the tags the first time it is
 // needed and never changes after; the decoder (decode.go), the canonical
 // emitter (yaml.go), the field checks of Validate and the defaults all walk

@@ -33,6 +33,10 @@ func (m *model) apply(effs []kernel.Effect) {
 			a := m.observe(e.Agent)
 			a.t.requests++
 			a.llmRequests++
+			if m.restarts(e.Agent) {
+				a.restarts++
+				a.t.restarts++
+			}
 			a.t.lastReq = e.Op
 			a.liveOps++
 			a.started = a.started[:0]
@@ -159,6 +163,22 @@ func (m *model) startTool(e *kernel.Effect, n *note) {
 	}
 }
 
+// restarts reports whether a request agent starts now is the restart of
+// its request a crash lost: in the recovery's step, an agent whose stream
+// was lost (neither answered nor cancelled) starts at most one request,
+// and it is that one asked again (docs/semantics.md, "Recovery").
+func (m *model) restarts(agent kernel.AgentID) bool {
+	if !m.s.is(kernel.EvRecover) {
+		return false
+	}
+	for _, lost := range m.s.lost {
+		if !lost.tool && lost.agent == agent && !lost.terminal && lost.cancels == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *model) cancelOp(e *kernel.Effect, n *note) {
 	op := m.ops.get(e.Op)
 	n.op = op
@@ -250,6 +270,9 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		}
 		s.started = append(s.started, a)
 	case kernel.LifeTurnEnded:
+		if l.Outcome == kernel.OutcomeBudgetExhausted && a.t.restarts > 0 {
+			m.crashSpent(a, l.Turn)
+		}
 		e := turnEndObs{l: l, a: a, second: a.endedTurn == l.Turn && l.Turn != 0, facts: a.t, owed: a.owed}
 		a.owed = nil
 		if !e.second {

@@ -48,6 +48,9 @@ type model struct {
 	nEmitted uint64
 	s        stepObs
 	mark     []uint32
+	// spent says which turns ran out of max_requests with a request a
+	// recovery asked again among them (crashSpent).
+	spent []spentTurn
 }
 
 // agentObs is what the model knows of one agent.
@@ -103,10 +106,18 @@ type agentObs struct {
 	endedDeadline time.Duration
 	endedStep     uint32
 	view          View
-	llmRequests   int
-	liveOps       int
-	liveTools     int
+	// llmRequests counts the requests it started, restarts those of them
+	// a recovery started in place of a lost one (asked).
+	llmRequests int
+	restarts    int
+	liveOps     int
+	liveTools   int
 }
+
+// asked is how many requests the agent's model was asked, a request a
+// recovery restarted counted once (docs/semantics.md,
+// "Expectations under a crash").
+func (a *agentObs) asked() int { return a.llmRequests - a.restarts }
 
 // turnFacts are what happened in one turn of an agent, as far as the
 // outcome of the turn and the results of its calls are judged by them.
@@ -114,6 +125,9 @@ type turnFacts struct {
 	turn     uint64
 	start    time.Duration
 	requests int
+	// restarts: requests a recovery asked again (counted in requests, as
+	// max_requests counts them).
+	restarts int
 	lastReq  kernel.OpID
 	spawned  int
 	// userCancelled: an acting cancel named this agent; parentAborted: an

@@ -120,7 +120,8 @@ type Result struct {
 	Violations []Violation
 	// Outcomes maps every agent's path to its last turn's outcome.
 	Outcomes map[string]string
-	// LLMRequests maps every agent's path to the requests it made.
+	// LLMRequests maps every agent's path to the requests it made, as the
+	// model was asked them: a request a recovery restarted counts once.
 	LLMRequests map[string]int
 	// QuiescentAt is when the tree last became quiescent (every agent Idle,
 	// nothing in flight, no timer set); events after it were stale.
@@ -136,6 +137,13 @@ type Result struct {
 	Probes map[Probe]int
 	// Agents is how many agents the tree held.
 	Agents int
+	// Crashes are the host's crashes, in order, each with how its
+	// recovery changed the run's story.
+	Crashes []Crash
+	// CrashChanged are the expectations the run did not meet after a
+	// crash changed its story; they do not fail it (docs/semantics.md,
+	// "Expectations under a crash").
+	CrashChanged []Violation
 }
 
 // Sim is one simulation in progress. Run drives it to the end; tests that
@@ -164,6 +172,9 @@ type Sim struct {
 	cfg     kernel.Config
 	log     *hostLog
 	crashes int
+	// recovering: the recovery's own step is being delivered (Recover
+	// crashes again after it, once it has done its bookkeeping).
+	recovering bool
 }
 
 // New prepares a run of s: the scenario's inputs and faults are queued.
@@ -199,7 +210,7 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	m := &Sim{
 		s: s, opt: opt, core: core,
 		tw:  trace.NewWriter(out, hdr),
-		w:   newWorld(s),
+		w:   newWorld(s, opt.Idempotent),
 		o:   newOracle(core, cfg),
 		res: &Result{Name: s.Name, File: s.File},
 
@@ -377,12 +388,20 @@ func (m *Sim) Input(in Input) {
 // without it the core lives on. The crash counts as activity for the
 // liveness bound.
 func (m *Sim) Recover() {
-	m.w.crash()
+	c := Crash{After: m.res.Events, At: m.now, Changed: m.w.crash(m.now, m.core)}
+	if m.o.m.shutdown {
+		c.Changed = append(c.Changed, shutdownEnds)
+	}
 	m.o.activity(m.now)
 	if m.log != nil {
 		m.rebuild()
 	}
+	m.recovering = true
 	m.deliver(kernel.Recover(0), nil)
+	m.recovering = false
+	c.Changed = append(c.Changed, m.w.recovered(m.core)...)
+	m.res.Crashes = append(m.res.Crashes, c)
+	m.crashDue()
 }
 
 // Deliver delivers a world event now, as a driver would — the
@@ -411,7 +430,9 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	}
 	m.res.Events++
 	m.res.End = m.now
-	m.crashDue()
+	if !m.recovering {
+		m.crashDue()
+	}
 }
 
 // Finish delivers whatever is still queued, runs the end-of-run checks and
@@ -437,10 +458,10 @@ func (m *Sim) Finish() (*Result, error) {
 	for id := 0; id < core.NumAgents(); id++ {
 		v := core.View(kernel.AgentID(id))
 		res.Outcomes[v.Path] = v.Outcome.String()
-		res.LLMRequests[v.Path] = o.m.agents[id].llmRequests // finish observed every agent
+		res.LLMRequests[v.Path] = o.m.agents[id].asked() // finish observed every agent
 	}
 	checkExpect(m.s, core, o, res)
-	res.Violations = o.out
+	res.Violations = crashJudged(res, o.m.spent, o.out)
 	res.Passed = len(res.Violations) == 0
 	return res, nil
 }

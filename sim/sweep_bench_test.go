@@ -16,7 +16,7 @@ import (
 // timing the three apart. Both run on one worker's kernel factory, as the
 // CLI's pool gives each worker (sim.SequentialKernelCore). Interleaving keeps the ratios honest on a shared machine
 // whose load drifts. ratio is the sweep's events/s over the depth-6
-// scenario's (the README's performance table); sim-on-worlds is what the
+// scenario's (docs/performance.md); sim-on-worlds is what the
 // simulator does with the sweep's own worlds, so sweep over sim-on-worlds
 // is the share generation, per-world setup and the re-runs leave.
 func BenchmarkSweepVsSim(b *testing.B) {

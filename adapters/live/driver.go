@@ -183,8 +183,8 @@ func (d *Driver) Done() <-chan struct{} { return d.done }
 
 // Run owns the kernel until a shutdown — ctx is done or Shutdown was
 // called — and then shuts the tree down gracefully: the kernel steps
-// EvShutdown (every turn aborts with reason shutdown, every op is
-// cancelled), and Run keeps stepping until the kernel is quiescent (every
+// EvShutdown (the root's turn aborts with reason shutdown, every working
+// descendant with parent_cancelled, every op is cancelled), and Run keeps stepping until the kernel is quiescent (every
 // op acknowledged its cancel, or was abandoned after the grace period). It
 // then waits for every op goroutine the kernel has not abandoned (each has
 // already delivered its last event) and returns nil; abandoned ones may
@@ -481,9 +481,11 @@ func (d *Driver) Inspect(ctx context.Context, fn func(*kernel.Kernel)) error {
 	return d.do(ctx, input{kind: inInspect, inspect: fn})
 }
 
-// Shutdown shuts the tree down the way ending Run's context does — every
-// running turn ends interrupted with reason shutdown, queued input is
-// discarded, Run returns once the kernel is quiescent — but is an input: it
+// Shutdown shuts the tree down the way ending Run's context does — the
+// root's running turn ends interrupted with reason shutdown (every working
+// descendant with parent_cancelled), input queued for a next turn is
+// discarded, Run returns once the kernel is quiescent
+// (docs/semantics.md, "Inputs") — but is an input: it
 // returns as soon as the kernel has stepped EvShutdown, so the caller keeps
 // its own loop (signals, rendering) running while the tree settles, and
 // watches the turn end through the Observer or Run's return through Done.

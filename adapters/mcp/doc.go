@@ -1,7 +1,7 @@
 // Package mcp offers the tools of MCP servers (Model Context Protocol) to
 // the model, with the interrupt guarantees of escapement's own tools: every
 // call gets a cancel, a grace, then abandonment, and everything that waits
-// has a deadline (docs: README "MCP tools").
+// has a deadline (docs/mcp.md).
 //
 // It is a client on the official Go SDK (github.com/modelcontextprotocol/go-sdk).
 // Servers come from configuration files in the .mcp.json shape (LoadConfig)
@@ -32,6 +32,20 @@
 //   - The server stops answering: a ping every Options.PingInterval that
 //     goes unanswered for PingTimeout kills it, failing its running calls
 //     the same way.
+//   - The server's answer cannot be read — larger than 16 MiB, the bound
+//     on one message on every transport, or nested deeper than the
+//     JSON-RPC decoder takes: the call ends at once as a kernel.ToolError
+//     saying why, and the session goes on (frames.go). Only a stdio line
+//     over the bound whose first 16 MiB name no request ends the session.
+//
+// # Secrets
+//
+// Every value a configuration expanded from the environment (${NAME}),
+// and every value it marks as a credential itself (a token in env or a
+// header, a password or api_key in the URL), is a secret
+// (ServerConfig.SecretValues): results, errors and events never hold
+// one, whatever the server echoes or Go's transport quotes
+// (docs/mcp.md, "What is a secret").
 //
 // The tools offered are those a server listed when it first started, for
 // the client's life: a notifications/tools/list_changed is reported

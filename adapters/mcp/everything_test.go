@@ -19,7 +19,7 @@ import (
 const requireE2E = "ESCAPEMENT_REQUIRE_MCP_E2E"
 
 // EverythingConfig is the reference server's configuration as the tests
-// (and the README's example) run it: node on the npm-installed package,
+// (and docs/mcp.md's example) run it: node on the npm-installed package,
 // stdio transport.
 func everythingConfig(t *testing.T) ServerConfig {
 	t.Helper()

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -268,22 +269,60 @@ func TestServerExitsBeforeItsAnswerIsRead(t *testing.T) {
 }
 
 // TestHugeResults: 8000 content blocks are cut at the output limit; a
-// 17 MiB answer (over the 16 MiB a message may have) ends the session with
-// an error saying so, not a buffer without bound, and the next call starts
-// the server again.
+// 17 MiB answer (over the 16 MiB a message may have) is an error result
+// saying so, not a buffer without bound, and the server, which still
+// answers, keeps serving; an answer whose id comes only after the 16 MiB
+// cannot be matched to its call and ends the session, saying so, and the
+// next call starts the server again.
 func TestHugeResults(t *testing.T) {
-	c := startRaw(t, "misc", Options{})
+	ev := newEvents()
+	c := startRaw(t, "misc", Options{Observer: ev.add})
 	r := c.Run(t.Context(), call("mcp__raw__manyitems", `{}`))
 	if r.Status != kernel.ToolOK || !strings.HasPrefix(r.Content, "item 0\nitem 1\n") || len(r.Content) > DefaultOutputLimit+40 || !strings.Contains(r.Content, "[truncated: ") {
 		t.Errorf("many items: %v, %d bytes", r.Status, len(r.Content))
 	}
 	r = c.Run(t.Context(), call("mcp__raw__bigtext", `{}`))
-	if r.Status != kernel.ToolError {
-		t.Fatalf("big text: %v %d bytes", r.Status, len(r.Content))
+	if r.Status != kernel.ToolError || r.Content != "error: mcp__raw__bigtext: "+tooLargeText {
+		t.Fatalf("big text: %v %q", r.Status, textcut.Clip(r.Content, 300))
 	}
-	mustContain(t, "big text", r.Content, "stopped during the call", "a line of more than 16 MiB", "restarted on the next call")
 	if r := c.Run(t.Context(), call("mcp__raw__echo", `{}`)); r.Content != "echoed" {
 		t.Errorf("after the big text: %+v", r)
+	}
+	if s := ev.of(EventStopped); len(s) != 0 {
+		t.Errorf("the server was stopped: %+v", s)
+	}
+	r = c.Run(t.Context(), call("mcp__raw__bigtext-idlast", `{}`))
+	if r.Status != kernel.ToolError {
+		t.Fatalf("big text, id last: %v %d bytes", r.Status, len(r.Content))
+	}
+	mustContain(t, "big text, id last", r.Content, "stopped during the call", "a line of more than 16 MiB", "restarted on the next call")
+	if r := c.Run(t.Context(), call("mcp__raw__echo", `{}`)); r.Content != "echoed" {
+		t.Errorf("after the big text with its id last: %+v", r)
+	}
+}
+
+// tooLargeText is what a call whose answer is over the bound gets, on
+// every transport.
+const tooLargeText = "the server's answer could not be read: it is larger than 16 MiB, the most one MCP message may hold"
+
+// TestDeepAnswerEndsCallAtOnce: a valid answer nested deeper than the
+// JSON-RPC decoder takes (1000 levels) is an error result for its call at
+// once, saying why — not a line of noise skipped while the call waits for
+// its tool_timeout — and the server keeps serving.
+func TestDeepAnswerEndsCallAtOnce(t *testing.T) {
+	ev := newEvents()
+	c := startRaw(t, "misc", Options{Observer: ev.add})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // the old hang's bound
+	defer cancel()
+	r := c.Run(ctx, call("mcp__raw__deep", `{}`))
+	if r.Status != kernel.ToolError || r.Content != "error: mcp__raw__deep: the server's answer could not be read: unmarshaling jsonrpc message: json: exceeded maximum nesting depth of 1000" {
+		t.Fatalf("deep: %v %q", r.Status, r.Content)
+	}
+	if r := c.Run(t.Context(), call("mcp__raw__echo", `{}`)); r.Content != "echoed" {
+		t.Errorf("after the deep answer: %+v", r)
+	}
+	if s := ev.of(EventStopped); len(s) != 0 {
+		t.Errorf("the server was stopped: %+v", s)
 	}
 }
 

@@ -244,8 +244,15 @@ func (s *server) call(ctx context.Context, t *remoteTool, call live.Call, args [
 		return sess.acknowledge(p)
 	case sess.ending():
 		return s.gone(ctx, sess, t)
-	case errors.As(err, &werr) && !transportCode(werr.Code):
-		return toolError(t.name, fmt.Sprintf("the server refused the call: %s (JSON-RPC error %d)", werr.Message, werr.Code))
+	case errors.As(err, &werr):
+		// The answer that stood in for one the transport could not read
+		// (frames.go) says why; the session goes on.
+		if why, ok := sess.tap.takeUnreadable(p.requestID()); ok {
+			return toolError(t.name, "the server's answer could not be read: "+why)
+		}
+		if !transportCode(werr.Code) {
+			return toolError(t.name, fmt.Sprintf("the server refused the call: %s (JSON-RPC error %d)", werr.Message, werr.Code))
+		}
 	}
 	// Either the server's answer could not be read (a content type this
 	// client does not know, a result of the wrong shape: the SDK fails the

@@ -105,22 +105,42 @@ type errorInfo struct {
 	message string
 	typ     string
 	code    string
+	// provider and cause are what a router passes on from the provider
+	// behind it (OpenRouter's error.metadata.provider_name and .raw): its
+	// own message is then only "Provider returned error".
+	provider string
+	cause    string
 }
 
 // String is the message with its code (or type) when the message does not
-// already say it: `Incorrect API key provided (invalid_api_key)`.
+// already say it, then the provider's cause when there is one:
+// `Incorrect API key provided (invalid_api_key)`, `Provider returned error
+// (Google): google/gemini-2.0-flash-exp:free is temporarily rate-limited
+// upstream`.
 func (e errorInfo) String() string {
 	tag := e.code
 	if tag == "" {
 		tag = e.typ
 	}
+	var s string
 	switch {
 	case e.message == "":
-		return tag
+		s = tag
 	case tag == "" || strings.Contains(e.message, tag):
-		return e.message
+		s = e.message
+	default:
+		s = e.message + " (" + tag + ")"
 	}
-	return e.message + " (" + tag + ")"
+	if e.provider != "" && !strings.Contains(s, e.provider) {
+		s += " (" + e.provider + ")"
+	}
+	if e.cause != "" && !strings.Contains(s, e.cause) {
+		if s == "" {
+			return e.cause
+		}
+		s += ": " + e.cause
+	}
+	return s
 }
 
 // class classifies by code, then type; ok is false when neither is known.
@@ -134,8 +154,15 @@ func (e errorInfo) class() (class, bool) {
 // parseErrorBody reads a server's error body: OpenAI's
 // {"error":{"message","type","code"}}, Ollama's {"error":"…"}, vLLM's
 // top-level {"message","type","code"}, FastAPI's {"detail":…}, or plain
-// text (HTML included), whitespace collapsed.
+// text (HTML included), whitespace collapsed. A router's error also
+// carries the cause from the provider behind it (OpenRouter's
+// {"error":{"message":"Provider returned error","metadata":{"raw",
+// "provider_name"}}}): it is kept (providerCauseDepth).
 func parseErrorBody(body []byte) errorInfo {
+	return parseErrorBodyDepth(body, maxCauseDepth)
+}
+
+func parseErrorBodyDepth(body []byte, depth int) errorInfo {
 	body = bytes.TrimSpace(body)
 	var v struct {
 		Error   json.RawMessage `json:"error"`
@@ -151,14 +178,16 @@ func parseErrorBody(body []byte) errorInfo {
 		return errorInfo{message: s}
 	}
 	var nested struct {
-		Message json.RawMessage `json:"message"`
-		Type    json.RawMessage `json:"type"`
-		Code    json.RawMessage `json:"code"`
+		Message  json.RawMessage `json:"message"`
+		Type     json.RawMessage `json:"type"`
+		Code     json.RawMessage `json:"code"`
+		Metadata json.RawMessage `json:"metadata"`
 	}
 	if len(v.Error) > 0 && json.Unmarshal(v.Error, &nested) == nil {
 		v.Message, v.Type, v.Code = nested.Message, nested.Type, nested.Code
 	}
 	e := errorInfo{message: jsonText(v.Message), typ: jsonText(v.Type), code: jsonText(v.Code)}
+	e.provider, e.cause = providerCauseDepth(nested.Metadata, depth)
 	if e.message == "" {
 		e.message = jsonText(v.Detail)
 	}
@@ -166,6 +195,41 @@ func parseErrorBody(body []byte) errorInfo {
 		e.message = string(body)
 	}
 	return e
+}
+
+// maxCauseDepth bounds how deep a provider's cause is unwrapped: a raw
+// body that holds a router's error that holds another, and so on.
+const maxCauseDepth = 4
+
+// providerCauseDepth reads the cause a router passes on (OpenRouter's
+// error.metadata): the provider's name and its raw answer — itself an
+// error body in any of parseErrorBody's shapes, unwrapped depth levels
+// deep at most, or plain text — or, for a moderation refusal, the reasons
+// given.
+func providerCauseDepth(metadata json.RawMessage, depth int) (provider, cause string) {
+	var m struct {
+		Raw          json.RawMessage `json:"raw"`
+		ProviderName json.RawMessage `json:"provider_name"`
+		Reasons      json.RawMessage `json:"reasons"`
+	}
+	if len(metadata) == 0 || json.Unmarshal(metadata, &m) != nil {
+		return "", ""
+	}
+	provider = jsonText(m.ProviderName)
+	raw := m.Raw
+	if s, ok := jsonString(raw); ok {
+		raw = json.RawMessage(strings.TrimSpace(s))
+		if !json.Valid(raw) {
+			return provider, strings.Join(strings.Fields(s), " ")
+		}
+	}
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return provider, jsonText(m.Reasons)
+	case depth > 1:
+		return provider, parseErrorBodyDepth(raw, depth-1).String()
+	}
+	return provider, jsonText(raw)
 }
 
 // jsonString decodes a JSON string.

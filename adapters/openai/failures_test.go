@@ -229,3 +229,48 @@ func TestErrorEventsClassified(t *testing.T) {
 		})
 	}
 }
+
+// TestProviderNestedCauseShown: a router's error whose own message says
+// only "Provider returned error" (OpenRouter's) shows the cause it passes
+// on from the provider behind it — error.metadata.raw, as text or as the
+// provider's own error body, with the provider's name — or the reasons of
+// a moderation refusal; in an HTTP error and in an error event alike.
+func TestProviderNestedCauseShown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int    // an HTTP error; 0 for an error event in a 200 stream
+		body   string // the body, or the event's data
+		want   string
+	}{
+		{"raw text", http.StatusTooManyRequests,
+			`{"error":{"code":429,"message":"Provider returned error","metadata":{"provider_name":"Google","raw":"google/gemma-7b:free is temporarily rate-limited upstream."}},"user_id":"u1"}`,
+			"HTTP 429 Too Many Requests: Provider returned error (Google): google/gemma-7b:free is temporarily rate-limited upstream."},
+		{"raw error body", http.StatusBadGateway,
+			`{"error":{"code":502,"message":"Provider returned error","metadata":{"provider_name":"Together","raw":"{\"error\":{\"message\":\"model overloaded, retry later\",\"type\":\"server_error\"}}"}}}`,
+			"HTTP 502 Bad Gateway: Provider returned error (Together): model overloaded, retry later (server_error)"},
+		{"raw object", http.StatusBadRequest,
+			`{"error":{"code":400,"message":"Provider returned error","metadata":{"raw":{"detail":"temperature must be at most 1"}}}}`,
+			"HTTP 400 Bad Request: Provider returned error: temperature must be at most 1"},
+		{"moderation reasons", http.StatusForbidden,
+			`{"error":{"code":403,"message":"Your chosen model requires moderation and your input was flagged","metadata":{"reasons":["violence","harassment"],"provider_name":"OpenAI","flagged_input":"..."}}}`,
+			"HTTP 403 Forbidden: Your chosen model requires moderation and your input was flagged (OpenAI): violence, harassment"},
+		{"error event", 0,
+			`{"error":{"code":"server_error","message":"Provider returned error","metadata":{"provider_name":"Fireworks","raw":"upstream connect error"}}}`,
+			"error event in stream: Provider returned error (server_error) (Fireworks): upstream connect error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+				if tc.status != 0 {
+					w.Status(tc.status, tc.body)
+					return
+				}
+				_ = w.Raw("data: " + tc.body)
+			})
+			defer srv.Close()
+			err := newModel(t, srv, func(c *openai.Config) { c.MaxRetries = 0 }).Stream(context.Background(), request(), newSink())
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("err %v\nwant it to start %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -31,5 +31,5 @@
 // survives it.
 //
 // The environment policy (EnvPolicy) withholds the API key and every
-// secret-looking variable unless named; see README "Live runs".
+// secret-looking variable unless named; see docs/live.md, "The tools' environment".
 package proc

@@ -40,11 +40,15 @@ type Config struct {
 	// AllowShell enables the shell tool. Off by default: a shell can reach
 	// anything the user can, so it must be asked for (--allow-shell).
 	AllowShell bool
-	// PassEnv names environment variables the shell gets although their
-	// names look secret (proc.Secret: KEY, SECRET, TOKEN, PASSWORD, PASSWD);
-	// every other such variable, and always OPENAI_API_KEY, is withheld.
+	// PassEnv names environment variables the shell gets although they
+	// look secret (proc.Secret, proc.SecretValue); every other such
+	// variable, and always OPENAI_API_KEY, is withheld.
 	// New refuses OPENAI_API_KEY here.
 	PassEnv []string
+	// WithholdEnv names variables the shell does not get although nothing
+	// about them looks secret (proc.EnvPolicy.Withhold: the CLI's MCP
+	// configurations' expanded variables).
+	WithholdEnv []string
 	// KillGrace is how long a cancelled shell's process group has between
 	// SIGINT and SIGKILL. Keep it below the kernel's grace so the group is
 	// gone before the kernel abandons the call (the CLI uses half of it);
@@ -88,7 +92,7 @@ func New(cfg Config) (*Box, error) {
 	if cfg.Workspace == "" {
 		return nil, errors.New("tools: workspace is required")
 	}
-	env := proc.EnvPolicy{Pass: cfg.PassEnv}
+	env := proc.EnvPolicy{Pass: cfg.PassEnv, Withhold: cfg.WithholdEnv}
 	if err := env.Validate(); err != nil {
 		return nil, fmt.Errorf("tool environment: %w", err)
 	}

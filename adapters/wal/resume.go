@@ -106,6 +106,7 @@ func (l *Log) Resume(k *kernel.Kernel, cfg live.Config, wrap Wrap) (*Resumed, er
 		}
 	}
 	w := appendWriter(wrap.apply(f), l.Steps(), l.Header.Idempotent)
+	w.name = l.Name
 	cfg.WriteAhead = w.Record
 	d, err := live.Resume(cfg, k)
 	if err != nil {

@@ -323,7 +323,12 @@ func TestParseRefusesDamage(t *testing.T) {
 		{"torn header", "no header line", lines[0][:20]},
 		{"garbage", "log:3: not a header, step", join(lines[:2], []byte("garbage"), lines[2:])},
 		{"after end", "log:4: a record after the end line", join(lines[:2], end, lines[2:])},
-		{"bad event", "log:3: step record: event", join(lines[:2], bytes.Replace(lines[2], []byte(`"kind":"`), []byte(`"kind":"x`), 1), lines[3:])},
+		{"bad event", "log:5: step record: event", join(lines[:4], bytes.Replace(lines[4], []byte(`"kind":"`), []byte(`"kind":"x`), 1), lines[5:])},
+		// A delta record (lines[2], a plain chunk) damaged: unreadable, no
+		// op, or one the replay does not reproduce (another op's chunk).
+		{"bad delta", "log:3: delta record", join(lines[:2], bytes.Replace(lines[2], []byte(`"op":2`), []byte(`"op":"2"`), 1), lines[3:])},
+		{"delta without op", "log:3: delta record without its time or op", join(lines[:2], bytes.Replace(lines[2], []byte(`,"op":2`), nil, 1), lines[3:])},
+		{"delta of another op", "log:3: step 2: the rebuilt kernel's step differs", join(lines[:2], bytes.Replace(lines[2], []byte(`"op":2`), []byte(`"op":3`), 1), lines[3:])},
 		{"blank last line", fmt.Sprintf("log:%d: not a header, step", len(lines)+1), append(bytes.Clone(data), '\n')},
 	} {
 		l, err := Parse("log", tc.data)
@@ -388,5 +393,72 @@ func TestLastAt(t *testing.T) {
 	k, _ := l.Rebuild(nil)
 	if err != nil || at != k.Now() || at < time.Second {
 		t.Fatalf("last at %v (%v), kernel now %v", at, err, k.Now())
+	}
+}
+
+// redactingMem is a log file in memory whose records pass a redactor, as a
+// host writes its log (each record one Write).
+type redactingMem struct {
+	memFile
+	redact func(string) string
+}
+
+func (r *redactingMem) Write(p []byte) (int, error) {
+	if _, err := r.memFile.WriteString(r.redact(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// TestRebuildComparesRedacted: a secret the kernel put together from
+// events that each hold only a piece of it (two chunks of an answer, joined
+// in the turn's end) is redacted in the effects of the step that joined it
+// while its events stay whole; the rebuild, told the redactor, compares
+// that step redacted as it was logged, and without it reports the step.
+func TestRebuildComparesRedacted(t *testing.T) {
+	const secret = "abcdefgh1234"
+	red := func(s string) string { return strings.ReplaceAll(s, secret, "[redacted]") }
+	cfg := kernelConfig()
+	k := kernel.MustNew(cfg)
+	f := &redactingMem{redact: red}
+	w, err := NewWriter(f, trace.HeaderOf(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req kernel.OpID
+	at := time.Duration(0)
+	feed := func(ev kernel.Event) {
+		at += time.Millisecond
+		ev.At = at
+		target := k.Target(ev)
+		before := k.AgentState(target)
+		effs := k.Step(ev)
+		for _, e := range effs {
+			if e.Kind == kernel.EffStartLLM {
+				req = e.Op
+			}
+		}
+		if err := w.Record(live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed(kernel.Submit(0, "go"))
+	feed(kernel.TextDelta(0, req, 1, "abcdefgh"))
+	feed(kernel.TextDelta(0, req, 2, "12345678"))
+	feed(kernel.LLMEnd(0, req))
+	if !strings.Contains(f.String(), "[redacted]5678") {
+		t.Fatalf("the turn's end was not redacted:\n%s", f.String())
+	}
+	l, err := Parse("log", f.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var me *MismatchError
+	if _, err := l.Rebuild(nil); !errors.As(err, &me) || me.Step != 4 {
+		t.Fatalf("without the redactor: %v, want a mismatch at step 4", err)
+	}
+	l.Redact = red
+	if _, err := l.Rebuild(nil); err != nil {
+		t.Fatalf("with the redactor: %v", err)
 	}
 }

@@ -36,7 +36,7 @@ type exploreFlags struct {
 	core sim.CoreFactory
 }
 
-// Default scopes (README, "Exhaustive exploration").
+// Default scopes (docs/oracle.md, "Exhaustive exploration").
 const (
 	defaultExploreStates = 2_000_000
 	defaultMovedInputs   = 2 // scenario mode: inputs one schedule moves
@@ -78,7 +78,7 @@ or a bound stopped it (without --partial), 2 usage or input error, 130
 interrupted (SIGINT or SIGTERM; the counts so far are printed).`,
 		Example: `  escapement sim explore                          # every embedded scenario
   escapement sim explore scenarios/f14-*.yaml --max-inputs -1
-  escapement sim explore --small-scope            # every world of ≤3 agents, ≤4 inputs
+  escapement sim explore --small-scope            # every world of ≤` + fmt.Sprint(defaultSmallAgents) + ` agents, ≤` + fmt.Sprint(defaultSmallInputs) + ` inputs
   escapement sim explore --small-scope --agents 2 --max-inputs 2 --time 1m`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("max-inputs") {
@@ -97,12 +97,16 @@ interrupted (SIGINT or SIGTERM; the counts so far are printed).`,
 		},
 	}
 	cmd.Flags().IntVar(&f.maxStates, "max-states", defaultExploreStates, "stop a scenario's exploration after this many distinct states (0: no bound)")
-	cmd.Flags().IntVar(&f.maxInputs, "max-inputs", defaultMovedInputs, "scenarios: inputs one schedule may move (-1: all); --small-scope: inputs one schedule makes (default 4)")
+	// The declared default is 0 and not printed: RunE sets the mode's own
+	// default when the flag is not given, and the usage names both.
+	cmd.Flags().IntVar(&f.maxInputs, "max-inputs", 0, fmt.Sprintf(
+		"scenarios: inputs one schedule may move (-1: all; default %d); --small-scope: inputs one schedule makes (default %d)",
+		defaultMovedInputs, defaultSmallInputs))
 	cmd.Flags().DurationVar(&f.timeLimit, "time", 0, "stop the whole exploration after this long (0: no bound)")
 	cmd.Flags().BoolVar(&f.partial, "partial", false, "exit 0 when a bound stopped an exploration early (the output still says so)")
 	cmd.Flags().StringVar(&f.out, "out", "explore-failures", "directory for the scenarios of violations found")
 	cmd.Flags().IntVar(&f.jobs, "jobs", runtime.NumCPU(), "scenarios explored in parallel")
-	cmd.Flags().DurationVar(&f.nudge, "nudge", time.Millisecond, "how far before and after an anchor's instant an input is also placed (0: only at it; --small-scope default 0)")
+	cmd.Flags().DurationVar(&f.nudge, "nudge", time.Millisecond, "how far before and after an anchor's instant an input is also placed (0: only at it, which --small-scope uses unless this is given)")
 	cmd.Flags().BoolVar(&f.smallScope, "small-scope", false, "explore every small generated world instead of scenario files")
 	cmd.Flags().IntVar(&f.agents, "agents", defaultSmallAgents, "--small-scope: most agents in a world (1..3)")
 	return cmd

@@ -16,7 +16,7 @@ import (
 )
 
 // everythingJSON writes an --mcp-config file for the MCP reference server
-// installed under adapters/mcp/testdata (the README's example runs it with
+// installed under adapters/mcp/testdata (docs/mcp.md's example runs it with
 // npx; the tests run the installed copy with node, without the network).
 func everythingJSON(t *testing.T, dir string) string {
 	t.Helper()
@@ -42,8 +42,8 @@ func everythingJSON(t *testing.T, dir string) string {
 	return path
 }
 
-// TestMCPRunEverything: `escapement run --mcp-config everything.json` as the
-// README shows it: the reference server's tools are offered to the model
+// TestMCPRunEverything: `escapement run --mcp-config everything.json` as
+// docs/mcp.md shows it: the reference server's tools are offered to the model
 // beside the workspace tools, a call reaches the server and its answer the
 // model; the server is stopped at exit.
 func TestMCPRunEverything(t *testing.T) {

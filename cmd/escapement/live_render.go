@@ -8,12 +8,15 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/wal"
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
+	"golang.org/x/term"
 )
 
 // liveRun is one live session: the driver and everything it writes.
@@ -37,11 +40,13 @@ type liveRun struct {
 	state     turnState
 	notify    chan struct{}
 	intr      *interrupts
+	resubmit  string // a prompt a recovery submits again once the driver runs (session_recover.go)
 
 	// Kernel goroutine only.
 	written     int    // root messages already in the session file
 	midLine     bool   // the root's answer text printed so far did not end with a newline
 	heldBack    string // the end of the answer text not printed yet (answerText)
+	outTTY      int8   // stdout is a terminal: 1, not: -1, not asked yet: 0
 	sessionLost bool   // the session file failed and the user was told
 	traceLost   bool   // the trace file failed and the user was told
 }
@@ -76,9 +81,10 @@ func (s *turnState) get() (busy bool, turn, ended uint64, last kernel.Lifecycle)
 	return s.busy, s.turn, s.ended, s.last
 }
 
-// say prints one notice line on stderr, redacted.
+// say prints one notice on stderr, redacted, its control characters
+// escaped (its arguments may be a server's or a tool's text: showText).
 func (lr *liveRun) say(format string, args ...any) {
-	io.WriteString(lr.errw, lr.redact("escapement: "+fmt.Sprintf(format, args...)+"\n"))
+	io.WriteString(lr.errw, termtext.Text(lr.redact("escapement: "+fmt.Sprintf(format, args...)))+"\n")
 }
 
 // observe runs on the kernel's goroutine after every Step: it writes the
@@ -93,7 +99,7 @@ func (lr *liveRun) observe(s live.Step) {
 		}
 	}
 	if lr.a.logger != nil {
-		lr.a.logger.Debug("step", "event", lr.redact(s.Event.Describe()), "effects", len(s.Effects))
+		lr.a.logger.Debug("step", "event", termtext.Line(lr.redact(s.Event.Describe())), "effects", len(s.Effects))
 	}
 	lr.persist(s)
 	for i := range s.Effects {
@@ -181,11 +187,16 @@ func (lr *liveRun) persist(s live.Step) {
 // show prints one effect for the human (or, with --json, each lifecycle
 // event for scripts). UI text goes to stderr only, never to a transcript.
 // Everything passes the redactor: a server's message or a tool's output
-// could hold the API key.
+// could hold the API key. Everything shown on a terminal has its control
+// characters escaped (internal/termtext): tool and agent names, arguments,
+// errors and answers come from the model, the servers and the tools, and
+// an ESC or a CR in them would act on the terminal — clear it, retitle it,
+// or overwrite an activity line with another. --json lines are exact JSON
+// (which escapes what a terminal acts on below U+0020 anyway).
 func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 	if e.Kind == kernel.EffError {
 		if lr.a.logger != nil {
-			lr.a.logger.Warn("kernel refused an input", "detail", lr.redact(e.Detail))
+			lr.a.logger.Warn("kernel refused an input", "detail", termtext.Line(lr.redact(e.Detail)))
 		}
 		return
 	}
@@ -205,7 +216,8 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 		return k.Agent(id).Path()
 	}
 	activity := func(format string, args ...any) {
-		io.WriteString(lr.errw, lr.redact(fmt.Sprintf(format, args...)))
+		line := strings.TrimSuffix(fmt.Sprintf(format, args...), "\n")
+		io.WriteString(lr.errw, termtext.Line(lr.redact(line))+"\n")
 	}
 	switch e.Kind {
 	case kernel.EffStartTool:
@@ -259,6 +271,10 @@ func (lr *liveRun) show(k *kernel.Kernel, e *kernel.Effect) {
 // chunk shows where the run ends, or the turn ends (final). Whatever run
 // touches the cut lies wholly in the part held back, so redacting the two
 // parts apart misses nothing.
+//
+// On a terminal the text's control characters other than newline and tab
+// are escaped (termtext.Text), and a last character cut in two by the hold
+// back waits with it, so its bytes are not escaped as broken UTF-8.
 func (lr *liveRun) answerText(text string, final bool) {
 	text = lr.heldBack + text
 	lr.heldBack = ""
@@ -270,9 +286,37 @@ func (lr *liveRun) answerText(text string, final bool) {
 			}
 		}
 	}
-	if text != "" {
-		io.WriteString(lr.out, lr.redact(text))
+	tty := lr.stdoutTerminal()
+	if tty && !final {
+		for j := 1; j <= min(utf8.UTFMax, len(text)); j++ {
+			if last := len(text) - j; utf8.RuneStart(text[last]) {
+				if !utf8.FullRuneInString(text[last:]) {
+					text, lr.heldBack = text[:last], text[last:]+lr.heldBack
+				}
+				break
+			}
+		}
 	}
+	if text == "" {
+		return
+	}
+	text = lr.redact(text)
+	if tty {
+		text = termtext.Text(text)
+	}
+	io.WriteString(lr.out, text)
+}
+
+// stdoutTerminal reports whether stdout is a terminal (asked once; the
+// kernel's goroutine only).
+func (lr *liveRun) stdoutTerminal() bool {
+	if lr.outTTY == 0 {
+		lr.outTTY = -1
+		if f, ok := lr.a.out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+			lr.outTTY = 1
+		}
+	}
+	return lr.outTTY > 0
 }
 
 // showTurnEnd prints, on stderr, the UI line for a root turn that did not
@@ -293,7 +337,7 @@ func (lr *liveRun) showTurnEnd(e *kernel.Effect) {
 		line += " (" + l.Reason.String() + ")"
 	}
 	if l.Detail != "" {
-		line += "\n  " + strings.ReplaceAll(l.Detail, "\n", "\n  ")
+		line += "\n  " + strings.ReplaceAll(termtext.Text(lr.redact(l.Detail)), "\n", "\n  ")
 	}
 	io.WriteString(lr.errw, lr.redact(line)+"\n")
 }

@@ -37,6 +37,8 @@ type repl struct {
 	lr        *liveRun
 	queue     []string // lines waiting for the running turn to end (--while-busy queue, /queue)
 	eof       bool
+	inputErr  error // why the input ended early (a read error), once eof
+	refused   int   // lines over MaxInputLine, not sent
 	seenEnded uint64
 	// terminating: a SIGTERM (a service manager, `kill`) asks the process
 	// to end, not the turn: the tree is shut down and chat exits 130 once
@@ -59,16 +61,20 @@ func (lr *liveRun) repl(ctx context.Context) error {
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				r.eof, lines = true, nil
+				r.eof, r.inputErr, lines = true, input.err, nil
 				if input.err != nil {
 					lr.say("%v; no more input is read", input.err)
 				}
 				if busy, _, _, _ := lr.state.get(); !busy && len(r.queue) == 0 {
-					return nil
+					return r.end()
 				}
 				continue // end of input exits once the running turn and the queue are done
 			}
-			if done, err := r.line(ctx, line); done {
+			if line.size > 0 {
+				r.refuse(line)
+				continue
+			}
+			if done, err := r.line(ctx, line.text); done {
 				return err
 			}
 		case <-lr.notify:
@@ -85,7 +91,7 @@ func (lr *liveRun) repl(ctx context.Context) error {
 				continue
 			}
 			if r.eof {
-				return nil
+				return r.end()
 			}
 			r.prompt()
 		case sig := <-lr.intr.soft:
@@ -105,6 +111,29 @@ func (lr *liveRun) repl(ctx context.Context) error {
 }
 
 func (r *repl) prompt() { fmt.Fprint(r.lr.errw, "> ") }
+
+// refuse says that a line over MaxInputLine was not sent; chat goes on
+// reading, and exits 2 at the end (end).
+func (r *repl) refuse(line inputLine) {
+	r.refused++
+	r.lr.say("stdin line %d: %d bytes, over the %d MiB a line may hold; it was not sent (the lines after it are read)", line.n, line.size, MaxInputLine>>20)
+	if busy, _, _, _ := r.lr.state.get(); !busy {
+		r.prompt()
+	}
+}
+
+// end is how chat ends once its input is done (or /exit): exit 2 when a
+// line was refused, 1 when the input could not be read to its end, so a
+// script never sees success for input chat did not act on.
+func (r *repl) end() error {
+	switch {
+	case r.refused > 0:
+		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were over the %d MiB a line may hold and were not sent", r.refused, MaxInputLine>>20)}
+	case r.inputErr != nil:
+		return &exitError{code: exitCheckFailed}
+	}
+	return nil
+}
 
 // line handles one line of input; done means chat ends with err.
 func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
@@ -153,7 +182,7 @@ func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 		lr.say("queued (%d waiting): it starts when the running turn has ended", len(r.queue))
 		return false, nil
 	case (name == "exit" || name == "quit") && arg == "":
-		return true, nil
+		return true, r.end()
 	case name == "help" || name == "cancel" || name == "exit" || name == "quit":
 		lr.say("/%s takes no argument; nothing was sent", name)
 	default:

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -89,7 +90,7 @@ func (in *interrupts) close() {
 // the tree down (reason shutdown, for a turn still running), waits for the
 // driver — bounded by grace + stopSlack, any signal meanwhile exiting at
 // once — and closes the trace, the session and the workspace. body's error
-// wins over the shutdown's.
+// wins over the shutdown's, unless the driver itself failed.
 func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) error) error {
 	sigs, stopSignals := lr.a.signals()
 	defer stopSignals()
@@ -99,6 +100,7 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 	defer stopRun()
 	errc := make(chan error, 1)
 	go func() { errc <- lr.driver.Run(runCtx) }() // owned: received below, or left to the process's exit past the bound
+	lr.submitLost(ctx)
 	err := body(ctx)
 	if lr.intr.hardExited() {
 		lr.session.close()
@@ -111,7 +113,9 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 	defer timer.Stop()
 	select {
 	case runErr := <-errc:
-		if ferr := lr.finish(runErr); ferr != nil && err == nil {
+		// A driver that failed (its log could not be written: a full disk)
+		// stopped the run: that is why body returned, and what is said.
+		if ferr := lr.finish(runErr); ferr != nil && (err == nil || runErr != nil) {
 			err = ferr
 		}
 		return err
@@ -136,13 +140,13 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 // and reports the first error as a failed check. It names the ops the
 // kernel abandoned that still run: the process leaves them to the OS.
 func (lr *liveRun) finish(runErr error) error {
-	err := runErr
+	err := lr.stopped(runErr)
 	for _, op := range lr.driver.Abandoned() {
 		what := "model request"
 		if op.Tool != "" {
 			what = "tool call " + op.Tool
 		}
-		fmt.Fprintf(lr.errw, "escapement: %s of %s was abandoned at %v (it ignored its cancel) and still runs; it ends with this process\n", what, op.Path, op.At.Round(time.Millisecond))
+		fmt.Fprintf(lr.errw, "escapement: %s of %s was abandoned at %v (it ignored its cancel) and still runs; it ends with this process\n", termtext.Line(what), termtext.Line(op.Path), op.At.Round(time.Millisecond))
 	}
 	if lr.trace != nil {
 		if _, terr := lr.trace.Close(lr.driver.Kernel().Now()); terr != nil && err == nil {

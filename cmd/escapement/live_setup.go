@@ -43,22 +43,34 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		return nil, err
 	}
 	key := os.Getenv("OPENAI_API_KEY")
-	red := redact.New(key)
+	red := a.secrets
+	if why := redact.Weak(key); why != "" {
+		fmt.Fprintf(a.err, "escapement: OPENAI_API_KEY is not treated as a secret: %s; it is not redacted from output and files\n", why)
+	}
 	kcfg := kernel.Config{Limits: f.limits, System: f.system}
 	var loaded *loadedSession
 	var crashed *wal.Log // the log of a run that died, beside the resumed file
-	sessionPath := f.session
+	var headless string  // what became of a log without a header beside it
+	sessionPath, err := sessionFile(f)
+	if err != nil {
+		return nil, err
+	}
 	if f.resume != "" {
-		if crashed, err = crashedLog(f.resume); err != nil {
+		// Nothing of the session is read before the lock is held: another
+		// process may be writing it. The lock is held until the command
+		// has returned (runWith).
+		if a.session, err = lockSession(sessionPath); err != nil {
+			return nil, usageErr("--resume: %v", err)
+		}
+		if crashed, headless, err = crashedLog(sessionPath); err != nil {
 			return nil, usageErr("--resume: %v", err)
 		}
 		if crashed == nil {
-			if loaded, err = loadSession(f.resume); err != nil {
+			if loaded, err = loadSession(sessionPath); err != nil {
 				return nil, usageErr("--resume: %v", err)
 			}
 			kcfg.History, kcfg.Turns = loaded.history, loaded.last
 		}
-		sessionPath = f.resume
 	}
 	if err := kcfg.Validate(); err != nil {
 		if loaded != nil {
@@ -79,7 +91,11 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	if newTools == nil {
 		newTools = newToolBox
 	}
-	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, KillGrace: f.limits.Grace / 2})
+	mcpServers, err := loadMCP(f)
+	if err != nil {
+		return nil, err
+	}
+	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, WithholdEnv: mcpServers.secretVars(), KillGrace: f.limits.Grace / 2})
 	if err != nil {
 		return nil, usageErr("--workspace: %v", err)
 	}
@@ -88,12 +104,13 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 			box.Close()
 		}
 	}()
-	mcpView := newMCPView(a, key)
-	withMCP, err := a.withMCP(f, box, mcpView)
+	mcpView := newMCPView(a, red)
+	withMCP, err := a.withMCP(f, mcpServers, box, mcpView)
 	if err != nil {
 		return nil, err
 	}
-	box = withMCP
+	box, red = withMCP, mcpView.red // the MCP configurations' secrets too
+	a.secrets = red                 // and every error the command returns
 	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
 	m, err := openai.New(openai.Config{
 		APIKey:       key,
@@ -110,6 +127,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		kcfg.Idempotent = idem.Idempotent()
 	}
 	errw := &lockedWriter{w: a.err}
+	fedModel, fedTools := redactEdge(m, box, red)
 	lr = &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: errw, redact: red.Redact, secret: key, box: box,
 		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1)}
 
@@ -129,33 +147,41 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}
 	lr.json = f.json
 	if crashed != nil {
-		if err = lr.recoverRun(crashed, sessionPath, traceOut, m); err != nil {
+		if err = lr.recoverRun(crashed, sessionPath, traceOut, fedModel, fedTools); err != nil {
 			if lr.session != nil && lr.session.f != nil {
 				lr.session.close()
 			}
-			return nil, usageErr("--resume: %v", err)
+			return nil, writeErr("--resume: %v", err)
 		}
 		fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
 		return lr, nil
 	}
 	if loaded != nil && loaded.unfinished() {
-		backup, err := setAsideUnfinished(f.resume, loaded, time.Now())
+		backup, err := setAsideUnfinished(sessionPath, loaded, time.Now())
 		if err != nil {
-			return nil, usageErr("--resume: %v", err)
+			return nil, writeErr("--resume: %v", err)
 		}
 		what := fmt.Sprintf("%d message(s) of a turn that never finished", loaded.discarded)
 		if loaded.torn {
 			what += " and a torn last line"
 		}
-		fmt.Fprintf(errw, "escapement: %s: dropped %s; the original file is kept as %s\n", f.resume, what, backup)
+		fmt.Fprintf(errw, "escapement: %s: dropped %s; the original file is kept as %s\n", sessionPath, what, backup)
+	}
+	if headless != "" {
+		lr.say("%s", headless)
+		if loaded.unfinished() {
+			// The log of the unfinished turn was lost with its header:
+			// the turn starts again from its prompt.
+			lr.scheduleResubmit(firstPrompt(loaded.pending), loaded.last+1)
+		}
 	}
 	if loaded != nil {
 		lr.session, err = appendSession(sessionPath, lr.redact, a.wrapSession)
 	} else {
-		lr.session, err = createSession(sessionPath, model, lr.redact, a.wrapSession)
+		lr.session, err = a.newSession(sessionPath, model, lr.redact)
 	}
 	if err != nil {
-		return nil, usageErr("--session: %v", err)
+		return nil, writeErr("--session: %v", err)
 	}
 	defer func() {
 		if err != nil {
@@ -164,7 +190,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}()
 	if traceOut != nil {
 		if err = traceOut.commit(); err != nil {
-			return nil, usageErr("--trace: %v", err)
+			return nil, writeErr("--trace: %v", err)
 		}
 		lr.traceF = traceOut.f
 		lr.trace = trace.NewWriter(redactingWriter{w: traceOut.f, redact: lr.redact}, trace.Header{
@@ -172,20 +198,23 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 			History: kcfg.History, Turns: kcfg.Turns, Idempotent: kcfg.Idempotent, Build: buildName(),
 		})
 		if err = lr.trace.Flush(); err != nil { // the header, at once
-			return nil, usageErr("--trace: %v", err)
+			return nil, writeErr("--trace: %v", err)
 		}
 	}
 	lr.json = f.json
 	mcpView.lr.Store(lr)
 	if err = lr.startLog(sessionPath, kcfg); err != nil {
-		return nil, usageErr("--session: write-ahead log: %v", err)
+		return nil, writeErr("--session: write-ahead log: %v", err)
+	}
+	if lr.wal != nil {
+		lr.session.logSync = lr.wal.Sync
 	}
 	defer func() {
 		if err != nil && lr.walF != nil {
 			lr.walF.Close()
 		}
 	}()
-	dcfg := live.Config{Kernel: kcfg, Model: m, Tools: box, Observer: lr.observe}
+	dcfg := live.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, Observer: lr.observe}
 	if lr.wal != nil {
 		dcfg.WriteAhead = lr.wal.Record
 	}
@@ -201,6 +230,18 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}
 	fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
 	return lr, nil
+}
+
+// writeErr is the error for an output that could not be written: exit 1
+// when the disk failed (full, over quota, an I/O error: nothing the user
+// typed was wrong), else a usage error (exit 2) as for any bad path.
+func writeErr(format string, err error) error {
+	for _, disk := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS} {
+		if errors.Is(err, disk) {
+			return &exitError{code: exitCheckFailed, err: fmt.Errorf(format, err)}
+		}
+	}
+	return usageErr(format, err)
 }
 
 // whileBusy resolves --while-busy: interject when stdin is a terminal (a
@@ -289,7 +330,8 @@ func openOutput(path string) (*outputFile, error) {
 		return nil, fmt.Errorf("%s exists and is not an escapement trace; name a new file (or remove it)", path)
 	}
 	o := &outputFile{path: path}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NONBLOCK, 0o644)
+	// 0600: a trace holds what the session holds (docs/durable.md).
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NONBLOCK, 0o600)
 	if err == nil {
 		o.f, o.created = f, true
 		return o, nil

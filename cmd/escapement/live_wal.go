@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -44,13 +45,23 @@ func buildName() string { return "escapement " + runtime.Version() }
 // is one write, so a secret is never split across two).
 type redactingFile struct {
 	redactingWriter
-	f *os.File
+	syncer interface{ Sync() error } // the file, or a test's wrapper
 }
 
-func (r redactingFile) Sync() error { return r.f.Sync() }
+func (r redactingFile) Sync() error { return r.syncer.Sync() }
 
 func (lr *liveRun) walWrap() wal.Wrap {
-	return func(f *os.File) wal.File { return redactingFile{redactingWriter{w: f, redact: lr.redact}, f} }
+	return func(f *os.File) wal.File {
+		var w io.Writer = f
+		var syncer interface{ Sync() error } = f
+		if lr.a.wrapLog != nil {
+			w = lr.a.wrapLog(f)
+			if sy, ok := w.(interface{ Sync() error }); ok {
+				syncer = sy
+			}
+		}
+		return redactingFile{redactingWriter{w: w, redact: lr.redact}, syncer}
+	}
 }
 
 // keepsLog reports whether a session at path gets a write-ahead log: a
@@ -64,22 +75,33 @@ func keepsLog(sessionPath string) bool {
 // process died while writing it; nil when there is none, or when the run it
 // recorded ended cleanly (that log is removed: the session file holds
 // everything it did).
-func crashedLog(sessionPath string) (*wal.Log, error) {
+//
+// A log without a header line — its creation cut by a power cut: nothing
+// was recorded in it — is set aside (headless says what became of it), and
+// the session resumes alone.
+func crashedLog(sessionPath string) (l *wal.Log, headless string, err error) {
 	path := sessionPath + walSuffix
 	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, "", nil
 	}
-	l, err := wal.Read(path)
+	l, err = wal.Read(path)
+	if errors.Is(err, wal.ErrNoHeader) {
+		what, err := setAsideHeadless(path, time.Now())
+		if err != nil {
+			return nil, "", err
+		}
+		return nil, fmt.Sprintf("%s has no header line (its creation was cut): %s", path, what), nil
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w\n(%s is the write-ahead log of %s; move it away to resume from the session file alone, without the turn it recorded)", err, path, sessionPath)
+		return nil, "", fmt.Errorf("%w\n(%s is the write-ahead log of %s; move it away to resume from the session file alone, without the turn it recorded)", err, path, sessionPath)
 	}
 	if l.Clean {
 		if err := os.Remove(path); err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		return nil, nil
+		return nil, "", nil
 	}
-	return l, nil
+	return l, "", nil
 }
 
 // startLog creates the write-ahead log of a run that starts from its session
@@ -134,6 +156,18 @@ func (lr *liveRun) closeLog(clean bool) error {
 	return nil
 }
 
+// stopped explains a driver that stopped because its write-ahead log
+// failed (a full disk, an I/O error): the run could not record what it did
+// next, so it did nothing more; what was recorded is kept, and a resume
+// goes on from it once the cause is gone. Other errors pass unchanged.
+func (lr *liveRun) stopped(runErr error) error {
+	if !errors.Is(runErr, live.ErrWriteAhead) {
+		return runErr
+	}
+	session := lr.session.path
+	return fmt.Errorf("%w\nthe run stopped: it could not record what it would do next. %s and its log %s keep everything before that; once there is room, `escapement chat --resume %s` (or run --resume) continues", runErr, session, lr.walPath, session)
+}
+
 // nopSyncer is the catch-up's in-memory session: nothing to sync.
 type nopSyncer struct{}
 
@@ -148,7 +182,7 @@ func (nopSyncer) Sync() error { return nil }
 // rest is appended. A trace, if asked for, gets the log's header and every
 // replayed step, so it replays from its own header. Then the driver runs
 // on the rebuilt kernel: its first step is kernel.Recover.
-func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFile, model live.Model) error {
+func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFile, model live.Model, tools live.Tools) error {
 	offset, err := strconv.ParseInt(l.Header.Options[sessionOffsetOption], 10, 64)
 	if err != nil || offset < 0 {
 		return fmt.Errorf("%s:1: the header does not say where the session file stood when the log began", l.Name)
@@ -178,6 +212,7 @@ func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFi
 		hdr.Name, hdr.Build = sessionPath, buildName()
 		tw = trace.NewWriter(redactingWriter{w: &traced, redact: lr.redact}, hdr)
 	}
+	l.Redact = lr.redact // the log's lines were written through it
 	k, err := l.Rebuild(func(s live.Step) {
 		lr.persist(s)
 		if tw != nil {
@@ -192,24 +227,10 @@ func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFi
 		return err
 	}
 
-	want, tail := mem.Bytes(), data[offset:]
-	if !bytes.HasPrefix(want, tail) {
-		whole := tail[:bytes.LastIndexByte(tail, '\n')+1]
-		if len(whole) == len(tail) || !bytes.HasPrefix(want, whole) {
-			n := 0
-			for n < len(want) && n < len(tail) && want[n] == tail[n] {
-				n++
-			}
-			return fmt.Errorf("%s and its write-ahead log %s disagree from byte %d of the session file on; move %s away to resume from the session file alone (the unfinished turn is then set aside)", sessionPath, l.Name, offset+int64(n), l.Name)
-		}
-		// A torn last record (only a power cut tears one): cut it off,
-		// keeping the original bytes aside as a plain resume does.
-		backup, err := setAsideUnfinished(sessionPath, &loadedSession{data: data, keep: offset + int64(len(whole))}, time.Now())
-		if err != nil {
-			return err
-		}
-		lr.say("%s: dropped a torn last line; the original file is kept as %s", sessionPath, backup)
-		tail = whole
+	root := k.Agent(kernel.Root)
+	missing, resubmit, err := lr.reconcile(sessionPath, l, data, offset, mem.Bytes(), root.State() == fsm.Idle)
+	if err != nil {
+		return err
 	}
 	if traceOut != nil {
 		if err := traceOut.commit(); err != nil {
@@ -226,19 +247,27 @@ func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFi
 		return err
 	}
 	lr.session = s
-	if missing := want[len(tail):]; len(missing) > 0 {
+	if len(missing) > 0 {
+		// The log first: the crashed process may have died before its
+		// last records reached the disk.
+		s.logSync = func() error { return syncLog(l.Name) }
 		s.writeRaw(missing)
 		s.sync()
 		if err := s.failed(); err != nil {
 			return err
 		}
 	}
-	res, err := l.Resume(k, live.Config{Model: model, Tools: lr.box, Observer: lr.observe}, lr.walWrap())
+	res, err := l.Resume(k, live.Config{Model: model, Tools: tools, Observer: lr.observe}, lr.walWrap())
 	if err != nil {
 		return err
 	}
 	lr.driver, lr.wal, lr.walF, lr.walPath = res.Driver, res.Writer, res.File, l.Name
-	root := k.Agent(kernel.Root)
+	s.logSync = res.Writer.Sync
+	if resubmit != "" {
+		lr.scheduleResubmit(resubmit, root.Turn()+1)
+		lr.say("%s: the last run's turn %d is started again from its prompt (%d events replayed)", sessionPath, root.Turn()+1, l.Steps())
+		return nil
+	}
 	if root.State() != fsm.Idle {
 		lr.state.busy, lr.state.turn = true, root.Turn()
 		lr.say("%s: the last run stopped in the middle of turn %d; continuing it from %s (%d events replayed)", sessionPath, root.Turn(), l.Name, l.Steps())

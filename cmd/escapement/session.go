@@ -57,8 +57,13 @@ type sessionWriter struct {
 	f      *os.File
 	w      io.Writer                 // f, or a test's wrapper of it
 	syncer interface{ Sync() error } // f, or the wrapper when it syncs
-	err    error                     // the first error; nothing is written after it
-	closed bool
+	// logSync, when set, makes the write-ahead log durable before a record
+	// is written (wal.Writer.Sync): after a power cut the session file can
+	// lag its log, never hold what the log lost (docs/durable.md). It runs
+	// where write does, on the kernel's goroutine.
+	logSync func() error
+	err     error // the first error; nothing is written after it
+	closed  bool
 }
 
 // createSession creates a new session file at path (and its directory) and
@@ -67,7 +72,7 @@ type sessionWriter struct {
 // over (a session quit before the header was written, a file made by
 // touch); checkNewSession has refused anything else.
 func createSession(path, model string, redact func(string) string, wrap func(io.Writer) io.Writer) (*sessionWriter, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("session %s: %w", path, err)
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -85,6 +90,41 @@ func createSession(path, model string, redact func(string) string, wrap func(io.
 	s.write(sessionRecord{Type: "session", Format: sessionFormat, Model: model, Created: time.Now().UTC().Format(time.RFC3339)})
 	s.sync()
 	return s, s.err
+}
+
+// newSession locks a new session file at path (making its directory, 0700
+// as a state directory should be) and creates it. The lock is held until
+// the command has returned (runWith); a session on a device (/dev/null)
+// needs none.
+func (a *app) newSession(path, model string, redact func(string) string) (*sessionWriter, error) {
+	if keepsLog(path) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("session %s: %w", path, err)
+		}
+		lock, err := lockSession(path)
+		if err != nil {
+			return nil, err
+		}
+		a.session = lock
+	}
+	return createSession(path, model, redact, a.wrapSession)
+}
+
+// sessionFile is the real file of the session the flags name (--resume's,
+// else --session's; resolveSession), "" when none is named.
+func sessionFile(f *liveFlags) (string, error) {
+	path, flag := f.session, "--session"
+	if f.resume != "" {
+		path, flag = f.resume, "--resume"
+	}
+	if path == "" {
+		return "", nil
+	}
+	real, err := resolveSession(path)
+	if err != nil {
+		return "", usageErr("%s: %v", flag, err)
+	}
+	return real, nil
 }
 
 // appendSession opens a resumed session for appending. A file whose last
@@ -150,6 +190,9 @@ func (s *sessionWriter) write(r sessionRecord) {
 	}
 	b, err := json.Marshal(r)
 	if err == nil {
+		err = s.logFirst()
+	}
+	if err == nil {
 		if s.redact != nil {
 			b = []byte(s.redact(string(b)))
 		}
@@ -160,6 +203,18 @@ func (s *sessionWriter) write(r sessionRecord) {
 	}
 }
 
+// logFirst makes the log durable before a record derived from it is
+// written (logSync).
+func (s *sessionWriter) logFirst() error {
+	if s.logSync == nil {
+		return nil
+	}
+	if err := s.logSync(); err != nil {
+		return fmt.Errorf("not written: its write-ahead log could not be made durable first: %w", err)
+	}
+	return nil
+}
+
 // writeRaw appends records already encoded and redacted (a recovery's
 // catch-up, recoverRun) with a single write.
 func (s *sessionWriter) writeRaw(b []byte) {
@@ -168,7 +223,11 @@ func (s *sessionWriter) writeRaw(b []byte) {
 	if s.err != nil || s.closed {
 		return
 	}
-	if _, err := s.w.Write(b); err != nil {
+	err := s.logFirst()
+	if err == nil {
+		_, err = s.w.Write(b)
+	}
+	if err != nil {
 		s.err = fmt.Errorf("session %s: %w", s.path, err)
 	}
 }

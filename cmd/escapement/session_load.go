@@ -29,6 +29,7 @@ type loadedSession struct {
 	// ended in the middle of a turn), and a torn last line (a write cut
 	// short: only a power loss or a full disk can tear one).
 	discarded int
+	pending   []kernel.Message // those messages
 	torn      bool
 	// keep is the byte length of the file up to the last turn_end (or the
 	// header), size the length read, data the bytes read.
@@ -118,7 +119,7 @@ func loadSession(path string) (*loadedSession, error) {
 	if !headerOK {
 		return nil, fmt.Errorf("%s:1: not an escapement session file (empty)", path)
 	}
-	ls.discarded = len(pending)
+	ls.discarded, ls.pending = len(pending), pending
 	ls.last = max(ls.last, uint64(ls.turns))
 	if err := kernel.ValidateTranscript(ls.history, false); err != nil {
 		var te *kernel.TranscriptError

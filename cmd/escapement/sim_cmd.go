@@ -35,9 +35,9 @@ func newSimCmd(a *app) *cobra.Command {
 		Use:   "sim [PATH...]",
 		Short: "Run scenarios in the deterministic simulator",
 		Long: `Run scenario files in the deterministic simulator: virtual time, scripted
-models and tools, injected faults, and the invariant oracle (I1–I14) checked
-after every step. A PATH is a scenario file or a directory of *.yaml files;
-with none, the built-in suite embedded in the binary runs.
+models and tools, injected faults, and the invariant oracle checked after
+every step (` + invariantRange() + `). A PATH is a scenario file or a directory
+of *.yaml files; with none, the built-in suite embedded in the binary runs.
 
 Each scenario runs twice and the two traces' SHA-256 must match (I6); the
 hash is printed so any run can be reproduced and compared.
@@ -62,6 +62,25 @@ Exit codes: 0 every scenario passed, 1 an expectation or invariant failed,
 	return cmd
 }
 
+// invariantRange names the numbered invariants the oracle checks, first to
+// last ("I1–I24"), from the oracle's own list, so --help cannot fall behind
+// it; "and liveness" when the list has the liveness check.
+func invariantRange() string {
+	var first, last string
+	live := ""
+	for _, inv := range sim.Invariants() {
+		switch {
+		case inv == sim.Liveness:
+			live = " and liveness"
+		case first == "":
+			first, last = string(inv), string(inv)
+		default:
+			last = string(inv)
+		}
+	}
+	return first + "–" + last + live
+}
+
 func (a *app) loadScenarios(paths []string) ([]*sim.Scenario, error) {
 	if len(paths) == 0 {
 		return sim.LoadFS(scenarios.FS, ".", "scenarios (embedded)")
@@ -69,7 +88,7 @@ func (a *app) loadScenarios(paths []string) ([]*sim.Scenario, error) {
 	return loadScenarioPaths(paths)
 }
 
-// jsonResult is the --json shape (the CLI's contract, README "The simulator").
+// jsonResult is the --json shape (the CLI's contract, docs/scenarios.md).
 type jsonResult struct {
 	Name        string            `json:"name"`
 	Passed      bool              `json:"passed"`
@@ -79,6 +98,25 @@ type jsonResult struct {
 	QuiescentAt string            `json:"quiescent_at"`
 	Events      int               `json:"events"`
 	TraceSHA256 string            `json:"trace_sha256"`
+	// Crashes and CrashChanged are there only for a run with --crash-at
+	// (docs/semantics.md, "Expectations under a crash").
+	Crashes      []jsonCrash     `json:"crashes,omitempty"`
+	CrashChanged []sim.Violation `json:"crash_changed,omitempty"`
+}
+
+// jsonCrash is one crash of a --crash-at run and how it changed the story.
+type jsonCrash struct {
+	After   int      `json:"after"`
+	At      string   `json:"at"`
+	Changed []string `json:"changed"`
+}
+
+func jsonCrashes(cs []sim.Crash) []jsonCrash {
+	var out []jsonCrash
+	for _, c := range cs {
+		out = append(out, jsonCrash{After: c.After, At: c.At.String(), Changed: append([]string{}, c.Changed...)})
+	}
+	return out
 }
 
 func (a *app) runSim(paths []string, f simFlags) error {
@@ -119,7 +157,8 @@ func (a *app) runSim(paths []string, f simFlags) error {
 				r.Violations = []sim.Violation{}
 			}
 			if err := enc.Encode(jsonResult{Name: r.Name, Passed: r.Passed, Violations: r.Violations, Outcomes: r.Outcomes,
-				LLMRequests: r.LLMRequests, QuiescentAt: r.QuiescentAt.String(), Events: r.Events, TraceSHA256: r.TraceSHA256}); err != nil {
+				LLMRequests: r.LLMRequests, QuiescentAt: r.QuiescentAt.String(), Events: r.Events, TraceSHA256: r.TraceSHA256,
+				Crashes: jsonCrashes(r.Crashes), CrashChanged: r.CrashChanged}); err != nil {
 				return err
 			}
 		}
@@ -208,6 +247,7 @@ func printTable(w io.Writer, results []*sim.Result) {
 		for _, v := range r.Violations {
 			fmt.Fprintf(tw, "  %s\t@%v\t%s\t%s\n", v.Invariant, v.At, orDash(v.Agent), v.Detail)
 		}
+		printCrashes(tw, r)
 	}
 	_ = tw.Flush()
 	for _, r := range results { // the events that led to each scenario's first violation
@@ -219,6 +259,23 @@ func printTable(w io.Writer, results []*sim.Result) {
 		for _, e := range v.Recent {
 			fmt.Fprintf(w, "    %s\n", e)
 		}
+	}
+}
+
+// printCrashes says, for a --crash-at run, how each crash changed the
+// story and which expectations the changed story no longer meets: those
+// do not fail the run (docs/semantics.md, "Expectations under a crash").
+func printCrashes(tw io.Writer, r *sim.Result) {
+	for _, c := range r.Crashes {
+		if len(c.Changed) == 0 {
+			fmt.Fprintf(tw, "  crash\t@%v\t-\tafter step %d: the recovery changed nothing; every expectation judged\n", c.At, c.After)
+		}
+		for _, what := range c.Changed {
+			fmt.Fprintf(tw, "  crash\t@%v\t-\tafter step %d: %s\n", c.At, c.After, what)
+		}
+	}
+	for _, v := range r.CrashChanged {
+		fmt.Fprintf(tw, "  changed\t@%v\t%s\t%s (not judged: a crash changed the story)\n", v.At, orDash(v.Agent), v.Detail)
 	}
 }
 

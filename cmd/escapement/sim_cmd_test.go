@@ -15,19 +15,14 @@ import (
 	"github.com/escapement/escapement/sim"
 )
 
-// wallTime is the table's last field: a time.Duration rounded to the
-// millisecond, "0s", "12ms", or on a loaded machine "1.234s" or "1m2.5s".
-var wallTime = regexp.MustCompile(`events in [0-9][0-9.hms]*$`)
+// wallTime matches the summary's wall clock, whatever its unit (36ms,
+// 1.521s under the race detector, 1m2.5s).
+var wallTime = regexp.MustCompile(`events in [0-9.hmsµn]+$`)
 
 // TestSimTableGolden: `escapement sim` prints a readable per-scenario table of
 // the embedded suite. Run with -update to rewrite the golden file; only
 // commit the change if you understand what caused it.
 func TestSimTableGolden(t *testing.T) {
-	for _, d := range []string{"0s", "12ms", "1.234s", "1m2.5s"} {
-		if line := "1 events in " + d; !wallTime.MatchString(line) {
-			t.Fatalf("the wall time %q is not masked", d)
-		}
-	}
 	code, out, errb := runCLI(t, "sim")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errb)

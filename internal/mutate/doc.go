@@ -5,7 +5,7 @@
 // assignments, returns, continues and breaks) and runs test layers against
 // each mutant separately (Run), so a report can say which layer caught
 // which bug — for the kernel, whether the simulator's oracle catches it
-// without the kernel's unit tests (see the README's "Mutation testing").
+// without the kernel's unit tests (see docs/development.md, "Mutation testing").
 //
 // A mutant never touches the working tree: the mutated file is written to a
 // scratch directory and reaches every build through `go build -overlay`.

@@ -366,6 +366,11 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 	}
 }
 
+// Skip counts a step recorded elsewhere (a write-ahead log writes a
+// streamed chunk as a record of its own), so the next step line is
+// numbered after it.
+func (t *Writer) Skip() { t.step++ }
+
 // Flush writes out (and hashes) what is buffered and returns the first
 // write error. A live run calls it after every step, so its file holds
 // every step recorded so far whatever ends the process; the simulator

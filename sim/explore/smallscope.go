@@ -10,7 +10,7 @@ import (
 )
 
 // Shape is what one agent of a small-scope world does when asked: the
-// grammar of small-scope mode (README, "Exhaustive exploration").
+// grammar of small-scope mode (docs/oracle.md, "Exhaustive exploration").
 type Shape byte
 
 // The shapes. A delegating agent asks for its children (in parallel) and,

@@ -303,16 +303,34 @@ func (s *Summary) Add(w World, file string) {
 	}
 }
 
-// Unreached lists the probes never reached, in report order.
+// Unreached lists the probes the plan's worlds can reach and never did,
+// in report order: a probe that needs deeper worlds than the plan draws
+// (sim.Probe.MinDepth) is skipped instead, never required.
 func (s *Summary) Unreached() []string {
 	var out []string
 	for _, p := range sim.Probes() {
-		if s.Probes[string(p)] == 0 {
+		if s.Probes[string(p)] == 0 && !Skips(s.Plan, p) {
 			out = append(out, string(p))
 		}
 	}
 	return out
 }
+
+// Skipped lists the probes the plan's worlds cannot reach, in report
+// order (Skips).
+func (s *Summary) Skipped() []string {
+	var out []string
+	for _, p := range sim.Probes() {
+		if Skips(s.Plan, p) {
+			out = append(out, string(p))
+		}
+	}
+	return out
+}
+
+// Skips reports whether p's worlds are too shallow to reach probe pr:
+// it needs a delegation chain deeper than the plan's depth.
+func Skips(p Plan, pr sim.Probe) bool { return pr.MinDepth() > p.Depth }
 
 // Complete reports whether every shard of the plan, and so every world, is
 // in the summary.

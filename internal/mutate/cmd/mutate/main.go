@@ -1,8 +1,8 @@
 // Command mutate plants small realistic bugs in escapement's packages, one
 // at a time, and reports which test layer catches each: for kernel/ and
 // fsm/ the simulator layers (sim tests, embedded scenarios, a sweep) and the
-// unit tests separately; for every other package its own tests. See the
-// README's "Mutation testing" section and package internal/mutate.
+// unit tests separately; for every other package its own tests. See
+// docs/development.md, "Mutation testing", and package internal/mutate.
 //
 // It lives under internal/ rather than cmd/ because it is a tool for
 // developing escapement, not something escapement ships, and because
