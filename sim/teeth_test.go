@@ -17,7 +17,7 @@ import (
 // instead, and shrink with sim.Shrink, whose bound is a number of runs, not
 // wall time. The properties that must hold (TestWorlds, TestCrashAnyStep,
 // ...) keep rapid's random seeds: they cannot flip while the code is right,
-// and every run samples new worlds.
+// and every run samples new worlds (docs/oracle.md, "Property suites").
 
 // teethSeeds is the range a teeth test searches, seeds 1 to teethSeeds of
 // its generator in order; the first world its loop fails is its
