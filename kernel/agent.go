@@ -91,8 +91,15 @@ type agent struct {
 	liveChildren int
 	// parentCall is this agent's index in its parent's open calls.
 	parentCall int32
+	// approval holds the calls waiting for a decision and the ends of
+	// the waits before (docs/semantics.md, "Approvals").
+	approval approvalBook
 	// freed marks the stand-in a view of a freed agent reads (freedView).
 	freed bool
+
+	// ctx is the agent's token accounting and compaction (usage.go,
+	// compact.go).
+	ctx contextState
 }
 
 // input is a user text waiting to start a turn.

@@ -103,14 +103,17 @@ func refusal(r Reason, limit int) callPlan {
 }
 
 // dispatchCall carries out plan p for call i of the last assistant
-// message: a delegation spawns its child, a tool starts or waits for a
-// slot, and a call that cannot run is answered at once.
+// message: a delegation spawns its child, a tool that needs approval waits
+// for a decision, any other starts or waits for a slot, and a call that
+// cannot run is answered at once.
 func (k *Kernel) dispatchCall(a *agent, i int, p callPlan) {
 	switch {
 	case !p.runs():
 		k.closeCall(a, i, fsm.ToolResult, p.status, p.reason, p.content, NoAgent, OutcomeNone, true)
 	case p.spawn != nil:
 		k.spawn(a, i, *p.spawn)
+	case k.asks(a.open[i].call):
+		k.askApproval(a, i)
 	case a.runningTools >= k.cfg.MaxParallelTools:
 		a.open[i].waiting = true // startWaiting runs it when a slot frees
 	default:

@@ -71,9 +71,11 @@ const (
 	TimerGrace
 	// TimerRestart ends an interjection's debounce window.
 	TimerRestart
+	// TimerApproval ends a call's wait for a decision (approval_timeout).
+	TimerApproval
 )
 
-var timerNames = [...]string{"", "watchdog", "tool_deadline", "turn_deadline", "grace", "restart"}
+var timerNames = [...]string{"", "watchdog", "tool_deadline", "turn_deadline", "grace", "restart", "approval_deadline"}
 
 func (k TimerKind) String() string {
 	if int(k) < len(timerNames) {
@@ -121,14 +123,17 @@ func (c ErrorCode) MarshalText() ([]byte, error) { return []byte(c.String()), ni
 // modified once appended; the view's capacity is clipped so appending to it
 // cannot touch the history).
 type Effect struct {
-	Kind     EffectKind    `json:"kind"`
-	Agent    AgentID       `json:"agent"`
-	Op       OpID          `json:"op,omitempty"`
-	At       time.Duration `json:"at,omitempty"`
-	Timer    TimerKind     `json:"timer,omitempty"`
-	Messages []Message     `json:"-"`
-	Call     ToolCall      `json:"call,omitzero"`
-	Life     Lifecycle     `json:"life,omitzero"`
+	Kind  EffectKind    `json:"kind"`
+	Agent AgentID       `json:"agent"`
+	Op    OpID          `json:"op,omitempty"`
+	At    time.Duration `json:"at,omitempty"`
+	Timer TimerKind     `json:"timer,omitempty"`
+	// Compact flags an EffStartLLM that is a compaction's summarising
+	// request (docs/semantics.md, "Compaction"): send it without tools.
+	Compact  bool      `json:"compact,omitempty"`
+	Messages []Message `json:"-"`
+	Call     ToolCall  `json:"call,omitzero"`
+	Life     Lifecycle `json:"life,omitzero"`
 	// EffError fields.
 	Code    ErrorCode   `json:"code,omitempty"`
 	State   fsm.State   `json:"-"`
@@ -153,6 +158,9 @@ func (e Effect) Describe() string {
 	switch e.Kind {
 	case EffStartLLM:
 		fmt.Fprintf(&b, " op=%d messages=%d", e.Op, len(e.Messages))
+		if e.Compact {
+			b.WriteString(" compact")
+		}
 		if e.Profile != "" {
 			fmt.Fprintf(&b, " profile=%s", e.Profile)
 		}

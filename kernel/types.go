@@ -65,6 +65,10 @@ type Config struct {
 	// session): its next turn is numbered Turns+1, so turn numbers in a
 	// session file and a trace never repeat.
 	Turns uint64
+	// Ask names the tools whose calls wait for a person's decision before
+	// they start; "*" names every tool (never the delegate tool). Empty:
+	// no call asks (docs/semantics.md, "Approvals").
+	Ask []string
 	// Machine is the configured agent state machine the kernel fires its
 	// transitions through; a fresh fsm.NewMachine() when nil. Configuring
 	// one costs more than the rest of New, so a host that builds many
@@ -100,6 +104,9 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	if c.LogCapacity < 1 || c.LogCapacity > 1<<24 {
 		return fmt.Errorf("log capacity must be in 1..%d, got %d", 1<<24, c.LogCapacity)
+	}
+	if err := validateAsk(c.Ask, c.DelegateTool); err != nil {
+		return err
 	}
 	if len(c.History) > 0 {
 		if err := ValidateTranscript(c.History, false); err != nil {
@@ -187,6 +194,17 @@ const (
 	ReasonMaxCalls
 	// ReasonCrash: the host crashed while the call ran (EvRecover).
 	ReasonCrash
+	// ReasonApprovalDenied: a decision denied a call that needed approval.
+	ReasonApprovalDenied
+	// ReasonApprovalTimeout: nobody decided on a call that needed
+	// approval within Limits.ApprovalTimeout.
+	ReasonApprovalTimeout
+	// ReasonCompactionFailed: a compaction's summarising request failed or
+	// answered no summary (docs/semantics.md, "Compaction").
+	ReasonCompactionFailed
+	// ReasonContextExhausted: the next request cannot be made to fit the
+	// context window, even after a compaction.
+	ReasonContextExhausted
 	// ReasonNotInProfile: a call was refused because its agent's profile
 	// does not allow it: a tool the profile does not list, or a
 	// delegation to a profile it may not delegate to (docs/semantics.md,
@@ -198,7 +216,8 @@ var reasonNames = [...]string{
 	"", "user_cancel", "parent_cancelled", "first_token_timeout", "stall_timeout",
 	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
 	"max_depth", "max_children", "malformed", "tool_error", "max_agents",
-	"output_limit", "max_calls", "crash", "not_in_profile",
+	"output_limit", "max_calls", "crash", "approval_denied", "approval_timeout",
+	"compaction_failed", "context_exhausted", "not_in_profile",
 }
 
 func (r Reason) String() string {
@@ -230,12 +249,6 @@ func OutcomeOf(r Reason) Outcome {
 	default:
 		return OutcomeFailed
 	}
-}
-
-// Usage is token accounting when the model reports it.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens,omitempty"`
-	CompletionTokens int `json:"completion_tokens,omitempty"`
 }
 
 // Sentinel errors for inputs the kernel refuses (raft style). An EffError's

@@ -7,9 +7,26 @@ import (
 	"github.com/escapement/escapement/kernel"
 )
 
+// profileLoops are the broken loops of I25 (TestEveryInvariantHasTeeth
+// counts them). They stay out of TestOracleTeethRapid: generated worlds
+// name no profiles, so their scenario holds them.
+func profileLoops() []BrokenLoop {
+	return []BrokenLoop{
+		// A loop that keeps each agent's profile for its system prompt and
+		// model but never checks its tools: a child runs whatever its
+		// model asks for.
+		{"profile-tools", "I25: an agent runs a tool its profile does not list", ProfileTools,
+			withConfig(func(cfg *kernel.Config) {
+				cfg.Profiles = slices.Clone(cfg.Profiles) // the oracle's stay the scenario's
+				for i := range cfg.Profiles {
+					cfg.Profiles[i].Tools, cfg.Profiles[i].AllTools = nil, true
+				}
+			})},
+	}
+}
+
 // TestProfileLoopsCaught: the oracle names I25 for each way a loop can
-// get profiles wrong besides running a tool the profile lacks (that loop
-// is in invariantLoops): a child spawned with its parent's profile
+// get profiles wrong — the profileLoops, and a child spawned with its parent's profile
 // instead of the one its delegation names, a request sent without its
 // agent's profile (the host would pick the root's model), a child started
 // without its profile's system prompt, and a delegation to a profile its
@@ -58,6 +75,12 @@ func TestProfileLoopsCaught(t *testing.T) {
 				}
 			}
 		})},
+	}
+	for _, bl := range profileLoops() {
+		loops = append(loops, struct {
+			what string
+			core CoreFactory
+		}{bl.Failure, bl.Core})
 	}
 	for _, l := range loops {
 		t.Run(l.what, func(t *testing.T) {

@@ -1,7 +1,6 @@
 package profiles
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
@@ -25,16 +24,11 @@ type Endpoint struct {
 	// another endpoint sends none: a key goes only to the server it was
 	// configured for.
 	APIKeyEnv string
-	// Temperature and MaxOutputTokens are model settings. This build's
-	// OpenAI adapter sends none, so a profile that sets one is refused
-	// rather than silently run without it.
+	// Temperature and MaxOutputTokens are model settings
+	// (openai.Config's): nil and 0 leave the root's.
 	Temperature     *float64
 	MaxOutputTokens int
 }
-
-// ErrNoModelSettings is the error of a profile that sets a model setting
-// this build's adapter cannot send.
-var ErrNoModelSettings = errors.New("model settings (temperature, max_output_tokens) are not supported by this build's OpenAI adapter")
 
 // OpenAI builds a model for each endpoint: root is the root's
 // configuration (its APIKey read from rootKeyEnv), and each profile's
@@ -45,10 +39,13 @@ func OpenAI(root openai.Config, rootKeyEnv string, ends []Endpoint, getenv func(
 	models := make(map[string]ports.Model, len(ends))
 	var keys []string
 	for _, e := range ends {
-		if e.Temperature != nil || e.MaxOutputTokens != 0 {
-			return nil, nil, fmt.Errorf("profile %q: %w", e.Profile, ErrNoModelSettings)
-		}
 		cfg := root
+		if e.Temperature != nil {
+			cfg.Temperature = e.Temperature
+		}
+		if e.MaxOutputTokens > 0 {
+			cfg.MaxOutputTokens = e.MaxOutputTokens
+		}
 		if e.Model != "" {
 			cfg.Model = e.Model
 		}

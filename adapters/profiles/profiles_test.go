@@ -93,7 +93,7 @@ func TestRouterRefusesAToolNoServerHas(t *testing.T) {
 // the root's key unless it names its own variable; one on another endpoint
 // without a variable sends no key (a key goes only to the server it was
 // configured for); a variable that is not set is an error; a model
-// setting this build cannot send is refused, not dropped.
+// setting out of range is refused, naming the profile.
 func TestOpenAIKeysGoWhereConfigured(t *testing.T) {
 	env := map[string]string{"ROOT_KEY": "sk-root-0123456789abcdef", "OTHER_KEY": "sk-other-0123456789abcdef"}
 	getenv := func(k string) string { return env[k] }
@@ -112,8 +112,8 @@ func TestOpenAIKeysGoWhereConfigured(t *testing.T) {
 	if _, _, err := OpenAI(root, "ROOT_KEY", []Endpoint{{Profile: "p", APIKeyEnv: "UNSET_KEY"}}, getenv); err == nil || !strings.Contains(err.Error(), "$UNSET_KEY (its api_key_env) is not set") {
 		t.Fatalf("an unset key variable: %v", err)
 	}
-	temp := 0.2
-	if _, _, err := OpenAI(root, "ROOT_KEY", []Endpoint{{Profile: "p", Temperature: &temp}}, getenv); !errors.Is(err, ErrNoModelSettings) {
-		t.Fatalf("a temperature: %v, want ErrNoModelSettings", err)
+	temp := 7.0
+	if _, _, err := OpenAI(root, "ROOT_KEY", []Endpoint{{Profile: "p", Temperature: &temp}}, getenv); err == nil || !strings.Contains(err.Error(), `profile "p": openai: temperature 7`) {
+		t.Fatalf("a temperature of 7: %v, want it refused, naming the profile", err)
 	}
 }

@@ -55,8 +55,9 @@ func putFile(t *testing.T, path, content string) {
 // user's configuration file against the loopback server. The root runs
 // profile lead (its system prompt, its model, read_file and list_dir, and
 // a delegate tool that may name reviewer only); the child runs profile
-// reviewer (its own prompt, another model, read_file only). The request
-// bodies show each agent's own system prompt, model and tools; the child
+// reviewer (its own prompt, another model with its own temperature and
+// output limit, read_file only). The request bodies show each agent's own
+// system prompt, model, model settings and tools; the child
 // asks for list_dir, outside its profile, and gets a tool error
 // (not_in_profile) while its read_file runs; the live trace, its header
 // holding the profiles, replays in the simulator. The old code fails it: the
@@ -96,6 +97,8 @@ profiles:
     description: reads code and reports problems
     system: You review.
     model: small-model
+    temperature: 0.2
+    max_output_tokens: 300
     tools: [read_file]
 `)
 	tr := filepath.Join(dir, "trace.jsonl")
@@ -127,6 +130,11 @@ profiles:
 		w, ok := want[got.system]
 		if !ok || got.model != w.model || !slices.Equal(got.tools, w.tools) || !slices.Equal(got.enum, w.enum) {
 			t.Errorf("request %d: model %s, system %q, tools %v, delegate's profiles %v; want one of %+v", r.N, got.model, got.system, got.tools, got.enum, want)
+		}
+		// The reviewer's model settings go with its requests only.
+		settings := strings.Contains(string(r.Raw), `"temperature":0.2`) && strings.Contains(string(r.Raw), `"max_tokens":300`)
+		if settings != (got.system == "You review.") {
+			t.Errorf("request %d (%s) carries the reviewer's settings: %v\n%s", r.N, got.system, settings, r.Raw)
 		}
 		if got.system == "You review." && b.Last().Role == "tool" {
 			reviewerResults = b.Messages[len(b.Messages)-2:]
