@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/otel"
 	"github.com/escapement/escapement/adapters/wal"
 	"github.com/escapement/escapement/internal/termtext"
 	"github.com/escapement/escapement/internal/textcut"
@@ -40,6 +41,7 @@ type liveRun struct {
 	state     turnState
 	notify    chan struct{}
 	intr      *interrupts
+	otel      *otel.Exporter // the span export (live_otel.go); nil without one
 
 	// Kernel goroutine only.
 	written     int    // root messages already in the session file
@@ -90,6 +92,7 @@ func (lr *liveRun) say(format string, args ...any) {
 // trace (flushed: the file holds every step so far), appends the root's new
 // messages to the session, shows the step, and updates the turn state.
 func (lr *liveRun) observe(s live.Step) {
+	lr.otelObserve(s)
 	if lr.trace != nil {
 		lr.trace.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
 		if err := lr.trace.Flush(); err != nil && !lr.traceLost {

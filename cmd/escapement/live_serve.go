@@ -124,6 +124,7 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 		// be touched. What it wrote is on disk (every record and step is
 		// written through); sync the session and go.
 		lr.box.KillAll()
+		lr.flushOTel()
 		serr := lr.session.close()
 		fmt.Fprintf(lr.errw, "escapement: the agent tree did not stop within %v of the end (grace %v + %v); exiting without it\n", bound, lr.grace, stopSlack)
 		if err == nil {
@@ -138,6 +139,7 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 // kernel abandoned that still run: the process leaves them to the OS.
 func (lr *liveRun) finish(runErr error) error {
 	err := runErr
+	lr.stopOTel(otelStopBound) // every span has ended: the tree is quiescent
 	for _, op := range lr.driver.Abandoned() {
 		what := "model request"
 		if op.Tool != "" {
@@ -178,6 +180,7 @@ func (lr *liveRun) finish(runErr error) error {
 // durable, and exit 130. It runs on the signal reader's goroutine.
 func (lr *liveRun) hardExit() {
 	lr.box.KillAll()
+	lr.flushOTel()
 	lr.session.sync()
 	if lr.walF != nil {
 		_ = lr.walF.Sync() // safe beside the kernel goroutine's writes; the log stays for --resume

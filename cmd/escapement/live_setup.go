@@ -99,9 +99,10 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}
 	box, red = withMCP, mcpView.red // the MCP configurations' secrets too
 	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
+	baseURL := firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL)
 	m, err := openai.New(openai.Config{
 		APIKey:       key,
-		BaseURL:      firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL),
+		BaseURL:      baseURL,
 		Model:        model,
 		Tools:        box.Specs(),
 		MaxRetryWait: f.limits.FirstTokenTimeout,
@@ -116,6 +117,15 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	errw := &lockedWriter{w: a.err}
 	lr = &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: errw, redact: red.Redact, secret: key, box: box,
 		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1)}
+	if err = lr.startOTel(model, baseURL); err != nil {
+		return nil, err
+	}
+	started := lr // a failed setup returns a nil lr
+	defer func() {
+		if err != nil {
+			started.stopOTel(otelFlushBound)
+		}
+	}()
 
 	// The outputs, in an order that leaves nothing behind on failure: the
 	// trace is opened but not truncated, then the session is set up, and
@@ -133,12 +143,14 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 	}
 	lr.json = f.json
 	if crashed != nil {
+		lr.otelCrashedAt(crashed.Name)
 		if err = lr.recoverRun(crashed, sessionPath, traceOut, m); err != nil {
 			if lr.session != nil && lr.session.f != nil {
 				lr.session.close()
 			}
 			return nil, usageErr("--resume: %v", err)
 		}
+		lr.otelConversation(sessionPath)
 		fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
 		return lr, nil
 	}
@@ -203,6 +215,7 @@ func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
 		// without messages gets the starting history like a new session.
 		lr.written = len(lr.driver.Kernel().Agent(kernel.Root).History())
 	}
+	lr.otelConversation(sessionPath)
 	fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
 	return lr, nil
 }

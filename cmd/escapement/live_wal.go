@@ -179,6 +179,7 @@ func (lr *liveRun) recoverRun(l *wal.Log, sessionPath string, traceOut *outputFi
 		tw = trace.NewWriter(redactingWriter{w: &traced, redact: lr.redact}, hdr)
 	}
 	k, err := l.Rebuild(func(s live.Step) {
+		lr.otelReplay(s)
 		lr.persist(s)
 		if tw != nil {
 			tw.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
