@@ -16,7 +16,7 @@ build:
 # detector finds nothing in them, but its 5-10x slowdown left a rare large
 # counterexample unshrunk on a loaded 2-core machine. They run right after,
 # without it, and are held to the same bounds.
-SHRINK_TIMED = ^(TestOracleTeethRapid|TestCrashCatchesBrokenRecoveries)$$
+SHRINK_TIMED = ^(TestOracleTeethRapid|TestCrashCatchesBrokenRecoveries|TestSpanTeethRapid)$$
 test:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -skip '$(SHRINK_TIMED)' $(PKGS)

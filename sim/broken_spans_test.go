@@ -26,9 +26,6 @@ type SpanLoop struct {
 
 // ScenarioOnly says why random worlds do not fit a loop ("" when they do).
 func (sl SpanLoop) ScenarioOnly() string {
-	if strings.Contains(sl.Failure, "outlives") {
-		return "a request cut by an interjection that acknowledges its cancel after the restarted request answered is too rare in random worlds to shrink within rapid's time bound"
-	}
 	if len(sl.CrashAt) > 0 {
 		return "needs a crash; the crash property (TestCrashEveryStepScenarios) runs the derivation across crashes"
 	}

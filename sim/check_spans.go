@@ -31,19 +31,28 @@ func newSpans(cfg spans.Config) SpanDeriver { return spans.New(cfg) }
 type spanChecker struct {
 	judge
 	changes []spans.Change // this step's, from the derivation
-	spans   map[spans.ID]*spanObs
-	turn    map[kernel.AgentID]*spanObs // the span of each agent's running turn
-	ops     map[kernel.OpID]*spanObs    // chat and tool spans whose op runs
-	calls   map[callKey]*spanObs        // delegations whose call is open
-	via     map[kernel.AgentID]*spanObs // the delegation each child was spawned by
-	// Scratch of one step: what is due to start, the abort reasons and
-	// tool deadlines of the step, and the spans whose own end came.
-	want     []spanWant
-	aborted  map[kernel.AgentID]kernel.Reason
-	deadline map[kernel.OpID]kernel.Reason
+	// byID holds the spans started and not ended at their id (the
+	// derivation numbers them densely from 1); block is where the next
+	// spanObs are allocated, a few at a time.
+	byID  []*spanObs
+	block []spanObs
+	open  int
+	ops   map[kernel.OpID]*spanObs // chat and tool spans whose op runs
+	calls map[callKey]*spanObs     // delegations whose call is open
+	// agents: each agent's running turn's span, and the delegation each
+	// child was spawned by (until its turn starts).
+	agents map[kernel.AgentID]agentSpanObs
+	// Scratch of one step: which of its changes a start of the step
+	// accounts for, its aborts and tool deadlines, the ops it cancelled and
+	// the spans whose own end came.
+	used     []bool
+	aborted  []kernel.Lifecycle
+	deadline []kernel.Lifecycle
 	cut      []*spanObs
 	own      []*spanObs
 }
+
+type agentSpanObs struct{ turn, via *spanObs }
 
 // spanObs is one derived span as the checker follows it.
 type spanObs struct {
@@ -79,86 +88,124 @@ type spanWant struct {
 	op    kernel.OpID
 	call  string
 	child kernel.AgentID
-	met   bool
 }
 
 func newSpanChecker(j judge) *spanChecker {
-	return &spanChecker{judge: j,
-		spans: map[spans.ID]*spanObs{}, turn: map[kernel.AgentID]*spanObs{}, ops: map[kernel.OpID]*spanObs{},
-		calls: map[callKey]*spanObs{}, via: map[kernel.AgentID]*spanObs{},
-		aborted: map[kernel.AgentID]kernel.Reason{}, deadline: map[kernel.OpID]kernel.Reason{}}
+	return &spanChecker{judge: j, ops: map[kernel.OpID]*spanObs{}, calls: map[callKey]*spanObs{}, agents: map[kernel.AgentID]agentSpanObs{}}
+}
+
+// obs is the open span id (nil when none is).
+func (c *spanChecker) obs(id spans.ID) *spanObs {
+	if id == 0 || uint64(id) >= uint64(len(c.byID)) {
+		return nil
+	}
+	return c.byID[id]
+}
+
+func (c *spanChecker) newObs() *spanObs {
+	if len(c.block) == 0 {
+		c.block = make([]spanObs, 16)
+	}
+	o := &c.block[0]
+	c.block = c.block[1:]
+	return o
 }
 
 func (c *spanChecker) step(s *stepObs) {
 	if s.final {
 		return
 	}
-	c.read(s)
-	for i := range c.changes {
-		ch := &c.changes[i]
-		switch ch.Kind {
-		case spans.Started:
-			c.started(ch.Span)
-		case spans.Evented:
-			if o := c.spans[ch.Span.ID]; o == nil || o.ended {
-				c.violate(SpansEnd, ch.Span.Agent, "span %d (%s) got event %s while not open", ch.Span.ID, ch.Span.Name(), ch.Event.Kind)
+	c.used = c.used[:0]
+	for range c.changes {
+		c.used = append(c.used, false)
+	}
+	for i := range s.effs {
+		if l := &s.effs[i].Life; s.effs[i].Kind == kernel.EffEmit {
+			switch l.Kind {
+			case kernel.LifeInterrupted:
+				c.aborted = append(c.aborted, *l)
+			case kernel.LifeTimedOut:
+				c.deadline = append(c.deadline, *l)
 			}
-		case spans.Ended:
-			c.ended(ch.Span)
 		}
 	}
-	for i := range c.want {
-		if w := &c.want[i]; !w.met {
-			c.violate(SpansEnd, w.agent, "no %s span started for %s", w.kind, w.describe())
-		}
-	}
-	c.overdue(s.ev.At)
-	c.want, c.cut, c.own = c.want[:0], c.cut[:0], c.own[:0]
-	clear(c.aborted)
-	clear(c.deadline)
-}
-
-// read reads what the step started and ended, in the order of its effects.
-func (c *spanChecker) read(s *stepObs) {
+	// In the order of the effects: a turn may end and the next start in
+	// one step, and an op may start in a step something else ends.
 	for i := range s.effs {
 		e := &s.effs[i]
-		switch e.Kind {
-		case kernel.EffStartLLM:
-			c.want = append(c.want, spanWant{kind: spans.KindChat, agent: e.Agent, op: e.Op})
-		case kernel.EffStartTool:
-			c.want = append(c.want, spanWant{kind: spans.KindTool, agent: e.Agent, op: e.Op, call: e.Call.ID})
-		case kernel.EffCancelLLM, kernel.EffCancelTool:
+		switch {
+		case e.Kind == kernel.EffStartLLM:
+			c.start(spanWant{kind: spans.KindChat, agent: e.Agent, op: e.Op})
+		case e.Kind == kernel.EffStartTool:
+			c.start(spanWant{kind: spans.KindTool, agent: e.Agent, op: e.Op, call: e.Call.ID})
+		case e.Kind == kernel.EffCancelLLM || e.Kind == kernel.EffCancelTool:
 			if o := c.ops[e.Op]; o != nil && !o.cancelled {
 				o.cancelled = true
 				c.cut = append(c.cut, o)
 			}
-		case kernel.EffEmit:
+		case e.Kind != kernel.EffEmit:
+		case e.Life.Kind == kernel.LifeTurnStarted:
+			c.start(spanWant{kind: spans.KindAgent, agent: e.Life.Agent})
+		case e.Life.Kind == kernel.LifeDelegated:
+			c.start(spanWant{kind: spans.KindDelegation, agent: e.Life.Agent, call: e.Life.CallID, child: e.Life.Child})
+		default:
 			c.life(s, &e.Life)
 		}
 	}
 	// A cancel says why in its step: a tool's deadline, else its agent's
 	// abort (nothing for an interjection's cut).
 	for _, o := range c.cut {
-		if r, ok := c.deadline[o.op]; ok {
-			o.cancelReason = r
-		} else {
-			o.cancelReason = c.aborted[o.agent]
+		o.cancelReason = c.cancelReason(o)
+	}
+	for i := range c.changes {
+		switch ch := &c.changes[i]; {
+		case ch.Kind == spans.Started && !c.used[i]:
+			c.violate(SpansEnd, ch.Span.Agent, "span %d (%s) started for no %s the step started", ch.Span.ID, ch.Span.Name(), ch.Span.Kind)
+		case ch.Kind == spans.Evented && c.obs(ch.Span.ID) == nil:
+			c.violate(SpansEnd, ch.Span.Agent, "span %d (%s) got event %s while not open", ch.Span.ID, ch.Span.Name(), ch.Event.Kind)
 		}
 	}
+	for i := range c.changes {
+		if ch := &c.changes[i]; ch.Kind == spans.Ended {
+			c.ended(ch.Span)
+		}
+	}
+	c.overdue(s.ev.At)
+	c.cut, c.own = c.cut[:0], c.own[:0]
+	c.aborted, c.deadline = c.aborted[:0], c.deadline[:0]
 }
 
+// start: the step started what w says; the derivation must have started
+// its span.
+func (c *spanChecker) start(w spanWant) {
+	for i := range c.changes {
+		if sp := c.changes[i].Span; c.changes[i].Kind == spans.Started && !c.used[i] && w.is(sp) {
+			c.used[i] = true
+			c.started(sp)
+			return
+		}
+	}
+	c.violate(SpansEnd, w.agent, "no %s span started for %s", w.kind, w.describe())
+}
+
+func (c *spanChecker) cancelReason(o *spanObs) kernel.Reason {
+	for _, l := range c.deadline {
+		if o.kind == spans.KindTool && l.Op == o.op {
+			return l.Reason
+		}
+	}
+	for _, l := range c.aborted {
+		if l.Agent == o.agent {
+			return l.Reason
+		}
+	}
+	return kernel.ReasonNone
+}
+
+// life reads one record of what ended: an op, a call, a turn (and with a
+// child's turn, the delegation that spawned it, once its call is in too).
 func (c *spanChecker) life(s *stepObs, l *kernel.Lifecycle) {
 	switch l.Kind {
-	case kernel.LifeTurnStarted:
-		c.want = append(c.want, spanWant{kind: spans.KindAgent, agent: l.Agent})
-	case kernel.LifeDelegated:
-		c.want = append(c.want, spanWant{kind: spans.KindDelegation, agent: l.Agent, call: l.CallID, child: l.Child})
-	case kernel.LifeInterrupted:
-		c.aborted[l.Agent] = l.Reason
-	case kernel.LifeTimedOut:
-		if o := c.ops[l.Op]; o != nil && o.kind == spans.KindTool {
-			c.deadline[l.Op] = l.Reason
-		}
 	case kernel.LifeOpEnded:
 		o := c.ops[l.Op]
 		if o == nil {
@@ -177,11 +224,16 @@ func (c *spanChecker) life(s *stepObs, l *kernel.Lifecycle) {
 			}
 		}
 	case kernel.LifeTurnEnded:
-		o := c.turn[l.Agent]
+		a := c.agents[l.Agent]
+		o := a.turn
 		if o == nil {
 			return
 		}
-		delete(c.turn, l.Agent)
+		if a.turn = nil; a.via == nil {
+			delete(c.agents, l.Agent)
+		} else {
+			c.agents[l.Agent] = a
+		}
 		o.reason = l.Reason
 		if l.Outcome != kernel.OutcomeCompleted {
 			o.errType = l.Outcome.String()
@@ -226,40 +278,40 @@ func (c *spanChecker) ownEnd(o *spanObs) {
 	}
 }
 
-// started judges a span the derivation started: the step must have started
-// what it stands for, and its parent must be the one that thing nests
-// under, open.
+// started judges a span the derivation started for what the step started
+// (start found it): its parent must be the one that thing nests under,
+// open.
 func (c *spanChecker) started(sp *spans.Span) {
-	if c.spans[sp.ID] != nil {
-		c.violate(SpansEnd, sp.Agent, "span %d (%s) started twice", sp.ID, sp.Name())
+	if uint64(sp.ID) < uint64(len(c.byID)) {
+		c.violate(SpansEnd, sp.Agent, "span %d (%s) started again (or out of order: the last was %d)", sp.ID, sp.Name(), len(c.byID)-1)
 		return
 	}
-	w := c.match(sp)
-	if w == nil {
-		c.violate(SpansEnd, sp.Agent, "span %d (%s) started for no %s the step started", sp.ID, sp.Name(), sp.Kind)
-		return
+	o := c.newObs()
+	*o = spanObs{id: sp.ID, kind: sp.Kind, agent: sp.Agent, op: sp.Op, call: sp.CallID, child: sp.Child}
+	for uint64(len(c.byID)) < uint64(sp.ID) {
+		c.byID = append(c.byID, nil)
 	}
-	o := &spanObs{id: sp.ID, kind: sp.Kind, agent: sp.Agent, op: sp.Op, call: sp.CallID, child: sp.Child}
-	c.spans[sp.ID] = o
+	c.byID = append(c.byID, o)
+	c.open++
 	var want *spanObs
-	switch sp.Kind {
+	switch a := c.agents[sp.Agent]; sp.Kind {
 	case spans.KindAgent:
-		want = c.via[sp.Agent]
-		delete(c.via, sp.Agent)
-		c.turn[sp.Agent] = o
+		want = a.via
+		a.via, a.turn = nil, o
+		c.agents[sp.Agent] = a
 	case spans.KindChat, spans.KindTool:
-		want = c.turn[sp.Agent]
+		want = a.turn
 		c.ops[sp.Op] = o
 	case spans.KindDelegation:
-		want = c.turn[sp.Agent]
+		want = a.turn
 		c.calls[callKey{sp.Agent, sp.CallID}] = o
-		c.via[sp.Child] = o
+		c.agents[sp.Child] = agentSpanObs{via: o}
 	}
 	o.parent = want
 	if want != nil {
 		want.open++
 	}
-	got := c.spans[sp.Parent]
+	got := c.obs(sp.Parent)
 	switch {
 	case sp.Parent == 0 && want == nil:
 	case want == nil:
@@ -271,45 +323,39 @@ func (c *spanChecker) started(sp *spans.Span) {
 	}
 }
 
-// match finds the span the step must start that sp is, and marks it met.
-func (c *spanChecker) match(sp *spans.Span) *spanWant {
-	for i := range c.want {
-		w := &c.want[i]
-		if w.met || w.kind != sp.Kind || w.agent != sp.Agent {
-			continue
-		}
-		switch {
-		case w.kind == spans.KindChat && w.op != sp.Op,
-			w.kind == spans.KindTool && (w.op != sp.Op || w.call != sp.CallID),
-			w.kind == spans.KindDelegation && (w.call != sp.CallID || w.child != sp.Child):
-			continue
-		}
-		w.met = true
-		return w
+// is reports whether sp is the span w asks for.
+func (w *spanWant) is(sp *spans.Span) bool {
+	if w.kind != sp.Kind || w.agent != sp.Agent {
+		return false
 	}
-	return nil
+	switch w.kind {
+	case spans.KindChat:
+		return w.op == sp.Op
+	case spans.KindTool:
+		return w.op == sp.Op && w.call == sp.CallID
+	case spans.KindDelegation:
+		return w.call == sp.CallID && w.child == sp.Child
+	}
+	return true
 }
 
 // ended judges an end: the span must be open, what it stands for must have
 // ended, every span under it too, and the end must say what ended it.
 func (c *spanChecker) ended(sp *spans.Span) {
-	o := c.spans[sp.ID]
+	o := c.obs(sp.ID)
 	switch {
+	case o == nil && uint64(sp.ID) < uint64(len(c.byID)):
+		c.violate(SpansEnd, sp.Agent, "span %d (%s) ended twice", sp.ID, sp.Name())
+		return
 	case o == nil:
 		c.violate(SpansEnd, sp.Agent, "span %d (%s) ended but never started", sp.ID, sp.Name())
-		return
-	case o.ended:
-		c.violate(SpansEnd, sp.Agent, "span %d (%s) ended twice", sp.ID, sp.Name())
 		return
 	case !o.own:
 		c.violate(SpansEnd, sp.Agent, "span %d (%s) ended before the %s it stands for", sp.ID, sp.Name(), sp.Kind)
 	case o.open > 0:
 		c.violate(SpansEnd, sp.Agent, "span %d (%s) ended while %d span(s) under it had not", sp.ID, sp.Name(), o.open)
 	}
-	o.ended = true
-	if p := o.parent; p != nil {
-		p.open--
-	}
+	c.close(o)
 	if !sp.Ended || sp.End != c.m.now {
 		c.violate(SpansEnd, sp.Agent, "span %d (%s) ended in the step at %v but says ended=%v at %v", sp.ID, sp.Name(), c.m.now, sp.Ended, sp.End)
 	}
@@ -329,10 +375,7 @@ func (c *spanChecker) overdue(now time.Duration) {
 		for x := o; x != nil && x.own && x.open == 0; x = x.parent {
 			if !x.ended {
 				c.violate(SpansEnd, x.agent, "span %d (%s of %s) did not end at %v, when what it stands for and every span under it had", x.id, x.kind, c.path(x.agent), now)
-				x.ended = true // reported once
-				if p := x.parent; p != nil {
-					p.open--
-				}
+				c.close(x) // reported once
 			}
 		}
 	}
@@ -341,13 +384,24 @@ func (c *spanChecker) overdue(now time.Duration) {
 // finish: a run that ended (not stopped with work pending) leaves no span
 // open.
 func (c *spanChecker) finish() {
-	if c.m.stopped {
+	if c.m.stopped || c.open == 0 {
 		return
 	}
-	for _, id := range sortedKeys(c.spans) {
-		if o := c.spans[id]; !o.ended {
+	for _, o := range c.byID {
+		if o != nil {
 			c.violate(SpansEnd, o.agent, "span %d (%s of %s) never ended", o.id, o.kind, c.path(o.agent))
 		}
+	}
+}
+
+// close notes that o ended: it is no longer open, nor open under its
+// parent.
+func (c *spanChecker) close(o *spanObs) {
+	o.ended = true
+	c.byID[o.id] = nil
+	c.open--
+	if p := o.parent; p != nil {
+		p.open--
 	}
 }
 

@@ -332,7 +332,7 @@ func TestOTelCtrlCE2E(t *testing.T) {
 // server stalls; every span ends, the root's saying the deadline did.
 func TestOTelDeadlineE2E(t *testing.T) {
 	d := &depth2{worker: func(ctx context.Context, w *fakeopenai.Writer, _ int) { w.Stall(ctx) }}
-	p, rcv, tr := otelRun(t, d, "--turn-timeout", "1500ms")
+	p, rcv, tr := otelRun(t, d, "--turn-timeout", "4s")
 	if code := p.wait(t); code != exitCheckFailed {
 		t.Fatalf("exit %d, want 1 (the turn timed out)\nstderr: %s", code, p.stderr)
 	}

@@ -32,28 +32,27 @@ const maxDetail = 1 << 10
 type Deriver struct {
 	cfg  Config
 	next ID
-	// open holds every span started and not ended; turns the span of each
-	// agent's running turn (until the turn ends); ops and calls the chat,
-	// tool and delegation spans whose op or call has not ended.
+	// open holds every span started and not ended; ops and calls the
+	// chat, tool and delegation spans whose op or call has not ended;
+	// tools the tool spans whose call has no result yet.
 	open  map[ID]*Span
-	turns map[kernel.AgentID]*Span
 	ops   map[kernel.OpID]*Span
 	calls map[callKey]*Span
-	// tools are the tool spans whose call has no result yet.
 	tools map[callKey]*Span
-	// agents are the names and paths of the agents whose turn may start
-	// (the root; a child until its one turn ends); spawned the delegation
-	// span of each child whose turn has not started yet.
-	agents  map[kernel.AgentID]agentName
-	spawned map[kernel.AgentID]*Span
+	// agents are the agents whose turn may start or runs (the root; a
+	// child until its one turn ends).
+	agents map[kernel.AgentID]agentSpans
 
 	out []Change
-	// Scratch of one step: the reason each agent's turn was aborted with,
-	// the tool deadlines that fired, the ops cancelled, the spans whose
-	// own end came, the request whose stream finished on its own and the
-	// transitions that say how.
-	aborted   map[kernel.AgentID]kernel.Reason
-	deadline  map[kernel.OpID]kernel.Reason
+	// block is where the next spans are allocated, a few at a time (a
+	// simulator builds a derivation per run).
+	block []Span
+	// Scratch of one step: the agents whose turn was aborted and the tool
+	// deadlines that fired (with their reasons), the ops cancelled, the
+	// spans whose own end came, the request whose stream finished on its
+	// own and the transitions that say how.
+	aborted   []kernel.Lifecycle
+	deadline  []kernel.Lifecycle
 	cancels   []*Span
 	ends      []*Span
 	completed *Span
@@ -65,7 +64,14 @@ type callKey struct {
 	id    string
 }
 
-type agentName struct{ name, path string }
+// agentSpans is what the derivation keeps of an agent: its name and path,
+// the delegation span that spawned it (until its turn starts) and its
+// running turn's span.
+type agentSpans struct {
+	name, path string
+	spawnedBy  *Span
+	turn       *Span
+}
 
 // New returns a Deriver for a kernel configured as cfg says.
 func New(cfg Config) *Deriver {
@@ -77,15 +83,11 @@ func New(cfg Config) *Deriver {
 	}
 	return &Deriver{
 		cfg:      cfg,
-		open:     make(map[ID]*Span),
-		turns:    make(map[kernel.AgentID]*Span),
-		ops:      make(map[kernel.OpID]*Span),
-		calls:    make(map[callKey]*Span),
-		tools:    make(map[callKey]*Span),
-		agents:   map[kernel.AgentID]agentName{kernel.Root: {cfg.RootName, cfg.RootName}},
-		spawned:  make(map[kernel.AgentID]*Span),
-		aborted:  make(map[kernel.AgentID]kernel.Reason),
-		deadline: make(map[kernel.OpID]kernel.Reason),
+		open:   make(map[ID]*Span),
+		ops:    make(map[kernel.OpID]*Span),
+		calls:  make(map[callKey]*Span),
+		tools:  make(map[callKey]*Span),
+		agents: map[kernel.AgentID]agentSpans{kernel.Root: {name: cfg.RootName, path: cfg.RootName}},
 	}
 }
 
@@ -124,11 +126,7 @@ func (d *Deriver) Step(ev kernel.Event, effs []kernel.Effect) []Change {
 		}
 	}
 	for _, sp := range d.cancels {
-		if r, ok := d.deadline[sp.Op]; ok {
-			sp.Reason = r
-		} else {
-			sp.Reason = d.aborted[sp.Agent]
-		}
+		sp.Reason = d.cancelReason(sp)
 	}
 	if sp := d.completed; sp != nil {
 		for _, l := range d.finished {
@@ -140,11 +138,29 @@ func (d *Deriver) Step(ev kernel.Event, effs []kernel.Effect) []Change {
 	for _, sp := range d.ends {
 		d.end(sp, ev.At)
 	}
-	clear(d.aborted)
-	clear(d.deadline)
+	d.aborted, d.deadline = d.aborted[:0], d.deadline[:0]
 	d.cancels, d.ends, d.completed, d.finished = d.cancels[:0], d.ends[:0], nil, d.finished[:0]
 	return d.out
 }
+
+// cancelReason is why an op cancelled in this step was: its tool's
+// deadline, else its agent's abort (nothing for an interjection's cut).
+func (d *Deriver) cancelReason(sp *Span) kernel.Reason {
+	for _, l := range d.deadline {
+		if l.Op == sp.Op {
+			return l.Reason
+		}
+	}
+	for _, l := range d.aborted {
+		if l.Agent == sp.Agent {
+			return l.Reason
+		}
+	}
+	return kernel.ReasonNone
+}
+
+// turnOf is the span of agent's running turn (nil when none).
+func (d *Deriver) turnOf(agent kernel.AgentID) *Span { return d.agents[agent].turn }
 
 // record reads one lifecycle record.
 func (d *Deriver) record(ev *kernel.Event, l *kernel.Lifecycle) {
@@ -162,27 +178,27 @@ func (d *Deriver) record(ev *kernel.Event, l *kernel.Lifecycle) {
 			d.event(sp, Event{Kind: EventRetry, At: l.At, N: l.N, Delay: l.Delay, Text: textcut.Clip(l.Text, maxDetail)})
 		}
 	case kernel.LifeInterrupted:
-		d.aborted[l.Agent] = l.Reason
-		if sp := d.turns[l.Agent]; sp != nil {
+		d.aborted = append(d.aborted, *l)
+		if sp := d.turnOf(l.Agent); sp != nil {
 			d.event(sp, Event{Kind: EventInterrupted, At: l.At, Reason: l.Reason})
 		}
 	case kernel.LifeTimedOut:
 		if sp := d.ops[l.Op]; sp != nil && sp.Kind == KindTool {
-			d.deadline[l.Op] = l.Reason
+			d.deadline = append(d.deadline, *l)
 			d.event(sp, Event{Kind: EventTimedOut, At: l.At, Reason: l.Reason})
-		} else if sp := d.turns[l.Agent]; sp != nil {
+		} else if sp := d.turnOf(l.Agent); sp != nil {
 			d.event(sp, Event{Kind: EventTimedOut, At: l.At, Reason: l.Reason})
 		}
 	case kernel.LifeInterjected:
-		if sp := d.turns[l.Agent]; sp != nil {
+		if sp := d.turnOf(l.Agent); sp != nil {
 			d.event(sp, Event{Kind: EventInterjected, At: l.At, Queued: l.Queued})
 		}
 	case kernel.LifeCallDropped:
-		if sp := d.turns[l.Agent]; sp != nil {
+		if sp := d.turnOf(l.Agent); sp != nil {
 			d.event(sp, Event{Kind: EventCallDropped, At: l.At, CallID: l.CallID, Tool: l.Name})
 		}
 	case kernel.LifeRecovered:
-		if sp := d.turns[l.Agent]; sp != nil {
+		if sp := d.turnOf(l.Agent); sp != nil {
 			d.event(sp, Event{Kind: EventRecovered, At: l.At, N: l.N})
 		}
 	case kernel.LifeOpEnded:
@@ -192,6 +208,17 @@ func (d *Deriver) record(ev *kernel.Event, l *kernel.Lifecycle) {
 	case kernel.LifeTurnEnded:
 		d.turnEnded(l)
 	}
+}
+
+// newSpan allocates a span from the current block.
+func (d *Deriver) newSpan(sp Span) *Span {
+	if len(d.block) == 0 {
+		d.block = make([]Span, 8)
+	}
+	p := &d.block[0]
+	d.block = d.block[1:]
+	*p = sp
+	return p
 }
 
 // start opens a span under parent (nil: a root span, a trace of its own).
@@ -215,35 +242,33 @@ func (d *Deriver) event(sp *Span, e Event) {
 // startTurn opens an agent span: the root's is a trace of its own; a
 // child's nests under the delegation that spawned it.
 func (d *Deriver) startTurn(l *kernel.Lifecycle) {
-	n := d.agents[l.Agent]
-	sp := &Span{Kind: KindAgent, Agent: l.Agent, AgentName: n.name, AgentPath: n.path, Turn: l.Turn, Start: l.At, Task: l.Text}
-	parent := d.spawned[l.Agent]
-	delete(d.spawned, l.Agent)
+	a := d.agents[l.Agent]
+	sp := d.newSpan(Span{Kind: KindAgent, Agent: l.Agent, AgentName: a.name, AgentPath: a.path, Turn: l.Turn, Start: l.At, Task: l.Text})
+	parent := a.spawnedBy
 	if parent == nil {
 		sp.Trace = l.Turn
 	}
-	d.turns[l.Agent] = d.start(sp, parent)
+	a.spawnedBy, a.turn = nil, d.start(sp, parent)
+	d.agents[l.Agent] = a
 }
 
 // startDelegation opens the span of a delegation that spawned a child,
 // under the delegating agent's turn.
 func (d *Deriver) startDelegation(l *kernel.Lifecycle) {
 	parent := d.agents[l.Agent]
-	path := parent.path + "/" + l.Name
-	d.agents[l.Child] = agentName{l.Name, path}
-	turn := d.turns[l.Agent]
-	sp := &Span{Kind: KindDelegation, Agent: l.Agent, AgentName: parent.name, AgentPath: parent.path, Turn: l.Turn,
-		CallID: l.CallID, Tool: d.cfg.DelegateTool, Child: l.Child, ChildName: l.Name, Start: l.At, Task: l.Text}
+	turn := parent.turn
+	sp := d.newSpan(Span{Kind: KindDelegation, Agent: l.Agent, AgentName: parent.name, AgentPath: parent.path, Turn: l.Turn,
+		CallID: l.CallID, Tool: d.cfg.DelegateTool, Child: l.Child, ChildName: l.Name, Start: l.At, Task: l.Text})
 	d.start(sp, turn)
 	d.calls[callKey{l.Agent, l.CallID}] = sp
-	d.spawned[l.Child] = sp
+	d.agents[l.Child] = agentSpans{name: l.Name, path: parent.path + "/" + l.Name, spawnedBy: sp}
 }
 
 // startOp opens a chat or tool span under its agent's turn.
 func (d *Deriver) startOp(kind Kind, agent kernel.AgentID, op kernel.OpID, at time.Duration) *Span {
-	n := d.agents[agent]
-	turn := d.turns[agent]
-	sp := &Span{Kind: kind, Agent: agent, AgentName: n.name, AgentPath: n.path, Op: op, Start: at}
+	a := d.agents[agent]
+	turn := a.turn
+	sp := d.newSpan(Span{Kind: kind, Agent: agent, AgentName: a.name, AgentPath: a.path, Op: op, Start: at})
 	if turn != nil {
 		sp.Turn = turn.Turn
 	}
@@ -307,7 +332,7 @@ func (d *Deriver) callFinished(l *kernel.Lifecycle) {
 		return
 	}
 	if l.Op == 0 {
-		if sp := d.turns[l.Agent]; sp != nil {
+		if sp := d.turnOf(l.Agent); sp != nil {
 			d.event(sp, Event{Kind: EventCall, At: l.At, CallID: l.CallID, Tool: l.Name, Status: l.Status, Reason: l.Reason})
 		}
 	}
@@ -320,11 +345,13 @@ func (sp *Span) childEnded() bool { return sp.Outcome != kernel.OutcomeNone }
 // the delegation that spawned it too, once the delegation's call has its
 // result.
 func (d *Deriver) turnEnded(l *kernel.Lifecycle) {
-	sp := d.turns[l.Agent]
+	a := d.agents[l.Agent]
+	sp := a.turn
 	if sp == nil {
 		return
 	}
-	delete(d.turns, l.Agent)
+	a.turn = nil
+	d.agents[l.Agent] = a
 	sp.Outcome, sp.Reason, sp.Output = l.Outcome, l.Reason, l.Text
 	if l.Outcome != kernel.OutcomeCompleted {
 		sp.Detail = textcut.Clip(l.Detail, maxDetail)
