@@ -82,7 +82,7 @@ func New(cfg Config) *Deriver {
 		cfg.DelegateTool = kernel.DefaultDelegateTool
 	}
 	return &Deriver{
-		cfg:      cfg,
+		cfg:    cfg,
 		open:   make(map[ID]*Span),
 		ops:    make(map[kernel.OpID]*Span),
 		calls:  make(map[callKey]*Span),
