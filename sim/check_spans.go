@@ -74,7 +74,6 @@ type spanObs struct {
 	// cancelled: its op was told to stop, for cancelReason
 	cancelled    bool
 	cancelReason kernel.Reason
-	failure      kernel.Failure
 	// a delegation: its call has its result; its child's turn ended with
 	// childEnd
 	callDone  bool

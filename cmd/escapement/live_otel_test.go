@@ -34,7 +34,6 @@ const otelModel = "gpt-e2e"
 // request (from 1).
 type depth2 struct {
 	worker  func(ctx context.Context, w *fakeopenai.Writer, n int)
-	mu      sync.Mutex
 	streams chan string // the agents whose request came, in order
 }
 
