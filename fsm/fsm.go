@@ -74,9 +74,11 @@ const (
 	Delta
 	// StreamText: the stream finished with text only; the turn is complete.
 	StreamText
-	// StreamTools: the stream finished with tool calls (no delegation).
+	// StreamTools: the stream finished with tool calls, none of them a
+	// delegation that spawns a child.
 	StreamTools
-	// StreamDelegations: the stream finished with at least one delegation.
+	// StreamDelegations: the stream finished with at least one delegation
+	// that spawns a child.
 	StreamDelegations
 	// StreamFailed: the stream failed after retries (a typed LLM error).
 	StreamFailed

@@ -29,6 +29,10 @@
 //     exactly once; repeated cancels are coalesced (F8, F14).
 //   - Deadlines: the watchdog of a request watches only that stream's silence;
 //     a child's turn deadline never exceeds its parent's (F4).
+//   - A call of a tool Config.Ask names waits for a decision (EvDecision,
+//     bound to its agent, call and the Digest of its arguments) before it
+//     starts; the wait ends once — approved, denied, expired or withdrawn
+//     by its turn's abort — and never outlives its turn deadline.
 //
 // # Using it
 //
@@ -61,8 +65,8 @@
 // lists the commands and says how to add a file.
 //
 // An input the kernel refuses yields an EffError whose Err wraps
-// ErrEmptyText, ErrShutdown or ErrUnknownAgent, or is a
-// *fsm.UndeclaredError; nothing else happens. docs/embedding.md, "The
+// ErrEmptyText, ErrShutdown, ErrUnknownAgent, ErrNotWaiting or
+// ErrDigestMismatch, or is a *fsm.UndeclaredError; nothing else happens. docs/embedding.md, "The
 // kernel contract", lists the effects and limits, docs/semantics.md what every input
 // does in every state, and docs/durable.md how Recover rebuilds a tree after
 // a crash.

@@ -71,9 +71,11 @@ const (
 	TimerGrace
 	// TimerRestart ends an interjection's debounce window.
 	TimerRestart
+	// TimerApproval ends a call's wait for a decision (approval_timeout).
+	TimerApproval
 )
 
-var timerNames = [...]string{"", "watchdog", "tool_deadline", "turn_deadline", "grace", "restart"}
+var timerNames = [...]string{"", "watchdog", "tool_deadline", "turn_deadline", "grace", "restart", "approval_deadline"}
 
 func (k TimerKind) String() string {
 	if int(k) < len(timerNames) {

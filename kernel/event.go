@@ -52,11 +52,17 @@ const (
 	// tool runs again, any other tool call gets a tool_lost result, a
 	// cancelled op ends, and every timer is armed again.
 	EvRecover
+	// EvDecision: a person (or a host's policy) decides on call CallID of
+	// Agent, which waits for approval: Verdict approves or denies it,
+	// Digest names the arguments decided on, Text is a denial's note
+	// (docs/semantics.md, "Approvals").
+	EvDecision
 )
 
 var eventNames = [...]string{
 	"none", "submit", "interject", "cancel", "shutdown",
 	"llm_delta", "llm_end", "llm_error", "llm_retry", "tool_result", "timer", "recover",
+	"decision",
 }
 
 func (k EventKind) String() string {
@@ -146,7 +152,8 @@ type Event struct {
 	// driver's start). It must never be earlier than the previous event's:
 	// Step panics on time going backwards.
 	At time.Duration `json:"at"`
-	// Agent is the target of EvCancel.
+	// Agent is the target of EvCancel and the agent whose call an
+	// EvDecision decides.
 	Agent AgentID `json:"agent,omitempty"`
 	// Turn binds EvCancel to a turn; 0 means the current one.
 	Turn uint64 `json:"turn,omitempty"`
@@ -155,7 +162,7 @@ type Event struct {
 	// Chunk numbers EvLLMDelta chunks from 1 (0: unnumbered, never deduplicated).
 	Chunk uint32 `json:"chunk,omitempty"`
 	// Text: submitted or interjected text, a text delta, a tool's content, an
-	// error's detail, a retry's cause.
+	// error's detail, a retry's cause, a decision's note.
 	Text string `json:"text,omitempty"`
 	// Call is a tool-call fragment (EvLLMDelta).
 	Call *CallDelta `json:"call,omitempty"`
@@ -163,11 +170,18 @@ type Event struct {
 	Failure Failure `json:"failure,omitempty"`
 	// Status is how a tool ended (EvToolResult).
 	Status ToolStatus `json:"status,omitempty"`
+	// Verdict is what an EvDecision decides (beside the small fields, so
+	// it takes no room of its own in an Event).
+	Verdict Verdict `json:"verdict,omitempty"`
 	// Attempt and Delay are an EvLLMRetry's next attempt and its wait.
 	Attempt int           `json:"attempt,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
 	// Usage is token accounting riding on EvLLMEnd; nil when unknown.
 	Usage *Usage `json:"usage,omitempty"`
+	// CallID and Digest are an EvDecision's: the call it decides on, and
+	// the digest of the arguments it decides on (kernel.Digest).
+	CallID string `json:"call_id,omitempty"`
+	Digest string `json:"digest,omitempty"`
 }
 
 // Describe prints the event on one line, for logs, goldens and panics.
@@ -217,6 +231,8 @@ func (e Event) Describe() string {
 		}
 	case EvTimer:
 		fmt.Fprintf(&b, " op=%d", e.Op)
+	case EvDecision:
+		describeDecision(&b, e)
 	}
 	return b.String()
 }

@@ -67,15 +67,33 @@ const (
 	LifeRejected
 	// LifeRecovered: the kernel resolved what a crashed host had in flight
 	// (EvRecover); N is how many operations it resolved, Text says how
-	// (requests restarted, tools run again, tool calls lost).
+	// (requests restarted, tools run again, tool calls lost, approval
+	// requests asked again).
 	LifeRecovered
+	// LifeRequestWaiting: Agent's next request (its N-th of the turn) waits
+	// for one of the tree's Limits.MaxParallelRequests slots; its
+	// request_started follows when it gets one.
+	LifeRequestWaiting
+	// LifeApprovalRequested: call CallID of Agent (tool Name, arguments
+	// Text, their Digest) waits for a decision; Delay is how long the wait
+	// may last before it ends by itself (docs/semantics.md, "Approvals").
+	// A recovery emits it again for every wait it finds.
+	LifeApprovalRequested
+	// LifeApprovalResolved: call CallID's wait ended: Approval says how,
+	// Reason why when it was not approved, Text is a denial's note, Since
+	// is when the wait began.
+	LifeApprovalResolved
+	// LifeApprovalGranted: a decision granted tool Name for the session,
+	// with any arguments, or only arguments Text (Digest) when those are
+	// set; CallID is the call the decision named.
+	LifeApprovalGranted
 )
 
 var lifeNames = [...]string{
 	"", "turn_started", "transition", "request_started", "delta", "retry", "op_ended",
 	"tool_started", "call_finished", "call_dropped", "delegated", "interjected",
 	"interrupted", "timed_out", "turn_ended", "late", "stale", "ignored", "rejected",
-	"recovered",
+	"recovered", "request_waiting", "approval_requested", "approval_resolved", "approval_granted",
 }
 
 func (k LifeKind) String() string {
@@ -141,9 +159,13 @@ const (
 	// CallLost: the tool was running when the host crashed, and it is not
 	// safe to run again: it may or may not have taken effect (tool_lost).
 	CallLost
+	// CallDenied: the call needed approval and a decision denied it.
+	CallDenied
+	// CallExpired: the call needed approval and nobody decided in time.
+	CallExpired
 )
 
-var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child", "lost"}
+var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child", "lost", "denied", "expired"}
 
 func (s CallStatus) String() string {
 	if int(s) < len(callStatusNames) {
@@ -175,11 +197,15 @@ type Lifecycle struct {
 	Reason  Reason        `json:"reason,omitempty"`
 	End     OpEnd         `json:"end,omitempty"`
 	Status  CallStatus    `json:"status,omitempty"`
-	N       int           `json:"n,omitempty"`
-	Queued  bool          `json:"queued,omitempty"`
-	Since   time.Duration `json:"since,omitempty"`
-	Delay   time.Duration `json:"delay,omitempty"`
-	Detail  string        `json:"detail,omitempty"`
+	// Approval is how an approval wait ended (approval_resolved).
+	Approval ApprovalEnd   `json:"approval,omitempty"`
+	N        int           `json:"n,omitempty"`
+	Queued   bool          `json:"queued,omitempty"`
+	Since    time.Duration `json:"since,omitempty"`
+	Delay    time.Duration `json:"delay,omitempty"`
+	Detail   string        `json:"detail,omitempty"`
+	// Digest is an approval record's digest of the call's arguments.
+	Digest string `json:"digest,omitempty"`
 }
 
 // Describe prints the lifecycle event on one line.
@@ -193,6 +219,8 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " %s --%s--> %s", l.From, l.Trigger, l.To)
 	case LifeRequestStarted:
 		fmt.Fprintf(&b, " op=%d n=%d", l.Op, l.N)
+	case LifeRequestWaiting:
+		fmt.Fprintf(&b, " n=%d", l.N)
 	case LifeDelta:
 		fmt.Fprintf(&b, " op=%d %q", l.Op, l.Text)
 	case LifeRetry:
@@ -219,6 +247,8 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " turn=%d reason=%s", l.Turn, l.Reason)
 	case LifeTimedOut:
 		fmt.Fprintf(&b, " reason=%s op=%d since=%v", l.Reason, l.Op, l.Since)
+	case LifeApprovalRequested, LifeApprovalResolved, LifeApprovalGranted:
+		describeApproval(&b, l)
 	case LifeTurnEnded:
 		fmt.Fprintf(&b, " turn=%d %s", l.Turn, l.Outcome)
 		if l.Reason != ReasonNone {
@@ -258,12 +288,21 @@ var ErrCompacted = errors.New("lifecycle log: requested events were compacted")
 // recent events with dense sequence numbers. A subscriber that starts late
 // reads from any sequence number the ring still holds; older ones return
 // ErrCompacted with the oldest available, so it can resynchronise.
+//
+// The ring holds at most its capacity in events and LogTextBytes of their
+// text (a turn's end carries its whole answer, a delegation its task), so
+// what it keeps of finished agents is bounded too (docs/semantics.md,
+// "Finished agents"): past either bound the oldest events are dropped.
 type Log struct {
 	ring     []Lifecycle // grows up to capacity, then wraps
 	capacity int
 	first    uint64 // seq of the oldest retained event (1 when none dropped)
 	next     uint64 // seq the next append gets
+	text     int    // text bytes of the retained events (textBytes)
 }
+
+// LogTextBytes bounds the text the lifecycle log retains.
+const LogTextBytes = 16 << 20
 
 func newLog(capacity int) *Log {
 	// The ring grows on demand: a simulator builds thousands of short-lived
@@ -271,16 +310,33 @@ func newLog(capacity int) *Log {
 	return &Log{ring: make([]Lifecycle, 0, min(capacity, 64)), capacity: capacity, first: 1, next: 1}
 }
 
-// append stamps ev with the next sequence number and stores it.
+// textBytes is what an event counts against LogTextBytes.
+func textBytes(ev *Lifecycle) int {
+	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID) + len(ev.Digest)
+}
+
+// append stamps ev with the next sequence number and stores it, dropping
+// the oldest events past the ring's bounds (never the one just stored).
 func (l *Log) append(ev Lifecycle) Lifecycle {
 	ev.Seq = l.next
 	l.next++
+	l.text += textBytes(&ev)
 	if len(l.ring) < l.capacity {
 		l.ring = append(l.ring, ev)
-		return ev
+	} else {
+		slot := &l.ring[int((ev.Seq-1)%uint64(l.capacity))]
+		if slot.Seq >= l.first { // still retained: the wrap drops it
+			l.text -= textBytes(slot)
+		}
+		*slot = ev
+		l.first = max(l.first, ev.Seq-uint64(l.capacity)+1)
 	}
-	l.ring[int((ev.Seq-1)%uint64(l.capacity))] = ev
-	l.first = ev.Seq - uint64(l.capacity) + 1
+	for l.text > LogTextBytes && l.first < ev.Seq {
+		slot := &l.ring[int((l.first-1)%uint64(l.capacity))]
+		l.text -= textBytes(slot)
+		*slot = Lifecycle{} // its strings are released now, not at the wrap
+		l.first++
+	}
 	return ev
 }
 

@@ -42,8 +42,8 @@ var failureShows = []failureShow{
 func lifeOf(e Effect) (Lifecycle, bool) { return e.Life, e.Kind == EffEmit }
 
 // under reports whether id is anc or one of its descendants.
-func under(k *Kernel, id, anc AgentID) bool {
-	for ; id != NoAgent; id = k.Agent(id).Parent() {
+func under(r *transcriptRun, id, anc AgentID) bool {
+	for ; id != NoAgent; id = r.agent(id).Parent() {
 		if id == anc {
 			return true
 		}
@@ -84,7 +84,7 @@ func waitedForAfter(r *transcriptRun, i int, a AgentID, tools map[OpID]bool) boo
 				return false
 			case l.Agent == a && tools[l.Op] && (l.Kind == LifeLate || (l.Kind == LifeOpEnded && l.End == OpCancelled)):
 				return true
-			case l.Kind == LifeTurnEnded && l.Agent != a && r.final.Agent(l.Agent).Parent() == a:
+			case l.Kind == LifeTurnEnded && l.Agent != a && r.agent(l.Agent).Parent() == a:
 				return true
 			}
 		}
@@ -161,7 +161,6 @@ func settledIn(s transcriptStep, a AgentID) bool {
 }
 
 func showsF4(r *transcriptRun) bool {
-	k := r.final
 	for _, s := range r.steps {
 		for _, e := range s.effs {
 			l, ok := lifeOf(e)
@@ -169,12 +168,12 @@ func showsF4(r *transcriptRun) bool {
 				continue
 			}
 			x := l.Agent
-			if k.Agent(x).Parent() == NoAgent && len(k.Agent(x).Children()) == 0 {
+			if r.agent(x).Parent() == NoAgent && len(r.agent(x).Children()) == 0 {
 				continue // a lone agent: nothing else a deadline could hit
 			}
 			own := true
 			for _, e2 := range s.effs {
-				if l2, ok := lifeOf(e2); ok && l2.Kind == LifeInterrupted && !under(k, l2.Agent, x) {
+				if l2, ok := lifeOf(e2); ok && l2.Kind == LifeInterrupted && !under(r, l2.Agent, x) {
 					own = false
 				}
 			}
@@ -194,7 +193,7 @@ func showsF5(r *transcriptRun) bool {
 				continue
 			}
 			var res struct{ Type, Outcome string }
-			for _, m := range r.final.Agent(l.Agent).History() {
+			for _, m := range r.agent(l.Agent).History() {
 				if m.Role == RoleTool && m.ToolCallID == l.CallID && json.Unmarshal([]byte(m.Content), &res) == nil &&
 					res.Type == "agent_result" && res.Outcome == l.Outcome.String() {
 					return true
@@ -219,7 +218,7 @@ func showsF6(r *transcriptRun) bool {
 				}
 			}
 		}
-		if aborted > 0 && sent && markers(r.final.Agent(a).History()) == aborted {
+		if aborted > 0 && sent && markers(r.agent(a).History()) == aborted {
 			return true
 		}
 	}
@@ -238,7 +237,7 @@ func showsF7(r *transcriptRun) bool {
 		}
 	}
 	for id := range r.final.NumAgents() {
-		for _, m := range r.final.Agent(AgentID(id)).History() {
+		for _, m := range r.agent(AgentID(id)).History() {
 			if m.Role != RoleAssistant || !m.Partial || m.Content == "" {
 				continue
 			}
@@ -261,7 +260,7 @@ func showsF8(r *transcriptRun) bool {
 			continue
 		}
 		n := 0
-		for _, m := range r.final.Agent(Root).History() {
+		for _, m := range r.agent(Root).History() {
 			if m.Role == RoleUser && m.Interjection && m.Content == s.ev.Text {
 				n++
 			}
@@ -301,7 +300,7 @@ func showsF10(r *transcriptRun) bool { return r.logReplays > 0 }
 
 func showsF11(r *transcriptRun) bool {
 	for id := range r.final.NumAgents() {
-		for _, m := range r.final.Agent(AgentID(id)).History() {
+		for _, m := range r.agent(AgentID(id)).History() {
 			if m.Role == RoleTool && m.Synthetic {
 				return true
 			}
@@ -344,7 +343,7 @@ func showsF13(r *transcriptRun) bool {
 				continue
 			}
 			want := fmt.Sprintf(`reason="%s"`, l.Reason)
-			for _, m := range r.final.Agent(l.Agent).History() {
+			for _, m := range r.agent(l.Agent).History() {
 				if m.Marker && strings.Contains(m.Content, want) {
 					return true
 				}
@@ -374,9 +373,10 @@ func showsF14(r *transcriptRun) bool {
 
 // brokenPromises checks what every run must keep, whatever it claims: one
 // outcome per turn (I13), at most one cancel per op (I2), no request from an
-// interrupted agent before its next turn (F1), the turn's marker count.
+// interrupted agent before its next turn (F1), the turn's marker count, and
+// the approvals' promises (approvalPromises).
 func brokenPromises(r *transcriptRun) []error {
-	var errs []error
+	errs := approvalPromises(r)
 	ended := map[[2]uint64]int{}
 	cancels := map[OpID]int{}
 	interrupted := map[AgentID]bool{}

@@ -12,8 +12,8 @@ import (
 
 // The commands that show the kernel's state rather than step it.
 
-// state prints every agent, the live timers and whether the tree is
-// quiescent.
+// state prints every agent, the live timers, the calls waiting for
+// approval and whether the tree is quiescent.
 func (d *transcriptDriver) state(dir directive) ([]string, error) {
 	if err := dir.want(0, 0); err != nil {
 		return nil, err
@@ -22,6 +22,10 @@ func (d *transcriptDriver) state(dir directive) ([]string, error) {
 	var out []string
 	for id := range k.NumAgents() {
 		v := k.Agent(AgentID(id))
+		if v.Freed() {
+			out = append(out, fmt.Sprintf("agent %d: freed (it finished; docs/semantics.md, \"Finished agents\")", id))
+			continue
+		}
 		line := fmt.Sprintf("%s: %s, turn %d", v.Path(), v.State(), v.Turn())
 		if o, r := v.Outcome(); o != OutcomeNone && v.State() == fsm.Idle {
 			line += " " + o.String()
@@ -51,6 +55,13 @@ func (d *transcriptDriver) state(dir directive) ([]string, error) {
 		line = "timers: " + strings.Join(parts, ", ")
 	}
 	out = append(out, line)
+	for _, w := range k.Approvals(nil) {
+		ends := "expires"
+		if !w.Expires {
+			ends = "turn deadline"
+		}
+		out = append(out, fmt.Sprintf("waiting for approval: %s call=%s %s digest=%s since=%v, %s at=%v", k.AgentPath(w.Agent), w.CallID, w.Tool, w.Digest, w.AskedAt, ends, w.EndsAt))
+	}
 	if k.Quiescent() {
 		out = append(out, "quiescent")
 	}

@@ -28,7 +28,7 @@ func (d *transcriptDriver) configure(dir directive) ([]string, error) {
 }
 
 func configKeys() []string {
-	keys := []string{"system", "child_system", "max_agents", "log_capacity", "idempotent"}
+	keys := []string{"system", "child_system", "log_capacity", "idempotent", "ask"}
 	for _, s := range LimitTable() {
 		keys = append(keys, s.Name)
 	}
@@ -45,8 +45,8 @@ func (d *transcriptDriver) set(key, val string) error {
 		d.cfg.ChildSystem = val
 	case "idempotent":
 		d.cfg.Idempotent = strings.Split(val, ",")
-	case "max_agents":
-		d.cfg.MaxAgents, err = strconv.Atoi(val)
+	case "ask":
+		d.cfg.Ask = strings.Split(val, ",")
 	case "log_capacity":
 		d.cfg.LogCapacity, err = strconv.Atoi(val)
 	default:

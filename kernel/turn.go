@@ -60,6 +60,13 @@ func (k *Kernel) onInterject(ev Event) {
 	}
 	switch from {
 	case fsm.Streaming:
+		if a.waitingReq {
+			// Nothing was sent: the text joins the request that waits for
+			// a slot (docs/semantics.md, "Budgets and caps").
+			a.history = append(a.history, Message{Role: RoleUser, Content: ev.Text, Interjection: true})
+			k.emit(Lifecycle{Kind: LifeInterjected, Agent: a.id, Text: ev.Text})
+			return
+		}
 		// Cut the stream, keep its partial text, then the user's text.
 		if a.req != 0 {
 			k.cutRequest(a)
@@ -120,8 +127,9 @@ func (k *Kernel) startTurn(a *agent, t fsm.Trigger, inputs []input) {
 	k.startRequest(a)
 }
 
-// startRequest sends the agent's history as the next LLM request.
-func (k *Kernel) startRequest(a *agent) {
+// sendRequest sends the agent's history as the next LLM request (a slot is
+// free: startRequest).
+func (k *Kernel) sendRequest(a *agent) {
 	if a.state != fsm.Streaming || a.req != 0 {
 		panic(fmt.Sprintf("kernel: startRequest for %s in %s with request %d live", a.path, a.state, a.req))
 	}
@@ -167,6 +175,12 @@ func (k *Kernel) onDelta(ev Event) {
 			return
 		}
 		a.lastChunkNo = ev.Chunk
+	}
+	if ev.Text == "" && ev.Call != nil && ev.Call.ID == "" && ev.Call.Name == "" && ev.Call.Args == "" {
+		// A fragment that adds nothing is no progress (docs/semantics.md,
+		// "Deadlines"): a server streaming only these is silent.
+		k.emit(Lifecycle{Kind: LifeStale, Agent: a.id, Op: ev.Op, Text: "call fragment adds nothing"})
+		return
 	}
 	cost := a.messageCost(ev)
 	if a.msgBytes+cost > k.cfg.MaxMessageBytes {
@@ -284,22 +298,21 @@ func (k *Kernel) onLLMEnd(ev Event) {
 		k.endTurn(a, OutcomeCompleted, ReasonNone, text)
 		return
 	}
+	plans := k.planCalls(a, open)
 	trigger := fsm.StreamTools
 	calls := make([]ToolCall, len(open))
 	for i := range open {
 		calls[i] = open[i].call
-		switch calls[i].Name {
-		case "":
+		if calls[i].Name == "" {
 			// A call streamed without a name cannot run, and a transcript
 			// with a nameless call is invalid (F11): history shows a
-			// placeholder, and dispatchCall answers it as malformed — by
+			// placeholder, and planCalls answers it as malformed — by
 			// the empty name it keeps, so a real tool that happens to bear
 			// the placeholder's name is unaffected.
 			calls[i].Name = NamelessCall
-		case k.cfg.DelegateTool:
-			if i < k.cfg.MaxCalls { // a delegation beyond the cap is refused, never spawned
-				trigger = fsm.StreamDelegations
-			}
+		}
+		if plans[i].spawn != nil { // only a delegation that runs spawns a child
+			trigger = fsm.StreamDelegations
 		}
 	}
 	if !k.fire(a, trigger) {
@@ -310,13 +323,9 @@ func (k *Kernel) onLLMEnd(ev Event) {
 	a.pending = len(open)
 	a.nextWaiting = 0
 	for i := range open {
-		if i >= k.cfg.MaxCalls {
-			// The model is told which calls did not run, and why: never
-			// silence (docs/semantics.md, "Budgets and caps").
-			k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxCalls, refusalContent(ReasonMaxCalls, k.cfg.MaxCalls), NoAgent, OutcomeNone, true)
-			continue
-		}
-		k.dispatchCall(a, i)
+		// The model is told which calls did not run, and why: never
+		// silence (docs/semantics.md, "Budgets and caps").
+		k.dispatchCall(a, i, plans[i])
 	}
 	if a.pending == 0 {
 		k.resume(a)
@@ -479,6 +488,7 @@ func (k *Kernel) finishTurn(a *agent, outcome Outcome, reason Reason, text strin
 	a.turnTimer, a.restartTimer = 0, 0
 	a.deadline = 0
 	k.emit(Lifecycle{Kind: LifeTurnEnded, Agent: a.id, Outcome: outcome, Reason: reason, Text: text, Detail: a.failDetail})
+	k.retire(a)
 	if a.parent == NoAgent {
 		if len(a.nextTurn) > 0 && !k.shutdown {
 			next := a.nextTurn

@@ -95,6 +95,29 @@ func invariantLoops() []BrokenLoop {
 			dropping(func(ev kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffStartTool && ev.Kind != kernel.EvLLMEnd
 			})},
+		// The acknowledgement of a timed-out tool's cancel changes nothing
+		// of its agent but its running tools: the slot it frees must start
+		// the call waiting behind it all the same.
+		{"tool-cancel-ack-frees-slot", "I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it", CapsHold,
+			dropping(func(ev kernel.Event, e kernel.Effect) bool {
+				return ev.Kind == kernel.EvToolResult && ev.Status == kernel.ToolCancelled &&
+					(e.Kind == kernel.EffStartTool || (e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeToolStarted))
+			})},
+		// Counting max_calls by a call's position, as a loop that forgets
+		// some calls never run does: a malformed call and a refused
+		// delegation spend slots, and a call that could run is refused.
+		// (The kernel one slot short, its refusals naming the configured
+		// limit, shows the same refusal.)
+		{"cap-max-calls-counts-runs", "I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls", CapsHold,
+			func(cfg kernel.Config) (Core, error) {
+				limit := `"reason":"max_calls","limit":`
+				was := limit + strconv.Itoa(cfg.MaxCalls)
+				cfg.MaxCalls--
+				short := limit + strconv.Itoa(cfg.MaxCalls)
+				return broken(func(b *brokenCore) {
+					b.view = rewriting(func(m *kernel.Message) { m.Content = strings.Replace(m.Content, short, was, 1) })
+				})(cfg)
+			}},
 		{"nested-delegation", "I16: a child's turn deadline is its own, not clamped to its parent's", ChildDeadlineClamped,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
@@ -241,6 +264,32 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
+		// A loop that hands the shutdown's reason to every turn it ends —
+		// its records, results and markers all agreeing — where a
+		// descendant of the aborted root ends parent_cancelled.
+		{"shutdown-reaches-descendants", "I13: a shutdown ends a descendant's turn with reason shutdown, not parent_cancelled", TypedOutcomes,
+			broken(func(b *brokenCore) {
+				shut := false
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					shut = shut || ev.Kind == kernel.EvShutdown
+					out := b.inner(ev)
+					for i := range out {
+						if l := &out[i].Life; shut && out[i].Kind == kernel.EffEmit && l.Reason == kernel.ReasonParentCancelled {
+							l.Reason = kernel.ReasonShutdown
+						}
+					}
+					return out
+				}
+				b.view = func(v View) View {
+					if !shut {
+						return v
+					}
+					return rewriting(func(m *kernel.Message) {
+						m.Content = strings.ReplaceAll(m.Content, `reason="parent_cancelled"`, `reason="shutdown"`)
+						m.Content = strings.ReplaceAll(m.Content, `"reason":"parent_cancelled"`, `"reason":"shutdown"`)
+					})(v)
+				}
+			})},
 		{"max-depth-refused", "I13: a refusal names another limit than the one reached", TypedOutcomes,
 			broken(func(b *brokenCore) {
 				b.view = rewriting(func(m *kernel.Message) {
@@ -275,6 +324,23 @@ func invariantLoops() []BrokenLoop {
 			})},
 		{"interject-while-streaming", "I10: an interjection is kept unflagged, as if it had been submitted", UserTextOnce,
 			broken(func(b *brokenCore) { b.view = rewriting(func(m *kernel.Message) { m.Interjection = false }) })},
+		// A shutdown that treats every queued input alike: the
+		// interjection typed into the turn it aborts is thrown away with
+		// the inputs waiting for a next turn, instead of kept before the
+		// marker as any abort keeps it.
+		{"shutdown-reaches-descendants", "I10: a shutdown drops the interjection queued for the turn it aborts", UserTextOnce,
+			broken(func(b *brokenCore) {
+				b.view = func(v View) View {
+					h := slices.Clone(v.History)
+					for i := len(h) - 1; i > 0; i-- {
+						if h[i].Marker && strings.Contains(h[i].Content, `reason="shutdown"`) && h[i-1].Interjection {
+							h = slices.Delete(h, i-1, i)
+						}
+					}
+					v.History = h
+					return v
+				}
+			})},
 		{"budget-exhaustion", "I14: the assistant message records a call under another name than the stream gave it", FinishedCallsOnly,
 			broken(func(b *brokenCore) {
 				b.view = func(v View) View {
@@ -298,6 +364,21 @@ func invariantLoops() []BrokenLoop {
 			broken(func(b *brokenCore) {
 				b.view = func(v View) View {
 					v.Summary = ""
+					return v
+				}
+			})},
+		{"cap-parallel-requests", "I19: no request ever waits for a slot: a fan-out streams as many requests at once as it has agents", RequestBudget,
+			withConfig(func(cfg *kernel.Config) { cfg.MaxParallelRequests = kernel.MaxAgentsCeiling })},
+		{"cap-parallel-requests", "I19: a request waits while a slot is free (the loop counts one slot fewer than the tree has)", RequestBudget,
+			withConfig(func(cfg *kernel.Config) { cfg.MaxParallelRequests = max(1, cfg.MaxParallelRequests-1) })},
+		{"nested-delegation", "I23: finished children are never freed: the tree keeps every child it ran, and its memory grows with every delegation", ViewsTellTruth,
+			broken(func(b *brokenCore) {
+				kept := map[kernel.AgentID]View{}
+				b.viewID = func(b *brokenCore, id kernel.AgentID, v View) View {
+					if k, ok := kept[id]; ok && v.Freed {
+						return k
+					}
+					kept[id] = v
 					return v
 				}
 			})},
@@ -325,6 +406,9 @@ func invariantLoops() []BrokenLoop {
 // one in 10-30 worlds but cannot always shrink it within its time bound.
 // I5's late side is in the rapid suite through the restart loop.
 var scenarioOnly = map[string]string{
+	"I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it":                 "the same invariant is in the rapid suite through another loop; this one is held to its scenario (a timed-out tool acknowledging while a call waits is rare in random worlds)",
+	"I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls":                 "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the kernel one slot short is no valid configuration when a world draws max_calls 1)",
+	"I10: a shutdown drops the interjection queued for the turn it aborts":                                              "I10 is in the rapid suite through F7; this one is held to its scenario (a shutdown while interjections wait for the next request is rare in random worlds)",
 	"I10: an interjection is kept unflagged, as if it had been submitted":                                               "I10 is in the rapid suite through F7; this one is held to its scenario (the suite's time)",
 	"I14: the assistant message records a call under another name than the stream gave it":                              "I14 is in the rapid suite through F12; this one is held to its scenario (the suite's time)",
 	"I20: streamed text is not published to subscribers as it arrives":                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
@@ -337,11 +421,24 @@ var scenarioOnly = map[string]string{
 	"I14: a half-streamed call is dropped without its record":                                                           "I14 is in the rapid suite through F12; this one is held to its scenario (the suite's time)",
 	"I18: an interjection queued while tools run is recorded as delivered at once":                                      "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
 	"I20: a completed turn keeps an old failure's detail":                                                               "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I13: a shutdown ends a descendant's turn with reason shutdown, not parent_cancelled":                               "I13 is in the rapid suite through F6, F13 and F14; this one is held to its scenario (the suite's time)",
 	"I13: a refusal names another limit than the one reached":                                                           "I13 is in the rapid suite through F6, F13 and F14; this one is held to its scenario (the suite's time)",
 	"I2: a tool whose deadline fired is not told to stop":                                                               "I2 is in the rapid suite through F2 and F9; this one is held to its scenario (the suite's time)",
 	"I19: a delegation beyond max_children is spawned":                                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
 	"I19: a delegation beyond max_depth is spawned":                                                                     "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
+	"I19: no request ever waits for a slot: a fan-out streams as many requests at once as it has agents":                "a generated world rarely has max_parallel_requests (8) requests out at once; its scenario holds it",
+	"I19: a request waits while a slot is free (the loop counts one slot fewer than the tree has)":                      "a generated world rarely has max_parallel_requests (8) requests out at once; its scenario holds it",
 	"I20: an adapter's retry is not published to subscribers":                                                           "a retry needs a rate-limit fault on a request in flight; rapid finds one in a few worlds but, on a loaded machine, cannot always shrink it below 80 events within its time bound (I20 is in the rapid suite through another loop)",
+}
+
+// withConfig is the kernel run with a configuration the oracle does not
+// know of (it judges by the scenario's): a loop whose bookkeeping of a
+// limit is off.
+func withConfig(change func(*kernel.Config)) CoreFactory {
+	return func(cfg kernel.Config) (Core, error) {
+		change(&cfg)
+		return KernelCore(cfg)
+	}
 }
 
 // holding is a loop that goes on one event late: from the first lifecycle

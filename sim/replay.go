@@ -36,13 +36,23 @@ const MaxTraceLine = 16 << 20
 // trace names its scenario (embedded in the header), which is run again with
 // the same options; a live trace is replayed by feeding its recorded events
 // to a fresh kernel with the recorded configuration (record real, replay
-// simulated).
-func Replay(r io.Reader) (*ReplayResult, error) { return ReplayObserved(r, nil) }
+// simulated). The re-run has DefaultMemoryBudget (ReplayWithin).
+func Replay(r io.Reader) (*ReplayResult, error) { return ReplayWithin(r, DefaultMemoryBudget) }
 
-// ReplayObserved is Replay with every replayed step shown to observe (nil:
-// none), as Options.Observe sees a simulated run's — a Perfetto timeline
-// of a live trace, for one (escapement sim replay --perfetto).
-func ReplayObserved(r io.Reader, observe func(StepInfo)) (*ReplayResult, error) {
+// ReplayWithin is Replay with a memory budget (Options.MemoryBudget): a
+// trace is a small file that can ask for a huge run — its header's
+// scenario and limits are whatever was written there — so the re-run, a
+// simulator's or a live trace's, stops with ErrBudget once it holds that
+// much by the simulator's count (budget.go). A limit the header leaves out
+// has its bounded default.
+func ReplayWithin(r io.Reader, memoryBudget int64) (*ReplayResult, error) {
+	return ReplayObserved(r, memoryBudget, nil)
+}
+
+// ReplayObserved is ReplayWithin with every replayed step shown to observe
+// (nil: none), as Options.Observe sees a simulated run's — a Perfetto
+// timeline of a live trace, for one (escapement sim replay --perfetto).
+func ReplayObserved(r io.Reader, memoryBudget int64, observe func(StepInfo)) (*ReplayResult, error) {
 	recorded, err := io.ReadAll(io.LimitReader(r, 1<<30))
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
@@ -64,14 +74,14 @@ func ReplayObserved(r io.Reader, observe func(StepInfo)) (*ReplayResult, error) 
 		if err != nil {
 			return nil, err
 		}
-		opt.Trace, opt.Build, opt.Idempotent, opt.Observe = &buf, hdr.Build, hdr.Idempotent, observe
+		opt.Trace, opt.Build, opt.Idempotent, opt.MemoryBudget, opt.Observe = &buf, hdr.Build, hdr.Idempotent, memoryBudget, observe
 		res, err := Run(s, opt)
 		if err != nil {
 			return nil, err
 		}
 		end = res.End
 	case "live":
-		if end, err = replayLive(hdr, recorded, &buf, observe); err != nil {
+		if end, err = replayLive(hdr, recorded, &buf, budget{limit: memoryBudget}, observe); err != nil {
 			return nil, err
 		}
 	default:
@@ -83,9 +93,9 @@ func ReplayObserved(r io.Reader, observe func(StepInfo)) (*ReplayResult, error) 
 }
 
 // replayLive feeds a live trace's events to a fresh kernel, writing a new
-// trace with the same header, notes and end line, and showing each step to
-// observe (nil: none). It returns the end line's time.
-func replayLive(hdr trace.Header, recorded []byte, out io.Writer, observe func(StepInfo)) (time.Duration, error) {
+// trace with the same header, notes and end line, within budget b, and
+// showing each step to observe (nil: none). It returns the end line's time.
+func replayLive(hdr trace.Header, recorded []byte, out io.Writer, b budget, observe func(StepInfo)) (time.Duration, error) {
 	k, err := kernel.New(hdr.Config())
 	if err != nil {
 		return 0, fmt.Errorf("trace header config: %w", err)
@@ -116,6 +126,9 @@ func replayLive(hdr trace.Header, recorded []byte, out io.Writer, observe func(S
 			w.Step(k, ev, target, before, effs)
 			if observe != nil {
 				observe(StepInfo{Event: ev, Target: target, Before: before, After: k.AgentState(target), Effects: effs, Core: kernelCore{k}})
+			}
+			if b.step(&ev, effs, k.NumAgents()); b.spent() {
+				return 0, b.err(hdr.Name, line-1)
 			}
 		case "note":
 			at, err := parseAt(rec.At)

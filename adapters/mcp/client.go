@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
@@ -128,13 +128,13 @@ type Event struct {
 }
 
 // Client runs the MCP servers of a configuration and offers their tools to
-// the model. It implements live.Tools; Specs lists the tools. It is safe for
+// the model. It implements ports.Tools; Specs lists the tools. It is safe for
 // concurrent use.
 type Client struct {
 	opts    Options
 	servers []*server
 	tools   map[string]*remoteTool // by model-facing name
-	specs   []live.ToolSpec
+	specs   []ports.ToolSpec
 	calls   callTable
 	tokens  atomic.Uint64
 	// secrets removes every server's SecretValues from the results,
@@ -236,14 +236,14 @@ func start(ctx context.Context, opts Options, secrets *redact.Redactor) (*Client
 
 // Specs lists every server tool for the model: servers in configuration
 // order, each server's tools in the order it listed them.
-func (c *Client) Specs() []live.ToolSpec { return slices.Clone(c.specs) }
+func (c *Client) Specs() []ports.ToolSpec { return slices.Clone(c.specs) }
 
 // Run calls a server tool. See the package documentation for what a cancel,
 // a crash or an unresponsive server does to the call. The result holds
 // none of the configuration's secrets (ServerConfig.SecretValues): a
 // server that echoes its token, or an error that quotes a URL with a key
 // in it, reaches the model redacted.
-func (c *Client) Run(ctx context.Context, call live.Call) live.ToolResult {
+func (c *Client) Run(ctx context.Context, call ports.Call) ports.ToolResult {
 	r := c.run(ctx, call)
 	r.Content = c.secrets.Redact(r.Content)
 	return r
@@ -253,7 +253,7 @@ func (c *Client) Run(ctx context.Context, call live.Call) live.ToolResult {
 // server could put its token there, and specs go to the model). A schema
 // that redaction would make invalid JSON is offered as the empty object
 // schema.
-func (c *Client) redactSpec(spec live.ToolSpec) live.ToolSpec {
+func (c *Client) redactSpec(spec ports.ToolSpec) ports.ToolSpec {
 	spec.Description = c.secrets.Redact(spec.Description)
 	if params := c.secrets.Redact(string(spec.Parameters)); params != string(spec.Parameters) {
 		spec.Parameters = json.RawMessage(params)
@@ -264,7 +264,7 @@ func (c *Client) redactSpec(spec live.ToolSpec) live.ToolSpec {
 	return spec
 }
 
-func (c *Client) run(ctx context.Context, call live.Call) live.ToolResult {
+func (c *Client) run(ctx context.Context, call ports.Call) ports.ToolResult {
 	t, ok := c.tools[call.Name]
 	if !ok {
 		names := make([]string, 0, len(c.specs))
@@ -355,7 +355,7 @@ func (t *callTable) drop(p *pending) {
 type pending struct {
 	token string
 	tool  *remoteTool
-	call  live.Call
+	call  ports.Call
 
 	// Set by the tap: the request's id, and whether its write began.
 	idMu    sync.Mutex
@@ -379,6 +379,6 @@ func (p *pending) event(kind EventKind) Event {
 }
 
 // toolError is an error result for the model.
-func toolError(name, msg string) live.ToolResult {
-	return live.ToolResult{Status: kernel.ToolError, Content: "error: " + name + ": " + msg}
+func toolError(name, msg string) ports.ToolResult {
+	return ports.ToolResult{Status: kernel.ToolError, Content: "error: " + name + ": " + msg}
 }

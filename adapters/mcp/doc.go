@@ -8,7 +8,7 @@
 // and are started by Start: a stdio server through adapters/proc (its own
 // process group, every descendant killed with it, the tools' environment
 // policy), an HTTP server over the streamable HTTP transport. A Client is
-// a live.Tools: each server tool is offered as mcp__SERVER__TOOL (ToolName)
+// a ports.Tools: each server tool is offered as mcp__SERVER__TOOL (ToolName)
 // with the server's input schema.
 //
 // # A call's end

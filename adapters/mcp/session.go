@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/kernel"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -278,21 +278,21 @@ func (sess *session) watchAck(ctx context.Context, name string) (stop func()) {
 // and is responsive. A server that does not get that far within
 // PingTimeout is killed (watchAck), which ends the wait; the kernel has
 // abandoned the call after its grace by then if the grace is shorter.
-func (sess *session) acknowledge(p *pending) live.ToolResult {
+func (sess *session) acknowledge(p *pending) ports.ToolResult {
 	p.cancelled.Store(true)
 	if !sess.tap.wasWritten(p) {
-		return live.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled before the request reached the MCP server"}
+		return ports.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled before the request reached the MCP server"}
 	}
 	select {
 	case <-p.cancelSent:
 	case <-sess.killed:
-		return live.ToolResult{Status: kernel.ToolCancelled, Content: fmt.Sprintf("cancelled; the MCP server stopped: %v", sess.why())}
+		return ports.ToolResult{Status: kernel.ToolCancelled, Content: fmt.Sprintf("cancelled; the MCP server stopped: %v", sess.why())}
 	}
 	sess.srv.c.emit(p.event(EventCancelSent))
 	if err := sess.ping(0); err != nil {
-		return live.ToolResult{Status: kernel.ToolCancelled, Content: fmt.Sprintf("cancelled; the MCP server did not acknowledge: %v", err)}
+		return ports.ToolResult{Status: kernel.ToolCancelled, Content: fmt.Sprintf("cancelled; the MCP server did not acknowledge: %v", err)}
 	}
-	return live.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled; the MCP server received notifications/cancelled"}
+	return ports.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled; the MCP server received notifications/cancelled"}
 }
 
 // shutdown ends the session on purpose, politely: a stdio server's stdin is

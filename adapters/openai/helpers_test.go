@@ -12,6 +12,7 @@ import (
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
@@ -148,15 +149,15 @@ func newModelClock(t *testing.T, srv *fakeopenai.Server, mutate func(*openai.Con
 	return m, clk
 }
 
-func request(msgs ...kernel.Message) live.Request {
+func request(msgs ...kernel.Message) ports.Request {
 	if len(msgs) == 0 {
 		msgs = []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}}
 	}
-	return live.Request{Op: 1, Path: "main", Messages: msgs}
+	return ports.Request{Op: 1, Path: "main", Messages: msgs}
 }
 
 func failure(err error) kernel.Failure {
-	var fe *live.FailureError
+	var fe *ports.FailureError
 	if errors.As(err, &fe) {
 		return fe.Failure
 	}
@@ -165,14 +166,24 @@ func failure(err error) kernel.Failure {
 
 // runTurn runs one turn through the live driver and returns the root's
 // turn end and the kernel (after Run returned).
-func runTurn(t *testing.T, m live.Model, tl live.Tools, prompt string, mutate ...func(*kernel.Config)) (kernel.Lifecycle, *kernel.Kernel) {
+func runTurn(t *testing.T, m ports.Model, tl ports.Tools, prompt string, mutate ...func(*kernel.Config)) (kernel.Lifecycle, *kernel.Kernel) {
+	t.Helper()
+	return runTurnObserved(t, m, tl, prompt, nil, mutate...)
+}
+
+// runTurnObserved is runTurn with an observer of every step (which reads
+// children before they are freed).
+func runTurnObserved(t *testing.T, m ports.Model, tl ports.Tools, prompt string, observe func(ports.Step), mutate ...func(*kernel.Config)) (kernel.Lifecycle, *kernel.Kernel) {
 	t.Helper()
 	ended := make(chan kernel.Lifecycle, 1)
 	cfg := kernel.Config{Limits: kernel.DefaultLimits()}
 	for _, f := range mutate {
 		f(&cfg)
 	}
-	d, err := live.New(live.Config{Kernel: cfg, Model: m, Tools: tl, Observer: func(s live.Step) {
+	d, err := live.New(live.Config{Kernel: cfg, Model: m, Tools: tl, Observer: func(s ports.Step) {
+		if observe != nil {
+			observe(s)
+		}
 		for _, e := range s.Effects {
 			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root {
 				ended <- e.Life

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -15,16 +15,16 @@ import (
 // Tool-call shapes of OpenAI-compatible servers other than OpenAI's.
 
 // recordTools is a tool port that records what ran.
-func recordTools() (live.Tools, func() []string) {
+func recordTools() (ports.Tools, func() []string) {
 	var (
 		mu  sync.Mutex
 		ran []string
 	)
-	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+	tl := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 		mu.Lock()
 		ran = append(ran, c.ID+" "+c.Name+" "+c.Arguments)
 		mu.Unlock()
-		return live.ToolResult{Status: kernel.ToolOK, Content: "ok"}
+		return ports.ToolResult{Status: kernel.ToolOK, Content: "ok"}
 	})
 	return tl, func() []string {
 		mu.Lock()

@@ -2,7 +2,7 @@
 // chat-completions endpoint (OpenAI, Ollama, vLLM, llama.cpp server, LM
 // Studio, …), built on github.com/sashabaranov/go-openai's streaming API.
 //
-// It implements live.Model: text deltas and raw tool-call fragments go to
+// It implements ports.Model: text deltas and raw tool-call fragments go to
 // the kernel as they arrive (the kernel assembles calls, F12, and answers
 // malformed arguments itself, F11); failures before the first token that
 // may pass (rate limits, server errors, lost connections) are retried with
@@ -36,7 +36,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
@@ -55,8 +55,9 @@ type Config struct {
 	BaseURL string
 	// Model names the model (required).
 	Model string
-	// Tools are the function definitions the model may call.
-	Tools []live.ToolSpec
+	// Tools are the function definitions the model may call; a request
+	// that names its own (ports.Request.Tools) offers those instead.
+	Tools []ports.ToolSpec
 	// MaxRetries bounds the retries of one request before its first token;
 	// 4 when 0, none when negative.
 	MaxRetries int
@@ -161,13 +162,19 @@ func New(cfg Config) (*Model, error) {
 	oc := oa.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = cfg.BaseURL
 	oc.HTTPClient = &capturingDoer{c: hc, maxLine: cfg.MaxLineBytes}
-	m := &Model{cfg: cfg, client: oa.NewClientWithConfig(oc), redact: redact.New(cfg.APIKey)}
-	for _, s := range cfg.Tools {
-		m.tools = append(m.tools, oa.Tool{Type: oa.ToolTypeFunction, Function: &oa.FunctionDefinition{
+	m := &Model{cfg: cfg, client: oa.NewClientWithConfig(oc), redact: redact.New(cfg.APIKey), tools: wireTools(cfg.Tools)}
+	return m, nil
+}
+
+// wireTools converts tool specs into the wire's function definitions.
+func wireTools(specs []ports.ToolSpec) []oa.Tool {
+	var tools []oa.Tool
+	for _, s := range specs {
+		tools = append(tools, oa.Tool{Type: oa.ToolTypeFunction, Function: &oa.FunctionDefinition{
 			Name: s.Name, Description: s.Description, Parameters: s.Parameters,
 		}})
 	}
-	return m, nil
+	return tools
 }
 
 // wireMessages converts a kernel history into the wire messages: Role, Content,
@@ -198,7 +205,7 @@ func wireMessages(msgs []kernel.Message) []oa.ChatCompletionMessage {
 const maxDetail = 300
 
 func (m *Model) fail(f kernel.Failure, detail string) error {
-	return live.Fail(f, errors.New(m.redact.Redact(detail)))
+	return ports.Fail(f, errors.New(m.redact.Redact(detail)))
 }
 
 // clean makes an attempt's error text fit to leave the adapter: the key

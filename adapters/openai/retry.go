@@ -6,21 +6,25 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	oa "github.com/sashabaranov/go-openai"
 )
 
-// Stream implements live.Model. It retries a failed attempt before its
+// Stream implements ports.Model. It retries a failed attempt before its
 // first token when the failure is worth it (rate limits, server errors,
 // lost connections; never authentication, not-found or invalid-request
 // errors), waits what the server's Retry-After asks or a jittered backoff,
 // and gives up at once when that wait would end past MaxRetryWait.
-func (m *Model) Stream(ctx context.Context, req live.Request, sink live.Sink) error {
+func (m *Model) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
+	tools := m.tools
+	if req.Tools != nil {
+		tools = wireTools(req.Tools)
+	}
 	creq := oa.ChatCompletionRequest{
 		Model:         m.cfg.Model,
 		Messages:      wireMessages(req.Messages),
-		Tools:         m.tools,
+		Tools:         tools,
 		StreamOptions: &oa.StreamOptions{IncludeUsage: true},
 	}
 	begun := m.cfg.Now()

@@ -4,13 +4,16 @@
 // span per tool call and per delegation), named and attributed by the
 // GenAI semantic conventions (docs/otel.md).
 //
-// It is switched on the standard way: FromEnv reads
+// It is switched on the standard way: NewFromEnv (FromEnv) reads
 // OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and
-// the protocol; without an endpoint a host builds nothing, so a run that
-// does not ask for spans pays nothing for them. The SDK and its OTLP
-// exporters read the rest of the OTEL_* configuration themselves.
+// the protocol; without an endpoint it builds nothing, so a run that does
+// not ask for spans pays nothing for them. The SDK and its OTLP exporters
+// read the rest of the OTEL_* configuration themselves. A host hands the
+// exporter to the sessions library (session.Config.Spans) or the agent
+// API (agent.Config.Spans), which feed it every step — a recovered run's
+// replayed ones first — and end it with the run.
 //
-// Exporter.Observe runs on the kernel's goroutine (a live.Config.Observer):
+// Exporter.Observe runs on the kernel's goroutine (a session.Spans):
 // it derives the step's span changes — pure, no I/O — and queues them for
 // the exporter's goroutine, which drives the SDK; the SDK's batch processor
 // sends from its own. Shutdown sends what has ended and closes the

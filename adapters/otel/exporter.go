@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/spans"
@@ -43,7 +43,7 @@ type Config struct {
 	// carries (nil: none).
 	Redact func(string) string
 	// OnError is told of the first export that fails, from the export's
-	// goroutine (nil: nobody).
+	// goroutine (nil: nobody), in a sentence for the user.
 	OnError func(error)
 	// Now reads the wall clock (nil: time.Now); tests fix it.
 	Now func() time.Time
@@ -53,7 +53,10 @@ type Config struct {
 // them on the kernel's goroutine — a pure step, no I/O, no lock held for
 // long — and hands them to the exporter's own goroutine, which starts and
 // ends the SDK's spans; the SDK's batch processor sends them from its
-// goroutine. The kernel's step never waits for the network.
+// goroutine. The kernel's step never waits for the network. It is a
+// session.Spans (adapters/session drives it, and the agent API through
+// it). A nil *Exporter — what NewFromEnv returns when nothing asks for
+// spans — does nothing.
 type Exporter struct {
 	cfg    Config
 	tp     *sdktrace.TracerProvider
@@ -150,10 +153,26 @@ func New(ctx context.Context, cfg Config) (*Exporter, error) {
 	return e, nil
 }
 
+// NewFromEnv builds the exporter the standard variables ask for, read
+// through getenv (FromEnv; cfg.Settings is theirs): nil, and nothing
+// started, when they ask for none. A value it cannot honour is an error
+// naming the variable.
+func NewFromEnv(ctx context.Context, getenv func(string) string, cfg Config) (*Exporter, error) {
+	settings, on, err := FromEnv(getenv)
+	if err != nil || !on {
+		return nil, err
+	}
+	cfg.Settings = settings
+	return New(ctx, cfg)
+}
+
 // SetConversation sets gen_ai.conversation.id — the session's identity,
 // which also seeds the trace and span ids. Call it before the first
 // Observe.
 func (e *Exporter) SetConversation(id string) {
+	if e == nil {
+		return
+	}
 	e.mu.Lock()
 	e.conv = id
 	e.mu.Unlock()
@@ -163,7 +182,10 @@ func (e *Exporter) SetConversation(id string) {
 // spans it changes were exported, or will be ended, by the process that
 // ran it, so nothing is exported now. Call it on the kernel's goroutine
 // (or before Run), for every replayed step in order, before any Observe.
-func (e *Exporter) Replay(s live.Step) {
+func (e *Exporter) Replay(s ports.Step) {
+	if e == nil {
+		return
+	}
 	e.derive.Step(s.Event, s.Effects)
 	e.replayed, e.lastReplay = true, s.Event.At
 }
@@ -174,11 +196,18 @@ func (e *Exporter) Replay(s live.Step) {
 // kernel's clock, which does not count it, resumes where the log ended).
 // Without it the recovered process takes no time to have passed. Call it
 // before the first Observe.
-func (e *Exporter) SetCrashTime(t time.Time) { e.crashed = t }
+func (e *Exporter) SetCrashTime(t time.Time) {
+	if e != nil {
+		e.crashed = t
+	}
+}
 
 // Observe derives the spans of one live step and hands them to the
 // exporter's goroutine. It is a live.Config.Observer (or part of one).
-func (e *Exporter) Observe(s live.Step) {
+func (e *Exporter) Observe(s ports.Step) {
+	if e == nil {
+		return
+	}
 	if e.origin.IsZero() {
 		e.origin = e.cfg.Now().Add(-s.Event.At)
 		if e.crashed.IsZero() || e.crashed.After(e.origin.Add(e.lastReplay)) {
@@ -368,6 +397,9 @@ func serverAttrs(base string, red func(string) string) []attribute.KeyValue {
 // Flush sends what has ended so far, waiting at most until ctx ends (a
 // process about to exit at once).
 func (e *Exporter) Flush(ctx context.Context) error {
+	if e == nil {
+		return nil
+	}
 	applied := make(chan struct{})
 	select {
 	case e.flush <- applied:
@@ -390,6 +422,9 @@ func (e *Exporter) Flush(ctx context.Context) error {
 // them to the run that recovers it. It reports how many batches failed
 // to export, if any did.
 func (e *Exporter) Shutdown(ctx context.Context) error {
+	if e == nil {
+		return nil
+	}
 	e.stopOnce.Do(func() { close(e.stop) })
 	select {
 	case <-e.done:
@@ -417,7 +452,7 @@ func (r *reporting) ExportSpans(ctx context.Context, ss []sdktrace.ReadOnlySpan)
 	err := r.SpanExporter.ExportSpans(ctx, ss)
 	if err != nil {
 		if r.e.failures.Add(1) == 1 && r.e.cfg.OnError != nil {
-			r.e.cfg.OnError(errors.New(r.e.cfg.Redact(err.Error())))
+			r.e.cfg.OnError(fmt.Errorf("OpenTelemetry: sending spans failed: %s (later failures are counted at exit)", r.e.cfg.Redact(err.Error())))
 		}
 		return nil // counted and told: the global handler would print it again
 	}

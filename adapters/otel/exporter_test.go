@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/otel"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/otlptest"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
@@ -56,7 +56,7 @@ func TestFromEnv(t *testing.T) {
 
 // run runs s in the simulator and returns the kernel's configuration and
 // the events it was fed, to be replayed into a kernel of the test's own
-// (live.Step carries the kernel: a request's answer is read from it).
+// (ports.Step carries the kernel: a request's answer is read from it).
 func run(t *testing.T, s *sim.Scenario, opt sim.Options) (kernel.Config, []kernel.Event) {
 	t.Helper()
 	var evs []kernel.Event
@@ -72,14 +72,14 @@ func run(t *testing.T, s *sim.Scenario, opt sim.Options) (kernel.Config, []kerne
 
 // replay feeds evs to a fresh kernel and shows each step to fn, as the
 // live driver shows its observer.
-func replay(t *testing.T, cfg kernel.Config, evs []kernel.Event, fn func(i int, s live.Step)) {
+func replay(t *testing.T, cfg kernel.Config, evs []kernel.Event, fn func(i int, s ports.Step)) {
 	t.Helper()
 	k, err := kernel.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i, ev := range evs {
-		fn(i, live.Step{Kernel: k, Event: ev, Effects: k.Step(ev)})
+		fn(i, ports.Step{Kernel: k, Event: ev, Effects: k.Step(ev)})
 	}
 }
 
@@ -102,7 +102,7 @@ func scenario(t *testing.T, name string) *sim.Scenario {
 func derived(t *testing.T, cfg kernel.Config, evs []kernel.Event) map[spans.ID]spans.Span {
 	d := spans.New(spans.Config{RootName: cfg.RootName})
 	out := map[spans.ID]spans.Span{}
-	replay(t, cfg, evs, func(_ int, s live.Step) {
+	replay(t, cfg, evs, func(_ int, s ports.Step) {
 		for _, c := range d.Step(s.Event, s.Effects) {
 			if c.Kind == spans.Ended {
 				out[c.Span.ID] = *c.Span
@@ -220,7 +220,7 @@ func TestExportNested(t *testing.T) {
 			cfg, evs := run(t, scenario(t, "cancel-reaches-descendants"), sim.Options{})
 			want := derived(t, cfg, evs)
 			e := exporter(t, otel.Config{Settings: otel.Settings{Protocol: protocol}, RootName: cfg.RootName, Model: "gpt-test", BaseURL: "https://user:pw@llm.example:8443/v1?key=k"})
-			replay(t, cfg, evs, func(_ int, s live.Step) { e.Observe(s) })
+			replay(t, cfg, evs, func(_ int, s ports.Step) { e.Observe(s) })
 			shutdown(t, e)
 			rec := index(t, r)
 			if len(rec.all) != len(want) {
@@ -288,7 +288,7 @@ inputs:
 	r := receiver(t, otel.ProtocolHTTP)
 	cfg, evs := run(t, s, sim.Options{})
 	e := exporter(t, otel.Config{Settings: otel.Settings{Protocol: otel.ProtocolHTTP, Content: true}, RootName: cfg.RootName, Redact: redact.New(secret).Redact})
-	replay(t, cfg, evs, func(_ int, s live.Step) { e.Observe(s) })
+	replay(t, cfg, evs, func(_ int, s ports.Step) { e.Observe(s) })
 	shutdown(t, e)
 	rec := index(t, r)
 	chat := rec.one(t, "chat")
@@ -355,7 +355,7 @@ inputs:
 	first := exporter(t, otel.Config{Settings: otel.Settings{Protocol: otel.ProtocolHTTP}, Now: func() time.Time { return t0 }})
 	second := exporter(t, otel.Config{Settings: otel.Settings{Protocol: otel.ProtocolHTTP}, Now: func() time.Time { return crash.Add(time.Minute) }})
 	second.SetCrashTime(crash)
-	replay(t, cfg, evs, func(i int, s live.Step) {
+	replay(t, cfg, evs, func(i int, s ports.Step) {
 		if i < crashAt {
 			first.Observe(s)
 			second.Replay(s)
@@ -411,7 +411,7 @@ func TestObserveNeverWaitsForTheNetwork(t *testing.T) {
 	cfg, evs := run(t, scenario(t, "cancel-reaches-descendants"), sim.Options{})
 	e := exporter(t, otel.Config{Settings: otel.Settings{Protocol: otel.ProtocolHTTP}})
 	for range 200 {
-		replay(t, cfg, evs, func(_ int, s live.Step) { e.Observe(s) })
+		replay(t, cfg, evs, func(_ int, s ports.Step) { e.Observe(s) })
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()

@@ -12,7 +12,7 @@
 //
 // A Box offers read_file, write_file, list_dir and grep, shell when
 // Config.AllowShell is set, and the schema of the kernel's delegation tool
-// (DelegateSpec), which the kernel runs itself; Specs has each one's JSON
+// (ports.DelegateSpec), which the kernel runs itself; Specs has each one's JSON
 // Schema. adapters/toolset combines a Box with MCP servers and Go functions.
 package tools
 
@@ -27,7 +27,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
@@ -65,7 +65,7 @@ type Config struct {
 	DelegateTool string
 }
 
-// Box is the tool set for one workspace. It implements live.Tools and is
+// Box is the tool set for one workspace. It implements ports.Tools and is
 // safe for concurrent use (tool calls run in parallel).
 type Box struct {
 	cfg  Config
@@ -159,7 +159,7 @@ func (b *Box) Close() error { return b.root.Close() }
 func (b *Box) Workspace() string { return b.real }
 
 // Run executes one call; unknown tools and bad arguments are error results.
-func (b *Box) Run(ctx context.Context, call live.Call) live.ToolResult {
+func (b *Box) Run(ctx context.Context, call ports.Call) ports.ToolResult {
 	var (
 		content string
 		err     error
@@ -201,14 +201,14 @@ func (b *Box) Run(ctx context.Context, call live.Call) live.ToolResult {
 		err = fmt.Errorf("unknown tool %q (available: %s)", call.Name, strings.Join(b.names(), ", "))
 	}
 	if err != nil {
-		return live.ToolResult{Status: kernel.ToolError, Content: "error: " + call.Name + ": " + err.Error()}
+		return ports.ToolResult{Status: kernel.ToolError, Content: "error: " + call.Name + ": " + err.Error()}
 	}
-	return live.ToolResult{Status: kernel.ToolOK, Content: content}
+	return ports.ToolResult{Status: kernel.ToolOK, Content: content}
 }
 
 // decode parses a call's JSON arguments into dst; missing reports whether a
 // required field is absent. Unknown fields are ignored (models add them).
-func decode(call live.Call, dst any, missing func() bool, shape string) error {
+func decode(call ports.Call, dst any, missing func() bool, shape string) error {
 	if err := json.Unmarshal([]byte(call.Arguments), dst); err != nil {
 		return fmt.Errorf("arguments must be %s: %v", shape, err)
 	}

@@ -5,18 +5,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
 
 // submitStep steps a submit on k and returns it as the driver hands it to
 // WriteAhead (a submit always needs an fsync).
-func submitStep(k *kernel.Kernel, text string) live.Step {
+func submitStep(k *kernel.Kernel, text string) ports.Step {
 	ev := kernel.Submit(k.Now(), text)
 	target := k.Target(ev)
 	before := k.AgentState(target)
-	return live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: k.Step(ev)}
+	return ports.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: k.Step(ev)}
 }
 
 // TestWriterFailureIsFinal: after an fsync fails, every Record and Close

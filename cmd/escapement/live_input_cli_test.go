@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/internal/lineread"
 )
 
 // TestChatLongLineRefused: a script pipes three lines to chat, the second
@@ -25,7 +26,7 @@ func TestChatLongLineRefused(t *testing.T) {
 	dir := t.TempDir()
 	p := startBinary(t, bin, srv, dir, "chat", "--session", filepath.Join(dir, "s.jsonl"), "--workspace", dir)
 	go func() { // owned: ends when its writes are done or the process's stdin closes
-		_, _ = io.WriteString(p.stdin, "first\n"+strings.Repeat("x", 2_000_000)+"\n"+strings.Repeat("y", MaxInputLine)+"\nthird\n")
+		_, _ = io.WriteString(p.stdin, "first\n"+strings.Repeat("x", 2_000_000)+"\n"+strings.Repeat("y", lineread.MaxLine)+"\nthird\n")
 		p.stdin.Close()
 	}()
 	if code := p.wait(t); code != exitUsage {
@@ -35,7 +36,7 @@ func TestChatLongLineRefused(t *testing.T) {
 	for _, r := range srv.Requests() {
 		heard = append(heard, len(r.Body.Last().Content))
 	}
-	if want := []int{len("first"), MaxInputLine, len("third")}; !slices.Equal(heard, want) {
+	if want := []int{len("first"), lineread.MaxLine, len("third")}; !slices.Equal(heard, want) {
 		t.Errorf("the model was sent messages of %v bytes, want %v", heard, want)
 	}
 	mustHave(t, p.stderr.String(), "stdin line 2: 2000000 bytes, over the 1 MiB a line may hold; it was not sent (the lines after it are read)",

@@ -186,8 +186,10 @@ func TestMCPSecretVarsWithheldFromShell(t *testing.T) {
 		want string
 	}{
 		{"withheld", nil, "cred=[] plain=[plain]"},
-		// Passed by name, it is the user's to give: the shell prints it.
-		{"passed", []string{"--tool-env", "UPSTREAM_CRED"}, "cred=[" + mcpToken + "] plain=[plain]"},
+		// Passed by name, it is the user's to give: the shell gets it and
+		// prints it; what reaches the model is redacted at the kernel's
+		// edge as every tool result is (docs/durable.md, "Secrets").
+		{"passed", []string{"--tool-env", "UPSTREAM_CRED"}, "cred=[[redacted]] plain=[plain]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args, _ := json.Marshal(map[string]string{"command": `echo "cred=[$UPSTREAM_CRED] plain=[$PLAIN_SETTING]"`})

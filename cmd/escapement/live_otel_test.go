@@ -156,7 +156,7 @@ func derivedFrom(t *testing.T, path string) []string {
 	}
 	d := spans.New(spans.Config{RootName: "main", Model: otelModel})
 	var names []string
-	res, err := sim.ReplayObserved(bytes.NewReader(data), func(si sim.StepInfo) {
+	res, err := sim.ReplayObserved(bytes.NewReader(data), sim.DefaultMemoryBudget, func(si sim.StepInfo) {
 		for _, c := range d.Step(si.Event, si.Effects) {
 			if c.Kind == spans.Ended {
 				names = append(names, c.Span.Name())

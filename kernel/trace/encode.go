@@ -163,6 +163,10 @@ func (e *enc) event(ev *kernel.Event) {
 		e.lit(`,"status":`)
 		e.name(ev.Status.String())
 	}
+	if ev.Verdict != 0 {
+		e.lit(`,"verdict":`)
+		e.name(ev.Verdict.String())
+	}
 	if ev.Attempt != 0 {
 		e.lit(`,"attempt":`)
 		e.i64(int64(ev.Attempt))
@@ -187,6 +191,14 @@ func (e *enc) event(ev *kernel.Event) {
 			e.i64(int64(u.CompletionTokens))
 		}
 		e.b = append(e.b, '}')
+	}
+	if ev.CallID != "" {
+		e.lit(`,"call_id":`)
+		e.str(ev.CallID)
+	}
+	if ev.Digest != "" {
+		e.lit(`,"digest":`)
+		e.str(ev.Digest)
 	}
 	e.b = append(e.b, '}')
 }
@@ -291,6 +303,10 @@ func (e *enc) life(l *kernel.Lifecycle) {
 		e.lit(`,"status":`)
 		e.name(l.Status.String())
 	}
+	if l.Approval != 0 {
+		e.lit(`,"approval":`)
+		e.name(l.Approval.String())
+	}
 	if l.N != 0 {
 		e.lit(`,"n":`)
 		e.i64(int64(l.N))
@@ -309,6 +325,10 @@ func (e *enc) life(l *kernel.Lifecycle) {
 	if l.Detail != "" {
 		e.lit(`,"detail":`)
 		e.str(l.Detail)
+	}
+	if l.Digest != "" {
+		e.lit(`,"digest":`)
+		e.str(l.Digest)
 	}
 	e.b = append(e.b, '}')
 }
