@@ -38,6 +38,10 @@ const (
 	KeyOutcome    = "escapement.outcome"
 	KeyOpEnd      = "escapement.op.end"
 	KeyCallStatus = "escapement.call.status"
+	// An approval wait's end and its arguments' digest (docs/semantics.md,
+	// "Approvals").
+	KeyApproval       = "escapement.approval"
+	KeyApprovalDigest = "escapement.approval.digest"
 )
 
 // Attr is one attribute. Value is a string, an int64, a float64, a bool
@@ -124,6 +128,24 @@ func (e Event) Attrs() []Attr {
 		a = append(a, Attr{KeyToolCallID, e.CallID}, Attr{KeyToolName, e.Tool})
 	case EventRecovered:
 		a = append(a, Attr{"escapement.ops", int64(e.N)})
+	case EventRequestWaiting:
+		a = append(a, Attr{"escapement.request", int64(e.N)})
+	case EventApprovalRequested:
+		a = append(a, Attr{KeyToolCallID, e.CallID}, Attr{KeyToolName, e.Tool}, Attr{KeyApprovalDigest, e.Digest},
+			Attr{"escapement.approval.expires_in", e.Delay.Seconds()})
+	case EventApprovalResolved:
+		a = append(a, Attr{KeyToolCallID, e.CallID}, Attr{KeyToolName, e.Tool}, Attr{KeyApproval, e.Approval.String()},
+			Attr{"escapement.approval.waited", e.Delay.Seconds()})
+		if e.Reason != kernel.ReasonNone {
+			a = append(a, Attr{KeyReason, e.Reason.String()})
+		}
+	case EventApprovalGranted:
+		a = append(a, Attr{KeyToolName, e.Tool}, Attr{KeyToolCallID, e.CallID})
+		if e.Digest != "" {
+			a = append(a, Attr{"escapement.approval.grant", "arguments"}, Attr{KeyApprovalDigest, e.Digest})
+		} else {
+			a = append(a, Attr{"escapement.approval.grant", "tool"})
+		}
 	}
 	return a
 }

@@ -201,6 +201,10 @@ func (d *Deriver) record(ev *kernel.Event, l *kernel.Lifecycle) {
 		if sp := d.turnOf(l.Agent); sp != nil {
 			d.event(sp, Event{Kind: EventRecovered, At: l.At, N: l.N})
 		}
+	case kernel.LifeRequestWaiting, kernel.LifeApprovalRequested, kernel.LifeApprovalResolved, kernel.LifeApprovalGranted:
+		if sp := d.turnOf(l.Agent); sp != nil {
+			d.event(sp, waitEvent(l))
+		}
 	case kernel.LifeOpEnded:
 		d.opEnded(ev, l)
 	case kernel.LifeCallFinished:
@@ -208,6 +212,24 @@ func (d *Deriver) record(ev *kernel.Event, l *kernel.Lifecycle) {
 	case kernel.LifeTurnEnded:
 		d.turnEnded(l)
 	}
+}
+
+// waitEvent is the turn's event of a wait the step records: a request's
+// for a slot, a call's for a person's decision, that wait's end, a grant
+// (docs/semantics.md, "Spans").
+func waitEvent(l *kernel.Lifecycle) Event {
+	e := Event{At: l.At, N: l.N, CallID: l.CallID, Tool: l.Name, Digest: l.Digest}
+	switch l.Kind {
+	case kernel.LifeRequestWaiting:
+		e.Kind = EventRequestWaiting
+	case kernel.LifeApprovalRequested:
+		e.Kind, e.Delay = EventApprovalRequested, l.Delay
+	case kernel.LifeApprovalResolved:
+		e.Kind, e.Delay, e.Approval, e.Reason = EventApprovalResolved, l.At-l.Since, l.Approval, l.Reason
+	case kernel.LifeApprovalGranted:
+		e.Kind = EventApprovalGranted
+	}
+	return e
 }
 
 // newSpan allocates a span from the current block.

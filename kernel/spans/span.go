@@ -141,18 +141,35 @@ const (
 	// it waits for the next request).
 	EventInterjected
 	// EventCall (agent): a call got its result without running — refused,
-	// malformed, or cancelled while it waited for a slot (CallID, Tool,
-	// Status, Reason).
+	// malformed, cancelled while it waited for a slot, denied, expired or
+	// withdrawn while it waited for a decision (CallID, Tool, Status,
+	// Reason).
 	EventCall
 	// EventCallDropped (agent): a half-streamed call was dropped (CallID,
 	// Tool).
 	EventCallDropped
 	// EventRecovered (agent): a recovered host resolved N ops.
 	EventRecovered
+	// EventRequestWaiting (agent): the turn's N-th request waits for one
+	// of the tree's max_parallel_requests slots; its chat span starts when
+	// it gets one.
+	EventRequestWaiting
+	// EventApprovalRequested (agent): call CallID (Tool; its arguments'
+	// Digest) waits for a person's decision, for at most Delay. A recovery
+	// asks again for every wait it finds, so one wait may have two.
+	EventApprovalRequested
+	// EventApprovalResolved (agent): call CallID's wait ended (Approval,
+	// with Reason when it was not approved) after Delay; an approved
+	// call's execute_tool span starts when the call does.
+	EventApprovalResolved
+	// EventApprovalGranted (agent): a decision granted Tool for the
+	// session: with any arguments, or — Digest set — with those only.
+	EventApprovalGranted
 )
 
 var eventNames = [...]string{"", "escapement.retry", "escapement.interrupted", "escapement.timed_out",
-	"escapement.interjected", "escapement.call", "escapement.call_dropped", "escapement.recovered"}
+	"escapement.interjected", "escapement.call", "escapement.call_dropped", "escapement.recovered",
+	"escapement.request_waiting", "escapement.approval_requested", "escapement.approval_resolved", "escapement.approval_granted"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) {
@@ -174,6 +191,10 @@ type Event struct {
 	Queued bool
 	// Text is a retry's cause (diagnostics, not message content).
 	Text string
+	// Digest and Approval are an approval record's (its arguments'
+	// digest, how its wait ended).
+	Digest   string
+	Approval kernel.ApprovalEnd
 }
 
 // ChangeKind says what happened to a span in a step.
