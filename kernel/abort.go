@@ -178,7 +178,9 @@ func (k *Kernel) closeAborted(x *agent) {
 		k.closeCall(x, i, noTrigger, status, x.abort, content, NoAgent, OutcomeNone, true)
 	}
 	k.flushQueued(x)
-	k.appendMarker(x, OutcomeOf(x.abort), x.abort)
+	if !x.ctx.compactTurn { // a compaction turn leaves the history as it was
+		k.appendMarker(x, OutcomeOf(x.abort), x.abort)
+	}
 }
 
 // settleUp settles a (Interrupted → Idle) if nothing of it is in flight, then

@@ -90,6 +90,10 @@ type agent struct {
 	approval approvalBook
 	// freed marks the stand-in a view of a freed agent reads (freedView).
 	freed bool
+
+	// ctx is the agent's token accounting and compaction (usage.go,
+	// compact.go).
+	ctx contextState
 }
 
 // input is a user text waiting to start a turn.

@@ -65,8 +65,11 @@
 // lists the commands and says how to add a file.
 //
 // An input the kernel refuses yields an EffError whose Err wraps
-// ErrEmptyText, ErrShutdown, ErrUnknownAgent, ErrNotWaiting or
-// ErrDigestMismatch, or is a *fsm.UndeclaredError; nothing else happens. docs/embedding.md, "The
+// ErrEmptyText, ErrShutdown, ErrUnknownAgent, ErrNotWaiting,
+// ErrDigestMismatch or ErrNotIdle (a compact input while the root works),
+// or is a *fsm.UndeclaredError; nothing else happens. Token usage,
+// reasoning and compaction are in usage.go, compact.go and summary.go
+// (docs/semantics.md, "Usage", "Reasoning", "Compaction"). docs/embedding.md, "The
 // kernel contract", lists the effects and limits, docs/semantics.md what every input
 // does in every state, and docs/durable.md how Recover rebuilds a tree after
 // a crash.

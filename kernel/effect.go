@@ -123,14 +123,17 @@ func (c ErrorCode) MarshalText() ([]byte, error) { return []byte(c.String()), ni
 // modified once appended; the view's capacity is clipped so appending to it
 // cannot touch the history).
 type Effect struct {
-	Kind     EffectKind    `json:"kind"`
-	Agent    AgentID       `json:"agent"`
-	Op       OpID          `json:"op,omitempty"`
-	At       time.Duration `json:"at,omitempty"`
-	Timer    TimerKind     `json:"timer,omitempty"`
-	Messages []Message     `json:"-"`
-	Call     ToolCall      `json:"call,omitzero"`
-	Life     Lifecycle     `json:"life,omitzero"`
+	Kind  EffectKind    `json:"kind"`
+	Agent AgentID       `json:"agent"`
+	Op    OpID          `json:"op,omitempty"`
+	At    time.Duration `json:"at,omitempty"`
+	Timer TimerKind     `json:"timer,omitempty"`
+	// Compact flags an EffStartLLM that is a compaction's summarising
+	// request (docs/semantics.md, "Compaction"): send it without tools.
+	Compact  bool      `json:"compact,omitempty"`
+	Messages []Message `json:"-"`
+	Call     ToolCall  `json:"call,omitzero"`
+	Life     Lifecycle `json:"life,omitzero"`
 	// EffError fields.
 	Code    ErrorCode   `json:"code,omitempty"`
 	State   fsm.State   `json:"-"`
@@ -151,6 +154,9 @@ func (e Effect) Describe() string {
 	switch e.Kind {
 	case EffStartLLM:
 		fmt.Fprintf(&b, " op=%d messages=%d", e.Op, len(e.Messages))
+		if e.Compact {
+			b.WriteString(" compact")
+		}
 	case EffCancelLLM, EffCancelTool:
 		fmt.Fprintf(&b, " op=%d", e.Op)
 	case EffStopTimer:

@@ -57,12 +57,17 @@ const (
 	// Digest names the arguments decided on, Text is a denial's note
 	// (docs/semantics.md, "Approvals").
 	EvDecision
+	// EvCompact: the user asks for the root's history to be compacted now
+	// (chat's /compact); Text is the focus, if any (docs/semantics.md,
+	// "Compaction").
+	EvCompact
 )
 
 var eventNames = [...]string{
 	"none", "submit", "interject", "cancel", "shutdown",
 	"llm_delta", "llm_end", "llm_error", "llm_retry", "tool_result", "timer", "recover",
 	"decision",
+	"compact",
 }
 
 func (k EventKind) String() string {
@@ -93,9 +98,14 @@ const (
 	FailureStream
 	// FailureBadResponse: the provider sent something unparseable.
 	FailureBadResponse
+	// FailureContextLength: the server refused the request as longer than
+	// the model's context window (OpenAI's context_length_exceeded and its
+	// equivalents); it leads to one compaction and one retry
+	// (docs/semantics.md, "Compaction").
+	FailureContextLength
 )
 
-var failureNames = [...]string{"", "cancelled", "rate_limit", "server", "disconnect", "stream", "bad_response"}
+var failureNames = [...]string{"", "cancelled", "rate_limit", "server", "disconnect", "stream", "bad_response", "context_length"}
 
 func (f Failure) String() string {
 	if int(f) < len(failureNames) {
@@ -176,12 +186,17 @@ type Event struct {
 	// Attempt and Delay are an EvLLMRetry's next attempt and its wait.
 	Attempt int           `json:"attempt,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
-	// Usage is token accounting riding on EvLLMEnd; nil when unknown.
+	// Usage is token accounting riding on EvLLMEnd; nil when the server
+	// reported none (docs/semantics.md, "Usage").
 	Usage *Usage `json:"usage,omitempty"`
 	// CallID and Digest are an EvDecision's: the call it decides on, and
 	// the digest of the arguments it decides on (kernel.Digest).
 	CallID string `json:"call_id,omitempty"`
 	Digest string `json:"digest,omitempty"`
+	// Reasoning is the model's hidden reasoning, riding on EvLLMEnd: kept
+	// with the message the end appends, never shown (docs/semantics.md,
+	// "Reasoning"); nil when there was none.
+	Reasoning *Reasoning `json:"reasoning,omitempty"`
 }
 
 // Describe prints the event on one line, for logs, goldens and panics.
@@ -217,6 +232,16 @@ func (e Event) Describe() string {
 		}
 	case EvLLMEnd:
 		fmt.Fprintf(&b, " op=%d", e.Op)
+		if e.Usage != nil {
+			fmt.Fprintf(&b, " usage(%s)", e.Usage)
+		}
+		if r := e.Reasoning; r != nil {
+			fmt.Fprintf(&b, " reasoning(%d bytes)", len(r.Text)+len(r.Details))
+		}
+	case EvCompact:
+		if e.Text != "" {
+			fmt.Fprintf(&b, " %q", e.Text)
+		}
 	case EvLLMError:
 		fmt.Fprintf(&b, " op=%d %s", e.Op, e.Failure)
 		if e.Text != "" {
@@ -304,6 +329,12 @@ func TimerFired(at time.Duration, op OpID) Event { return Event{Kind: EvTimer, A
 // Recover is the host's restart after a crash, once the logged events have
 // been replayed.
 func Recover(at time.Duration) Event { return Event{Kind: EvRecover, At: at} }
+
+// Compact is the user asking for the root's history to be compacted now,
+// with focus (may be empty) for the summary.
+func Compact(at time.Duration, focus string) Event {
+	return Event{Kind: EvCompact, At: at, Text: focus}
+}
 
 // UnmarshalText parses an event kind name (traces are read back for replay).
 // It also reads back the "event(N)" that String writes for a kind the kernel

@@ -73,6 +73,12 @@ type op struct {
 	tkind  TimerKind
 	target OpID
 	at     time.Duration
+	// A request's: the turn of its agent it was started in, whether it is
+	// a compaction's summarising request, and how many history messages
+	// it sent (docs/semantics.md, "Usage", "Compaction").
+	turn    uint64
+	compact bool
+	sent    int
 }
 
 // New returns a kernel for one tree with an Idle root.
@@ -161,6 +167,8 @@ func (k *Kernel) Step(ev Event) []Effect {
 		k.onRecover()
 	case EvDecision:
 		k.onDecision(ev)
+	case EvCompact:
+		k.onCompact(ev)
 	default:
 		k.reject(NoAgent, fmt.Errorf("unknown event kind %d", ev.Kind))
 	}
@@ -199,7 +207,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 		if kind == opTool && ev.Status != ToolCancelled {
 			k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "result after cancel dropped: " + textcut.Clip(ev.Text, 80)})
 		}
-		k.endOp(a, ev.Op, o, OpCancelled)
+		k.endOpUsage(a, ev.Op, o, OpCancelled, usageOf(ev))
 		k.startWaiting(a) // a timed-out tool's slot is free once it stopped
 		k.settleUp(a)
 		return nil, op{}
@@ -215,7 +223,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 	if ev.Kind == EvLLMError || (kind == opTool && ev.Status != ToolOK) {
 		end = OpFailed
 	}
-	k.endOp(a, ev.Op, o, end)
+	k.endOpUsage(a, ev.Op, o, end, usageOf(ev))
 	return a, o
 }
 
@@ -293,7 +301,14 @@ func (k *Kernel) stopTimer(id OpID) {
 }
 
 // endOp records the end of a request or tool op (I9: exactly once).
-func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
+func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) { k.endOpUsage(a, id, o, end, nil) }
+
+// endOpUsage is endOp for an op whose end reported usage u (a request's
+// stream end; nil: none).
+func (k *Kernel) endOpUsage(a *agent, id OpID, o op, end OpEnd, u *Usage) {
+	if o.kind == opLLM {
+		k.noteRequestEnd(a, o, u)
+	}
 	k.stopTimer(o.timer)
 	delete(k.ops, id)
 	a.inflight--
@@ -306,7 +321,7 @@ func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
 	if a.req == id {
 		a.req = 0
 	}
-	k.emit(Lifecycle{Kind: LifeOpEnded, Agent: a.id, Op: id, End: end})
+	k.emit(Lifecycle{Kind: LifeOpEnded, Agent: a.id, Op: id, End: end, Usage: u})
 	k.retire(a) // a finished child whose last op just ended
 }
 
@@ -372,7 +387,7 @@ func (k *Kernel) Find(name string) (AgentID, bool) {
 // path and state before/after.
 func (k *Kernel) Target(ev Event) AgentID {
 	switch ev.Kind {
-	case EvSubmit, EvInterject, EvShutdown, EvRecover:
+	case EvSubmit, EvInterject, EvShutdown, EvRecover, EvCompact:
 		return Root
 	case EvCancel, EvDecision:
 		if ev.Agent >= 0 && int(ev.Agent) < len(k.agents) {

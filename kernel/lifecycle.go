@@ -72,7 +72,9 @@ const (
 	LifeRecovered
 	// LifeRequestWaiting: Agent's next request (its N-th of the turn) waits
 	// for one of the tree's Limits.MaxParallelRequests slots; its
-	// request_started follows when it gets one.
+	// request_started follows when it gets one. A compaction's summarising
+	// request waits too: Name is "compaction", N 0, and its
+	// compaction_started follows.
 	LifeRequestWaiting
 	// LifeApprovalRequested: call CallID of Agent (tool Name, arguments
 	// Text, their Digest) waits for a decision; Delay is how long the wait
@@ -87,6 +89,14 @@ const (
 	// with any arguments, or only arguments Text (Digest) when those are
 	// set; CallID is the call the decision named.
 	LifeApprovalGranted
+	// LifeCompactionStarted: Agent's compaction sent its summarising
+	// request Op (docs/semantics.md, "Compaction"): Name says why
+	// (threshold, context_length, requested), N is the estimate of the
+	// history in tokens, Text the focus asked for.
+	LifeCompactionStarted
+	// LifeCompacted: the compaction of request Op completed and replaced
+	// Agent's history: N messages were summarised into Text.
+	LifeCompacted
 )
 
 var lifeNames = [...]string{
@@ -94,6 +104,7 @@ var lifeNames = [...]string{
 	"tool_started", "call_finished", "call_dropped", "delegated", "interjected",
 	"interrupted", "timed_out", "turn_ended", "late", "stale", "ignored", "rejected",
 	"recovered", "request_waiting", "approval_requested", "approval_resolved", "approval_granted",
+	"compaction_started", "compacted",
 }
 
 func (k LifeKind) String() string {
@@ -206,6 +217,10 @@ type Lifecycle struct {
 	Detail   string        `json:"detail,omitempty"`
 	// Digest is an approval record's digest of the call's arguments.
 	Digest string `json:"digest,omitempty"`
+	// Usage is a request's usage on its op_ended record (nil: it reported
+	// none) and a turn's total on turn_ended (nil: it made no request)
+	// (docs/semantics.md, "Usage").
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Describe prints the lifecycle event on one line.
@@ -220,13 +235,20 @@ func (l Lifecycle) Describe() string {
 	case LifeRequestStarted:
 		fmt.Fprintf(&b, " op=%d n=%d", l.Op, l.N)
 	case LifeRequestWaiting:
-		fmt.Fprintf(&b, " n=%d", l.N)
+		if l.Name != "" {
+			fmt.Fprintf(&b, " %s", l.Name) // a compaction's request
+		} else {
+			fmt.Fprintf(&b, " n=%d", l.N)
+		}
 	case LifeDelta:
 		fmt.Fprintf(&b, " op=%d %q", l.Op, l.Text)
 	case LifeRetry:
 		fmt.Fprintf(&b, " op=%d attempt=%d after=%v %s", l.Op, l.N, l.Delay, l.Text)
 	case LifeOpEnded:
 		fmt.Fprintf(&b, " op=%d %s", l.Op, l.End)
+		if l.Usage != nil {
+			fmt.Fprintf(&b, " usage(%s)", l.Usage)
+		}
 	case LifeToolStarted:
 		fmt.Fprintf(&b, " op=%d call=%s %s", l.Op, l.CallID, l.Name)
 	case LifeCallFinished:
@@ -260,6 +282,16 @@ func (l Lifecycle) Describe() string {
 		if l.Detail != "" {
 			fmt.Fprintf(&b, " detail=%q", l.Detail)
 		}
+		if l.Usage != nil {
+			fmt.Fprintf(&b, " usage(%s)", l.Usage)
+		}
+	case LifeCompactionStarted:
+		fmt.Fprintf(&b, " op=%d why=%s estimate=%d", l.Op, l.Name, l.N)
+		if l.Text != "" {
+			fmt.Fprintf(&b, " focus=%q", l.Text)
+		}
+	case LifeCompacted:
+		fmt.Fprintf(&b, " op=%d summarised=%d summary=%q", l.Op, l.N, l.Text)
 	default:
 		if l.Op != 0 {
 			fmt.Fprintf(&b, " op=%d", l.Op)

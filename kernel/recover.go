@@ -56,6 +56,10 @@ func (k *Kernel) onRecover() {
 			k.startWaiting(a)
 			k.settleUp(a)
 		case recoverRestart:
+			if a.ctx.compaction != nil {
+				k.restartCompaction(a)
+				continue
+			}
 			k.keepPartial(a)
 			k.restart(a)
 		case recoverRerun:

@@ -105,6 +105,14 @@ func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 		e.int(int64(o.agent))
 		e.dur(o.start)
 		e.bool(o.cancelling)
+		e.uint(o.turn)
+		e.bool(o.compact)
+		if !o.cancelling {
+			// Read only for a request that ends on its own (noteRequestEnd):
+			// a cancelled one's is dead, and two states that differ only in it
+			// answer alike.
+			e.int(int64(o.sent))
+		}
 		e.op(o.timer)
 		e.int(int64(o.call))
 		e.uint(uint64(o.tkind))
@@ -187,7 +195,12 @@ func (e *stateEnc) msg(m Message) {
 	} else {
 		e.call(m.ToolCallID)
 	}
-	e.b = append(e.b, b2u(m.Partial)|b2u(m.Marker)<<1|b2u(m.Synthetic)<<2|b2u(m.Interjection)<<3)
+	e.b = append(e.b, b2u(m.Partial)|b2u(m.Marker)<<1|b2u(m.Synthetic)<<2|b2u(m.Interjection)<<3|b2u(m.Summary)<<4|b2u(m.Reasoning != nil)<<5)
+	if r := m.Reasoning; r != nil {
+		e.str(r.Text)
+		e.str(r.Field)
+		e.str(r.Details)
+	}
 }
 
 func (e *stateEnc) agent(a *agent, retiring []AgentID) {
@@ -264,4 +277,5 @@ func (e *stateEnc) agent(a *agent, retiring []AgentID) {
 	e.int(int64(a.liveChildren))
 	e.int(int64(a.parentCall))
 	a.approval.encode(e)
+	e.appendContext(&a.ctx)
 }

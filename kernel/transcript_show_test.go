@@ -86,7 +86,7 @@ func (d *transcriptDriver) history(dir directive) ([]string, error) {
 		for _, f := range []struct {
 			on   bool
 			name string
-		}{{m.Partial, "partial"}, {m.Interjection, "interjection"}, {m.Marker, "marker"}, {m.Synthetic, "synthetic"}} {
+		}{{m.Partial, "partial"}, {m.Interjection, "interjection"}, {m.Marker, "marker"}, {m.Synthetic, "synthetic"}, {m.Summary, "summary"}} {
 			if f.on {
 				b.WriteString(" [" + f.name + "]")
 			}
@@ -100,7 +100,32 @@ func (d *transcriptDriver) history(dir directive) ([]string, error) {
 		for _, c := range m.ToolCalls {
 			fmt.Fprintf(&b, " call=%s %s(%s)", c.ID, c.Name, c.Arguments)
 		}
+		if r := m.Reasoning; r != nil {
+			fmt.Fprintf(&b, " reasoning(%s)=%s", r.Field, quoteText(r.Text+r.Details))
+		}
 		out = append(out, b.String())
+	}
+	return out, nil
+}
+
+// sent prints the messages of the agent's last request as the adapter gets
+// them (a compaction's summarising request among them), one a line, with
+// the request's estimate.
+func (d *transcriptDriver) sent(dir directive) ([]string, error) {
+	if err := dir.want(1, 1); err != nil {
+		return nil, err
+	}
+	id, err := d.agent(dir.arg(0))
+	if err != nil {
+		return nil, err
+	}
+	e, ok := d.started[id]
+	if !ok {
+		return nil, fmt.Errorf("%s has sent no request", dir.arg(0))
+	}
+	out := []string{fmt.Sprintf("op=%d compact=%v estimate=%d", e.Op, e.Compact, EstimateTokens(e.Messages))}
+	for i, m := range e.Messages {
+		out = append(out, fmt.Sprintf("%d %s %s", i, m.Role, quoteText(m.Content)))
 	}
 	return out, nil
 }

@@ -55,10 +55,11 @@ var transcriptCommands = []transcriptCommand{
 	{"interject", `interject "text"  the user types while the root works`, (*transcriptDriver).input},
 	{"cancel", `cancel AGENT [turn=N]  the user cancels an agent, named by path or instance name (main, main/helper, helper)`, (*transcriptDriver).cancel},
 	{"shutdown", `shutdown  the host stops`, (*transcriptDriver).input},
+	{"compact", `compact ["focus"]  the user asks for the root's history to be compacted now`, (*transcriptDriver).compact},
 	{"chunk", `chunk AGENT "text" [chunk=N] [op=N]  a text delta (chunks are numbered 1, 2, ... per request; chunk= sends a given number)`, (*transcriptDriver).chunk},
 	{"call", `call AGENT INDEX [id=] [name=] [args=] [chunk=N] [op=N]  a tool-call fragment`, (*transcriptDriver).callFragment},
-	{"end", `end AGENT [op=N]  the stream ends`, (*transcriptDriver).end},
-	{"fail", `fail AGENT FAILURE ["detail"] [op=N]  the request fails (server, rate_limit, disconnect, stream, bad_response, cancelled)`, (*transcriptDriver).fail},
+	{"end", `end AGENT [usage=P/C[/CACHED[/REASONING]]] [reasoning="text"] [field=NAME] [details="json"] [op=N]  the stream ends (with the server's usage, the model's reasoning)`, (*transcriptDriver).end},
+	{"fail", `fail AGENT FAILURE ["detail"] [op=N]  the request fails (server, rate_limit, disconnect, stream, bad_response, cancelled, context_length)`, (*transcriptDriver).fail},
 	{"retry", `retry AGENT attempt=N after=D ["cause"] [op=N]  the adapter retries the request`, (*transcriptDriver).retry},
 	{"result", `result CALL_ID STATUS ["text"]  the tool running call CALL_ID answers (ok, error, cancelled)`, (*transcriptDriver).result},
 	{"approve", `approve AGENT CALL_ID [digest=HEX] [for=args|tool]  a person approves the call (digest: the one its request showed); for= grants the tool for the session, with these arguments or any`, (*transcriptDriver).approve},
@@ -68,6 +69,7 @@ var transcriptCommands = []transcriptCommand{
 	{"recover", `recover  the host crashes: a fresh kernel replays every event so far, then steps Recover`, (*transcriptDriver).recover},
 	{"state", `state  every agent's state, the live timers, the calls waiting for approval, quiescence`, (*transcriptDriver).state},
 	{"history", `history AGENT  the agent's chat history as the model reads it, with the kernel's flags`, (*transcriptDriver).history},
+	{"sent", `sent AGENT  the messages of the agent's last request (a compaction's summarising request too), with their estimate`, (*transcriptDriver).sent},
 	{"log", `log from=N  what a subscriber starting at sequence N reads from the lifecycle log`, (*transcriptDriver).replayLog},
 }
 
@@ -86,6 +88,8 @@ type transcriptDriver struct {
 	// digests holds the digest each approval request showed, by agent and
 	// call id, so a decision echoes it as a host would.
 	digests map[approvalKey]string
+	// started is each agent's last EffStartLLM (its messages copied).
+	started map[AgentID]Effect
 	run     transcriptRun
 }
 
@@ -98,6 +102,7 @@ func newTranscriptDriver(src string) *transcriptDriver {
 		chunks:  map[OpID]uint32{},
 		calls:   map[string]OpID{},
 		digests: map[approvalKey]string{},
+		started: map[AgentID]Effect{},
 		run:     transcriptRun{header: headerOf(src)},
 	}
 }
@@ -227,6 +232,8 @@ func (d *transcriptDriver) track(e Effect) {
 	switch e.Kind {
 	case EffStartLLM:
 		d.reqs[e.Agent] = e.Op
+		e.Messages = slices.Clone(e.Messages)
+		d.started[e.Agent] = e
 	case EffStartTool:
 		d.calls[e.Call.ID] = e.Op
 	case EffSetTimer:

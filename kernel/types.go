@@ -187,6 +187,12 @@ const (
 	// ReasonApprovalTimeout: nobody decided on a call that needed
 	// approval within Limits.ApprovalTimeout.
 	ReasonApprovalTimeout
+	// ReasonCompactionFailed: a compaction's summarising request failed or
+	// answered no summary (docs/semantics.md, "Compaction").
+	ReasonCompactionFailed
+	// ReasonContextExhausted: the next request cannot be made to fit the
+	// context window, even after a compaction.
+	ReasonContextExhausted
 )
 
 var reasonNames = [...]string{
@@ -194,6 +200,7 @@ var reasonNames = [...]string{
 	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
 	"max_depth", "max_children", "malformed", "tool_error", "max_agents",
 	"output_limit", "max_calls", "crash", "approval_denied", "approval_timeout",
+	"compaction_failed", "context_exhausted",
 }
 
 func (r Reason) String() string {
@@ -225,12 +232,6 @@ func OutcomeOf(r Reason) Outcome {
 	default:
 		return OutcomeFailed
 	}
-}
-
-// Usage is token accounting when the model reports it.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens,omitempty"`
-	CompletionTokens int `json:"completion_tokens,omitempty"`
 }
 
 // Sentinel errors for inputs the kernel refuses (raft style). An EffError's

@@ -71,8 +71,8 @@ func TestRunStreamsAndResults(t *testing.T) {
 		if streamed.String() != "It is noon." || res.Answer != "It is noon." || !res.Completed() || res.Err() != nil || res.Turn != 1 {
 			t.Errorf("streamed %q, result %+v", streamed.String(), res)
 		}
-		if !res.UsageKnown || res.Usage != (kernel.Usage{PromptTokens: 30, CompletionTokens: 5}) {
-			t.Errorf("usage %+v (known %v), want the two requests' sum", res.Usage, res.UsageKnown)
+		if !res.UsageKnown || res.Usage != (kernel.Usage{PromptTokens: 30, CompletionTokens: 5, Requests: 2}) {
+			t.Errorf("usage %+v (known %v), want the two requests' sum, both reported", res.Usage, res.UsageKnown)
 		}
 		if kinds[kernel.LifeToolStarted] != 1 || kinds[kernel.LifeTurnEnded] != 1 || kinds[kernel.LifeTurnStarted] != 1 {
 			t.Errorf("events by kind %v: want one tool start, one turn start and one turn end", kinds)

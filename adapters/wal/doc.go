@@ -46,9 +46,10 @@
 //     input, which must not vanish once the model has seen it; one fsync
 //     (about a millisecond) is small against a request's latency, and the
 //     stream's chunks, the bulk of the log, are never synced one by one;
-//   - is a user's input (submit, interjection, cancel, shutdown) or a
-//     recovery: human-rate events whose loss the user would notice (an
-//     Esc forgotten, a restarted request that was cancelled);
+//   - is a user's input (submit, interjection, cancel, compact, shutdown,
+//     an approval decision) or a recovery: human-rate events whose loss
+//     the user would notice (an Esc forgotten, a restarted request that was
+//     cancelled, an approval asked again);
 //   - ends a turn of the root: a completed answer is durable before the
 //     next prompt is shown.
 //

@@ -17,13 +17,19 @@
 // kernel.LimitTable in the header (the output caps among them) and the
 // root's prior turn count of a resumed session. Format 4 adds approvals:
 // the header's ask list and approval_timeout limit, decision events and
-// approval records (docs/semantics.md, "Approvals"); a format-3 reader
-// would rebuild such a run without them. It is also the first version whose
-// every writer puts the agent cap and max_parallel_requests among the
-// limits and may log a plain streamed chunk as a write-ahead log's delta
-// record (adapters/wal). A reader refuses every other version: a file of
-// another build is an error naming both versions, never a run rebuilt
-// wrong.
+// approval records (docs/semantics.md, "Approvals"); and token usage
+// (cached and reasoning tokens on a stream's end, a request's usage on its
+// op_ended record, a turn's total on turn_ended), reasoning riding on a
+// stream's end and kept in messages, compaction (the compact event, the
+// compact flag of a summarising request, its lifecycle records, summary
+// messages) and the context_window and compact_percent limits
+// (docs/semantics.md, "Usage", "Reasoning", "Compaction"); a format-3
+// reader would rebuild such a run without them. It is also the first
+// version whose every writer puts the agent cap and max_parallel_requests
+// among the limits and may log a plain streamed chunk as a write-ahead
+// log's delta record (adapters/wal). A reader refuses every other version:
+// a file of another build is an error naming both versions, never a run
+// rebuilt wrong.
 package trace
 
 import (
