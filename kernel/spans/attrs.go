@@ -42,6 +42,12 @@ const (
 	// "Approvals").
 	KeyApproval       = "escapement.approval"
 	KeyApprovalDigest = "escapement.approval.digest"
+	// Why a request is a compaction's summarising request.
+	KeyCompaction = "escapement.compaction"
+	// The parts of a request's usage the server broke down (the
+	// conventions': included in the input and output counts).
+	KeyCachedTokens    = "gen_ai.usage.cache_read.input_tokens"
+	KeyReasoningTokens = "gen_ai.usage.reasoning.output_tokens"
 )
 
 // Attr is one attribute. Value is a string, an int64, a float64, a bool
@@ -66,6 +72,9 @@ func (s *Span) StartAttrs() []Attr {
 			a = append(a, Attr{KeyRequestModel, s.Model})
 		}
 		a = append(a, Attr{KeyRequestStream, true}, Attr{KeyOp, int64(s.Op)})
+		if s.Compaction != "" {
+			a = append(a, Attr{KeyCompaction, s.Compaction})
+		}
 	case KindTool:
 		a = append(a, Attr{KeyToolName, s.Tool}, Attr{KeyToolCallID, s.CallID}, Attr{KeyToolType, "function"}, Attr{KeyOp, int64(s.Op)})
 	case KindDelegation:
@@ -93,6 +102,12 @@ func (s *Span) EndAttrs() []Attr {
 		a = append(a, Attr{KeyOpEnd, s.OpEnd.String()})
 		if u := s.Usage; u != nil {
 			a = append(a, Attr{KeyInputTokens, int64(u.PromptTokens)}, Attr{KeyOutputTokens, int64(u.CompletionTokens)})
+			if u.CachedTokens > 0 {
+				a = append(a, Attr{KeyCachedTokens, int64(u.CachedTokens)})
+			}
+			if u.ReasoningTokens > 0 {
+				a = append(a, Attr{KeyReasoningTokens, int64(u.ReasoningTokens)})
+			}
 		}
 		if s.FinishReason != "" {
 			a = append(a, Attr{KeyFinishReasons, []string{s.FinishReason}})
@@ -129,7 +144,13 @@ func (e Event) Attrs() []Attr {
 	case EventRecovered:
 		a = append(a, Attr{"escapement.ops", int64(e.N)})
 	case EventRequestWaiting:
-		a = append(a, Attr{"escapement.request", int64(e.N)})
+		if e.Tool == compactionRequest {
+			a = append(a, Attr{KeyCompaction, "waiting"})
+		} else {
+			a = append(a, Attr{"escapement.request", int64(e.N)})
+		}
+	case EventCompacted:
+		a = append(a, Attr{"escapement.messages", int64(e.N)})
 	case EventApprovalRequested:
 		a = append(a, Attr{KeyToolCallID, e.CallID}, Attr{KeyToolName, e.Tool}, Attr{KeyApprovalDigest, e.Digest},
 			Attr{"escapement.approval.expires_in", e.Delay.Seconds()})

@@ -108,7 +108,11 @@ func (d *Deriver) Step(ev kernel.Event, effs []kernel.Effect) []Change {
 		switch e.Kind {
 		case kernel.EffStartLLM:
 			if sp := d.ops[e.Op]; sp == nil {
-				d.startOp(KindChat, e.Agent, e.Op, ev.At).Input = e.Messages
+				sp := d.startOp(KindChat, e.Agent, e.Op, ev.At)
+				sp.Input = e.Messages
+				if e.Compact {
+					sp.Compaction = compactionRequest // compaction_started says why
+				}
 			}
 		case kernel.EffStartTool:
 			if sp := d.ops[e.Op]; sp == nil {
@@ -204,6 +208,17 @@ func (d *Deriver) record(ev *kernel.Event, l *kernel.Lifecycle) {
 	case kernel.LifeRequestWaiting, kernel.LifeApprovalRequested, kernel.LifeApprovalResolved, kernel.LifeApprovalGranted:
 		if sp := d.turnOf(l.Agent); sp != nil {
 			d.event(sp, waitEvent(l))
+		}
+	case kernel.LifeCompactionStarted:
+		if sp := d.ops[l.Op]; sp != nil && l.Name != "" {
+			sp.Compaction = l.Name
+		}
+	case kernel.LifeCompacted:
+		if sp := d.completed; sp != nil && sp.Op == l.Op {
+			sp.FinishReason = "stop" // the summary: text (no transition says so)
+		}
+		if sp := d.turnOf(l.Agent); sp != nil {
+			d.event(sp, Event{Kind: EventCompacted, At: l.At, N: l.N})
 		}
 	case kernel.LifeOpEnded:
 		d.opEnded(ev, l)
@@ -429,8 +444,13 @@ func (d *Deriver) Open() []*Span {
 	return out
 }
 
+// compactionRequest names a compaction's summarising request where the
+// kernel does (a request_waiting record's Name).
+const compactionRequest = "compaction"
+
 // finishReason is the reason a request's stream finished, read from the
-// agent's transition in the step its op completed.
+// agent's transition in the step its op completed (a compaction's, whose
+// Compacted is internal, from its compacted record).
 func finishReason(t fsm.Trigger) string {
 	switch t {
 	case fsm.StreamText:

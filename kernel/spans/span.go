@@ -78,9 +78,13 @@ type Span struct {
 	ChildName string
 	// Model is a chat span's model (Config.Model).
 	Model string
-	Start time.Duration
-	End   time.Duration
-	Ended bool
+	// Compaction is why a chat span's request is a compaction's
+	// summarising request (threshold, context_length, requested:
+	// docs/semantics.md, "Compaction"); "" for any other request.
+	Compaction string
+	Start      time.Duration
+	End        time.Duration
+	Ended      bool
 
 	// What ended it. Outcome: an agent span's turn outcome (a
 	// delegation's: its child's). OpEnd: a chat or tool span's op end.
@@ -150,9 +154,10 @@ const (
 	EventCallDropped
 	// EventRecovered (agent): a recovered host resolved N ops.
 	EventRecovered
-	// EventRequestWaiting (agent): the turn's N-th request waits for one
-	// of the tree's max_parallel_requests slots; its chat span starts when
-	// it gets one.
+	// EventRequestWaiting (agent): the turn's N-th request — or, Tool
+	// "compaction", a compaction's summarising request — waits for one of
+	// the tree's max_parallel_requests slots; its chat span starts when it
+	// gets one.
 	EventRequestWaiting
 	// EventApprovalRequested (agent): call CallID (Tool; its arguments'
 	// Digest) waits for a person's decision, for at most Delay. A recovery
@@ -165,11 +170,15 @@ const (
 	// EventApprovalGranted (agent): a decision granted Tool for the
 	// session: with any arguments, or — Digest set — with those only.
 	EventApprovalGranted
+	// EventCompacted (agent): a compaction replaced the agent's history,
+	// N messages summarised.
+	EventCompacted
 )
 
 var eventNames = [...]string{"", "escapement.retry", "escapement.interrupted", "escapement.timed_out",
 	"escapement.interjected", "escapement.call", "escapement.call_dropped", "escapement.recovered",
-	"escapement.request_waiting", "escapement.approval_requested", "escapement.approval_resolved", "escapement.approval_granted"}
+	"escapement.request_waiting", "escapement.approval_requested", "escapement.approval_resolved", "escapement.approval_granted",
+	"escapement.compacted"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventNames) {

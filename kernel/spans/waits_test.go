@@ -2,6 +2,7 @@ package spans_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -268,4 +269,60 @@ func startsChat(changes []spans.Change, agent kernel.AgentID, op kernel.OpID, at
 		}
 	}
 	return false
+}
+
+// TestCompactionIsAChatSpan: a compaction's summarising request is a chat
+// span of its turn saying why it was sent, its summary's end a finish like
+// an answer's, and the replacement an event of the turn; a request's usage
+// carries the cached and reasoning parts the server broke down.
+func TestCompactionIsAChatSpan(t *testing.T) {
+	s := newStepper(t, kernel.Config{Limits: kernel.DefaultLimits()})
+	s.step(kernel.Submit(0, "hello"))
+	s.step(kernel.TextDelta(time.Second, s.llm, 1, "hi there"))
+	end := kernel.LLMEnd(time.Second, s.llm)
+	end.Usage = &kernel.Usage{PromptTokens: 100, CompletionTokens: 20, CachedTokens: 60, ReasoningTokens: 5}
+	s.step(end)
+	s.step(kernel.Compact(2*time.Second, ""))
+	s.answer(3 * time.Second)
+	s.allEnded()
+	chats, turns := s.kind(spans.KindChat), s.kind(spans.KindAgent)
+	if len(chats) != 2 || len(turns) != 2 {
+		t.Fatalf("%d chat spans, %d turns; want two each", len(chats), len(turns))
+	}
+	attrs := func(sp spans.Span) map[string]any {
+		m := map[string]any{}
+		for _, a := range append(sp.StartAttrs(), sp.EndAttrs()...) {
+			m[a.Key] = a.Value
+		}
+		return m
+	}
+	first, summary := attrs(chats[0]), attrs(chats[1])
+	if first[spans.KeyCachedTokens] != int64(60) || first[spans.KeyReasoningTokens] != int64(5) || first[spans.KeyCompaction] != nil {
+		t.Errorf("the first request's attributes %v", first)
+	}
+	if summary[spans.KeyCompaction] != "requested" || chats[1].FinishReason != "stop" || chats[1].Parent != turns[1].ID {
+		t.Errorf("the summarising request: attributes %v, finish %q, parent %d (turn %d)", summary, chats[1].FinishReason, chats[1].Parent, turns[1].ID)
+	}
+	if ev := events(turns[1], spans.EventCompacted); len(ev) != 1 || ev[0].N != 2 || turns[1].ErrorType() != "" {
+		t.Errorf("the compaction turn's compacted events %+v, error.type %q", ev, turns[1].ErrorType())
+	}
+}
+
+// TestThresholdCompactionFinishes: a compaction the threshold runs before
+// a request is a chat span of that turn (why threshold) that finishes
+// like an answer, followed by the request it preceded.
+func TestThresholdCompactionFinishes(t *testing.T) {
+	limits := kernel.DefaultLimits()
+	limits.ContextWindow, limits.CompactPercent = 200, 80
+	s := newStepper(t, kernel.Config{Limits: limits})
+	s.step(kernel.Submit(0, "hello"))
+	s.answer(time.Second) // "done"
+	s.step(kernel.Submit(2*time.Second, strings.Repeat("a long question ", 60)))
+	s.answer(3 * time.Second) // the summary
+	s.answer(4 * time.Second) // the answer
+	s.allEnded()
+	chats := s.kind(spans.KindChat)
+	if len(chats) != 3 || chats[1].Compaction != "threshold" || chats[1].FinishReason != "stop" || chats[2].Compaction != "" {
+		t.Fatalf("chat spans %+v; want a request, a threshold compaction that finished, the request it preceded", chats)
+	}
 }
