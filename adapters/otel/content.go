@@ -125,9 +125,17 @@ func endContent(sp *spans.Span, out *kernel.Message, redact func(string) string)
 }
 
 // answerOf is the assistant message the request sp added to its agent's
-// history: the first one after the messages it sent. The kernel only ever
-// appends, so it is there in the step the request ended, or never.
+// history: the first one after the messages it sent. The kernel appends to
+// a history but when a compaction replaces it, so the answer is there in
+// the step the request ended, or never; a compaction's own answer, the
+// summary, is never there as an answer (the derivation keeps it).
 func answerOf(k *kernel.Kernel, sp *spans.Span) *kernel.Message {
+	if sp.Compaction != "" {
+		if sp.Output == "" {
+			return nil
+		}
+		return &kernel.Message{Role: kernel.RoleAssistant, Content: sp.Output}
+	}
 	if k == nil || int(sp.Agent) >= k.NumAgents() {
 		return nil
 	}

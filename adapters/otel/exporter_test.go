@@ -315,6 +315,55 @@ inputs:
 	}
 }
 
+// TestCompactionContent: with the content opt-in, a compaction's
+// summarising request reports the summary as its answer — not a message
+// of the history the summary replaced, which a request's answer is read
+// from — and the request after it its own answer.
+func TestCompactionContent(t *testing.T) {
+	r := receiver(t, otel.ProtocolHTTP)
+	limits := kernel.DefaultLimits()
+	limits.ContextWindow, limits.CompactPercent = 200, 80
+	k := kernel.MustNew(kernel.Config{Limits: limits})
+	e := exporter(t, otel.Config{Settings: otel.Settings{Protocol: otel.ProtocolHTTP, Content: true}, Model: "m"})
+	var llm kernel.OpID
+	step := func(ev kernel.Event) {
+		effs := k.Step(ev)
+		for _, f := range effs {
+			if f.Kind == kernel.EffStartLLM {
+				llm = f.Op
+			}
+		}
+		e.Observe(ports.Step{Kernel: k, Event: ev, Effects: effs})
+	}
+	answer := func(at time.Duration, text string) {
+		step(kernel.TextDelta(at, llm, 1, text))
+		step(kernel.LLMEnd(at, llm))
+	}
+	// The first turn's question nearly fills the threshold; the second
+	// request passes it, and the compaction keeps the first answer and the
+	// new question as its tail.
+	step(kernel.Submit(0, strings.Repeat("background ", 55)))
+	answer(time.Second, "the first answer")
+	step(kernel.Submit(2*time.Second, "and now?"))
+	answer(3*time.Second, "the summary")
+	answer(4*time.Second, "the second answer")
+	shutdown(t, e)
+	rec := index(t, r)
+	chats := rec.named("chat m")
+	var summary, second string
+	for _, sp := range chats {
+		switch {
+		case sp.Str("escapement.compaction") == "threshold":
+			summary = sp.Str("gen_ai.output.messages")
+		case strings.Contains(sp.Str("gen_ai.input.messages"), "and now?"):
+			second = sp.Str("gen_ai.output.messages")
+		}
+	}
+	if len(chats) != 3 || !strings.Contains(summary, `"content":"the summary"`) || !strings.Contains(second, `"content":"the second answer"`) {
+		t.Errorf("%d chat spans; the compaction's answer %s, the next request's %s", len(chats), summary, second)
+	}
+}
+
 // TestRecoveredProcessEndsOpenSpans: a process crashes while a tool runs
 // and a request streams; the recovered process replays the log, and the
 // spans the crashed one held open end in it — the lost ops' with

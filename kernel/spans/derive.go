@@ -216,6 +216,7 @@ func (d *Deriver) record(ev *kernel.Event, l *kernel.Lifecycle) {
 	case kernel.LifeCompacted:
 		if sp := d.completed; sp != nil && sp.Op == l.Op {
 			sp.FinishReason = "stop" // the summary: text (no transition says so)
+			sp.Output = l.Text
 		}
 		if sp := d.turnOf(l.Agent); sp != nil {
 			d.event(sp, Event{Kind: EventCompacted, At: l.At, N: l.N})

@@ -116,7 +116,8 @@ type Span struct {
 	// exporter decides): a chat span's request messages (the kernel's
 	// read-only view of the history), a tool span's arguments and result,
 	// a delegation's task and its child's final or partial text, an agent
-	// span's first user text and its turn's text.
+	// span's first user text and its turn's text, a compaction's summary
+	// (a chat span's Output: its answer is not in the history it replaced).
 	Input  []kernel.Message
 	Args   string
 	Result string
