@@ -8,7 +8,7 @@ import (
 	"github.com/escapement/escapement/kernel"
 )
 
-// profileChecker holds I25: an agent acts within its profile
+// profileChecker holds I26: an agent acts within its profile
 // (docs/semantics.md, "Profiles"). No tool starts that its agent's profile
 // does not list; a child is spawned only with the profile its delegation
 // names, and only one its parent's profile may delegate to; a child starts

@@ -7,7 +7,7 @@ import (
 	"github.com/escapement/escapement/kernel"
 )
 
-// profileLoops are the broken loops of I25 (TestEveryInvariantHasTeeth
+// profileLoops are the broken loops of I26 (TestEveryInvariantHasTeeth
 // counts them). They stay out of TestOracleTeethRapid: generated worlds
 // name no profiles, so their scenario holds them.
 func profileLoops() []BrokenLoop {
@@ -15,7 +15,7 @@ func profileLoops() []BrokenLoop {
 		// A loop that keeps each agent's profile for its system prompt and
 		// model but never checks its tools: a child runs whatever its
 		// model asks for.
-		{"profile-tools", "I25: an agent runs a tool its profile does not list", ProfileTools,
+		{"profile-tools", "I26: an agent runs a tool its profile does not list", ProfileTools,
 			withConfig(func(cfg *kernel.Config) {
 				cfg.Profiles = slices.Clone(cfg.Profiles) // the oracle's stay the scenario's
 				for i := range cfg.Profiles {
@@ -25,7 +25,7 @@ func profileLoops() []BrokenLoop {
 	}
 }
 
-// TestProfileLoopsCaught: the oracle names I25 for each way a loop can
+// TestProfileLoopsCaught: the oracle names I26 for each way a loop can
 // get profiles wrong — the profileLoops, and a child spawned with its parent's profile
 // instead of the one its delegation names, a request sent without its
 // agent's profile (the host would pick the root's model), a child started

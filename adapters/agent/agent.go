@@ -35,6 +35,9 @@ var ErrStuck = errors.New("the agent tree did not stop")
 // grace (I3), so Run is later only when something outside it is stuck.
 const stopSlack = time.Second
 
+// spansBound is how long Close waits for the last spans to be sent.
+const spansBound = 5 * time.Second
+
 // Config configures an agent.
 type Config struct {
 	// Model streams the agent's requests (required): adapters/openai, or a
@@ -70,6 +73,14 @@ type Config struct {
 	// Notice receives what the session tells its user (what a resume cut
 	// off or recovered); nil drops it.
 	Notice func(string)
+	// Spans, when set, exports the agent's spans — every turn, request,
+	// tool call and delegation (docs/otel.md): an adapters/otel.Exporter,
+	// which otel.NewFromEnv builds when the standard OTEL_* variables ask
+	// for one. The agent owns it: Close sends the last spans and stops it
+	// (a failure to send them is told to Notice).
+	// With a Session, a run that recovers a killed one ends the spans that
+	// one left open.
+	Spans session.Spans
 }
 
 // Agent is a root agent and the tree it grows, running live. Its methods
@@ -77,6 +88,8 @@ type Config struct {
 type Agent struct {
 	driver *live.Driver
 	sess   *session.Session // nil without Config.Session
+	spans  session.Spans    // Config.Spans without a session (the session owns it with one)
+	notice func(string)     // Config.Notice
 	grace  time.Duration
 	stop   context.CancelFunc
 	done   chan struct{} // closed when the driver's Run has returned
@@ -121,23 +134,20 @@ func New(cfg Config) (*Agent, error) {
 // build makes the driver: a session's, or a plain one.
 func (a *Agent) build(cfg Config, kcfg kernel.Config, model ports.Model, tools toolbox) error {
 	if cfg.Session == "" {
-		if err := kcfg.Validate(); err != nil {
-			return err
-		}
-		d, err := live.New(live.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: a.observe})
-		a.driver = d
-		return err
+		return a.buildPlain(cfg, kcfg, model, tools)
 	}
 	sess, err := openSession(cfg.Session)
 	if err != nil {
+		stopSpans(cfg.Spans)
 		return err
 	}
 	sess.Seed(&kcfg)
 	if err := kcfg.Validate(); err != nil {
 		sess.Release()
+		stopSpans(cfg.Spans)
 		return fmt.Errorf("%s: %w", cfg.Session, err)
 	}
-	scfg := session.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: a.observe, Notice: cfg.Notice}
+	scfg := session.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: a.observe, Spans: cfg.Spans, Notice: cfg.Notice}
 	if err := sess.Start(scfg); err != nil {
 		sess.Release()
 		return err
@@ -148,6 +158,41 @@ func (a *Agent) build(cfg Config, kcfg kernel.Config, model ports.Model, tools t
 		a.current = a.recovered
 	}
 	return nil
+}
+
+// buildPlain makes a driver that keeps no session; its spans, if any,
+// belong to a conversation of their own.
+func (a *Agent) buildPlain(cfg Config, kcfg kernel.Config, model ports.Model, tools toolbox) error {
+	if err := kcfg.Validate(); err != nil {
+		stopSpans(cfg.Spans)
+		return err
+	}
+	observe := a.observe
+	a.notice = cfg.Notice
+	if a.spans = cfg.Spans; a.spans != nil {
+		a.spans.SetConversation(session.Conversation(""))
+		observe = func(st ports.Step) {
+			a.spans.Observe(st)
+			a.observe(st)
+		}
+	}
+	d, err := live.New(live.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: observe})
+	if err != nil {
+		stopSpans(cfg.Spans)
+	}
+	a.driver = d
+	return err
+}
+
+// stopSpans stops a span export, sending what has ended (waiting at most
+// spansBound).
+func stopSpans(sp session.Spans) error {
+	if sp == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), spansBound)
+	defer cancel()
+	return sp.Shutdown(ctx)
 }
 
 // openSession resumes the file at path when it holds anything, else
@@ -282,6 +327,10 @@ func (a *Agent) Close() error {
 		return fmt.Errorf("%w within %v of the end (grace %v + %v)", ErrStuck, a.grace+stopSlack, a.grace, stopSlack)
 	}
 	if a.sess == nil {
+		// As a session does: the spans' failure is told, not the run's.
+		if err := stopSpans(a.spans); err != nil && a.notice != nil {
+			a.notice(err.Error())
+		}
 		return a.runErr
 	}
 	return errors.Join(a.runErr, a.sess.Close(a.runErr))

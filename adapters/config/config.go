@@ -18,6 +18,7 @@ package config
 
 import (
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -388,6 +389,17 @@ func (c *Config) collect(of func(*file) []string) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// CLI are the options of escapement's commands: the files apply to those
+// with --trust-project (run, chat, config show) and may set every flag of
+// keys (run's and chat's, and the global ones); OPENAI_MODEL and
+// OPENAI_BASE_URL still set the model and the endpoint, below their
+// ESCAPEMENT_ variables; the notice goes to w.
+func CLI(fs *pflag.FlagSet, w io.Writer, keys ...*pflag.FlagSet) Options {
+	return Options{Files: fs.Lookup(FlagTrustProject) != nil, Keys: Names(keys...),
+		Aliases: map[string]string{"model": "OPENAI_MODEL", "base-url": "OPENAI_BASE_URL"},
+		Notice:  func(s string) { fmt.Fprintf(w, "escapement: %s\n", s) }}
 }
 
 // Names lists the flags of the flag sets, by name (Options.Keys).

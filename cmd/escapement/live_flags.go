@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -11,9 +10,6 @@ import (
 	"github.com/escapement/escapement/kernel"
 	"github.com/spf13/cobra"
 )
-
-// defaultModel is the model when nothing names one.
-const defaultModel = "gpt-4o-mini"
 
 // What chat does with a line typed while a turn runs (--while-busy).
 const (
@@ -53,7 +49,7 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
 	registerMCPFlags(fl, f)
 	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools and MCP servers although it looks secret (a name containing KEY, SECRET, TOKEN, PASSWORD, PASSWD, PWD, CREDENTIAL, AUTH or the word PAT; a value that is a URL with a password); repeatable; never OPENAI_API_KEY")
-	fl.StringVar(&f.model, "model", defaultModel, "model name ($OPENAI_MODEL too, below $ESCAPEMENT_MODEL)")
+	fl.StringVar(&f.model, "model", "gpt-4o-mini", "model name ($OPENAI_MODEL too, below $ESCAPEMENT_MODEL)")
 	fl.StringVar(&f.baseURL, "base-url", openai.DefaultBaseURL, "OpenAI-compatible API root ($OPENAI_BASE_URL too, below $ESCAPEMENT_BASE_URL)")
 	f.cfg.Register(fl)
 	f.limits = kernel.DefaultLimits()
@@ -67,16 +63,11 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	}
 }
 
-// configOptions: the configuration files apply to the commands with
-// --trust-project (run, chat, config show) and may set any flag of run and
-// chat; OPENAI_MODEL and OPENAI_BASE_URL still work, below their
-// ESCAPEMENT_ variables (docs/config.md).
+// configOptions: a file may set any flag of run and chat (docs/config.md).
 func (a *app) configOptions(cmd *cobra.Command) config.Options {
 	all := &cobra.Command{}
 	(&liveFlags{}).register(all, true)
-	return config.Options{Files: cmd.Flags().Lookup(config.FlagTrustProject) != nil, Keys: config.Names(all.Flags(), cmd.Root().PersistentFlags()),
-		Aliases: map[string]string{"model": "OPENAI_MODEL", "base-url": "OPENAI_BASE_URL"},
-		Notice:  func(s string) { fmt.Fprintf(a.err, "escapement: %s\n", s) }}
+	return config.CLI(cmd.Flags(), a.err, all.Flags(), cmd.Root().PersistentFlags())
 }
 
 // validate names the flag of the first bad value.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"syscall"
 
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/otel"
 	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/profiles"
 	"github.com/escapement/escapement/adapters/session"
@@ -142,12 +144,13 @@ func (a *app) startTools(f *liveFlags, lr *liveRun) (*mcpView, error) {
 }
 
 // sessionConfig is the session's configuration: the model the flags name,
-// the tools, both redacted at the kernel's edge, and the CLI's observer.
+// the tools, both redacted at the kernel's edge, the CLI's observer, and
+// the span export the OTEL_* variables ask for (docs/otel.md), built last.
 func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Config, error) {
-	model := f.model
+	model, baseURL := f.model, f.baseURL
 	m, err := profiles.Build(kcfg, openai.Config{
 		APIKey:       lr.secret,
-		BaseURL:      f.baseURL,
+		BaseURL:      baseURL,
 		Model:        model,
 		Tools:        lr.box.Specs(),
 		MaxRetryWait: f.limits.FirstTokenTimeout,
@@ -160,7 +163,11 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Conf
 		kcfg.Idempotent = idem.Idempotent()
 	}
 	fedModel, fedTools := edge.Redact(m, lr.box, lr.red)
-	return session.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, ModelName: model, Observer: lr.observe,
+	exp, err := otel.NewFromEnv(context.Background(), os.Getenv, otel.Config{Model: model, BaseURL: baseURL, Redact: lr.redact, OnError: func(err error) { lr.say("%v", err) }})
+	if err != nil {
+		return session.Config{}, usageErr("%v", err)
+	}
+	return session.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, ModelName: model, Observer: lr.observe, Spans: exp,
 		Redact: lr.redact, Notice: func(s string) { lr.say("%s", s) },
 		WrapFile: lr.a.wrapSession, WrapLog: lr.a.wrapLog}, nil
 }
@@ -174,6 +181,7 @@ func (lr *liveRun) start(f *liveFlags, scfg session.Config) (err error) {
 	}
 	if f.trace != "" {
 		if lr.traceOut, err = userfile.OpenOutput(f.trace, "an escapement trace", traceHeaderPrefix); err != nil {
+			scfg.Spans.Shutdown(context.Background()) // the session never owned it
 			return usageErr("--trace: %v", err)
 		}
 		scfg.Trace = lr.traceOut

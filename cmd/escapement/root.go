@@ -81,9 +81,7 @@ type app struct {
 	// session is the session a live command runs (adapters/session), its
 	// lock held until the command has returned.
 	session *session.Session
-	// cfg is the command's configuration: where each flag's value came
-	// from, the profiles (adapters/config).
-	cfg *config.Config
+	cfg     *config.Config // where each flag's value came from, the profiles (adapters/config)
 }
 
 // run is main without os.Exit: the process's own hard exit and signals.
