@@ -31,7 +31,7 @@ func (a *Activities) Stream(ctx context.Context, req protocol.StreamRequest) (pr
 		return protocol.StreamResult{Failure: kernel.FailureBadResponse, Detail: err.Error()}, nil
 	}
 	info := activity.GetInfo(ctx)
-	b := &batcher{op: req.Op}
+	b := &batcher{op: req.Op, wake: make(chan struct{}, 1)}
 	send := func(ctx context.Context, c protocol.Chunks) error {
 		return activity.GetClient(ctx).SignalWorkflow(ctx, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, protocol.ChunksSignal, c)
 	}
@@ -46,7 +46,7 @@ func (a *Activities) Stream(ctx context.Context, req protocol.StreamRequest) (pr
 	}()
 	go func() { // owned: joined below
 		defer wg.Done()
-		every(stopLoops, req.ChunkEvery, func() { b.flush(ctx, send) })
+		b.sendLoop(ctx, stopLoops, req.ChunkEvery, send)
 	}()
 	watch := watchWorkerStop(ctx, stopModel)
 	err = a.stream(modelCtx, live.Request{Op: req.Op, Agent: req.Agent, Path: req.Path, Messages: msgs}, b)
@@ -109,7 +109,11 @@ func every(stop <-chan struct{}, d time.Duration, fn func()) {
 }
 
 // batcher gathers one stream's items (it is the model's live.Sink) and
-// numbers them from 1. Items sent in a batch are frozen: a batch whose
+// numbers them from 1. A batch goes out as soon as an item arrives, unless
+// one went out less than ChunkEvery ago: then when ChunkEvery has passed
+// (a throttle on the leading edge: the first token, and the first chunk
+// after a silence, reach the kernel at once, and a fast stream costs at
+// most one signal per ChunkEvery). Items sent in a batch are frozen: a batch whose
 // signal failed is sent again from the first unacknowledged item with the
 // same numbers, so the workflow can drop what it already has; only items
 // not yet sent are merged (consecutive text, consecutive fragments of one
@@ -117,6 +121,8 @@ func every(stop <-chan struct{}, d time.Duration, fn func()) {
 // chunk events few.
 type batcher struct {
 	op kernel.OpID
+
+	wake chan struct{} // an item was added (buffered: one pending wake-up)
 
 	mu    sync.Mutex
 	items []protocol.Item
@@ -127,6 +133,7 @@ type batcher struct {
 }
 
 func (b *batcher) add(it protocol.Item) {
+	defer b.poke()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if n := len(b.items); n > b.sent && it.Retry == nil {
@@ -177,18 +184,51 @@ func (b *batcher) Usage(u kernel.Usage) {
 // answer (a reasoning model's thinking) still feeds the watchdogs.
 func (b *batcher) Progress() { b.add(protocol.Item{}) }
 
-// flush sends the items not yet acknowledged, if any is new.
-func (b *batcher) flush(ctx context.Context, send func(context.Context, protocol.Chunks) error) {
+func (b *batcher) poke() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sendLoop sends batches until stop is closed (the throttle above).
+func (b *batcher) sendLoop(ctx context.Context, stop <-chan struct{}, every time.Duration, send func(context.Context, protocol.Chunks) error) {
+	var last time.Time
+	for {
+		select {
+		case <-stop:
+			return
+		case <-b.wake:
+		}
+		if wait := every - time.Since(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-stop:
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		last = time.Now()
+		if !b.flush(ctx, send) {
+			b.poke() // not delivered: the next batch carries it again
+		}
+	}
+}
+
+// flush sends the items not yet acknowledged. It reports false when the
+// signal failed.
+func (b *batcher) flush(ctx context.Context, send func(context.Context, protocol.Chunks) error) bool {
 	b.mu.Lock()
-	if len(b.items) == b.sent {
+	if b.acked == len(b.items) {
 		b.mu.Unlock()
-		return
+		return true
 	}
 	b.sent = len(b.items)
 	c := protocol.Chunks{Op: b.op, First: uint32(b.acked) + 1, Items: append([]protocol.Item(nil), b.items[b.acked:b.sent]...)}
 	b.mu.Unlock()
 	if err := send(ctx, c); err != nil {
-		return // sent again with the next batch, or carried by the result
+		return false // sent again with the next batch, or carried by the result
 	}
 	b.mu.Lock()
 	for _, it := range c.Items {
@@ -196,6 +236,7 @@ func (b *batcher) flush(ctx context.Context, send func(context.Context, protocol
 	}
 	b.acked += len(c.Items)
 	b.mu.Unlock()
+	return true
 }
 
 // progress is the heartbeat's detail: the text not yet acknowledged.

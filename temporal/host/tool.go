@@ -64,7 +64,10 @@ func (a *Activities) Toolbox(context.Context) (protocol.Toolbox, error) {
 // errWorkerLost is what an activity returns when its worker stops while it
 // runs: the workflow answers it as a lost worker at once.
 func errWorkerLost() error {
-	return temporal.NewNonRetryableApplicationError("the worker stopped while this ran", protocol.WorkerLost, nil)
+	return temporal.NewApplicationErrorWithOptions("the worker stopped while this ran", protocol.WorkerLost, temporal.ApplicationErrorOptions{
+		NonRetryable: true,
+		Category:     temporal.ApplicationErrorCategoryBenign, // expected when a worker stops: not logged as an error
+	})
 }
 
 // stopWatch watches the worker's stop channel for one activity: when the

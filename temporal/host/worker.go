@@ -30,7 +30,19 @@ type Activities struct {
 // Register registers the workflow and a's activities under their
 // protocol names.
 func Register(r worker.Registry, a *Activities) {
+	RegisterWorkflow(r)
+	RegisterActivities(r, a)
+}
+
+// RegisterWorkflow registers the workflow alone (a worker that runs no
+// activities: its model and tools run elsewhere).
+func RegisterWorkflow(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(Tree, workflow.RegisterOptions{Name: protocol.Workflow})
+}
+
+// RegisterActivities registers a's activities alone (a worker with
+// DisableWorkflowWorker).
+func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.Stream, activity.RegisterOptions{Name: protocol.StreamActivity})
 	r.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: protocol.ToolActivity})
 	r.RegisterActivityWithOptions(a.Toolbox, activity.RegisterOptions{Name: protocol.ToolboxActivity})
@@ -44,12 +56,24 @@ func Register(r worker.Registry, a *Activities) {
 // each one through.
 const MaxHeartbeatThrottle = 50 * time.Millisecond
 
+// StopTimeout is how long a stopping worker waits for its activities to
+// report (worker.Options.WorkerStopTimeout) when not set: they stop their
+// work as soon as the worker stops and report it lost (a cancelled tool
+// takes up to its kill grace), and a report the worker does not wait for
+// is never sent: the workflow would learn of the loss only from the
+// heartbeat timeout.
+const StopTimeout = 10 * time.Second
+
 // WorkerOptions returns o with what a worker of escapement's workflow
 // needs: heartbeats not throttled past MaxHeartbeatThrottle, so cancels
-// arrive within the kernel's grace.
+// arrive within the kernel's grace, and a stop that waits for the
+// activities' reports (StopTimeout, unless set).
 func WorkerOptions(o worker.Options) worker.Options {
 	if o.MaxHeartbeatThrottleInterval == 0 || o.MaxHeartbeatThrottleInterval > MaxHeartbeatThrottle {
 		o.MaxHeartbeatThrottleInterval = MaxHeartbeatThrottle
+	}
+	if o.WorkerStopTimeout == 0 {
+		o.WorkerStopTimeout = StopTimeout
 	}
 	return o
 }

@@ -69,7 +69,6 @@ type workerFlags struct {
 	model      string
 	baseURL    string
 	killGrace  time.Duration
-	stopGrace  time.Duration
 }
 
 func newWorkerCmd(a *app) *cobra.Command {
@@ -104,7 +103,6 @@ answered tool_lost). It exits 130.`,
 	fl.StringVar(&f.model, "model", "", "model name (default $OPENAI_MODEL, else "+defaultModel+")")
 	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root (default $OPENAI_BASE_URL, else "+openai.DefaultBaseURL+")")
 	fl.DurationVar(&f.killGrace, "kill-grace", kernel.DefaultLimits().Grace/2, "how long a cancelled shell's process group has between SIGINT and SIGKILL; keep it under the trees' --grace")
-	fl.DurationVar(&f.stopGrace, "stop-grace", 0, "how long a stopping worker lets running requests and tool calls finish before it cancels them (0: cancel at once)")
 	return cmd
 }
 
@@ -146,7 +144,7 @@ func runWorker(ctx context.Context, a *app, f *workerFlags) error {
 		return err
 	}
 	defer cl.Close()
-	w := worker.New(cl, f.conn.taskQueue, host.WorkerOptions(worker.Options{WorkerStopTimeout: f.stopGrace}))
+	w := worker.New(cl, f.conn.taskQueue, host.WorkerOptions(worker.Options{}))
 	host.Register(w, &host.Activities{Model: m, Tools: run, Specs: run.Specs(), Idempotent: box.Idempotent()})
 	var names []string
 	for _, s := range run.Specs() {

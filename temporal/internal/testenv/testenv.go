@@ -59,21 +59,34 @@ type WorkerConfig struct {
 	// Workspace is the tools' directory; Counter the bump tool's file.
 	Workspace string `json:"workspace"`
 	Counter   string `json:"counter"`
+	// Role limits the worker to workflows (RoleWorkflows) or to
+	// activities (RoleActivities); both when empty.
+	Role string `json:"role,omitempty"`
 }
+
+// Worker roles.
+const (
+	RoleWorkflows  = "workflows"
+	RoleActivities = "activities"
+)
 
 // envVar carries a child worker's WorkerConfig (as JSON).
 const envVar = "ESCAPEMENT_TEMPORAL_TEST_WORKER"
 
 // Worker is a running test worker.
 type Worker struct {
-	w worker.Worker
-	c client.Client
+	w    worker.Worker
+	c    client.Client
+	once sync.Once
 }
 
-// Stop stops the worker (gracefully) and closes its client.
+// Stop stops the worker (gracefully: what it runs is told through the
+// worker's stop channel) and closes its client. Later calls do nothing.
 func (w *Worker) Stop() {
-	w.w.Stop()
-	w.c.Close()
+	w.once.Do(func() {
+		w.w.Stop()
+		w.c.Close()
+	})
 }
 
 // StartWorker starts a worker in this process, stopped when t ends.
@@ -101,8 +114,15 @@ func startWorker(cfg WorkerConfig) (*Worker, error) {
 		// A workflow cached by a worker that died is handed to another
 		// after this long (the default is 5s).
 		StickyScheduleToStartTimeout: time.Second,
+		DisableWorkflowWorker:        cfg.Role == RoleActivities,
+		LocalActivityWorkerOnly:      cfg.Role == RoleWorkflows,
 	}))
-	host.Register(w, acts)
+	if cfg.Role != RoleActivities {
+		host.RegisterWorkflow(w)
+	}
+	if cfg.Role != RoleWorkflows {
+		host.RegisterActivities(w, acts)
+	}
 	if err := w.Start(); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("testenv: worker: %w", err)
