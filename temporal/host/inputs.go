@@ -121,7 +121,7 @@ func (t *tree) onInput(in *input) {
 	}
 	refused := t.step(ev)
 	root := t.k.Agent(kernel.Root)
-	in.reply = protocol.Accepted{Turn: root.Turn(), State: root.State().String()}
+	in.reply = protocol.Accepted{Turn: root.Turn(), State: root.State().String(), Run: t.in.Run, Seq: t.k.Log().Next() - 1}
 	if len(refused) > 0 {
 		in.err = refusal(refused)
 	}

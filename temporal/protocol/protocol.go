@@ -175,8 +175,12 @@ type Cancel struct {
 }
 
 // Accepted is an update's answer once the kernel stepped the input: the
-// root's turn and state right after.
+// root's turn and state right after, and where that step's lifecycle
+// records end (the run and the last record's sequence number), so a
+// client that follows the records knows whether it has read past them.
 type Accepted struct {
 	Turn  uint64 `json:"turn"`
 	State string `json:"state"`
+	Run   int    `json:"run"`
+	Seq   uint64 `json:"seq"`
 }

@@ -236,7 +236,7 @@ func (r *repl) message(ctx context.Context, text string, busy bool) {
 		}
 		return
 	}
-	r.rr.started(acc.Turn)
+	r.rr.accepted(acc)
 }
 
 // next starts a turn with the first queued line the tree accepts; false
@@ -258,7 +258,7 @@ func (r *repl) submit(ctx context.Context, text string) bool {
 		r.rr.r.say("%v", err)
 		return false
 	}
-	r.rr.started(acc.Turn)
+	r.rr.accepted(acc)
 	return true
 }
 

@@ -87,7 +87,7 @@ func (rr *remoteRun) runOnce(ctx context.Context, prompt string) error {
 	if err != nil {
 		return &exitError{code: exitCheckFailed, err: err}
 	}
-	rr.started(acc.Turn)
+	rr.accepted(acc)
 	_, err = rr.await(ctx, in, ended)
 	return err
 }

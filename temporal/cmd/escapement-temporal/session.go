@@ -12,8 +12,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"golang.org/x/term"
 
+	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/temporal/protocol"
 	"github.com/escapement/escapement/temporal/remote"
 )
 
@@ -43,7 +45,9 @@ type turnState struct {
 	turn  uint64
 	ended uint64 // root turns ended since the command began
 	last  kernel.Lifecycle
-	ready bool // the first page was read
+	// The last record the follower has shown: its run and sequence number.
+	run int
+	seq uint64
 }
 
 func (s *turnState) get() (busy bool, turn, ended uint64, last kernel.Lifecycle) {
@@ -203,6 +207,9 @@ func (rr *remoteRun) pollOnce(ctx context.Context, fol *remote.Follower, first b
 		for i := range b.Records {
 			l := &b.Records[i]
 			rr.r.show(l, b.Page.Paths, b.Page.Args)
+			rr.state.mu.Lock()
+			rr.state.run, rr.state.seq = b.Page.Run, l.Seq
+			rr.state.mu.Unlock()
 			if l.Agent != kernel.Root {
 				continue
 			}
@@ -223,7 +230,8 @@ func (rr *remoteRun) pollOnce(ctx context.Context, fol *remote.Follower, first b
 		}
 		if first {
 			rr.state.mu.Lock()
-			rr.state.busy, rr.state.turn, rr.state.ready = b.Page.Busy, b.Page.Turn, true
+			rr.state.busy, rr.state.turn = b.Page.Busy, b.Page.Turn
+			rr.state.run, rr.state.seq = b.Page.Run, b.Page.Next-1
 			rr.state.mu.Unlock()
 		}
 		if changed {
@@ -239,12 +247,20 @@ func (rr *remoteRun) pollOnce(ctx context.Context, fol *remote.Follower, first b
 	}
 }
 
-// started records the turn an accepted input started, so that a Ctrl-C
-// that comes before the follower has seen it cancels that turn.
-func (rr *remoteRun) started(turn uint64) {
+// accepted records the root's state right after an input the workflow
+// accepted, as a local driver's observer does before its input returns —
+// unless the follower has already shown records past that step (their
+// state is newer). So a line read right after a submit is queued or
+// interjected, not submitted again, and a Ctrl-C that comes before the
+// follower has seen the turn start cancels it.
+func (rr *remoteRun) accepted(acc protocol.Accepted) {
 	rr.state.mu.Lock()
-	rr.state.turn = max(rr.state.turn, turn)
-	rr.state.mu.Unlock()
+	defer rr.state.mu.Unlock()
+	if acc.Run < rr.state.run || acc.Run == rr.state.run && acc.Seq <= rr.state.seq {
+		return
+	}
+	rr.state.busy = acc.State != fsm.Idle.String()
+	rr.state.turn = acc.Turn
 }
 
 // finish records the workflow's end and wakes the command.
