@@ -1,7 +1,7 @@
 // Package host runs escapement's kernel as a Temporal workflow: one
 // workflow execution per agent tree, the kernel's effects carried out as
 // activities and workflow timers, user input arriving as updates and a
-// signal (docs/durable.md, "The same design on Temporal"; docs/temporal.md
+// signal (docs/durable.md, "On Temporal"; docs/temporal.md
 // says how to run it).
 //
 // The workflow (Tree) owns the kernel, unchanged: it steps every event on

@@ -45,7 +45,7 @@ type tree struct {
 
 // Tree is the workflow: one execution runs one agent tree with the
 // kernel, turning its effects into activities and timers and the world's
-// answers into events (docs/durable.md, "The same design on Temporal").
+// answers into events (docs/durable.md, "On Temporal").
 // It runs until the tree is shut down (ShutdownSignal), and continues as
 // new, carrying the root's transcript, when its history grows long.
 func Tree(ctx workflow.Context, in protocol.Tree) (protocol.Result, error) {

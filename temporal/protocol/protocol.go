@@ -1,6 +1,6 @@
 // Package protocol is what crosses the wire between the escapement
 // workflow, its activities and its clients when an agent tree runs on
-// Temporal (docs/durable.md, "The same design on Temporal"): the names
+// Temporal (docs/durable.md, "On Temporal"): the names
 // of the workflow, its activities, signals, updates and query, and the
 // payloads each carries. The workflow and the activities live in package
 // host, the client in package remote; both import this one, so a client
