@@ -23,8 +23,8 @@ import (
 // items no batch was acknowledged for with how the stream ended.
 //
 // A cancel reaches it through a heartbeat's answer: the model's context
-// ends, and it returns the context's error (the workflow steps the
-// cancel's acknowledgement).
+// ends, and it returns a cancelled failure, which the workflow steps as
+// the cancel's acknowledgement.
 func (a *Activities) Stream(ctx context.Context, req protocol.StreamRequest) (protocol.StreamResult, error) {
 	msgs, err := req.Messages.Messages()
 	if err != nil {
@@ -56,7 +56,9 @@ func (a *Activities) Stream(ctx context.Context, req protocol.StreamRequest) (pr
 	case watch.close():
 		return protocol.StreamResult{}, errWorkerLost()
 	case ctx.Err() != nil:
-		return protocol.StreamResult{}, ctx.Err()
+		// The cancel's acknowledgement, as a result (a returned context
+		// error would be logged as the activity's failure).
+		return protocol.StreamResult{Failure: kernel.FailureCancelled, Detail: "cancelled"}, nil
 	}
 	res := b.rest()
 	if err != nil {

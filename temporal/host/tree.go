@@ -260,9 +260,6 @@ func (t *tree) end() (bool, protocol.Result, error) {
 	}
 	root := t.k.Agent(kernel.Root)
 	if t.closing == protocol.ClosingShutdown {
-		if t.shutdown.Len() > 0 || len(t.inbox) > 0 {
-			t.refuseInbox()
-		}
 		out, reason := root.Outcome()
 		return true, protocol.Result{Turns: root.Turn(), Outcome: out, Reason: reason}, nil
 	}

@@ -54,13 +54,12 @@ func (s *Session) Follow(ctx context.Context, fromStart bool) (*Follower, error)
 		return nil, fmt.Errorf("workflow %s: %w", s.id, err)
 	}
 	f := &Follower{s: s, runID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), next: 1}
-	for !fromStart {
+	for skip := !fromStart; skip; {
 		p, err := f.query(ctx)
 		if err != nil {
 			return nil, err
 		}
-		f.next = p.Next
-		fromStart = !p.More
+		f.next, skip = p.Next, p.More
 	}
 	return f, nil
 }

@@ -46,7 +46,8 @@ type Session struct {
 type StartOptions struct {
 	// WorkflowID names the workflow; a new unique id when empty. A running
 	// workflow of that id is attached to (Tree is then ignored: the
-	// running workflow keeps its own configuration).
+	// running workflow keeps its own configuration); one that has ended is
+	// an error.
 	WorkflowID string
 	// TaskQueue is the workers' task queue; protocol.DefaultTaskQueue when
 	// empty.
@@ -60,8 +61,15 @@ type StartOptions struct {
 func Start(ctx context.Context, c client.Client, opts StartOptions) (s *Session, attached bool, err error) {
 	if opts.WorkflowID != "" {
 		desc, err := c.DescribeWorkflowExecution(ctx, opts.WorkflowID, "")
-		if err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		switch {
+		case err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 			return &Session{c: c, id: opts.WorkflowID, first: desc.GetWorkflowExecutionInfo().GetFirstRunId(), resend: 100 * time.Millisecond}, true, nil
+		case err == nil:
+			// Starting a tree afresh under the id of one that ended would
+			// look like its continuation and have none of its conversation.
+			return nil, false, fmt.Errorf("workflow %s has ended (%s): its tree was shut down; start a new one", opts.WorkflowID, desc.GetWorkflowExecutionInfo().GetStatus())
+		case !isNotFound(err):
+			return nil, false, fmt.Errorf("workflow %s: %w", opts.WorkflowID, err)
 		}
 	} else {
 		opts.WorkflowID = NewWorkflowID()
