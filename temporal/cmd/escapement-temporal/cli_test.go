@@ -11,9 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/internal/testenv"
+	"github.com/escapement/escapement/temporal/protocol"
+	"github.com/escapement/escapement/temporal/remote"
 )
 
 func TestMain(m *testing.M) {
@@ -71,16 +75,21 @@ type result struct {
 // from in, and signals from sigs.
 func (e *cliEnv) cli(in string, sigs chan os.Signal, args ...string) result {
 	e.t.Helper()
+	var out, errw syncBuffer
+	return e.cliTo(&out, &errw, in, sigs, args...)
+}
+
+// cliTo is cli writing to out and errw, which the test may read meanwhile.
+func (e *cliEnv) cliTo(out, errw *syncBuffer, in string, sigs chan os.Signal, args ...string) result {
 	if sigs == nil {
 		sigs = make(chan os.Signal)
 	}
 	args = append(args[:1:1], append([]string{"--temporal", e.cfg.HostPort, "--namespace", e.cfg.Namespace, "--task-queue", e.cfg.TaskQueue,
 		"--heartbeat-timeout", "2s", "--chunk-every", "50ms", "--poll", "20ms"}, args[1:]...)...)
-	var out, errw syncBuffer
 	exited := make(chan int, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	code := run(ctx, args, streams{in: strings.NewReader(in), out: &out, err: &errw},
+	code := run(ctx, args, streams{in: strings.NewReader(in), out: out, err: errw},
 		func(code int) { exited <- code }, func() (<-chan os.Signal, func()) { return sigs, func() {} })
 	return result{code: code, out: out.String(), err: errw.String()}
 }
@@ -203,5 +212,55 @@ func TestChatSIGTERMShutsDown(t *testing.T) {
 	r := e.cli("go\n", sigs, "chat") // at the end of input chat waits for the turn: the signal ends it
 	if r.code != exitInterrupted || !strings.Contains(r.err, kernel.UIShutdown) {
 		t.Fatalf("chat: exit %d, stderr %q; want 130 and the shutdown's line", r.code, r.err)
+	}
+}
+
+// run --workflow ID without a prompt attaches to a turn another client
+// started and follows it to its end: it shows what comes from now on and
+// exits with the turn's outcome.
+func TestRunAttachesToRunningTurn(t *testing.T) {
+	release := make(chan struct{})
+	e := newCLIEnv(t, func(ctx context.Context, req *fakeopenai.Request, w *fakeopenai.Writer) {
+		for {
+			w.Text("tick ")
+			select {
+			case <-release:
+				w.Answer("after", 5)
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
+	c, err := client.Dial(client.Options{HostPort: e.cfg.HostPort, Namespace: e.cfg.Namespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, _, err := remote.Start(ctx, c, remote.StartOptions{TaskQueue: e.cfg.TaskQueue, Tree: protocol.Tree{Limits: kernel.DefaultLimits()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Submit(ctx, "go"); err != nil {
+		t.Fatal(err)
+	}
+	var out, errw syncBuffer
+	done := make(chan result, 1)
+	go func() { done <- e.cliTo(&out, &errw, "", nil, "run", "--workflow", s.ID()) }()
+	// The turn goes on only once the attached client shows it running.
+	for !strings.Contains(out.String(), "tick") {
+		select {
+		case r := <-done:
+			t.Fatalf("the attached run ended before the turn: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	close(release)
+	r := <-done
+	if r.code != 0 || !strings.HasSuffix(r.out, "after\n") || !strings.Contains(r.err, "attached to workflow "+s.ID()) {
+		t.Fatalf("attached run: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
 	}
 }
