@@ -2,16 +2,21 @@ package host_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/temporal/host"
 	"github.com/escapement/escapement/temporal/internal/testenv"
 	"github.com/escapement/escapement/temporal/protocol"
 	"github.com/escapement/escapement/temporal/remote"
@@ -60,13 +65,63 @@ func tree() protocol.Tree {
 	return protocol.Tree{Limits: lim, Options: protocol.Options{HeartbeatTimeout: 2 * time.Second, ChunkEvery: 100 * time.Millisecond}}
 }
 
+// start starts a tree's workflow; when the test ends (and has not failed
+// yet), every run of it is replayed (replayAll).
 func (e *env) start(tr protocol.Tree) *remote.Session {
 	e.t.Helper()
 	s, attached, err := remote.Start(e.ctx, e.c, remote.StartOptions{TaskQueue: e.cfg.TaskQueue, Tree: tr})
 	if err != nil || attached {
 		e.t.Fatalf("start: attached=%v err=%v", attached, err)
 	}
+	e.t.Cleanup(func() { e.replayAll(s) })
 	return s
+}
+
+// replayAll replays the history of every run of the session's workflow
+// against the workflow's code, as a worker that picks the tree up does: a
+// workflow that decides differently on replay (non-determinism) fails the
+// test. It also fails on a workflow task that failed while the test ran.
+// A failed test logs every run's events.
+func (e *env) replayAll(s *remote.Session) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	desc, err := e.c.DescribeWorkflowExecution(ctx, s.ID(), "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	replayer := worker.NewWorkflowReplayer()
+	host.RegisterWorkflow(replayer)
+	for run := desc.GetWorkflowExecutionInfo().GetFirstRunId(); run != ""; {
+		hist := &historypb.History{}
+		next := ""
+		it := e.c.GetWorkflowHistory(ctx, s.ID(), run, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			hist.Events = append(hist.Events, ev)
+			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
+				e.t.Errorf("run %s: workflow task %d failed: %v", run, ev.GetEventId(), ev.GetWorkflowTaskFailedEventAttributes().GetFailure())
+			}
+			if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {
+				next = a.GetNewExecutionRunId()
+			}
+		}
+		// A run whose first workflow task has not run yet decided nothing.
+		if len(hist.Events) < 3 {
+			run = next
+			continue
+		}
+		if err := replayer.ReplayWorkflowHistory(testenv.QuietLogger(), hist); err != nil {
+			e.t.Errorf("replaying run %s: %v", run, err)
+		}
+		if e.t.Failed() {
+			e.t.Logf("run %s:\n%s", run, eventList(hist))
+		}
+		run = next
+	}
 }
 
 // reader follows a session's lifecycle and keeps every record it read,
@@ -174,4 +229,27 @@ func (e *env) waitFile(path string, n int) []string {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// eventList prints a history one event a line: id, time, type, and the
+// timer's or activity's id.
+func eventList(h *historypb.History) string {
+	var b strings.Builder
+	for _, ev := range h.GetEvents() {
+		fmt.Fprintf(&b, "%d %s %s", ev.GetEventId(), ev.GetEventTime().AsTime().Format("15:04:05.000"), ev.GetEventType())
+		if a := ev.GetTimerStartedEventAttributes(); a != nil {
+			fmt.Fprintf(&b, " timer=%s %v", a.GetTimerId(), a.GetStartToFireTimeout().AsDuration())
+		}
+		if a := ev.GetTimerCanceledEventAttributes(); a != nil {
+			fmt.Fprintf(&b, " timer=%s", a.GetTimerId())
+		}
+		if a := ev.GetTimerFiredEventAttributes(); a != nil {
+			fmt.Fprintf(&b, " timer=%s", a.GetTimerId())
+		}
+		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+			fmt.Fprintf(&b, " %s %s", a.GetActivityId(), a.GetActivityType().GetName())
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }

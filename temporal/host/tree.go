@@ -252,11 +252,16 @@ func (t *tree) end() (bool, protocol.Result, error) {
 	default:
 		return false, protocol.Result{}, nil
 	}
-	t.refuseInbox()
 	// Let every update handler return its answer first: an update still
-	// running when the run ends would be lost to its caller.
-	if err := workflow.Await(t.ctx, func() bool { return workflow.AllHandlersFinished(t.ctx) }); err != nil {
-		return true, protocol.Result{}, err
+	// running when the run ends would be lost to its caller. One that
+	// passed its validator before the run began closing queues its input
+	// meanwhile: it is refused like the rest (the client sends it again).
+	t.refuseInbox()
+	for !workflow.AllHandlersFinished(t.ctx) {
+		if err := workflow.Await(t.ctx, func() bool { return len(t.inbox) > 0 || workflow.AllHandlersFinished(t.ctx) }); err != nil {
+			return true, protocol.Result{}, err
+		}
+		t.refuseInbox()
 	}
 	root := t.k.Agent(kernel.Root)
 	if t.closing == protocol.ClosingShutdown {

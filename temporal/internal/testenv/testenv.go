@@ -39,12 +39,12 @@ import (
 // Server starts a Temporal server for t, stopped when t ends.
 func Server(t *testing.T) *temporaltest.TestServer {
 	t.Helper()
-	return temporaltest.NewServer(temporaltest.WithT(t), temporaltest.WithBaseClientOptions(client.Options{Logger: quietLogger()}))
+	return temporaltest.NewServer(temporaltest.WithT(t), temporaltest.WithBaseClientOptions(client.Options{Logger: QuietLogger()}))
 }
 
-// quietLogger is the SDK's logger in tests: errors only, on stderr (a
+// QuietLogger is the SDK's logger in tests: errors only, on stderr (a
 // test that stops a worker or the server makes the SDK warn).
-func quietLogger() tlog.Logger {
+func QuietLogger() tlog.Logger {
 	return tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
 }
 
@@ -89,10 +89,12 @@ func (w *Worker) Stop() {
 	})
 }
 
-// StartWorker starts a worker in this process, stopped when t ends.
+// StartWorker starts a worker in this process, stopped when t ends. A
+// panic in the workflow's code (which the SDK reports, and the service
+// retries) fails t.
 func StartWorker(t *testing.T, cfg WorkerConfig) *Worker {
 	t.Helper()
-	w, err := startWorker(cfg)
+	w, err := startWorker(cfg, panicLogger{t: t, Logger: QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +102,21 @@ func StartWorker(t *testing.T, cfg WorkerConfig) *Worker {
 	return w
 }
 
-func startWorker(cfg WorkerConfig) (*Worker, error) {
-	c, err := client.Dial(client.Options{HostPort: cfg.HostPort, Namespace: cfg.Namespace, Logger: quietLogger()})
+// panicLogger fails its test on the SDK's report of a workflow panic.
+type panicLogger struct {
+	tlog.Logger
+	t *testing.T
+}
+
+func (l panicLogger) Error(msg string, keyvals ...any) {
+	if msg == "Workflow panic" {
+		l.t.Errorf("workflow panic: %v", keyvals)
+	}
+	l.Logger.Error(msg, keyvals...)
+}
+
+func startWorker(cfg WorkerConfig, logger tlog.Logger) (*Worker, error) {
+	c, err := client.Dial(client.Options{HostPort: cfg.HostPort, Namespace: cfg.Namespace, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("testenv: dial: %w", err)
 	}
@@ -223,7 +238,7 @@ func MaybeServe() {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		os.Exit(2)
 	}
-	if _, err := startWorker(cfg); err != nil {
+	if _, err := startWorker(cfg, QuietLogger()); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		os.Exit(2)
 	}
