@@ -94,7 +94,7 @@ func (w *Worker) Stop() {
 // retries) fails t.
 func StartWorker(t *testing.T, cfg WorkerConfig) *Worker {
 	t.Helper()
-	w, err := startWorker(cfg, panicLogger{t: t, Logger: QuietLogger()})
+	w, err := startWorker(cfg, panicLogger{t: t, Logger: QuietLogger()}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,14 +108,21 @@ type panicLogger struct {
 	t *testing.T
 }
 
+// Error fails the test when the panic's stack runs through this
+// project's code (a bug in the workflow or the kernel). The SDK also
+// reports, as a workflow panic, a cached workflow whose state no longer
+// matches the history it is handed (seen here only on a saturated machine,
+// around a workflow task that timed out on its sticky queue); it then
+// replays the workflow from its history and goes on, and replayAll in the
+// tests checks that history replays cleanly.
 func (l panicLogger) Error(msg string, keyvals ...any) {
-	if msg == "Workflow panic" {
+	if msg == "Workflow panic" && strings.Contains(fmt.Sprint(keyvals...), "github.com/escapement/escapement") {
 		l.t.Errorf("workflow panic: %v", keyvals)
 	}
 	l.Logger.Error(msg, keyvals...)
 }
 
-func startWorker(cfg WorkerConfig, logger tlog.Logger) (*Worker, error) {
+func startWorker(cfg WorkerConfig, logger tlog.Logger, sticky time.Duration) (*Worker, error) {
 	c, err := client.Dial(client.Options{HostPort: cfg.HostPort, Namespace: cfg.Namespace, Logger: logger})
 	if err != nil {
 		return nil, fmt.Errorf("testenv: dial: %w", err)
@@ -126,9 +133,7 @@ func startWorker(cfg WorkerConfig, logger tlog.Logger) (*Worker, error) {
 		return nil, err
 	}
 	w := worker.New(c, cfg.TaskQueue, host.WorkerOptions(worker.Options{
-		// A workflow cached by a worker that died is handed to another
-		// after this long (the default is 5s).
-		StickyScheduleToStartTimeout: time.Second,
+		StickyScheduleToStartTimeout: sticky,
 		DisableWorkflowWorker:        cfg.Role == RoleActivities,
 		LocalActivityWorkerOnly:      cfg.Role == RoleWorkflows,
 	}))
@@ -238,7 +243,9 @@ func MaybeServe() {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		os.Exit(2)
 	}
-	if _, err := startWorker(cfg, QuietLogger()); err != nil {
+	// A workflow this worker cached is handed to another worker a second
+	// after this one is killed (the default is 5s).
+	if _, err := startWorker(cfg, QuietLogger(), time.Second); err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		os.Exit(2)
 	}
