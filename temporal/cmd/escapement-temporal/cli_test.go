@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -262,5 +263,67 @@ func TestRunAttachesToRunningTurn(t *testing.T) {
 	r := <-done
 	if r.code != 0 || !strings.HasSuffix(r.out, "after\n") || !strings.Contains(r.err, "attached to workflow "+s.ID()) {
 		t.Fatalf("attached run: exit %d, stdout %q, stderr %q", r.code, r.out, r.err)
+	}
+}
+
+// The worker command serves trees with the model and tools its flags
+// name, and stops on Ctrl-C (exit 130).
+func TestWorkerCommand(t *testing.T) {
+	ts := testenv.Server(t)
+	fake := fakeopenai.New(func(ctx context.Context, req *fakeopenai.Request, w *fakeopenai.Writer) {
+		if req.Body.Last().Role == "tool" {
+			w.Answer("listed", 3)
+			return
+		}
+		w.Call(0, "c1", "list_dir", `{"path":"."}`, 4)
+		w.End("tool_calls")
+	})
+	defer fake.Close()
+	sigs := make(chan os.Signal, 1)
+	var errw syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(context.Background(), []string{"worker", "--temporal", ts.GetFrontendHostPort(), "--namespace", ts.GetDefaultNamespace(),
+			"--task-queue", "worker-cmd", "--base-url", fake.BaseURL(), "--model", "m", "--workspace", t.TempDir()},
+			streams{in: strings.NewReader(""), out: io.Discard, err: &errw}, func(int) {}, func() (<-chan os.Signal, func()) { return sigs, func() {} })
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, _, err := remote.Start(ctx, ts.GetDefaultClient(), remote.StartOptions{TaskQueue: "worker-cmd", Tree: protocol.Tree{Limits: kernel.DefaultLimits()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := s.Follow(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Submit(ctx, "list"); err != nil {
+		t.Fatal(err)
+	}
+	var ended *kernel.Lifecycle
+	for ended == nil {
+		b, err := f.Poll(ctx)
+		if err != nil && ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		for i := range b.Records {
+			if l := &b.Records[i]; l.Kind == kernel.LifeTurnEnded && l.Agent == kernel.Root {
+				ended = l
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ended.Outcome != kernel.OutcomeCompleted || ended.Text != "listed" {
+		t.Fatalf("the turn ended %s %q, want completed %q", ended.Outcome, ended.Text, "listed")
+	}
+	if n := len(fake.Requests()); n != 2 || fake.Requests()[0].Body.Model != "m" {
+		t.Fatalf("the model got %d requests (model %q), want 2 for model m", n, fake.Requests()[0].Body.Model)
+	}
+	sigs <- os.Interrupt
+	if c := <-code; c != exitInterrupted {
+		t.Fatalf("worker: exit %d, want 130; stderr %q", c, errw.String())
+	}
+	if !strings.Contains(errw.String(), "worker on task queue worker-cmd") {
+		t.Fatalf("stderr %q does not announce the worker", errw.String())
 	}
 }
