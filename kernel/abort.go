@@ -42,8 +42,11 @@ func (k *Kernel) onCancel(ev Event) {
 	}
 }
 
-// onShutdown aborts the whole tree with reason shutdown; no turn may start
-// afterwards.
+// onShutdown aborts the root's running turn with reason shutdown — its
+// working descendants with parent_cancelled, as under any aborted ancestor
+// — and discards the inputs queued for a next turn; no turn may start
+// afterwards. Interjections queued into the running turn are the turn's:
+// the abort writes them before its marker (docs/semantics.md, "Inputs").
 func (k *Kernel) onShutdown() {
 	k.shutdown = true
 	a := k.root()
@@ -133,6 +136,8 @@ func (k *Kernel) abortOne(x *agent, t fsm.Trigger, r Reason) {
 	case fsm.Streaming:
 		if x.req != 0 {
 			x.cut = k.cutRequest(x)
+		} else if x.waitingReq {
+			k.unqueueRequest(x)
 		}
 	case fsm.Tooling, fsm.Delegating:
 		for i := range x.open {
@@ -166,10 +171,16 @@ func (k *Kernel) closeAborted(x *agent) {
 		if x.abort.IsTimeout() {
 			status = CallTimedOut
 		}
-		k.closeCall(x, i, noTrigger, status, x.abort, abortedToolContent(status, x.abort), NoAgent, OutcomeNone, true)
+		content := abortedToolContent(status, x.abort)
+		if k.withdrawApproval(x, i) {
+			content = withdrawnContent(status, x.abort)
+		}
+		k.closeCall(x, i, noTrigger, status, x.abort, content, NoAgent, OutcomeNone, true)
 	}
 	k.flushQueued(x)
-	k.appendMarker(x, OutcomeOf(x.abort), x.abort)
+	if !x.ctx.compactTurn { // a compaction turn leaves the history as it was
+		k.appendMarker(x, OutcomeOf(x.abort), x.abort)
+	}
 }
 
 // settleUp settles a (Interrupted → Idle) if nothing of it is in flight, then
@@ -217,6 +228,8 @@ func (k *Kernel) onTimer(ev Event) {
 	case TimerRestart:
 		a.restartTimer = 0
 		k.restart(a)
+	case TimerApproval:
+		k.onApprovalTimer(a, ev.Op)
 	default:
 		panic(fmt.Sprintf("kernel: timer %d of unknown kind %d", ev.Op, t.tkind))
 	}

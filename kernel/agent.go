@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/textcut"
 )
 
 // agent is one node of the tree. Parent and children are explicit links: there
@@ -41,7 +42,9 @@ type agent struct {
 	cut        string    // text the abort cut off (set by abortOne), for the parent's result
 	failDetail string
 
-	// Current LLM request (req == 0: none running).
+	// Current LLM request (req == 0: none running). waitingReq: the next
+	// one waits for a slot (requests.go).
+	waitingReq  bool
 	req         OpID
 	reqStart    time.Duration
 	gotChunk    bool
@@ -82,6 +85,15 @@ type agent struct {
 	liveChildren int
 	// parentCall is this agent's index in its parent's open calls.
 	parentCall int32
+	// approval holds the calls waiting for a decision and the ends of
+	// the waits before (docs/semantics.md, "Approvals").
+	approval approvalBook
+	// freed marks the stand-in a view of a freed agent reads (freedView).
+	freed bool
+
+	// ctx is the agent's token accounting and compaction (usage.go,
+	// compact.go).
+	ctx contextState
 }
 
 // input is a user text waiting to start a turn.
@@ -150,12 +162,19 @@ func (k *Kernel) newAgent(parent *agent, script string) *agent {
 		parent.turnKids = append(parent.turnKids, a.id)
 	}
 	k.agents = append(k.agents, a)
+	k.held++
 	return a
 }
 
-// sanitizeName keeps agent names usable in paths.
+// MaxNameBytes bounds a child's name: a delegation's name is clipped to it
+// (at a rune boundary). The tree keeps a count per distinct name for its
+// whole life (docs/semantics.md, "Finished agents"), so a model naming
+// every child anew cannot make that grow by more than this per child.
+const MaxNameBytes = 64
+
+// sanitizeName keeps agent names usable in paths, and short.
 func sanitizeName(s string) string {
-	s = strings.TrimSpace(s)
+	s = textcut.Prefix(strings.TrimSpace(s), MaxNameBytes)
 	if s == "" {
 		return "agent"
 	}
@@ -223,3 +242,8 @@ func (v AgentView) Requests() int { return v.a.requests }
 
 // Abort is the reason of the current abort (Interrupted), else ReasonNone.
 func (v AgentView) Abort() Reason { return v.a.abort }
+
+// Freed reports that the tree has freed the agent: a child whose turn
+// ended before the current step. Its view then holds nothing but its id
+// and state Idle (docs/semantics.md, "Finished agents").
+func (v AgentView) Freed() bool { return v.a.freed }

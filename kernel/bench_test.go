@@ -96,7 +96,7 @@ func buildChain(n int) (*Kernel, OpID) {
 	// one-time cost that would land inside the timed section at one N and
 	// not another, hiding the per-agent cost being measured.
 	cfg := Config{Limits: DefaultLimits(), LogCapacity: 256}
-	cfg.MaxDepth = n
+	cfg.MaxDepth, cfg.MaxAgents = n, n+1
 	k := MustNew(cfg)
 	out := k.Step(Submit(0, "go"))
 	req := reqOf(out, Root)
@@ -138,7 +138,7 @@ func BenchmarkCancelChain(b *testing.B) {
 // including) its end.
 func buildFanout(n int) (*Kernel, OpID) {
 	cfg := Config{Limits: DefaultLimits(), LogCapacity: 256} // see buildChain
-	cfg.MaxChildren = n
+	cfg.MaxChildren, cfg.MaxAgents, cfg.MaxParallelRequests = n, n+1, n+1
 	cfg.MaxCalls = n
 	k := MustNew(cfg)
 	out := k.Step(Submit(0, "go"))

@@ -9,27 +9,105 @@ import (
 	"github.com/escapement/escapement/internal/textcut"
 )
 
-// dispatchCall starts call i of the last assistant message: a delegation
-// spawns a child, a tool starts, and a malformed call is answered at once.
-func (k *Kernel) dispatchCall(a *agent, i int) {
-	c := a.open[i].call
+// callPlan is what becomes of one call of a finished message: it runs (a
+// tool, or a delegation spawning a child with args), or it is answered at
+// once with status and reason (malformed, or refused by a limit).
+type callPlan struct {
+	status  CallStatus // CallOK: it runs
+	reason  Reason
+	content string
+	spawn   *delegateArgs // a delegation that runs
+}
+
+func (p callPlan) runs() bool { return p.status == CallOK }
+
+// planCalls decides, in call order, what becomes of each call of a
+// finished message (docs/semantics.md, "Budgets and caps"). A call that
+// cannot run — malformed, or a delegation refused by max_depth,
+// max_children or max_agents — is answered so and takes no slot; of the
+// calls that can run, the first max_calls run and every further one is
+// refused max_calls. So max_calls and max_children both count what runs:
+// a slot is never spent on a call that never runs, and a delegation
+// refused for max_calls spawns nothing.
+func (k *Kernel) planCalls(a *agent, open []openCall) []callPlan {
+	plans := make([]callPlan, len(open))
+	running, spawns := 0, 0
+	for i := range open {
+		p := k.judgeCall(a, open[i].call, spawns)
+		if p.runs() {
+			if running >= k.cfg.MaxCalls {
+				p = refusal(ReasonMaxCalls, k.cfg.MaxCalls)
+			} else {
+				running++
+				if p.spawn != nil {
+					spawns++
+				}
+			}
+		}
+		plans[i] = p
+	}
+	return plans
+}
+
+// judgeCall says whether call c can run, spawns being the delegations of
+// its message before it that will spawn: a call without a name, a tool
+// call whose arguments are not JSON, a delegation without a task is
+// malformed; a delegation deeper than max_depth, beyond the agent's
+// max_children for the turn or the tree's max_agents is refused.
+func (k *Kernel) judgeCall(a *agent, c ToolCall, spawns int) callPlan {
 	if c.Name == "" { // streamed without a name (history shows NamelessCall)
-		k.closeCall(a, i, fsm.ToolResult, CallMalformed, ReasonMalformed, toolErrorContent(CallMalformed, ReasonMalformed, "tool call has no name"), NoAgent, OutcomeNone, true)
-		return
+		return malformedCall("tool call has no name")
 	}
-	if c.Name == k.cfg.DelegateTool {
-		k.delegate(a, i)
-		return
+	if c.Name != k.cfg.DelegateTool {
+		if !json.Valid([]byte(c.Arguments)) {
+			return malformedCall("arguments are not valid JSON: " + textcut.Clip(c.Arguments, 200))
+		}
+		return callPlan{status: CallOK}
 	}
-	if !json.Valid([]byte(c.Arguments)) {
-		k.closeCall(a, i, fsm.ToolResult, CallMalformed, ReasonMalformed, toolErrorContent(CallMalformed, ReasonMalformed, "arguments are not valid JSON: "+textcut.Clip(c.Arguments, 200)), NoAgent, OutcomeNone, true)
-		return
+	var args delegateArgs
+	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil || strings.TrimSpace(args.Task) == "" {
+		detail := "delegate needs {\"task\": string, \"name\"?: string}"
+		if err != nil {
+			detail += ": " + err.Error()
+		}
+		return malformedCall(detail)
 	}
-	if a.runningTools >= k.cfg.MaxParallelTools {
+	switch {
+	case a.depth+1 > k.cfg.MaxDepth:
+		return refusal(ReasonMaxDepth, k.cfg.MaxDepth)
+	case a.delegated+spawns >= k.cfg.MaxChildren:
+		return refusal(ReasonMaxChildren, k.cfg.MaxChildren)
+	case k.held+spawns >= k.cfg.MaxAgents: // the agents it holds at once (free.go)
+		return refusal(ReasonMaxAgents, k.cfg.MaxAgents)
+	}
+	return callPlan{status: CallOK, spawn: &args}
+}
+
+func malformedCall(detail string) callPlan {
+	return callPlan{status: CallMalformed, reason: ReasonMalformed, content: toolErrorContent(CallMalformed, ReasonMalformed, detail)}
+}
+
+func refusal(r Reason, limit int) callPlan {
+	return callPlan{status: CallRefused, reason: r, content: refusalContent(r, limit)}
+}
+
+// dispatchCall carries out plan p for call i of the last assistant
+// message: a delegation spawns its child, a tool that needs approval waits
+// for a decision, any other starts or waits for a slot, and a call that
+// cannot run is answered at once.
+func (k *Kernel) dispatchCall(a *agent, i int, p callPlan) {
+	switch {
+	case !p.runs():
+		k.closeCall(a, i, fsm.ToolResult, p.status, p.reason, p.content, NoAgent, OutcomeNone, true)
+	case p.spawn != nil:
+		k.spawn(a, i, *p.spawn)
+	case k.asks(a.open[i].call):
+		k.askApproval(a, i)
+	case a.runningTools >= k.cfg.MaxParallelTools:
 		a.open[i].waiting = true // startWaiting runs it when a slot frees
-		return
+	default:
+		k.startTool(a, i)
 	}
-	k.startTool(a, i)
 }
 
 // startTool starts call i as a tool op with its own deadline.
@@ -71,30 +149,10 @@ type delegateArgs struct {
 	Name string `json:"name"`
 }
 
-// delegate spawns a child for call i, or refuses it with a typed error result
-// when a limit would be exceeded (never a crash).
-func (k *Kernel) delegate(a *agent, i int) {
+// spawn starts the child a delegation asked for (planCalls checked its
+// limits) on call i.
+func (k *Kernel) spawn(a *agent, i int, args delegateArgs) {
 	c := a.open[i].call
-	var args delegateArgs
-	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil || strings.TrimSpace(args.Task) == "" {
-		detail := "delegate needs {\"task\": string, \"name\"?: string}"
-		if err != nil {
-			detail += ": " + err.Error()
-		}
-		k.closeCall(a, i, fsm.ToolResult, CallMalformed, ReasonMalformed, toolErrorContent(CallMalformed, ReasonMalformed, detail), NoAgent, OutcomeNone, true)
-		return
-	}
-	switch {
-	case a.depth+1 > k.cfg.MaxDepth:
-		k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxDepth, refusalContent(ReasonMaxDepth, k.cfg.MaxDepth), NoAgent, OutcomeNone, true)
-		return
-	case a.delegated >= k.cfg.MaxChildren:
-		k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxChildren, refusalContent(ReasonMaxChildren, k.cfg.MaxChildren), NoAgent, OutcomeNone, true)
-		return
-	case len(k.agents) >= k.cfg.MaxAgents:
-		k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxAgents, refusalContent(ReasonMaxAgents, k.cfg.MaxAgents), NoAgent, OutcomeNone, true)
-		return
-	}
 	// A parent spawns only on StreamDelegations, which the FSM declares only
 	// from Streaming, so a child can never start under an Interrupted parent
 	// (F14); assert it rather than trust it.

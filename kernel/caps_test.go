@@ -43,6 +43,7 @@ func TestMessageByteCap(t *testing.T) {
 // TestMessageByteCapCalls: tool-call fragments count against the cap too
 // (id, name, arguments, and a fixed overhead per new call), so a message of
 // endless calls is cut and its half-streamed calls are dropped, never run.
+// (A fragment that adds nothing opens no call: TestEmptyFragmentIsNoProgress.)
 func TestMessageByteCapCalls(t *testing.T) {
 	h := newHarness(t, func(c *Config) { c.MaxMessageBytes = 100 })
 	h.submit("hi")
@@ -53,11 +54,11 @@ func TestMessageByteCapCalls(t *testing.T) {
 			t.Fatal("the cap never cut the stream")
 		}
 		chunk++
-		h.do(CallFragment(0, r, chunk, CallDelta{Index: i * 1000}))
+		h.do(CallFragment(0, r, chunk, CallDelta{Index: i * 1000, Args: "x"}))
 	}
-	// 100 bytes / 16 per empty call: the seventh call does not fit.
-	if got := len(lifes(h.all, LifeCallDropped)); got != 6 {
-		t.Fatalf("%d calls dropped, want the 6 that fit", got)
+	// 100 bytes / (16 + 1) per one-byte call: the sixth call does not fit.
+	if got := len(lifes(h.all, LifeCallDropped)); got != 5 {
+		t.Fatalf("%d calls dropped, want the 5 that fit", got)
 	}
 	if n := count(h.all, EffStartTool, -1); n != 0 {
 		t.Fatalf("%d tools started from a cut stream (F12)", n)
@@ -97,6 +98,50 @@ func TestCallsCap(t *testing.T) {
 		h.result(c.ID, "ok")
 	}
 	h.state(Root, fsm.Streaming)
+}
+
+// TestCallsCapCountsWhatRuns: MaxCalls, like MaxChildren, counts the
+// calls of a message that run (docs/semantics.md, "Budgets and caps"): a
+// malformed call and a delegation refused for max_children take no slot,
+// so under MaxCalls 3 the three calls that can run all run — a child and
+// two tools — and only the fourth that could is refused max_calls; a
+// delegation refused for max_calls spawns nothing and spends nothing of
+// max_children. An agent whose message spawned no child is Tooling.
+func TestCallsCapCountsWhatRuns(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MaxCalls = 3; c.MaxChildren = 1; c.MaxParallelTools = 10 })
+	h.submit("hi")
+	bad := h.call("t0", `{"unterminated`)
+	kid := h.deleg("kid", "work")
+	second := h.deleg("second", "refused: max_children 1")
+	t1, t2, t3 := h.call("t1", `{}`), h.call("t2", `{}`), h.call("t3", `{}`)
+	h.ask(Root, bad, kid, second, t1, t2, t3)
+	if n := count(h.last, EffStartTool, Root); n != 2 || h.k.NumAgents() != 2 {
+		t.Fatalf("%d tools started and %d agents, want t1, t2 and the child kid", n, h.k.NumAgents())
+	}
+	h.state(Root, fsm.Delegating)
+	want := map[string]string{bad.ID: `"status":"malformed"`, second.ID: `"reason":"max_children","limit":1`, t3.ID: `"reason":"max_calls","limit":3`}
+	for _, m := range h.k.Agent(Root).History() {
+		if m.Role != RoleTool {
+			continue
+		}
+		if !strings.Contains(m.Content, want[m.ToolCallID]) || want[m.ToolCallID] == "" {
+			t.Errorf("call %s answered %s, want %q", m.ToolCallID, m.Content, want[m.ToolCallID])
+		}
+		delete(want, m.ToolCallID)
+	}
+	if len(want) > 0 {
+		t.Errorf("unanswered: %v", want)
+	}
+
+	// A delegation past max_calls is refused max_calls, not spawned, and the
+	// message (no child spawned) leaves the agent Tooling.
+	h2 := newHarness(t, func(c *Config) { c.MaxCalls = 1; c.MaxChildren = 1 })
+	h2.submit("hi")
+	h2.ask(Root, h2.call("t", `{}`), h2.deleg("late", "never"))
+	h2.state(Root, fsm.Tooling)
+	if h2.k.NumAgents() != 1 || !strings.Contains(lastMsg(h2.k.Agent(Root).History()).Content, `"reason":"max_calls"`) {
+		t.Fatalf("a delegation past max_calls: %d agents\n%s", h2.k.NumAgents(), dumpHistory(h2.k.Agent(Root).History()))
+	}
 }
 
 // TestParallelToolsCap: an agent runs at most MaxParallelTools tools at

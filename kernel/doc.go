@@ -29,6 +29,10 @@
 //     exactly once; repeated cancels are coalesced (F8, F14).
 //   - Deadlines: the watchdog of a request watches only that stream's silence;
 //     a child's turn deadline never exceeds its parent's (F4).
+//   - A call of a tool Config.Ask names waits for a decision (EvDecision,
+//     bound to its agent, call and the Digest of its arguments) before it
+//     starts; the wait ends once — approved, denied, expired or withdrawn
+//     by its turn's abort — and never outlives its turn deadline.
 //
 // # Using it
 //
@@ -42,9 +46,30 @@
 // driver (adapters/live, real time, goroutines); a program that only wants a
 // live agent uses the driver and never calls Step itself.
 //
+// # Its behaviour as text
+//
+// The files in testdata/ tell the kernel's behaviour as stories, the way
+// etcd-io/raft's interaction tests do: commands in (submit, chunk main
+// "Hel", result c1 ok "42", cancel main, advance 2s, recover, ...), and
+// under each the kernel's answer — the event as fed, then one Describe line
+// per effect and lifecycle record, in the order Step returned them. Each
+// file names what it shows, the docs/semantics.md sections it illustrates
+// and the failure classes it covers; together they fire every row of
+// fsm.Table() and cover F1–F14 (TestTranscriptCoverage). A change that
+// alters behaviour fails TestTranscripts with a diff; an intended one is
+// recorded with
+//
+//	go test ./kernel -run TestTranscripts -rewrite
+//
+// and reviewed as a text diff. docs/development.md, "Kernel transcripts",
+// lists the commands and says how to add a file.
+//
 // An input the kernel refuses yields an EffError whose Err wraps
-// ErrEmptyText, ErrShutdown or ErrUnknownAgent, or is a
-// *fsm.UndeclaredError; nothing else happens. docs/embedding.md, "The
+// ErrEmptyText, ErrShutdown, ErrUnknownAgent, ErrNotWaiting,
+// ErrDigestMismatch or ErrNotIdle (a compact input while the root works),
+// or is a *fsm.UndeclaredError; nothing else happens. Token usage,
+// reasoning and compaction are in usage.go, compact.go and summary.go
+// (docs/semantics.md, "Usage", "Reasoning", "Compaction"). docs/embedding.md, "The
 // kernel contract", lists the effects and limits, docs/semantics.md what every input
 // does in every state, and docs/durable.md how Recover rebuilds a tree after
 // a crash.

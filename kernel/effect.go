@@ -71,9 +71,11 @@ const (
 	TimerGrace
 	// TimerRestart ends an interjection's debounce window.
 	TimerRestart
+	// TimerApproval ends a call's wait for a decision (approval_timeout).
+	TimerApproval
 )
 
-var timerNames = [...]string{"", "watchdog", "tool_deadline", "turn_deadline", "grace", "restart"}
+var timerNames = [...]string{"", "watchdog", "tool_deadline", "turn_deadline", "grace", "restart", "approval_deadline"}
 
 func (k TimerKind) String() string {
 	if int(k) < len(timerNames) {
@@ -121,14 +123,17 @@ func (c ErrorCode) MarshalText() ([]byte, error) { return []byte(c.String()), ni
 // modified once appended; the view's capacity is clipped so appending to it
 // cannot touch the history).
 type Effect struct {
-	Kind     EffectKind    `json:"kind"`
-	Agent    AgentID       `json:"agent"`
-	Op       OpID          `json:"op,omitempty"`
-	At       time.Duration `json:"at,omitempty"`
-	Timer    TimerKind     `json:"timer,omitempty"`
-	Messages []Message     `json:"-"`
-	Call     ToolCall      `json:"call,omitzero"`
-	Life     Lifecycle     `json:"life,omitzero"`
+	Kind  EffectKind    `json:"kind"`
+	Agent AgentID       `json:"agent"`
+	Op    OpID          `json:"op,omitempty"`
+	At    time.Duration `json:"at,omitempty"`
+	Timer TimerKind     `json:"timer,omitempty"`
+	// Compact flags an EffStartLLM that is a compaction's summarising
+	// request (docs/semantics.md, "Compaction"): send it without tools.
+	Compact  bool      `json:"compact,omitempty"`
+	Messages []Message `json:"-"`
+	Call     ToolCall  `json:"call,omitzero"`
+	Life     Lifecycle `json:"life,omitzero"`
 	// EffError fields.
 	Code    ErrorCode   `json:"code,omitempty"`
 	State   fsm.State   `json:"-"`
@@ -149,8 +154,13 @@ func (e Effect) Describe() string {
 	switch e.Kind {
 	case EffStartLLM:
 		fmt.Fprintf(&b, " op=%d messages=%d", e.Op, len(e.Messages))
-	case EffCancelLLM, EffCancelTool, EffStopTimer:
+		if e.Compact {
+			b.WriteString(" compact")
+		}
+	case EffCancelLLM, EffCancelTool:
 		fmt.Fprintf(&b, " op=%d", e.Op)
+	case EffStopTimer:
+		fmt.Fprintf(&b, " op=%d %s", e.Op, e.Timer)
 	case EffStartTool:
 		fmt.Fprintf(&b, " op=%d call=%s %s(%s)", e.Op, e.Call.ID, e.Call.Name, e.Call.Arguments)
 	case EffSetTimer:
@@ -159,7 +169,13 @@ func (e Effect) Describe() string {
 		b.WriteString(" ")
 		b.WriteString(e.Life.Describe())
 	case EffError:
-		fmt.Fprintf(&b, " %s state=%s trigger=%s: %s", e.Code, e.State, e.Trigger, e.Detail)
+		// State and Trigger mean something only for an undeclared pair;
+		// a bad input's zero values would read as Idle and Submit.
+		if e.Code == ErrCodeUndeclared {
+			fmt.Fprintf(&b, " %s state=%s trigger=%s: %s", e.Code, e.State, e.Trigger, e.Detail)
+		} else {
+			fmt.Fprintf(&b, " %s: %s", e.Code, e.Detail)
+		}
 	}
 	return b.String()
 }

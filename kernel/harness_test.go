@@ -272,8 +272,18 @@ func (h *harness) state(a AgentID, want fsm.State) {
 func (h *harness) outcome(a AgentID, want Outcome, reason Reason) {
 	h.t.Helper()
 	o, r := h.k.Agent(a).Outcome()
+	if h.k.Agent(a).Freed() {
+		// A finished child is freed: its outcome is what its last
+		// turn_ended record said (docs/semantics.md, "Finished agents").
+		o, r = OutcomeNone, ReasonNone
+		for _, l := range lifes(h.all, LifeTurnEnded) {
+			if l.Agent == a {
+				o, r = l.Outcome, l.Reason
+			}
+		}
+	}
 	if o != want || r != reason {
-		h.t.Fatalf("%s outcome = %s/%s, want %s/%s", h.k.Agent(a).Path(), o, r, want, reason)
+		h.t.Fatalf("agent %d outcome = %s/%s, want %s/%s", a, o, r, want, reason)
 	}
 }
 

@@ -11,13 +11,25 @@ import (
 // Kernel is one agent tree. It is not safe for concurrent use: exactly one
 // goroutine (the simulator, or the live driver's owner goroutine) calls Step.
 type Kernel struct {
-	cfg    Config
-	m      *fsm.Machine
-	agents []*agent // index is the AgentID; the root is 0
-	ops    map[OpID]op
-	nextOp OpID
-	now    time.Duration
-	log    *Log
+	cfg Config
+	m   *fsm.Machine
+	// agents: index is the AgentID (the root is 0); a freed child's slot
+	// is nil. held counts the others; finished are the children whose
+	// turn ended in the current step, freed at the start of the next
+	// (free.go).
+	agents   []*agent
+	held     int
+	finished []AgentID
+	// streaming counts the request ops not yet ended (cancelled ones
+	// included); waiting are the agents whose next request waits for one
+	// of the Limits.MaxParallelRequests slots, in the order asked
+	// (requests.go).
+	streaming int
+	waiting   []AgentID
+	ops       map[OpID]op
+	nextOp    OpID
+	now       time.Duration
+	log       *Log
 	// out is the effect buffer of the current Step, reused across Steps.
 	out []Effect
 	// instances counts spawned agents per script name, for name#N.
@@ -25,6 +37,8 @@ type Kernel struct {
 	shutdown  bool
 	// idempotent holds Config.Idempotent as a set.
 	idempotent map[string]bool
+	// approvals is which calls ask (Config.Ask) and the session's grants.
+	approvals approvalPolicy
 	// scratch for subtree traversals (no allocation per cancel once warm).
 	stack []AgentID
 	order []AgentID
@@ -59,6 +73,12 @@ type op struct {
 	tkind  TimerKind
 	target OpID
 	at     time.Duration
+	// A request's: the turn of its agent it was started in, whether it is
+	// a compaction's summarising request, and how many history messages
+	// it sent (docs/semantics.md, "Usage", "Compaction").
+	turn    uint64
+	compact bool
+	sent    int
 }
 
 // New returns a kernel for one tree with an Idle root.
@@ -84,6 +104,7 @@ func New(cfg Config) (*Kernel, error) {
 			k.idempotent[name] = true
 		}
 	}
+	k.approvals = newApprovalPolicy(cfg.Ask)
 	root := k.newAgent(nil, cfg.RootName)
 	root.turn = cfg.Turns
 	// The system prompt comes first, unless a resumed history brings its own.
@@ -118,13 +139,16 @@ func (k *Kernel) Step(ev Event) []Effect {
 		panic(fmt.Sprintf("kernel: time went backwards: %s is before now=%v", ev.Describe(), k.now))
 	}
 	k.now = ev.At
+	k.freeFinished()
 	switch ev.Kind {
 	case EvSubmit:
 		k.onSubmit(ev)
 	case EvInterject:
 		k.onInterject(ev)
 	case EvCancel:
-		k.onCancel(ev)
+		if !k.cancelFreed(ev) {
+			k.onCancel(ev)
+		}
 	case EvShutdown:
 		k.onShutdown()
 	case EvLLMDelta:
@@ -141,9 +165,14 @@ func (k *Kernel) Step(ev Event) []Effect {
 		k.onTimer(ev)
 	case EvRecover:
 		k.onRecover()
+	case EvDecision:
+		k.onDecision(ev)
+	case EvCompact:
+		k.onCompact(ev)
 	default:
 		k.reject(NoAgent, fmt.Errorf("unknown event kind %d", ev.Kind))
 	}
+	k.sendWaiting()
 	return k.out
 }
 
@@ -178,7 +207,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 		if kind == opTool && ev.Status != ToolCancelled {
 			k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "result after cancel dropped: " + textcut.Clip(ev.Text, 80)})
 		}
-		k.endOp(a, ev.Op, o, OpCancelled)
+		k.endOpUsage(a, ev.Op, o, OpCancelled, usageOf(ev))
 		k.startWaiting(a) // a timed-out tool's slot is free once it stopped
 		k.settleUp(a)
 		return nil, op{}
@@ -194,7 +223,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 	if ev.Kind == EvLLMError || (kind == opTool && ev.Status != ToolOK) {
 		end = OpFailed
 	}
-	k.endOp(a, ev.Op, o, end)
+	k.endOpUsage(a, ev.Op, o, end, usageOf(ev))
 	return a, o
 }
 
@@ -236,8 +265,8 @@ func (k *Kernel) reject(id AgentID, err error) {
 // emit stamps and logs a lifecycle event and adds the EffEmit.
 func (k *Kernel) emit(l Lifecycle) {
 	l.At = k.now
-	if l.Agent >= 0 && l.Turn == 0 {
-		l.Turn = k.agents[l.Agent].turn
+	if a := k.agentAt(l.Agent); a != nil && l.Turn == 0 {
+		l.Turn = a.turn
 	}
 	l = k.log.append(l)
 	k.out = append(k.out, Effect{Kind: EffEmit, Agent: l.Agent, Life: l})
@@ -246,6 +275,9 @@ func (k *Kernel) emit(l Lifecycle) {
 func (k *Kernel) newOp(o op) OpID {
 	k.nextOp++
 	o.start = k.now
+	if o.kind == opLLM {
+		k.streaming++
+	}
 	k.ops[k.nextOp] = o
 	return k.nextOp
 }
@@ -269,17 +301,28 @@ func (k *Kernel) stopTimer(id OpID) {
 }
 
 // endOp records the end of a request or tool op (I9: exactly once).
-func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
+func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) { k.endOpUsage(a, id, o, end, nil) }
+
+// endOpUsage is endOp for an op whose end reported usage u (a request's
+// stream end; nil: none).
+func (k *Kernel) endOpUsage(a *agent, id OpID, o op, end OpEnd, u *Usage) {
+	if o.kind == opLLM {
+		k.noteRequestEnd(a, o, u)
+	}
 	k.stopTimer(o.timer)
 	delete(k.ops, id)
 	a.inflight--
 	if o.kind == opTool {
 		a.runningTools--
 	}
+	if o.kind == opLLM {
+		k.streaming-- // its slot goes to a waiting request as the step ends
+	}
 	if a.req == id {
 		a.req = 0
 	}
-	k.emit(Lifecycle{Kind: LifeOpEnded, Agent: a.id, Op: id, End: end})
+	k.emit(Lifecycle{Kind: LifeOpEnded, Agent: a.id, Op: id, End: end, Usage: u})
+	k.retire(a) // a finished child whose last op just ended
 }
 
 // Read-only view. Slices returned share the kernel's memory and must not be
@@ -294,7 +337,8 @@ func (k *Kernel) Config() Config { return k.cfg }
 // Log is the replayable lifecycle log.
 func (k *Kernel) Log() *Log { return k.log }
 
-// NumAgents is how many agents the tree has ever held; ids are 0..NumAgents-1.
+// NumAgents is how many agents the tree has ever held; ids are
+// 0..NumAgents-1. The finished children among them are freed (HeldAgents).
 func (k *Kernel) NumAgents() int { return len(k.agents) }
 
 // numOps is how many operations (requests, tools, timers) are live.
@@ -306,25 +350,30 @@ func (k *Kernel) Quiescent() bool {
 		return false
 	}
 	for _, a := range k.agents {
-		if a.state != fsm.Idle {
+		if a != nil && a.state != fsm.Idle {
 			return false
 		}
 	}
 	return true
 }
 
-// Agent returns a read-only view of one agent.
+// Agent returns a read-only view of one agent, id one of 0..NumAgents-1.
+// The view of a freed agent says Freed and nothing else.
 func (k *Kernel) Agent(id AgentID) AgentView {
 	a := k.agents[id]
+	if a == nil {
+		return freedView(id)
+	}
 	return AgentView{a: a}
 }
 
-// Find resolves an agent by path ("main/task1/explore") or instance name
-// ("task1", "task1#2"). Instance names are unique in a tree: the first agent
-// spawned from a script gets the script's name, later ones name#2, name#3, …
+// Find resolves an agent the tree holds by path ("main/task1/explore") or
+// instance name ("task1", "task1#2"). Instance names are unique in a tree,
+// freed agents' included: the first agent spawned from a script gets the
+// script's name, later ones name#2, name#3, … A freed agent is not found.
 func (k *Kernel) Find(name string) (AgentID, bool) {
 	for _, a := range k.agents {
-		if a.path == name || a.name == name {
+		if a != nil && (a.path == name || a.name == name) {
 			return a.id, true
 		}
 	}
@@ -332,16 +381,17 @@ func (k *Kernel) Find(name string) (AgentID, bool) {
 }
 
 // Target returns the agent an event is addressed to, before it is stepped:
-// the root for submissions and interjections, the cancel's agent, or the
-// agent owning the op a world event names. NoAgent when the event is stale
-// or malformed. Traces use it to print the agent path and state before/after.
+// the root for submissions and interjections, the cancel's or the
+// decision's agent, or the agent owning the op a world event names. NoAgent
+// when the event is stale or malformed. Traces use it to print the agent
+// path and state before/after.
 func (k *Kernel) Target(ev Event) AgentID {
 	switch ev.Kind {
-	case EvSubmit, EvInterject, EvShutdown, EvRecover:
+	case EvSubmit, EvInterject, EvShutdown, EvRecover, EvCompact:
 		return Root
-	case EvCancel:
-		if k.agentAt(ev.Agent) != nil {
-			return ev.Agent
+	case EvCancel, EvDecision:
+		if ev.Agent >= 0 && int(ev.Agent) < len(k.agents) {
+			return ev.Agent // a freed agent's too: the input names it
 		}
 		return NoAgent
 	}
@@ -351,8 +401,8 @@ func (k *Kernel) Target(ev Event) AgentID {
 	return NoAgent
 }
 
-// agentAt is the agent id names, or nil when it names none (ids come from
-// outside: events, shells, traces).
+// agentAt is the agent id names, or nil when it names none or a freed one
+// (ids come from outside: events, shells, traces).
 func (k *Kernel) agentAt(id AgentID) *agent {
 	if id < 0 || int(id) >= len(k.agents) {
 		return nil
@@ -360,7 +410,7 @@ func (k *Kernel) agentAt(id AgentID) *agent {
 	return k.agents[id]
 }
 
-// AgentPath is the path of id, or "" when id names no agent.
+// AgentPath is the path of id, or "" when id names no agent the tree holds.
 func (k *Kernel) AgentPath(id AgentID) string {
 	if a := k.agentAt(id); a != nil {
 		return a.path

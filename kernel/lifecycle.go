@@ -67,15 +67,44 @@ const (
 	LifeRejected
 	// LifeRecovered: the kernel resolved what a crashed host had in flight
 	// (EvRecover); N is how many operations it resolved, Text says how
-	// (requests restarted, tools run again, tool calls lost).
+	// (requests restarted, tools run again, tool calls lost, approval
+	// requests asked again).
 	LifeRecovered
+	// LifeRequestWaiting: Agent's next request (its N-th of the turn) waits
+	// for one of the tree's Limits.MaxParallelRequests slots; its
+	// request_started follows when it gets one. A compaction's summarising
+	// request waits too: Name is "compaction", N 0, and its
+	// compaction_started follows.
+	LifeRequestWaiting
+	// LifeApprovalRequested: call CallID of Agent (tool Name, arguments
+	// Text, their Digest) waits for a decision; Delay is how long the wait
+	// may last before it ends by itself (docs/semantics.md, "Approvals").
+	// A recovery emits it again for every wait it finds.
+	LifeApprovalRequested
+	// LifeApprovalResolved: call CallID's wait ended: Approval says how,
+	// Reason why when it was not approved, Text is a denial's note, Since
+	// is when the wait began.
+	LifeApprovalResolved
+	// LifeApprovalGranted: a decision granted tool Name for the session,
+	// with any arguments, or only arguments Text (Digest) when those are
+	// set; CallID is the call the decision named.
+	LifeApprovalGranted
+	// LifeCompactionStarted: Agent's compaction sent its summarising
+	// request Op (docs/semantics.md, "Compaction"): Name says why
+	// (threshold, context_length, requested), N is the estimate of the
+	// history in tokens, Text the focus asked for.
+	LifeCompactionStarted
+	// LifeCompacted: the compaction of request Op completed and replaced
+	// Agent's history: N messages were summarised into Text.
+	LifeCompacted
 )
 
 var lifeNames = [...]string{
 	"", "turn_started", "transition", "request_started", "delta", "retry", "op_ended",
 	"tool_started", "call_finished", "call_dropped", "delegated", "interjected",
 	"interrupted", "timed_out", "turn_ended", "late", "stale", "ignored", "rejected",
-	"recovered",
+	"recovered", "request_waiting", "approval_requested", "approval_resolved", "approval_granted",
+	"compaction_started", "compacted",
 }
 
 func (k LifeKind) String() string {
@@ -141,9 +170,13 @@ const (
 	// CallLost: the tool was running when the host crashed, and it is not
 	// safe to run again: it may or may not have taken effect (tool_lost).
 	CallLost
+	// CallDenied: the call needed approval and a decision denied it.
+	CallDenied
+	// CallExpired: the call needed approval and nobody decided in time.
+	CallExpired
 )
 
-var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child", "lost"}
+var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child", "lost", "denied", "expired"}
 
 func (s CallStatus) String() string {
 	if int(s) < len(callStatusNames) {
@@ -175,11 +208,19 @@ type Lifecycle struct {
 	Reason  Reason        `json:"reason,omitempty"`
 	End     OpEnd         `json:"end,omitempty"`
 	Status  CallStatus    `json:"status,omitempty"`
-	N       int           `json:"n,omitempty"`
-	Queued  bool          `json:"queued,omitempty"`
-	Since   time.Duration `json:"since,omitempty"`
-	Delay   time.Duration `json:"delay,omitempty"`
-	Detail  string        `json:"detail,omitempty"`
+	// Approval is how an approval wait ended (approval_resolved).
+	Approval ApprovalEnd   `json:"approval,omitempty"`
+	N        int           `json:"n,omitempty"`
+	Queued   bool          `json:"queued,omitempty"`
+	Since    time.Duration `json:"since,omitempty"`
+	Delay    time.Duration `json:"delay,omitempty"`
+	Detail   string        `json:"detail,omitempty"`
+	// Digest is an approval record's digest of the call's arguments.
+	Digest string `json:"digest,omitempty"`
+	// Usage is a request's usage on its op_ended record (nil: it reported
+	// none) and a turn's total on turn_ended (nil: it made no request)
+	// (docs/semantics.md, "Usage").
+	Usage *Usage `json:"usage,omitempty"`
 }
 
 // Describe prints the lifecycle event on one line.
@@ -193,16 +234,25 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " %s --%s--> %s", l.From, l.Trigger, l.To)
 	case LifeRequestStarted:
 		fmt.Fprintf(&b, " op=%d n=%d", l.Op, l.N)
+	case LifeRequestWaiting:
+		if l.Name != "" {
+			fmt.Fprintf(&b, " %s", l.Name) // a compaction's request
+		} else {
+			fmt.Fprintf(&b, " n=%d", l.N)
+		}
 	case LifeDelta:
 		fmt.Fprintf(&b, " op=%d %q", l.Op, l.Text)
 	case LifeRetry:
 		fmt.Fprintf(&b, " op=%d attempt=%d after=%v %s", l.Op, l.N, l.Delay, l.Text)
 	case LifeOpEnded:
 		fmt.Fprintf(&b, " op=%d %s", l.Op, l.End)
+		if l.Usage != nil {
+			fmt.Fprintf(&b, " usage(%s)", l.Usage)
+		}
 	case LifeToolStarted:
 		fmt.Fprintf(&b, " op=%d call=%s %s", l.Op, l.CallID, l.Name)
 	case LifeCallFinished:
-		fmt.Fprintf(&b, " call=%s %s %s", l.CallID, l.Name, l.Status)
+		fmt.Fprintf(&b, " call=%s %s %s", l.CallID, nameOrEmpty(l.Name), l.Status)
 		if l.Status == CallChild {
 			fmt.Fprintf(&b, " child=%d %s", l.Child, l.Outcome)
 		}
@@ -210,23 +260,38 @@ func (l Lifecycle) Describe() string {
 			fmt.Fprintf(&b, " reason=%s", l.Reason)
 		}
 	case LifeCallDropped:
-		fmt.Fprintf(&b, " call=%s %s args=%q", l.CallID, l.Name, l.Text)
+		fmt.Fprintf(&b, " call=%s %s args=%s", l.CallID, nameOrEmpty(l.Name), quoteArgs(l.Text))
 	case LifeDelegated:
-		fmt.Fprintf(&b, " child=%d %s call=%s", l.Child, l.Name, l.CallID)
+		fmt.Fprintf(&b, " child=%d %s call=%s task=%q", l.Child, l.Name, l.CallID, l.Text)
 	case LifeInterjected:
 		fmt.Fprintf(&b, " %q queued=%v", l.Text, l.Queued)
 	case LifeInterrupted:
 		fmt.Fprintf(&b, " turn=%d reason=%s", l.Turn, l.Reason)
 	case LifeTimedOut:
 		fmt.Fprintf(&b, " reason=%s op=%d since=%v", l.Reason, l.Op, l.Since)
+	case LifeApprovalRequested, LifeApprovalResolved, LifeApprovalGranted:
+		describeApproval(&b, l)
 	case LifeTurnEnded:
 		fmt.Fprintf(&b, " turn=%d %s", l.Turn, l.Outcome)
 		if l.Reason != ReasonNone {
 			fmt.Fprintf(&b, " reason=%s", l.Reason)
 		}
+		if l.Text != "" {
+			fmt.Fprintf(&b, " text=%q", l.Text)
+		}
 		if l.Detail != "" {
 			fmt.Fprintf(&b, " detail=%q", l.Detail)
 		}
+		if l.Usage != nil {
+			fmt.Fprintf(&b, " usage(%s)", l.Usage)
+		}
+	case LifeCompactionStarted:
+		fmt.Fprintf(&b, " op=%d why=%s estimate=%d", l.Op, l.Name, l.N)
+		if l.Text != "" {
+			fmt.Fprintf(&b, " focus=%q", l.Text)
+		}
+	case LifeCompacted:
+		fmt.Fprintf(&b, " op=%d summarised=%d summary=%q", l.Op, l.N, l.Text)
 	default:
 		if l.Op != 0 {
 			fmt.Fprintf(&b, " op=%d", l.Op)
@@ -238,6 +303,15 @@ func (l Lifecycle) Describe() string {
 	return b.String()
 }
 
+// nameOrEmpty prints a call's name, or "" for a call streamed without one,
+// so a Describe line keeps one word per field.
+func nameOrEmpty(name string) string {
+	if name == "" {
+		return `""`
+	}
+	return name
+}
+
 // ErrCompacted is returned when a subscriber asks for events older than the
 // log still holds.
 var ErrCompacted = errors.New("lifecycle log: requested events were compacted")
@@ -246,12 +320,21 @@ var ErrCompacted = errors.New("lifecycle log: requested events were compacted")
 // recent events with dense sequence numbers. A subscriber that starts late
 // reads from any sequence number the ring still holds; older ones return
 // ErrCompacted with the oldest available, so it can resynchronise.
+//
+// The ring holds at most its capacity in events and LogTextBytes of their
+// text (a turn's end carries its whole answer, a delegation its task), so
+// what it keeps of finished agents is bounded too (docs/semantics.md,
+// "Finished agents"): past either bound the oldest events are dropped.
 type Log struct {
 	ring     []Lifecycle // grows up to capacity, then wraps
 	capacity int
 	first    uint64 // seq of the oldest retained event (1 when none dropped)
 	next     uint64 // seq the next append gets
+	text     int    // text bytes of the retained events (textBytes)
 }
+
+// LogTextBytes bounds the text the lifecycle log retains.
+const LogTextBytes = 16 << 20
 
 func newLog(capacity int) *Log {
 	// The ring grows on demand: a simulator builds thousands of short-lived
@@ -259,16 +342,33 @@ func newLog(capacity int) *Log {
 	return &Log{ring: make([]Lifecycle, 0, min(capacity, 64)), capacity: capacity, first: 1, next: 1}
 }
 
-// append stamps ev with the next sequence number and stores it.
+// textBytes is what an event counts against LogTextBytes.
+func textBytes(ev *Lifecycle) int {
+	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID) + len(ev.Digest)
+}
+
+// append stamps ev with the next sequence number and stores it, dropping
+// the oldest events past the ring's bounds (never the one just stored).
 func (l *Log) append(ev Lifecycle) Lifecycle {
 	ev.Seq = l.next
 	l.next++
+	l.text += textBytes(&ev)
 	if len(l.ring) < l.capacity {
 		l.ring = append(l.ring, ev)
-		return ev
+	} else {
+		slot := &l.ring[int((ev.Seq-1)%uint64(l.capacity))]
+		if slot.Seq >= l.first { // still retained: the wrap drops it
+			l.text -= textBytes(slot)
+		}
+		*slot = ev
+		l.first = max(l.first, ev.Seq-uint64(l.capacity)+1)
 	}
-	l.ring[int((ev.Seq-1)%uint64(l.capacity))] = ev
-	l.first = ev.Seq - uint64(l.capacity) + 1
+	for l.text > LogTextBytes && l.first < ev.Seq {
+		slot := &l.ring[int((l.first-1)%uint64(l.capacity))]
+		l.text -= textBytes(slot)
+		*slot = Lifecycle{} // its strings are released now, not at the wrap
+		l.first++
+	}
 	return ev
 }
 

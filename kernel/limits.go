@@ -36,6 +36,10 @@ type Limits struct {
 	MaxDepth int `json:"max_depth"`
 	// MaxChildren is how many children one agent may delegate to per turn.
 	MaxChildren int `json:"max_children"`
+	// MaxAgents is how many agents the tree may hold at once: the root and
+	// every child not yet freed (docs/semantics.md, "Finished agents"). A
+	// delegation beyond it is refused with reason max_agents.
+	MaxAgents int `json:"max_agents"`
 	// MaxRequests is how many LLM requests one agent may make per turn.
 	MaxRequests int `json:"max_requests"`
 	// MaxMessageBytes caps what one streamed assistant message may hold:
@@ -51,6 +55,21 @@ type Limits struct {
 	// rest wait their turn in call order (each still cancellable, and its
 	// tool deadline starts when it starts).
 	MaxParallelTools int `json:"max_parallel_tools"`
+	// MaxParallelRequests is how many model requests the whole tree
+	// streams at once (a cancelled one counts until it ends); the rest wait
+	// their turn in the order they were asked for, and a request's
+	// first-token deadline starts when it really starts.
+	MaxParallelRequests int `json:"max_parallel_requests"`
+	// ApprovalTimeout bounds a call's wait for a person's decision; the
+	// turn deadline bounds it too, whichever comes first.
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
+	// ContextWindow is the model's context window in tokens; 0 is unknown,
+	// and the kernel then never compacts on its own (docs/semantics.md,
+	// "Compaction").
+	ContextWindow int `json:"context_window"`
+	// CompactPercent is the compaction threshold: a request whose estimate
+	// passes this share of ContextWindow is preceded by a compaction.
+	CompactPercent int `json:"compact_percent"`
 }
 
 // LimitUnit says how a limit's value reads.
@@ -97,10 +116,15 @@ const (
 	limitDebounce
 	limitMaxDepth
 	limitMaxChildren
+	limitMaxAgents
 	limitMaxRequests
 	limitMaxMessageBytes
 	limitMaxCalls
 	limitMaxParallelTools
+	limitMaxParallelRequests
+	limitApprovalTimeout
+	limitContextWindow
+	limitCompactPercent
 )
 
 // fieldOf is the field f of l: a duration or a count (the other nil).
@@ -122,6 +146,8 @@ func (l *Limits) fieldOf(f limitField) (*time.Duration, *int) {
 		return nil, &l.MaxDepth
 	case limitMaxChildren:
 		return nil, &l.MaxChildren
+	case limitMaxAgents:
+		return nil, &l.MaxAgents
 	case limitMaxRequests:
 		return nil, &l.MaxRequests
 	case limitMaxMessageBytes:
@@ -130,6 +156,14 @@ func (l *Limits) fieldOf(f limitField) (*time.Duration, *int) {
 		return nil, &l.MaxCalls
 	case limitMaxParallelTools:
 		return nil, &l.MaxParallelTools
+	case limitMaxParallelRequests:
+		return nil, &l.MaxParallelRequests
+	case limitApprovalTimeout:
+		return &l.ApprovalTimeout, nil
+	case limitContextWindow:
+		return nil, &l.ContextWindow
+	case limitCompactPercent:
+		return nil, &l.CompactPercent
 	}
 	return nil, nil
 }
@@ -143,8 +177,11 @@ const (
 	MaxMessageBytesCeiling = 1 << 30
 	// MaxCallsCeiling bounds MaxCalls and MaxParallelTools.
 	MaxCallsCeiling = 1 << 16
-	// MaxAgentsCeiling bounds the number of agents one tree may ever hold.
+	// MaxAgentsCeiling bounds MaxAgents and MaxParallelRequests (a tree
+	// streams at most one request per agent).
 	MaxAgentsCeiling = 1 << 22
+	// ContextWindowCeiling bounds ContextWindow (a billion tokens).
+	ContextWindowCeiling = 1 << 30
 	// maxDuration is the longest any deadline may be (about 292 years,
 	// the most a time.Duration holds).
 	maxDuration = int64(1<<63 - 1)
@@ -177,6 +214,9 @@ var limitTable = [...]LimitSpec{
 	{Name: "max_children", Flag: "max-children", Unit: UnitCount, Default: 16, Min: 0, Max: MaxChildrenCeiling,
 		Usage: "delegations per agent per turn; further ones are refused",
 		field: limitMaxChildren},
+	{Name: "max_agents", Flag: "max-agents", Unit: UnitCount, Default: 64, Min: 1, Max: MaxAgentsCeiling,
+		Usage: "agents one tree holds at once (the root and every child not yet finished); further delegations are refused",
+		field: limitMaxAgents},
 	{Name: "max_requests", Flag: "max-requests", Unit: UnitCount, Default: 50, Min: 1, Max: MaxRequestsCeiling,
 		Usage: "LLM requests per agent per turn; the turn ends budget_exhausted when they run out",
 		field: limitMaxRequests},
@@ -189,6 +229,18 @@ var limitTable = [...]LimitSpec{
 	{Name: "max_parallel_tools", Flag: "max-parallel-tools", Unit: UnitCount, Default: 8, Min: 1, Max: MaxCallsCeiling,
 		Usage: "tool calls one agent runs at once; the rest wait their turn in call order",
 		field: limitMaxParallelTools},
+	{Name: "max_parallel_requests", Flag: "max-parallel-requests", Unit: UnitCount, Default: 8, Min: 1, Max: MaxAgentsCeiling,
+		Usage: "model requests one tree streams at once; the rest wait their turn in the order asked, their first-token deadline from their real start",
+		field: limitMaxParallelRequests},
+	{Name: "approval_timeout", Flag: "approval-timeout", Unit: UnitDuration, Default: int64(5 * time.Minute), Min: 1, Max: maxDuration,
+		Usage: "time a call that needs approval waits for a decision before it expires (never past the turn's deadline)",
+		field: limitApprovalTimeout},
+	{Name: "context_window", Flag: "context-window", Unit: UnitCount, Default: 0, Min: 0, Max: ContextWindowCeiling,
+		Usage: "the model's context window in tokens; past compact_percent of it a compaction runs before the request (0: unknown, no compaction on its own)",
+		field: limitContextWindow},
+	{Name: "compact_percent", Flag: "compact-percent", Unit: UnitCount, Default: 80, Min: 1, Max: 100,
+		Usage: "the share of context_window, in percent, a request's estimate may reach before a compaction runs first",
+		field: limitCompactPercent},
 }
 
 // LimitTable returns the limits' specifications in their canonical order

@@ -57,21 +57,31 @@ func (r *FirstSight) Call(id string) uint64 {
 
 // AppendState appends a canonical encoding of everything a future Step
 // reads — the clock, each agent's state, turn, histories, current request,
-// calls, queues, counters and deadlines, and every op and timer the kernel
-// tracks — to dst, naming ops and calls through r. Two kernels whose
-// encodings are equal answer every future event sequence alike (up to the
-// renaming). The lifecycle log and its sequence numbers are left out:
-// they record the past and no Step reads them. It is pure: it changes
-// nothing, so a model checker can hash a state to explore it once
-// (docs/semantics.md, "Exploration").
+// calls, queues, counters, deadlines and approval waits, the session's
+// approval grants, and every op and timer the kernel tracks — to dst,
+// naming ops and calls through r. Two kernels whose encodings are equal
+// answer every future event sequence alike (up to the renaming). The
+// lifecycle log and its sequence numbers are left out: they record the
+// past and no Step reads them. It is pure: it changes nothing, so a model
+// checker can hash a state to explore it once (docs/semantics.md,
+// "Exploration").
 func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 	e := stateEnc{b: dst, r: r}
 	e.dur(k.now)
 	e.bool(k.shutdown)
+	// A child that finished in the last step is freed at the start of the
+	// next, whatever that step is (free.go): from here on it answers every
+	// event exactly as a freed one does, so it is encoded as freed. Without
+	// this, an event delivered right after a child's end and the same event
+	// delivered before it would reach states that differ only in when the
+	// child is let go, and no two events would commute.
 	e.uint(uint64(len(k.agents)))
-	for _, a := range k.agents {
-		e.agent(a)
+	for id, a := range k.agents {
+		if e.bool(a == nil || k.retiring(AgentID(id))); a != nil && !k.retiring(AgentID(id)) {
+			e.agent(a, k.finished)
+		}
 	}
+	e.ids(k.waiting)
 	// Instances per script: sorted by name (map order must not leak).
 	names := make([]string, 0, len(k.instances))
 	for n := range k.instances { // determinism: sorted below
@@ -82,6 +92,7 @@ func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 		e.str(n)
 		e.uint(uint64(k.instances[n]))
 	}
+	k.approvals.encode(&e)
 	// Ops: by agent, then by id (an agent's ops are started in call
 	// order, so their relative order is the same in equal states).
 	ids := k.LiveOps(nil)
@@ -94,6 +105,14 @@ func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 		e.int(int64(o.agent))
 		e.dur(o.start)
 		e.bool(o.cancelling)
+		e.uint(o.turn)
+		e.bool(o.compact)
+		if !o.cancelling {
+			// Read only for a request that ends on its own (noteRequestEnd):
+			// a cancelled one's is dead, and two states that differ only in it
+			// answer alike.
+			e.int(int64(o.sent))
+		}
 		e.op(o.timer)
 		e.int(int64(o.call))
 		e.uint(uint64(o.tkind))
@@ -112,6 +131,27 @@ func (k *Kernel) LiveOps(dst []OpID) []OpID {
 	}
 	slices.Sort(dst[start:])
 	return dst
+}
+
+// retiring reports that child id finished in the last step and is freed
+// at the start of the next (free.go).
+func (k *Kernel) retiring(id AgentID) bool { return slices.Contains(k.finished, id) }
+
+// kids encodes a turn's children without those about to be freed, as
+// freeFinished will leave them.
+func (e *stateEnc) kids(ids, retiring []AgentID) {
+	n := 0
+	for _, id := range ids {
+		if !slices.Contains(retiring, id) {
+			n++
+		}
+	}
+	e.uint(uint64(n))
+	for _, id := range ids {
+		if !slices.Contains(retiring, id) {
+			e.int(int64(id))
+		}
+	}
 }
 
 type stateEnc struct {
@@ -155,10 +195,15 @@ func (e *stateEnc) msg(m Message) {
 	} else {
 		e.call(m.ToolCallID)
 	}
-	e.b = append(e.b, b2u(m.Partial)|b2u(m.Marker)<<1|b2u(m.Synthetic)<<2|b2u(m.Interjection)<<3)
+	e.b = append(e.b, b2u(m.Partial)|b2u(m.Marker)<<1|b2u(m.Synthetic)<<2|b2u(m.Interjection)<<3|b2u(m.Summary)<<4|b2u(m.Reasoning != nil)<<5)
+	if r := m.Reasoning; r != nil {
+		e.str(r.Text)
+		e.str(r.Field)
+		e.str(r.Details)
+	}
 }
 
-func (e *stateEnc) agent(a *agent) {
+func (e *stateEnc) agent(a *agent, retiring []AgentID) {
 	e.int(int64(a.parent))
 	e.ids(a.children)
 	e.uint(uint64(a.depth))
@@ -181,7 +226,7 @@ func (e *stateEnc) agent(a *agent) {
 	e.op(a.turnTimer)
 	e.int(int64(a.requests))
 	e.int(int64(a.delegated))
-	e.ids(a.turnKids)
+	e.kids(a.turnKids, retiring)
 	e.uint(uint64(a.abort))
 	e.str(a.cut)
 	e.str(a.failDetail)
@@ -231,4 +276,6 @@ func (e *stateEnc) agent(a *agent) {
 	e.int(int64(a.inflight))
 	e.int(int64(a.liveChildren))
 	e.int(int64(a.parentCall))
+	a.approval.encode(e)
+	e.appendContext(&a.ctx)
 }

@@ -60,6 +60,17 @@ func (k *Kernel) onInterject(ev Event) {
 	}
 	switch from {
 	case fsm.Streaming:
+		if a.ctx.compaction != nil {
+			k.interjectCompacting(a, ev.Text)
+			return
+		}
+		if a.waitingReq {
+			// Nothing was sent: the text joins the request that waits for
+			// a slot (docs/semantics.md, "Budgets and caps").
+			a.history = append(a.history, Message{Role: RoleUser, Content: ev.Text, Interjection: true})
+			k.emit(Lifecycle{Kind: LifeInterjected, Agent: a.id, Text: ev.Text})
+			return
+		}
 		// Cut the stream, keep its partial text, then the user's text.
 		if a.req != 0 {
 			k.cutRequest(a)
@@ -86,14 +97,24 @@ func (k *Kernel) onInterject(ev Event) {
 // startTurn moves an Idle agent into Streaming with trigger t and sends the
 // turn's first request.
 func (k *Kernel) startTurn(a *agent, t fsm.Trigger, inputs []input) {
+	if k.beginTurn(a, t, inputs) {
+		k.startRequest(a)
+	}
+}
+
+// beginTurn moves an Idle agent into Streaming with trigger t, appends the
+// inputs (none for a compaction turn) and arms the turn's deadline; false
+// when the FSM refused.
+func (k *Kernel) beginTurn(a *agent, t fsm.Trigger, inputs []input) bool {
 	if a.state != fsm.Idle {
 		panic(fmt.Sprintf("kernel: startTurn for agent %s in state %s", a.path, a.state))
 	}
 	a.turn++
 	if !k.fire(a, t) {
 		a.turn--
-		return
+		return false
 	}
+	a.ctx.newTurn()
 	a.outcome, a.reason, a.summary = OutcomeNone, ReasonNone, ""
 	a.requests, a.delegated = 0, 0
 	a.turnKids = a.turnKids[:0]
@@ -116,24 +137,37 @@ func (k *Kernel) startTurn(a *agent, t fsm.Trigger, inputs []input) {
 	if !inherited {
 		a.turnTimer = k.setTimer(a, TimerTurn, a.deadline, 0)
 	}
-	k.emit(Lifecycle{Kind: LifeTurnStarted, Agent: a.id, Text: inputs[0].text})
-	k.startRequest(a)
+	text := ""
+	if len(inputs) > 0 {
+		text = inputs[0].text
+	}
+	k.emit(Lifecycle{Kind: LifeTurnStarted, Agent: a.id, Text: text})
+	return true
 }
 
-// startRequest sends the agent's history as the next LLM request.
-func (k *Kernel) startRequest(a *agent) {
+// sendRequest sends the agent's history as the next LLM request (a slot is
+// free: startRequest).
+func (k *Kernel) sendRequest(a *agent) {
 	if a.state != fsm.Streaming || a.req != 0 {
 		panic(fmt.Sprintf("kernel: startRequest for %s in %s with request %d live", a.path, a.state, a.req))
 	}
+	if a.ctx.compaction != nil {
+		k.sendCompaction(a) // a compaction waited for this slot
+		return
+	}
+	if k.compactFirst(a) {
+		return // a compaction runs first, or the history cannot fit
+	}
 	a.requests++
-	id := k.newOp(op{kind: opLLM, agent: a.id})
+	n := len(a.history)
+	id := k.newOp(op{kind: opLLM, agent: a.id, turn: a.turn, sent: n})
 	a.req = id
 	a.inflight++
+	a.ctx.usage.started()
 	a.reqStart, a.gotChunk, a.lastChunkNo = k.now, false, 0
 	a.text = a.text[:0]
 	a.clearDrafts()
 	a.msgBytes = 0
-	n := len(a.history)
 	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: a.history[:n:n]})
 	a.watchAt = k.now + k.cfg.FirstTokenTimeout
 	k.setOpTimer(id, k.setTimer(a, TimerWatchdog, a.watchAt, id))
@@ -168,6 +202,12 @@ func (k *Kernel) onDelta(ev Event) {
 		}
 		a.lastChunkNo = ev.Chunk
 	}
+	if ev.Text == "" && ev.Call != nil && ev.Call.ID == "" && ev.Call.Name == "" && ev.Call.Args == "" {
+		// A fragment that adds nothing is no progress (docs/semantics.md,
+		// "Deadlines"): a server streaming only these is silent.
+		k.emit(Lifecycle{Kind: LifeStale, Agent: a.id, Op: ev.Op, Text: "call fragment adds nothing"})
+		return
+	}
 	cost := a.messageCost(ev)
 	if a.msgBytes+cost > k.cfg.MaxMessageBytes {
 		k.overflow(a, ev)
@@ -198,7 +238,9 @@ func (k *Kernel) onDelta(ev Event) {
 	}
 	if ev.Text != "" {
 		a.text = append(a.text, ev.Text...)
-		k.emit(Lifecycle{Kind: LifeDelta, Agent: a.id, Op: ev.Op, Text: ev.Text})
+		if a.ctx.compaction == nil { // a summary is published whole, when it applies
+			k.emit(Lifecycle{Kind: LifeDelta, Agent: a.id, Op: ev.Op, Text: ev.Text})
+		}
 	}
 }
 
@@ -228,7 +270,7 @@ func (a *agent) messageCost(ev Event) int {
 // the cap stays as partial text and no half-streamed call runs (F12).
 func (k *Kernel) overflow(a *agent, ev Event) {
 	if ev.Call == nil {
-		if fit := textcut.Prefix(ev.Text, k.cfg.MaxMessageBytes-a.msgBytes); fit != "" {
+		if fit := textcut.Prefix(ev.Text, k.cfg.MaxMessageBytes-a.msgBytes); fit != "" && a.ctx.compaction == nil {
 			a.msgBytes += len(fit)
 			a.text = append(a.text, fit...)
 			k.emit(Lifecycle{Kind: LifeDelta, Agent: a.id, Op: ev.Op, Text: fit})
@@ -272,6 +314,11 @@ func (k *Kernel) onLLMEnd(ev Event) {
 	if a == nil {
 		return
 	}
+	if a.ctx.compaction != nil {
+		k.completeCompaction(a, ev.Op)
+		return
+	}
+	a.ctx.compacted = false // the request a compaction preceded has answered
 	text := string(a.text)
 	open := k.finishDrafts(a, ev.Op)
 	if len(open) == 0 {
@@ -279,44 +326,39 @@ func (k *Kernel) onLLMEnd(ev Event) {
 			return
 		}
 		if text != "" {
-			a.history = append(a.history, Message{Role: RoleAssistant, Content: text})
+			a.history = append(a.history, Message{Role: RoleAssistant, Content: text, Reasoning: ev.Reasoning})
 		}
 		k.endTurn(a, OutcomeCompleted, ReasonNone, text)
 		return
 	}
+	plans := k.planCalls(a, open)
 	trigger := fsm.StreamTools
 	calls := make([]ToolCall, len(open))
 	for i := range open {
 		calls[i] = open[i].call
-		switch calls[i].Name {
-		case "":
+		if calls[i].Name == "" {
 			// A call streamed without a name cannot run, and a transcript
 			// with a nameless call is invalid (F11): history shows a
-			// placeholder, and dispatchCall answers it as malformed — by
+			// placeholder, and planCalls answers it as malformed — by
 			// the empty name it keeps, so a real tool that happens to bear
 			// the placeholder's name is unaffected.
 			calls[i].Name = NamelessCall
-		case k.cfg.DelegateTool:
-			if i < k.cfg.MaxCalls { // a delegation beyond the cap is refused, never spawned
-				trigger = fsm.StreamDelegations
-			}
+		}
+		if plans[i].spawn != nil { // only a delegation that runs spawns a child
+			trigger = fsm.StreamDelegations
 		}
 	}
 	if !k.fire(a, trigger) {
 		return
 	}
-	a.history = append(a.history, Message{Role: RoleAssistant, Content: text, ToolCalls: calls})
+	a.history = append(a.history, Message{Role: RoleAssistant, Content: text, ToolCalls: calls, Reasoning: ev.Reasoning})
 	a.open = open
 	a.pending = len(open)
 	a.nextWaiting = 0
 	for i := range open {
-		if i >= k.cfg.MaxCalls {
-			// The model is told which calls did not run, and why: never
-			// silence (docs/semantics.md, "Budgets and caps").
-			k.closeCall(a, i, fsm.ToolResult, CallRefused, ReasonMaxCalls, refusalContent(ReasonMaxCalls, k.cfg.MaxCalls), NoAgent, OutcomeNone, true)
-			continue
-		}
-		k.dispatchCall(a, i)
+		// The model is told which calls did not run, and why: never
+		// silence (docs/semantics.md, "Budgets and caps").
+		k.dispatchCall(a, i, plans[i])
 	}
 	if a.pending == 0 {
 		k.resume(a)
@@ -357,16 +399,31 @@ func (k *Kernel) onLLMError(ev Event) {
 	if a == nil {
 		return
 	}
+	switch {
+	case a.ctx.compaction != nil:
+		k.compactionFailed(a, failureDetail(ev))
+		return
+	case ev.Failure == FailureContextLength:
+		k.contextRefused(a, ev)
+		return
+	}
 	if !k.fire(a, fsm.StreamFailed) {
 		return
 	}
 	text := k.keepPartial(a)
-	a.failDetail = ev.Failure.String()
-	if ev.Text != "" {
-		a.failDetail += ": " + textcut.Clip(ev.Text, maxDetail)
-	}
+	a.failDetail = failureDetail(ev)
 	k.appendMarker(a, OutcomeFailed, ReasonLLMError)
 	k.endTurn(a, OutcomeFailed, ReasonLLMError, text)
+}
+
+// failureDetail is what a turn keeps of a failed request: the failure's
+// kind, then the adapter's message clipped to maxDetail.
+func failureDetail(ev Event) string {
+	d := ev.Failure.String()
+	if ev.Text != "" {
+		d += ": " + textcut.Clip(ev.Text, maxDetail)
+	}
+	return d
 }
 
 // onLLMRetry: informational; the adapter retries before the first token.
@@ -389,6 +446,10 @@ func (k *Kernel) cutRequest(a *agent) string {
 	k.out = append(k.out, Effect{Kind: EffCancelLLM, Agent: a.id, Op: id})
 	k.graceOp(a, id)
 	a.req = 0
+	if a.ctx.compaction != nil {
+		k.dropCompaction(a) // nothing of a summary reaches the history
+		return ""
+	}
 	return k.keepPartial(a)
 }
 
@@ -478,7 +539,9 @@ func (k *Kernel) finishTurn(a *agent, outcome Outcome, reason Reason, text strin
 	k.stopTimer(a.restartTimer)
 	a.turnTimer, a.restartTimer = 0, 0
 	a.deadline = 0
-	k.emit(Lifecycle{Kind: LifeTurnEnded, Agent: a.id, Outcome: outcome, Reason: reason, Text: text, Detail: a.failDetail})
+	total := a.ctx.usage.final()
+	k.emit(Lifecycle{Kind: LifeTurnEnded, Agent: a.id, Outcome: outcome, Reason: reason, Text: text, Detail: a.failDetail, Usage: total})
+	k.retire(a)
 	if a.parent == NoAgent {
 		if len(a.nextTurn) > 0 && !k.shutdown {
 			next := a.nextTurn
@@ -489,6 +552,7 @@ func (k *Kernel) finishTurn(a *agent, outcome Outcome, reason Reason, text strin
 	}
 	p := k.agents[a.parent]
 	p.liveChildren--
+	p.ctx.usage.child(total)
 	if p.state == fsm.Interrupted {
 		return p
 	}

@@ -45,9 +45,6 @@ type Config struct {
 	DelegateTool string
 	// LogCapacity is how many lifecycle events the replay log keeps; 16384 when 0.
 	LogCapacity int
-	// MaxAgents bounds the agents the tree may hold over its life; a delegation
-	// beyond it is refused with reason max_agents. DefaultMaxAgents when 0.
-	MaxAgents int
 	// Idempotent names the tools that are safe to run again when a crash
 	// cut them off (EvRecover); a call of any other tool is answered
 	// tool_lost instead, never silently re-run.
@@ -56,6 +53,10 @@ type Config struct {
 	// session): its next turn is numbered Turns+1, so turn numbers in a
 	// session file and a trace never repeat.
 	Turns uint64
+	// Ask names the tools whose calls wait for a person's decision before
+	// they start; "*" names every tool (never the delegate tool). Empty:
+	// no call asks (docs/semantics.md, "Approvals").
+	Ask []string
 	// Machine is the configured agent state machine the kernel fires its
 	// transitions through; a fresh fsm.NewMachine() when nil. Configuring
 	// one costs more than the rest of New, so a host that builds many
@@ -68,7 +69,6 @@ type Config struct {
 // Defaults of Config fields left zero.
 const (
 	DefaultDelegateTool = "delegate"
-	DefaultMaxAgents    = 1 << 20
 )
 
 func (c Config) withDefaults() Config {
@@ -80,9 +80,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LogCapacity == 0 {
 		c.LogCapacity = 1 << 14
-	}
-	if c.MaxAgents == 0 {
-		c.MaxAgents = DefaultMaxAgents
 	}
 	return c
 }
@@ -96,8 +93,8 @@ func (c Config) Validate() error {
 	if c.LogCapacity < 1 || c.LogCapacity > 1<<24 {
 		return fmt.Errorf("log capacity must be in 1..%d, got %d", 1<<24, c.LogCapacity)
 	}
-	if c.MaxAgents < 1 || c.MaxAgents > MaxAgentsCeiling {
-		return fmt.Errorf("max agents must be in 1..%d, got %d", MaxAgentsCeiling, c.MaxAgents)
+	if err := validateAsk(c.Ask, c.DelegateTool); err != nil {
+		return err
 	}
 	if len(c.History) > 0 {
 		if err := ValidateTranscript(c.History, false); err != nil {
@@ -175,7 +172,7 @@ const (
 	// ReasonToolError: the tool reported an error (or crashed).
 	ReasonToolError
 	// ReasonMaxAgents: a delegation was refused because the tree holds as
-	// many agents as Config.MaxAgents allows.
+	// many agents as Limits.MaxAgents allows.
 	ReasonMaxAgents
 	// ReasonOutputLimit: a streamed assistant message went past
 	// Limits.MaxMessageBytes; the stream was cut.
@@ -185,13 +182,25 @@ const (
 	ReasonMaxCalls
 	// ReasonCrash: the host crashed while the call ran (EvRecover).
 	ReasonCrash
+	// ReasonApprovalDenied: a decision denied a call that needed approval.
+	ReasonApprovalDenied
+	// ReasonApprovalTimeout: nobody decided on a call that needed
+	// approval within Limits.ApprovalTimeout.
+	ReasonApprovalTimeout
+	// ReasonCompactionFailed: a compaction's summarising request failed or
+	// answered no summary (docs/semantics.md, "Compaction").
+	ReasonCompactionFailed
+	// ReasonContextExhausted: the next request cannot be made to fit the
+	// context window, even after a compaction.
+	ReasonContextExhausted
 )
 
 var reasonNames = [...]string{
 	"", "user_cancel", "parent_cancelled", "first_token_timeout", "stall_timeout",
 	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
 	"max_depth", "max_children", "malformed", "tool_error", "max_agents",
-	"output_limit", "max_calls", "crash",
+	"output_limit", "max_calls", "crash", "approval_denied", "approval_timeout",
+	"compaction_failed", "context_exhausted",
 }
 
 func (r Reason) String() string {
@@ -223,12 +232,6 @@ func OutcomeOf(r Reason) Outcome {
 	default:
 		return OutcomeFailed
 	}
-}
-
-// Usage is token accounting when the model reports it.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens,omitempty"`
-	CompletionTokens int `json:"completion_tokens,omitempty"`
 }
 
 // Sentinel errors for inputs the kernel refuses (raft style). An EffError's

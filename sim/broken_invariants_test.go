@@ -95,6 +95,32 @@ func invariantLoops() []BrokenLoop {
 			dropping(func(ev kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffStartTool && ev.Kind != kernel.EvLLMEnd
 			})},
+		// The acknowledgement of a timed-out tool's cancel changes nothing
+		// of its agent but its running tools: the slot it frees must start
+		// the call waiting behind it all the same.
+		{"tool-cancel-ack-frees-slot", "I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it", CapsHold,
+			dropping(func(ev kernel.Event, e kernel.Effect) bool {
+				return ev.Kind == kernel.EvToolResult && ev.Status == kernel.ToolCancelled &&
+					(e.Kind == kernel.EffStartTool || (e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeToolStarted))
+			})},
+		// Counting max_calls by a call's position, as a loop that forgets
+		// some calls never run does: a malformed call and a refused
+		// delegation spend slots, and a call that could run is refused.
+		// (The kernel one slot short, its refusals naming the configured
+		// limit, shows the same refusal.)
+		{"cap-max-calls-counts-runs", "I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls", CapsHold,
+			func(cfg kernel.Config) (Core, error) {
+				if cfg.MaxCalls <= 1 {
+					return KernelCore(cfg) // no slot to lose: a world of max_calls 1 runs the kernel
+				}
+				limit := `"reason":"max_calls","limit":`
+				was := limit + strconv.Itoa(cfg.MaxCalls)
+				cfg.MaxCalls--
+				short := limit + strconv.Itoa(cfg.MaxCalls)
+				return broken(func(b *brokenCore) {
+					b.view = rewriting(func(m *kernel.Message) { m.Content = strings.Replace(m.Content, short, was, 1) })
+				})(cfg)
+			}},
 		{"nested-delegation", "I16: a child's turn deadline is its own, not clamped to its parent's", ChildDeadlineClamped,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
@@ -241,6 +267,32 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
+		// A loop that hands the shutdown's reason to every turn it ends —
+		// its records, results and markers all agreeing — where a
+		// descendant of the aborted root ends parent_cancelled.
+		{"shutdown-reaches-descendants", "I13: a shutdown ends a descendant's turn with reason shutdown, not parent_cancelled", TypedOutcomes,
+			broken(func(b *brokenCore) {
+				shut := false
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					shut = shut || ev.Kind == kernel.EvShutdown
+					out := b.inner(ev)
+					for i := range out {
+						if l := &out[i].Life; shut && out[i].Kind == kernel.EffEmit && l.Reason == kernel.ReasonParentCancelled {
+							l.Reason = kernel.ReasonShutdown
+						}
+					}
+					return out
+				}
+				b.view = func(v View) View {
+					if !shut {
+						return v
+					}
+					return rewriting(func(m *kernel.Message) {
+						m.Content = strings.ReplaceAll(m.Content, `reason="parent_cancelled"`, `reason="shutdown"`)
+						m.Content = strings.ReplaceAll(m.Content, `"reason":"parent_cancelled"`, `"reason":"shutdown"`)
+					})(v)
+				}
+			})},
 		{"max-depth-refused", "I13: a refusal names another limit than the one reached", TypedOutcomes,
 			broken(func(b *brokenCore) {
 				b.view = rewriting(func(m *kernel.Message) {
@@ -275,6 +327,23 @@ func invariantLoops() []BrokenLoop {
 			})},
 		{"interject-while-streaming", "I10: an interjection is kept unflagged, as if it had been submitted", UserTextOnce,
 			broken(func(b *brokenCore) { b.view = rewriting(func(m *kernel.Message) { m.Interjection = false }) })},
+		// A shutdown that treats every queued input alike: the
+		// interjection typed into the turn it aborts is thrown away with
+		// the inputs waiting for a next turn, instead of kept before the
+		// marker as any abort keeps it.
+		{"shutdown-reaches-descendants", "I10: a shutdown drops the interjection queued for the turn it aborts", UserTextOnce,
+			broken(func(b *brokenCore) {
+				b.view = func(v View) View {
+					h := slices.Clone(v.History)
+					for i := len(h) - 1; i > 0; i-- {
+						if h[i].Marker && strings.Contains(h[i].Content, `reason="shutdown"`) && h[i-1].Interjection {
+							h = slices.Delete(h, i-1, i)
+						}
+					}
+					v.History = h
+					return v
+				}
+			})},
 		{"budget-exhaustion", "I14: the assistant message records a call under another name than the stream gave it", FinishedCallsOnly,
 			broken(func(b *brokenCore) {
 				b.view = func(v View) View {
@@ -301,6 +370,21 @@ func invariantLoops() []BrokenLoop {
 					return v
 				}
 			})},
+		{"cap-parallel-requests", "I19: no request ever waits for a slot: a fan-out streams as many requests at once as it has agents", RequestBudget,
+			withConfig(func(cfg *kernel.Config) { cfg.MaxParallelRequests = kernel.MaxAgentsCeiling })},
+		{"cap-parallel-requests", "I19: a request waits while a slot is free (the loop counts one slot fewer than the tree has)", RequestBudget,
+			withConfig(func(cfg *kernel.Config) { cfg.MaxParallelRequests = max(1, cfg.MaxParallelRequests-1) })},
+		{"nested-delegation", "I23: finished children are never freed: the tree keeps every child it ran, and its memory grows with every delegation", ViewsTellTruth,
+			broken(func(b *brokenCore) {
+				kept := map[kernel.AgentID]View{}
+				b.viewID = func(b *brokenCore, id kernel.AgentID, v View) View {
+					if k, ok := kept[id]; ok && v.Freed {
+						return k
+					}
+					kept[id] = v
+					return v
+				}
+			})},
 		{"cancel-single-child", "I23: a name no agent has finds the root, so a cancel of a mistyped name stops the whole tree", ViewsTellTruth,
 			broken(func(b *brokenCore) {
 				b.find = func(b *brokenCore, name string) (kernel.AgentID, bool) {
@@ -317,31 +401,14 @@ func invariantLoops() []BrokenLoop {
 	}
 }
 
-// scenarioOnly names the loops TestOracleTeethRapid leaves to their
-// scenarios, and why: random worlds do not fit one, and the others break an
-// invariant another loop already breaks in the rapid suite. A stall
-// needs a short stall_timeout and a stream silenced after its first chunk
-// (a hang or late fault on the right agent at the right time): rapid finds
-// one in 10-30 worlds but cannot always shrink it within its time bound.
-// I5's late side is in the rapid suite through the restart loop.
-var scenarioOnly = map[string]string{
-	"I10: an interjection is kept unflagged, as if it had been submitted":                                               "I10 is in the rapid suite through F7; this one is held to its scenario (the suite's time)",
-	"I14: the assistant message records a call under another name than the stream gave it":                              "I14 is in the rapid suite through F12; this one is held to its scenario (the suite's time)",
-	"I20: streamed text is not published to subscribers as it arrives":                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I5: the watchdog is never re-armed for a stall: a stalled stream is noticed at its first-token deadline, or never": "a stalled stream is too rare in random worlds to shrink within rapid's time bound",
-	"I5: a cancelled op is abandoned after half its grace":                                                              "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I17: a timed-out turn's marker tells the next request the user interrupted it":                                     "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I20: a failed turn's end drops the text it had streamed":                                                           "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I22: an interrupted agent whose last op is gone settles only at the next event":                                    "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I22: a child's result reaches its parent only at the next event":                                                   "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I14: a half-streamed call is dropped without its record":                                                           "I14 is in the rapid suite through F12; this one is held to its scenario (the suite's time)",
-	"I18: an interjection queued while tools run is recorded as delivered at once":                                      "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I20: a completed turn keeps an old failure's detail":                                                               "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I13: a refusal names another limit than the one reached":                                                           "I13 is in the rapid suite through F6, F13 and F14; this one is held to its scenario (the suite's time)",
-	"I2: a tool whose deadline fired is not told to stop":                                                               "I2 is in the rapid suite through F2 and F9; this one is held to its scenario (the suite's time)",
-	"I19: a delegation beyond max_children is spawned":                                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I19: a delegation beyond max_depth is spawned":                                                                     "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I20: an adapter's retry is not published to subscribers":                                                           "a retry needs a rate-limit fault on a request in flight; rapid finds one in a few worlds but, on a loaded machine, cannot always shrink it below 80 events within its time bound (I20 is in the rapid suite through another loop)",
+// withConfig is the kernel run with a configuration the oracle does not
+// know of (it judges by the scenario's): a loop whose bookkeeping of a
+// limit is off.
+func withConfig(change func(*kernel.Config)) CoreFactory {
+	return func(cfg kernel.Config) (Core, error) {
+		change(&cfg)
+		return KernelCore(cfg)
+	}
 }
 
 // holding is a loop that goes on one event late: from the first lifecycle
@@ -445,7 +512,7 @@ func TestOracleCatchesInvariantLoops(t *testing.T) {
 
 // TestEveryInvariantHasTeeth: every invariant has a broken loop the oracle
 // catches it by (I6's is TestRecheckCatchesNondeterminism, I24's a broken
-// recovery).
+// recovery, I25's a broken span derivation).
 func TestEveryInvariantHasTeeth(t *testing.T) {
 	named := map[Invariant]bool{Deterministic: true}
 	for _, list := range [][]BrokenLoop{brokenLoops(), brokenInvariants(), invariantLoops()} {
@@ -455,6 +522,9 @@ func TestEveryInvariantHasTeeth(t *testing.T) {
 	}
 	for _, cl := range CrashLoops() { // the broken recoveries (crash_loops_test.go)
 		named[cl.Invariant] = true
+	}
+	if len(SpanLoops()) > 0 { // the broken span derivations (broken_spans_test.go)
+		named[SpansEnd] = true
 	}
 	for _, inv := range Invariants() {
 		if !named[inv] {

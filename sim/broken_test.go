@@ -19,6 +19,7 @@ type brokenCore struct {
 	Core
 	step     func(b *brokenCore, ev kernel.Event) []kernel.Effect
 	view     func(v View) View
+	viewID   func(b *brokenCore, id kernel.AgentID, v View) View
 	logRange func(b *brokenCore, seq uint64, fn func(kernel.Lifecycle) bool) error
 	find     func(b *brokenCore, name string) (kernel.AgentID, bool)
 	fake     kernel.OpID
@@ -61,6 +62,9 @@ func (b *brokenCore) View(id kernel.AgentID) View {
 	v := b.Core.View(id)
 	if b.view != nil {
 		v = b.view(v)
+	}
+	if b.viewID != nil {
+		v = b.viewID(b, id, v)
 	}
 	return v
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/escapement/escapement/fsm"
@@ -13,13 +14,17 @@ import (
 // A tool starts only as a whole call its agent's last finished stream
 // delivered, once, and the calls a cut stream was still sending are
 // dropped and recorded, in index order (I14). A message past max_message_bytes is cut in the
-// step that took it past (with reason output_limit); no call beyond
-// max_calls of its message runs; no agent runs more than max_parallel_tools
-// tools at once, and none leaves a call waiting while a slot is free or
-// starts one ahead of an earlier waiting call (I15). No agent makes more
+// step that took it past (with reason output_limit); at most max_calls
+// calls of one message run, and a call is refused max_calls only when it
+// could run and max_calls calls before it run; no agent runs more than
+// max_parallel_tools tools at once, and none leaves a call waiting while a
+// slot is free — a waiting call starts in the step a slot frees, whatever
+// freed it — or starts one ahead of an earlier waiting call (I15). No agent makes more
 // requests or spawns more children in a turn than its budget, none streams
-// two requests at once, no child sits deeper than max_depth, and the tree
-// never passes max_agents (I19).
+// two requests at once, no child sits deeper than max_depth, the tree
+// never holds more than max_agents agents nor streams more than
+// max_parallel_requests requests, and no request waits while a slot is
+// free or starts ahead of one that waits (I19).
 type callChecker struct{ judge }
 
 func (c *callChecker) step(s *stepObs) {
@@ -32,6 +37,7 @@ func (c *callChecker) step(s *stepObs) {
 				c.violate(RequestBudget, e.Agent, "request %d is request %d of its turn (max_requests %d)", e.Op, n.count, lim.MaxRequests)
 			}
 			c.oneStream(e)
+			c.requestSlot(e, n)
 		case kernel.EffStartTool:
 			c.toolStart(e, n)
 		case kernel.EffEmit:
@@ -45,6 +51,7 @@ func (c *callChecker) step(s *stepObs) {
 	}
 	if op := s.op; op != nil && s.answer && op.endedOK && len(op.frags) > 0 {
 		c.recorded(s, op)
+		c.capped(op)
 	}
 	if op := s.capCut; op != nil {
 		if a := c.m.agents[op.agent]; op.cancels == 0 || a.t.abortReason != kernel.ReasonOutputLimit {
@@ -55,6 +62,39 @@ func (c *callChecker) step(s *stepObs) {
 		if a := c.m.agents[id]; a.state == fsm.Tooling || a.state == fsm.Delegating {
 			c.waiting(a)
 		}
+	}
+	// A tool op that ended frees a slot even in a step that changed
+	// nothing else of its agent (a cancelled tool's acknowledgement, an
+	// abandonment): its agent is judged too.
+	for i := range s.effs {
+		if n := &s.notes[i]; s.effs[i].Kind == kernel.EffEmit && s.effs[i].Life.Kind == kernel.LifeOpEnded && n.op != nil && n.op.tool {
+			if a := c.m.agents[n.op.agent]; a.state == fsm.Tooling || a.state == fsm.Delegating {
+				c.waiting(a)
+			}
+		}
+	}
+	c.waitingForSlots()
+}
+
+// requestSlot: a request starts within the tree's max_parallel_requests,
+// and never ahead of a request that waits for a slot.
+func (c *callChecker) requestSlot(e *kernel.Effect, n *note) {
+	if max := c.m.lim.MaxParallelRequests; n.liveRequests > max {
+		c.violate(RequestBudget, e.Agent, "request %d makes %d requests the tree streams at once (max_parallel_requests %d)", e.Op, n.liveRequests, max)
+	}
+	if w := n.firstWaiting; w != kernel.NoAgent && w != e.Agent {
+		c.violate(RequestBudget, e.Agent, "request %d starts ahead of %s's, which waits for a slot", e.Op, c.m.agents[w].path)
+	}
+}
+
+// waitingForSlots: once a step is done, no request waits while the tree
+// has a free request slot.
+func (c *callChecker) waitingForSlots() {
+	if len(c.m.waiting) == 0 {
+		return
+	}
+	if live, max := c.m.liveRequests(), c.m.lim.MaxParallelRequests; live < max {
+		c.violate(RequestBudget, c.m.waiting[0], "its request waits for a slot while the tree streams %d of %d (max_parallel_requests)", live, max)
 	}
 }
 
@@ -82,7 +122,7 @@ func (c *callChecker) spawned(l *kernel.Lifecycle, n *note) {
 	if ch := c.m.agent(l.Child); ch != nil && ch.depth > lim.MaxDepth {
 		c.violate(RequestBudget, l.Child, "spawned at depth %d (max_depth %d)", ch.depth, lim.MaxDepth)
 	}
-	if k := c.m.c.NumAgents(); k > c.m.maxAgents {
+	if k := c.m.held(); k > c.m.maxAgents {
 		c.violate(RequestBudget, l.Child, "the tree holds %d agents (max_agents %d)", k, c.m.maxAgents)
 	}
 }
@@ -104,9 +144,7 @@ func (c *callChecker) toolStart(e *kernel.Effect, n *note) {
 		c.violate(FinishedCallsOnly, e.Agent, "tool call %s started outside the end of its own finished stream", e.Call.ID)
 		return
 	}
-	if i := callIndex(n.a, e.Call.ID); i >= lim.MaxCalls {
-		c.violate(CapsHold, e.Agent, "tool call %s is call %d of its message and started (max_calls %d)", e.Call.ID, i+1, lim.MaxCalls)
-	} else if i > 0 {
+	if i := callIndex(n.a, e.Call.ID); i > 0 {
 		if w := c.firstWaiting(n.a, i); w >= 0 {
 			c.violate(CapsHold, e.Agent, "tool call %s started ahead of call %s, which waits", e.Call.ID, n.a.lastCalls[w].ID)
 		}
@@ -191,7 +229,58 @@ func (c *callChecker) waiting(a *agentObs) {
 	if a.liveTools >= c.m.lim.MaxParallelTools {
 		return
 	}
-	if w := c.firstWaiting(a, c.m.lim.MaxCalls); w >= 0 {
+	if w := c.firstWaiting(a, len(a.lastCalls)); w >= 0 {
 		c.violate(CapsHold, a.id, "call %s waits while %d of %d tool slots are taken", a.lastCalls[w].ID, a.liveTools, c.m.lim.MaxParallelTools)
+	}
+}
+
+// capped judges max_calls at the end of the stream that delivered a
+// message's calls (docs/semantics.md, "Budgets and caps"): the calls that
+// run — a tool started or waiting for a slot, a child spawned — are at
+// most max_calls, and a call is refused max_calls only when max_calls
+// calls before it run and it could run itself: it is not malformed, nor a
+// delegation that max_depth, max_children or max_agents refuse first. A
+// call that never runs takes no slot.
+func (c *callChecker) capped(op *opObs) {
+	a, lim := c.m.agents[op.agent], c.m.lim
+	spawnedHere := 0
+	for _, call := range a.lastCalls {
+		if _, ok := a.delegated[call.ID]; ok {
+			spawnedHere++
+		}
+	}
+	running, spawned := 0, 0
+	for i, call := range a.lastCalls {
+		f := c.m.calls[callKey{a.id, call.ID}]
+		if f == nil || (f.l.Status != kernel.CallMalformed && f.l.Status != kernel.CallRefused) {
+			if running++; running > lim.MaxCalls {
+				c.violate(CapsHold, a.id, "call %s is call %d of its message to run (max_calls %d)", call.ID, running, lim.MaxCalls)
+				return
+			}
+			if _, ok := a.delegated[call.ID]; ok {
+				spawned++
+			}
+			continue
+		}
+		if f.l.Reason != kernel.ReasonMaxCalls {
+			continue
+		}
+		why := ""
+		switch {
+		case running < lim.MaxCalls:
+			why = "only " + strconv.Itoa(running) + " call(s) before it run: a call that never ran took a slot"
+		case c.m.malformedCall(a, op, i):
+			why = "it is malformed, which it must be told first"
+		case call.Name == c.m.delegateTool && a.depth+1 > lim.MaxDepth:
+			why = "it is a delegation past max_depth, which it must be told first"
+		case call.Name == c.m.delegateTool && a.t.spawned-spawnedHere+spawned >= lim.MaxChildren:
+			why = "it is a delegation past max_children, which it must be told first"
+		case call.Name == c.m.delegateTool && c.m.c.NumAgents()-spawnedHere+spawned >= c.m.maxAgents:
+			why = "it is a delegation past max_agents, which it must be told first"
+		}
+		if why != "" {
+			c.violate(CapsHold, a.id, "call %s was refused max_calls (%d), but %s", call.ID, lim.MaxCalls, why)
+			return
+		}
 	}
 }

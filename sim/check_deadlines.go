@@ -127,7 +127,7 @@ func (c *deadlineChecker) step(s *stepObs) {
 		return
 	}
 	now, lim := c.m.now, c.m.lim
-	if s.is(kernel.EvInterject) && !s.rejected && s.rootWas == fsm.Streaming && !c.restarting {
+	if s.is(kernel.EvInterject) && !s.rejected && s.rootWas == fsm.Streaming && !c.restarting && !c.m.agents[kernel.Root].waitingReq {
 		c.restarting, c.restartDue, c.lateRestart = true, now+lim.Debounce, false
 		c.lower(c.restartDue)
 	}
@@ -176,6 +176,15 @@ func (c *deadlineChecker) life(l *kernel.Lifecycle, n *note) {
 				c.violate(DeadlinesOnTime, op.agent, "op %d abandoned, but it was never cancelled", op.id)
 			case now < op.cancelAt+lim.Grace:
 				c.violate(DeadlinesOnTime, op.agent, "op %d abandoned %v after its cancel; grace is %v", op.id, now-op.cancelAt, lim.Grace)
+			}
+		}
+	case kernel.LifeRequestWaiting:
+		// The restart came on time and waits for a request slot
+		// (docs/semantics.md, "Budgets and caps").
+		if l.Agent == kernel.Root && c.restarting {
+			c.restarting = false
+			if now < c.restartDue {
+				c.violate(DeadlinesOnTime, kernel.Root, "the request an interjection cut was asked for again at %v, before its debounce ended (%v)", now, c.restartDue)
 			}
 		}
 	case kernel.LifeTurnStarted:

@@ -90,7 +90,10 @@ func (c *outcomeChecker) turnEnd(e *turnEndObs) {
 	case kernel.ReasonFirstTokenTimeout, kernel.ReasonStallTimeout, kernel.ReasonTurnTimeout:
 		ok = f.timedOut == l.Reason
 	case kernel.ReasonShutdown:
-		ok = c.m.shutdown
+		// The shutdown aborts the root's turn; a working descendant is
+		// aborted with it, reason parent_cancelled (docs/semantics.md,
+		// "Outcomes and reasons").
+		ok = c.m.shutdown && l.Agent == kernel.Root
 	case kernel.ReasonLLMError:
 		ok = f.llmFailed
 	case kernel.ReasonBudget:
@@ -155,12 +158,12 @@ func (c *outcomeChecker) callResult(r *callFinObs) {
 		case kernel.ReasonMaxChildren:
 			ok = f.spawned >= c.m.lim.MaxChildren
 		case kernel.ReasonMaxAgents:
-			ok = c.m.c.NumAgents() >= c.m.maxAgents
+			ok = c.m.held() >= c.m.maxAgents
 		case kernel.ReasonMaxCalls:
 			ok = callIndex(a, l.CallID) >= c.m.lim.MaxCalls
 		}
 	case kernel.CallMalformed:
-		ok = l.Reason == kernel.ReasonMalformed && c.malformed(a, f, l.CallID)
+		ok = l.Reason == kernel.ReasonMalformed && c.m.malformedCall(a, c.m.ops.get(f.lastReq), callIndex(a, l.CallID))
 	case kernel.CallLost:
 		// A crash lost the tool, and it is not safe to run again.
 		ok = l.Reason == kernel.ReasonCrash && op != nil && op.tool && op.end == kernel.OpLost && !slices.Contains(c.m.idempotent, l.Name)
@@ -243,16 +246,15 @@ func (c *outcomeChecker) limit(r kernel.Reason) int {
 	return -1
 }
 
-// malformed reports whether the call a stream delivered really cannot run:
-// it came without a name, its arguments are not JSON, or it is a delegation
-// without a task.
-func (c *outcomeChecker) malformed(a *agentObs, f *turnFacts, callID string) bool {
-	i := callIndex(a, callID)
-	if i < 0 {
+// malformedCall reports whether call i of a's last message (delivered by
+// request req) really cannot run: it came without a name, its arguments
+// are not JSON, or it is a delegation without a task.
+func (m *model) malformedCall(a *agentObs, req *opObs, i int) bool {
+	if i < 0 || i >= len(a.lastCalls) {
 		return false
 	}
 	call := a.lastCalls[i]
-	if req := c.m.ops.get(f.lastReq); req != nil {
+	if req != nil {
 		for _, fr := range req.frags {
 			if fr.name == "" && string(fr.args) == call.Arguments {
 				return true // streamed without a name
@@ -262,7 +264,7 @@ func (c *outcomeChecker) malformed(a *agentObs, f *turnFacts, callID string) boo
 	if !json.Valid([]byte(call.Arguments)) {
 		return true
 	}
-	if call.Name != c.m.delegateTool {
+	if call.Name != m.delegateTool {
 		return false
 	}
 	var args struct {

@@ -1,6 +1,9 @@
 package sim
 
 import (
+	"slices"
+
+	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 )
@@ -15,9 +18,13 @@ type userTextChecker struct {
 	// given counts each accepted user text; seen counts it in the root's
 	// history (markers aside).
 	given, seen map[string]int
-	// excused counts, per text, how many accepted copies a shutdown may
-	// have discarded (given but not yet seen when it came).
+	// excused counts, per text, the accepted copies a shutdown discarded:
+	// those next held when it came — inputs accepted while the root was
+	// Interrupted, for a next turn that had not started. An interjection
+	// queued into a running turn is not among them: the shutdown's abort
+	// writes it into the turn (docs/semantics.md, "Inputs").
 	excused map[string]int
+	next    map[string]int
 	interjs []interjObs
 }
 
@@ -28,12 +35,15 @@ type interjObs struct {
 }
 
 func newUserTextChecker(j judge) *userTextChecker {
-	return &userTextChecker{judge: j, given: map[string]int{}, seen: map[string]int{}, excused: map[string]int{}}
+	return &userTextChecker{judge: j, given: map[string]int{}, seen: map[string]int{}, excused: map[string]int{}, next: map[string]int{}}
 }
 
 func (c *userTextChecker) step(s *stepObs) {
 	if (s.is(kernel.EvSubmit) || s.is(kernel.EvInterject)) && !s.rejected {
 		c.given[s.ev.Text]++
+		if s.rootWas == fsm.Interrupted {
+			c.next[s.ev.Text]++
+		}
 		if s.ev.Kind == kernel.EvInterject {
 			c.interjs = append(c.interjs, interjObs{text: s.ev.Text, partial: s.rootCut})
 		}
@@ -44,12 +54,12 @@ func (c *userTextChecker) step(s *stepObs) {
 		}
 	}
 	if s.is(kernel.EvShutdown) {
-		// A shutdown may discard what was accepted and not yet written
-		// (queued while Interrupted); a recovery later ends the shutdown,
-		// and what is given after it counts again.
-		for text, n := range c.given { // determinism: each key set on its own
-			c.excused[text] = n - c.seen[text]
+		// A shutdown discards what waits for the next turn; a recovery
+		// later ends the shutdown, and what is given after it counts again.
+		for text, n := range c.next { // determinism: each key set on its own
+			c.excused[text] += n
 		}
+		clear(c.next)
 	}
 	for _, cut := range s.cuts {
 		if !c.kept(s, cut) {
@@ -75,6 +85,9 @@ func (c *userTextChecker) userText(s *stepObs, i int) {
 	o := &s.msgs[i]
 	text := o.m.Content
 	c.seen[text]++
+	if c.next[text] > 0 && slices.Contains(s.started, o.a) {
+		c.next[text]-- // a next turn started with it
+	}
 	if n, want := c.seen[text], c.given[text]; n > want {
 		// Covers want 0: a text nobody typed.
 		c.violate(UserTextOnce, kernel.Root, "user text %q appears %d times, given %d", text, n, want)

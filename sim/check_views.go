@@ -11,9 +11,11 @@ import (
 // drivers that read it — how its last turn ended (outcome, reason,
 // summary), the children it spawned, its current turn's requests, deadline
 // and abort reason, the ops it has in flight and the children still
-// running — is what the oracle observed from the events and effects; and
-// so is what it reports of the tree: whether it is quiescent, and which
-// agent a path or name finds.
+// running — is what the oracle observed from the events and effects; a
+// child that finished (its turn and its ops ended) before this step is
+// freed, and its view says so and nothing else; and so is what it reports
+// of the tree: whether it is quiescent, and which agent a path or name
+// finds (a freed one: none).
 type viewChecker struct {
 	judge
 	quiet bool // the model's quiescence at the last step
@@ -32,6 +34,16 @@ func (c *viewChecker) step(s *stepObs) {
 }
 
 func (c *viewChecker) agent(a *agentObs) {
+	switch {
+	case a.freed && !a.viewFreed:
+		c.violate(ViewsTellTruth, a.id, "is still held: it finished (its turn and its ops ended) before this step, so it should be freed")
+		return
+	case !a.freed && a.viewFreed:
+		c.violate(ViewsTellTruth, a.id, "reports itself freed, but it has not finished before this step")
+		return
+	case a.freed:
+		return
+	}
 	v := &a.view
 	out, reason, summary := kernel.OutcomeNone, kernel.ReasonNone, ""
 	if a.endedTurn > 0 && a.endedTurn == a.startedTurn {
@@ -67,7 +79,11 @@ func (c *viewChecker) finish() {
 			continue
 		}
 		for _, name := range []string{a.path, a.name} {
-			if id, ok := c.m.c.Find(name); !ok || id != a.id {
+			id, ok := c.m.c.Find(name)
+			switch {
+			case a.freed && (ok || id != kernel.NoAgent):
+				c.violate(ViewsTellTruth, a.id, "Find(%q) = %d, %v; the agent was freed", name, id, ok)
+			case !a.freed && (!ok || id != a.id):
 				c.violate(ViewsTellTruth, a.id, "Find(%q) = %d, %v", name, id, ok)
 			}
 		}

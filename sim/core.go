@@ -50,6 +50,10 @@ type View struct {
 	InFlight     int
 	LiveChildren int
 	Abort        kernel.Reason
+	// Freed: the core has freed the agent (a child that finished before
+	// this step); every other field is then empty (docs/semantics.md,
+	// "Finished agents").
+	Freed bool
 }
 
 type kernelCore struct{ k *kernel.Kernel }
@@ -76,6 +80,7 @@ func (c kernelCore) View(id kernel.AgentID) View {
 		State: a.State(), Turn: a.Turn(), Outcome: o, History: a.History(),
 		Reason: r, Summary: a.Summary(), Children: a.Children(), Requests: a.Requests(),
 		Deadline: a.Deadline(), InFlight: a.InFlight(), LiveChildren: a.LiveChildren(), Abort: a.Abort(),
+		Freed: a.Freed(),
 	}
 }
 

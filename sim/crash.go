@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/internal/textcut"
@@ -73,7 +75,7 @@ func (m *Sim) crashDue() {
 func (m *Sim) rebuild() {
 	logged := len(m.log.ends)
 	m.o.m.now = m.now // a violation is located at the crash
-	m.tw.Note(m.now, "crash: the host is rebuilt from its "+strconv.Itoa(logged)+" logged step(s)")
+	m.note(m.now, "crash: the host is rebuilt from its "+strconv.Itoa(logged)+" logged step(s)")
 	fresh, err := m.factory(m.cfg)
 	if err != nil {
 		m.o.violate(RebuildsExactly, kernel.NoAgent, "the restarted host cannot build its core: %v", err)
@@ -133,7 +135,7 @@ func sameTree(was, now Core) error {
 		if !reflect.DeepEqual(a, b) {
 			return fmt.Errorf("agent %s: view %s, the crashed host's %s", a.Path, viewDiff(b, a), viewDiff(a, b))
 		}
-		if _, ok := now.Find(a.Path); !ok {
+		if _, ok := now.Find(a.Path); !ok && !a.Freed {
 			return fmt.Errorf("agent %s cannot be found by its path", a.Path)
 		}
 	}
@@ -219,4 +221,156 @@ func ParseCrashAt(s string) ([]int, error) {
 		at = append(at, k)
 	}
 	return at, checkCrashAt(at)
+}
+
+// Crash is one crash of the simulated host and how its recovery changed
+// the run's story (docs/semantics.md, "Expectations under a crash").
+type Crash struct {
+	// After is how many events had been delivered when the host crashed.
+	After int
+	At    time.Duration
+	// Changed says, op by op, how the recovery changed the story: what it
+	// redid after it had taken time or shown something, what it reported
+	// lost, what it ended early. Empty when the recovery only started
+	// again, at the instant they had started, ops that had shown nothing —
+	// the world then answers them as it would have, and the run goes on as
+	// if the host had never crashed.
+	Changed []string
+}
+
+// shutdownEnds is how a crash after a shutdown changes the story: the
+// recovery ends the shutdown, and inputs are accepted again
+// (docs/semantics.md, "Recovery").
+const shutdownEnds = "the shutdown the crashed host had begun ends with the recovery: later inputs are accepted again"
+
+// keepLost is the first half of a crash's bookkeeping: it keeps what each
+// op in flight was getting, for the op a recovery starts in its place
+// (startLLM, startTool: a provider asked the same again answers the same,
+// docs/semantics.md "Scripts"), and says how losing it changes the story.
+// A request not being cancelled is restarted by the recovery; a tool call
+// not being cancelled runs again when its tool is idempotent, else it is
+// answered tool_lost; an op being cancelled ends at once.
+func (w *world) keepLost(now time.Duration, c Core) []string {
+	ids := make([]kernel.OpID, 0, len(w.ops))
+	for id := range w.ops { // determinism: sorted below
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	var changed []string
+	for _, id := range ids {
+		op := w.ops[id]
+		if what := w.lose(now, op); what != "" {
+			changed = append(changed, c.AgentPath(op.agent)+": "+what)
+		}
+	}
+	return changed
+}
+
+// lose keeps one op for its replacement and says how its loss changes the
+// story ("" when it does not).
+func (w *world) lose(now time.Duration, op *worldOp) string {
+	since := now - op.start
+	switch {
+	case op.cancelled:
+		return fmt.Sprintf("op %d, being cancelled, ends at the crash", op.id)
+	case op.tool:
+		if !slices.Contains(w.idempotent, op.name) {
+			return fmt.Sprintf("tool call %s (%s) was lost: it gets a tool_lost result", op.call, op.name)
+		}
+		if w.againTool == nil {
+			w.againTool = make(map[callKey]*worldOp)
+		}
+		w.againTool[callKey{op.agent, op.call}] = op
+		if since > 0 {
+			return fmt.Sprintf("tool call %s (%s) runs again from its start, %v after it first started", op.call, op.name, since)
+		}
+	default:
+		if w.again == nil {
+			w.again = make(map[kernel.AgentID]*worldOp)
+		}
+		w.again[op.agent] = op
+		switch {
+		case op.next > 0:
+			return fmt.Sprintf("request %d is asked again after %d chunk(s) of its reply had arrived", op.id, op.next)
+		case op.attempt > 0:
+			return fmt.Sprintf("request %d is asked again after its rate-limit retries began", op.id)
+		case since > 0:
+			return fmt.Sprintf("request %d is asked again %v after it was first asked", op.id, since)
+		}
+	}
+	return ""
+}
+
+// recovered is the second half: after the recovery's step, what was kept
+// for an op the recovery did not start again is dropped — a restart the
+// turn's max_requests refused changes the story too.
+func (w *world) recovered(c Core) []string {
+	var changed []string
+	for _, id := range sortedKeys(w.again) {
+		changed = append(changed, fmt.Sprintf("%s: request %d is not asked again: its turn had spent max_requests", c.AgentPath(id), w.again[id].id))
+	}
+	clear(w.again)
+	clear(w.againTool)
+	return changed
+}
+
+// meetFaults applies to a starting op the faults that hit the op it
+// replaces after a crash (lost; each hits it again, as a fresh op), or
+// else the first fault armed for it.
+func (w *world) meetFaults(now time.Duration, c Core, op, lost *worldOp, toolName string) {
+	if lost != nil {
+		for _, fi := range lost.faults {
+			w.applyFault(now, op, fi, true)
+		}
+		return
+	}
+	if fi := w.takeArmed(c, op.agent, op.tool, toolName); fi >= 0 {
+		w.applyFault(now, op, fi, true)
+	}
+}
+
+// crashSpent notes a turn that ran out of max_requests with a request a
+// recovery asked again among those it counted: the restart spent the
+// budget sooner, a change of the story (docs/semantics.md,
+// "Expectations under a crash").
+func (m *model) crashSpent(a *agentObs, turn uint64) {
+	m.spent = append(m.spent, spentTurn{m.now, fmt.Sprintf("%s: turn %d ran out of max_requests with %d request(s) asked again after a crash among them", a.path, turn, a.t.restarts)})
+}
+
+// spentTurn is a crashSpent note and when its turn ended.
+type spentTurn struct {
+	at   time.Duration
+	note string
+}
+
+// crashJudged sets aside the expectations a run no longer meets after a
+// crash that changed its story (Result.CrashChanged): they describe the
+// story the crash changed, in a way docs/durable.md allows and the
+// invariants judge. A run whose every crash changed nothing is held to
+// its expectations as any run.
+func crashJudged(res *Result, spent []spentTurn, out []Violation) []Violation {
+	for _, sp := range spent { // the note goes to the last crash before the turn's end
+		for i := len(res.Crashes) - 1; i >= 0; i-- {
+			if res.Crashes[i].At <= sp.at {
+				res.Crashes[i].Changed = append(res.Crashes[i].Changed, sp.note)
+				break
+			}
+		}
+	}
+	changed := false
+	for _, c := range res.Crashes {
+		changed = changed || len(c.Changed) > 0
+	}
+	if !changed {
+		return out
+	}
+	kept := out[:0]
+	for _, v := range out {
+		if v.Invariant == Expectation {
+			res.CrashChanged = append(res.CrashChanged, v)
+			continue
+		}
+		kept = append(kept, v)
+	}
+	return kept
 }

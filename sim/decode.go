@@ -182,6 +182,10 @@ func (d *decoder) fields(n *yaml.Node, p *typePlan, v reflect.Value) error {
 		}
 		fi := p.field(k.Value)
 		if fi < 0 {
+			if p.typ == reflect.TypeFor[Scenario]() && k.Value == "max_agents" {
+				// A top-level field before it joined the limits.
+				return d.errf(k, "max_agents is a limit now: write it under limits (limits: {max_agents: %s})", val.Value)
+			}
 			return d.errf(k, "unknown field %q (known: %s)", k.Value, p.known)
 		}
 		if seen&(1<<fi) != 0 {

@@ -91,7 +91,7 @@ func (m *Sim) Due() []Due {
 		switch it.kind {
 		case itemInput:
 			d.Kind = DueInput
-			d.Event, _ = inputEvent(m.inputs[it.index], m.core)
+			d.Event, _ = inputEvent(m.inputs[it.index], m.core, m.o.m)
 			if d.Event.Kind != kernel.EventNone && d.Event.Kind != kernel.EvShutdown {
 				d.Target = m.core.Target(d.Event)
 			}

@@ -122,12 +122,6 @@ var checks = map[string]namedCheck{
 		}
 		return nil
 	}},
-	"agents": {[]kind{kInt}, func(v reflect.Value) error {
-		if n := v.Int(); n < 0 || n > kernel.MaxAgentsCeiling {
-			return fmt.Errorf("must be in 0..%d (0: the kernel's default, %d), got %d", kernel.MaxAgentsCeiling, kernel.DefaultMaxAgents, n)
-		}
-		return nil
-	}},
 	"turn": {[]kind{kUint}, func(v reflect.Value) error {
 		if v.Uint() < 1 {
 			return fmt.Errorf("turns are numbered from 1")

@@ -382,10 +382,15 @@ limits:
   debounce: "100ms"
   max_depth: 8
   max_children: 16
+  max_agents: 64
   max_requests: 50
   max_message_bytes: 1048576
   max_calls: 3
   max_parallel_tools: 8
+  max_parallel_requests: 8
+  approval_timeout: "5m0s"
+  context_window: 0
+  compact_percent: 80
 agents:
   "c.d": []
   "main":

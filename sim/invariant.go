@@ -39,6 +39,7 @@ const (
 	NoWaitingForNothing     Invariant = "I22"
 	ViewsTellTruth          Invariant = "I23"
 	RebuildsExactly         Invariant = "I24"
+	SpansEnd                Invariant = "I25"
 	Liveness                Invariant = "liveness"
 
 	// RunLimit is no invariant: the run hit its event budget.
@@ -72,16 +73,17 @@ var invariantTable = [...]invariantSpec{
 	{NoUIText, "UI strings never enter a transcript", "check_transcript.go"},
 	{TypedOutcomes, "one terminal outcome per turn and one result per call, each with a reason the run justifies; a delegation's result is its child's real outcome, a tool message says what the lifecycle says in its documented JSON form, and an aborted turn leaves exactly one marker", "check_outcomes.go"},
 	{FinishedCallsOnly, "a finished stream's message records the calls it delivered, and a tool starts only as one of them, only once (again after a crash only when its tool is idempotent); the calls a cut stream was still sending are recorded as dropped", "check_calls.go"},
-	{CapsHold, "a message past max_message_bytes is cut in that step (what fit kept, reason output_limit); no call beyond max_calls of its message runs; no agent runs more than max_parallel_tools tools, and no call waits while a slot is free or starts ahead of an earlier waiting one", "check_calls.go"},
+	{CapsHold, "a message past max_message_bytes is cut in that step (what fit kept, reason output_limit); at most max_calls calls of one message run, and a call is refused max_calls only when it could run and max_calls calls before it run (a call that never runs takes no slot); no agent runs more than max_parallel_tools tools, and a call waiting for a slot starts in the step one frees (whatever freed it), never behind a later call", "check_calls.go"},
 	{ChildDeadlineClamped, "a child's turn deadline never reaches past its parent's: a turn timer set for a child is earlier than the parent's deadline (a child without one is cut by its ancestor's)", "check_deadlines.go"},
 	{MarkersTell, "a marker's outcome and reason are its turn's, and partial=\"true\" exactly when the message right above it is assistant text that was cut off (by the turn's abort or failure, or a crash whose restart the budget refused)", "check_content.go"},
 	{InputsAnswered, "an input is refused exactly where the spec refuses it (empty text, after shutdown, a submission while the root works, a cancel naming no agent; a world event only when malformed), a refusal changes nothing, and an input accepted while the root is Interrupted starts the next turn in the step the tree settles", "check_inputs.go"},
-	{RequestBudget, "no agent makes more requests (max_requests) or spawns more children (max_children) in one turn than its budget, no agent streams two requests at once (a request starts only once every earlier one of its agent was answered or told to stop), no child sits deeper than max_depth, and the tree never holds more than max_agents agents", "check_calls.go"},
+	{RequestBudget, "no agent makes more requests (max_requests) or spawns more children (max_children) in one turn than its budget, no agent streams two requests at once (a request starts only once every earlier one of its agent was answered or told to stop), no child sits deeper than max_depth, the tree never holds more than max_agents agents nor streams more than max_parallel_requests requests, and no request waits while a slot is free or starts ahead of one that waits", "check_calls.go"},
 	{ResultsCarryText, "streamed text and an adapter's retries are published once as they arrive, a turn's end carries the text its agent produced (the final answer, or what its abort or failure cut off), and a delegation's result tells the parent exactly that, under the child's name", "check_content.go"},
-	{OpEndsTruthful, "an op's end says what ended it (completed or failed by its own answer, cancelled by the answer to its cancel, abandoned when its grace ran out, lost when the host crashed and a recovery resolved it), in the step that ended it; a tool's real result after its cancel is dropped with one late record, and no other answer leaves one", "check_accounting.go"},
+	{OpEndsTruthful, "an op's end says what ended it (completed or failed by its own answer, cancelled by the answer to its cancel, abandoned when its grace ran out, lost when the host crashed and a recovery resolved it), in the step that ended it; a tool's real result that answers its cancel within its grace is dropped with one late record, and no other answer leaves one (after the grace abandoned the op, what it sends is stale, I8)", "check_accounting.go"},
 	{NoWaitingForNothing, "no agent waits for nothing: in the step the last of its calls gets its result it sends its next request or ends its turn, a delegation's call gets its result in the step its child's turn ends (if no abort closed it before), and an interrupted agent with nothing in flight and no child running settles in that step", "check_progress.go"},
-	{ViewsTellTruth, "what the kernel reports of an agent (its last outcome, reason and summary, its children, its turn's requests, deadline and abort reason, its ops in flight and live children) and of the tree (quiescence, which agent a path or name finds) is what the oracle observed", "check_views.go"},
+	{ViewsTellTruth, "what the kernel reports of an agent (its last outcome, reason and summary, its children, its turn's requests, deadline and abort reason, its ops in flight and live children, whether it was freed) and of the tree (quiescence, which agent a path or name finds) is what the oracle observed", "check_views.go"},
 	{RebuildsExactly, "a host rebuilt after a crash from the events it logged replays every logged step exactly as logged and holds the tree the crashed host held (every agent's view, the lifecycle log, quiescence)", "crash.go"},
+	{SpansEnd, "every span derived from the steps (an agent's turn, a request, a tool op, a delegation) starts in the step what it stands for starts, under its parent (a root turn's under none, a child's turn under the delegation that spawned it, the rest under their agent's turn), and ends exactly once, in the step the last of what it stands for and the spans under it ends, whatever ended it, with the error.type and typed reason of what did", "check_spans.go"},
 	{Liveness, "after the last input or fault every tree is idle within 2×grace + turn_timeout + debounce, and at the end of the run", "check_quiesce.go"},
 	{RunLimit, "(a run limit, not an invariant) the run delivered as many events as it may", "run.go"},
 	{Expectation, "(not an invariant) an expectation of the scenario holds", "expect.go"},
@@ -123,6 +125,9 @@ type Violation struct {
 	Detail    string
 	// Recent are the last events delivered before it, oldest first.
 	Recent []string
+	// Expect names the expectation an Expectation violation is of
+	// (ExpectVerdict.Name).
+	Expect string
 }
 
 // MarshalJSON writes times in Go duration syntax.

@@ -33,11 +33,21 @@ func (m *model) apply(effs []kernel.Effect) {
 			a := m.observe(e.Agent)
 			a.t.requests++
 			a.llmRequests++
+			if m.restarts(e.Agent) {
+				a.restarts++
+				a.t.restarts++
+			}
 			a.t.lastReq = e.Op
 			a.liveOps++
 			a.started = a.started[:0]
 			n.a, n.count = a, a.t.requests
+			n.firstWaiting = kernel.NoAgent
+			if len(m.waiting) > 0 {
+				n.firstWaiting = m.waiting[0]
+			}
+			m.unwait(a)
 			n.op, n.bad = m.startOp(e, false)
+			n.liveRequests = m.liveRequests()
 		case kernel.EffStartTool:
 			m.startTool(e, n)
 		case kernel.EffCancelLLM, kernel.EffCancelTool:
@@ -66,6 +76,7 @@ func (m *model) apply(effs []kernel.Effect) {
 	// latest by the read of every agent at the end.
 	for i := 0; i < len(s.dirty); i++ {
 		m.refresh(s.dirty[i])
+		m.noteFinished(m.agents[s.dirty[i]])
 	}
 	quiet := m.busy == 0 && len(m.live) == 0 && len(m.timers) == 0
 	if quiet && !m.quiet {
@@ -159,6 +170,22 @@ func (m *model) startTool(e *kernel.Effect, n *note) {
 	}
 }
 
+// restarts reports whether a request agent starts now is the restart of
+// its request a crash lost: in the recovery's step, an agent whose stream
+// was lost (neither answered nor cancelled) starts at most one request,
+// and it is that one asked again (docs/semantics.md, "Recovery").
+func (m *model) restarts(agent kernel.AgentID) bool {
+	if !m.s.is(kernel.EvRecover) {
+		return false
+	}
+	for _, lost := range m.s.lost {
+		if !lost.tool && lost.agent == agent && !lost.terminal && lost.cancels == 0 {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *model) cancelOp(e *kernel.Effect, n *note) {
 	op := m.ops.get(e.Op)
 	n.op = op
@@ -216,6 +243,7 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 			if op.tool {
 				owner.liveTools--
 			}
+			m.noteFinished(owner) // a finished child whose last op ended
 			if i := slices.Index(m.live, op); i >= 0 {
 				m.live = slices.Delete(m.live, i, i+1)
 			}
@@ -230,7 +258,14 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		} else if l.Reason.IsTimeout() {
 			a.t.timedOut = l.Reason
 		}
+	case kernel.LifeRequestWaiting:
+		n.bad = a.waitingReq
+		if !a.waitingReq {
+			a.waitingReq = true
+			m.waiting = append(m.waiting, a.id)
+		}
 	case kernel.LifeInterrupted:
+		m.unwait(a) // an aborted turn's waiting request is never sent
 		n.bad = a.t.interrupted && a.t.turn == l.Turn
 		a.t.interrupted, a.t.abortReason = true, l.Reason
 		// The abort cuts the request that ran when the step began (its
@@ -250,6 +285,9 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		}
 		s.started = append(s.started, a)
 	case kernel.LifeTurnEnded:
+		if l.Outcome == kernel.OutcomeBudgetExhausted && a.t.restarts > 0 {
+			m.crashSpent(a, l.Turn)
+		}
 		e := turnEndObs{l: l, a: a, second: a.endedTurn == l.Turn && l.Turn != 0, facts: a.t, owed: a.owed}
 		a.owed = nil
 		if !e.second {

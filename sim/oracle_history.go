@@ -14,6 +14,12 @@ func (m *model) refresh(id kernel.AgentID) {
 	s := &m.s
 	a := m.observe(id)
 	v := m.c.View(id)
+	if a.freed || v.Freed {
+		// A freed agent's view holds nothing to read; I23 judges that it
+		// says Freed exactly when the agent finished before this step.
+		a.viewFreed = v.Freed
+		return
+	}
 	if v.State != a.state {
 		s.changes = append(s.changes, stateChange{a: a, from: a.state, to: v.State})
 		if (a.state == fsm.Idle) != (v.State == fsm.Idle) {

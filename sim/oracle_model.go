@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"slices"
 	"strings"
 	"time"
 
@@ -48,6 +49,16 @@ type model struct {
 	nEmitted uint64
 	s        stepObs
 	mark     []uint32
+	// spent says which turns ran out of max_requests with a request a
+	// recovery asked again among them (crashSpent).
+	spent []spentTurn
+	// finishing are the children that finished in this step (their turn
+	// ended and their ops too): the core frees them at the start of the
+	// next, when the model marks them freed.
+	finishing []kernel.AgentID
+	// waiting are the agents whose next request waits for a slot, in the
+	// order their request_waiting records came.
+	waiting []kernel.AgentID
 }
 
 // agentObs is what the model knows of one agent.
@@ -103,10 +114,25 @@ type agentObs struct {
 	endedDeadline time.Duration
 	endedStep     uint32
 	view          View
-	llmRequests   int
-	liveOps       int
-	liveTools     int
+	// llmRequests counts the requests it started, restarts those of them
+	// a recovery started in place of a lost one (asked).
+	llmRequests int
+	restarts    int
+	liveOps     int
+	liveTools   int
+	// finishing: the agent finished in this step; freed: it finished
+	// before this step, so the core no longer holds it (view is then its
+	// last view read while held, and viewFreed what the core's view said
+	// at the last read since).
+	finishing, freed, viewFreed bool
+	// waitingReq: its next request waits for a slot (m.waiting holds it).
+	waitingReq bool
 }
+
+// asked is how many requests the agent's model was asked, a request a
+// recovery restarted counted once (docs/semantics.md,
+// "Expectations under a crash").
+func (a *agentObs) asked() int { return a.llmRequests - a.restarts }
 
 // turnFacts are what happened in one turn of an agent, as far as the
 // outcome of the turn and the results of its calls are judged by them.
@@ -114,6 +140,9 @@ type turnFacts struct {
 	turn     uint64
 	start    time.Duration
 	requests int
+	// restarts: requests a recovery asked again (counted in requests, as
+	// max_requests counts them).
+	restarts int
 	lastReq  kernel.OpID
 	spawned  int
 	// userCancelled: an acting cancel named this agent; parentAborted: an
@@ -243,7 +272,7 @@ func newModel(c Core, cfg kernel.Config) *model {
 	m := &model{
 		lim: cfg.Limits, c: c,
 		delegateTool: cmp.Or(cfg.DelegateTool, kernel.DefaultDelegateTool),
-		maxAgents:    cmp.Or(cfg.MaxAgents, kernel.DefaultMaxAgents),
+		maxAgents:    cfg.MaxAgents,
 		idempotent:   cfg.Idempotent,
 		timers:       make(map[kernel.OpID]timerObs),
 		calls:        make(map[callKey]*callObs),
@@ -270,6 +299,61 @@ func (m *model) observe(id kernel.AgentID) *agentObs {
 		open: map[string]bool{}, ids: map[string]struct{}{}}
 	m.agents[id] = a
 	return a
+}
+
+// noteFinished records a child that has finished: its turn ended and every
+// op it ran ended. The core frees it at the start of the next step
+// (docs/semantics.md, "Finished agents"); the root is never freed.
+func (m *model) noteFinished(a *agentObs) {
+	if a.id == kernel.Root || a.finishing || a.state != fsm.Idle || a.startedTurn == 0 || a.endedTurn != a.startedTurn || a.liveOps > 0 {
+		return
+	}
+	a.finishing = true
+	m.finishing = append(m.finishing, a.id)
+}
+
+// freeFinished marks freed the children that finished in the last step.
+func (m *model) freeFinished() {
+	for _, id := range m.finishing {
+		m.agents[id].freed = true
+	}
+	m.finishing = m.finishing[:0]
+}
+
+// liveRequests is how many requests the tree streams: started and not
+// ended (a cancelled one until it ends).
+func (m *model) liveRequests() int {
+	n := 0
+	for _, op := range m.live {
+		if !op.tool {
+			n++
+		}
+	}
+	return n
+}
+
+// unwait takes a's request out of the waiting queue (it was sent, or its
+// turn was aborted).
+func (m *model) unwait(a *agentObs) {
+	if !a.waitingReq {
+		return
+	}
+	a.waitingReq = false
+	if i := slices.Index(m.waiting, a.id); i >= 0 {
+		m.waiting = slices.Delete(m.waiting, i, i+1)
+	}
+}
+
+// held is how many agents the core holds: every agent the model has seen
+// spawned (and the root) that is not freed.
+func (m *model) held() int {
+	n := 0
+	for _, a := range m.agents {
+		if a != nil && !a.freed {
+			n++
+		}
+	}
+	return n
 }
 
 // agent is the agent id names, or nil.

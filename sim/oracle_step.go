@@ -85,6 +85,7 @@ const (
 	staleDuplicate
 	staleCancelled // progress of an op after its cancel
 	staleTimer     // a timer that is not set
+	staleEmpty     // a call fragment with no id, no name and no arguments: no progress
 )
 
 // cancelObs is a cancel (or shutdown) as read before the step.
@@ -121,6 +122,11 @@ type note struct {
 	rerun *opObs
 	// delegated: the parent's state before the step.
 	was fsm.State
+	// start_llm: how many requests the tree streams with it, and the
+	// agent whose request waited longest when it started (NoAgent: none
+	// waited; docs/semantics.md, "Budgets and caps").
+	liveRequests int
+	firstWaiting kernel.AgentID
 }
 
 // turnEndObs is a turn_ended event with the facts of the turn it ends.
@@ -208,6 +214,7 @@ func (s *stepObs) is(k kernel.EventKind) bool { return !s.final && s.ev.Kind == 
 // begin reads the event about to be stepped, before the core steps it.
 func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 	m.now = ev.At
+	m.freeFinished()
 	s := &m.s
 	s.reset(ev, target)
 	root := m.agents[kernel.Root]
@@ -320,8 +327,12 @@ func (m *model) beginWorld(ev *kernel.Event) {
 			s.stale, s.staleWhy = staleCancelled, "chunk after cancel"
 			return
 		}
-		s.op = op
 		op.lastChunk = ev.Chunk
+		if ev.Text == "" && ev.Call != nil && ev.Call.ID == "" && ev.Call.Name == "" && ev.Call.Args == "" {
+			s.stale, s.staleWhy = staleEmpty, "call fragment adds nothing"
+			return
+		}
+		s.op = op
 		if m.overCap(op, ev) {
 			return
 		}

@@ -43,6 +43,20 @@ func Probes() []Probe {
 	}
 }
 
+// MinDepth is the shallowest delegation chain a world needs before p can
+// be reached (the root alone is 0): a child's situations need a child,
+// the depth-4 probes an agent four delegations down. A sweep requires a
+// probe only when its worlds may be that deep (sweep.Summary.Unreached).
+func (p Probe) MinDepth() int {
+	switch p {
+	case ProbeCancelDeepTooling, ProbeDepth4Delegation:
+		return 4
+	case ProbeCancelSingleChild, ProbeCancelThirdChild, ProbeInterjectDelegating:
+		return 1
+	}
+	return 0
+}
+
 // probeSet is the probes' observer: it reads the model before and after
 // each step, apart from the checkers, and judges nothing.
 type probeSet struct {

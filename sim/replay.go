@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
@@ -24,6 +25,8 @@ type ReplayResult struct {
 	FirstDiff int
 	Want, Got string
 	SHA256    string
+	// End is the virtual time the run ended at.
+	End time.Duration
 }
 
 // MaxTraceLine bounds one trace line when reading.
@@ -33,8 +36,23 @@ const MaxTraceLine = 16 << 20
 // trace names its scenario (embedded in the header), which is run again with
 // the same options; a live trace is replayed by feeding its recorded events
 // to a fresh kernel with the recorded configuration (record real, replay
-// simulated).
-func Replay(r io.Reader) (*ReplayResult, error) {
+// simulated). The re-run has DefaultMemoryBudget (ReplayWithin).
+func Replay(r io.Reader) (*ReplayResult, error) { return ReplayWithin(r, DefaultMemoryBudget) }
+
+// ReplayWithin is Replay with a memory budget (Options.MemoryBudget): a
+// trace is a small file that can ask for a huge run — its header's
+// scenario and limits are whatever was written there — so the re-run, a
+// simulator's or a live trace's, stops with ErrBudget once it holds that
+// much by the simulator's count (budget.go). A limit the header leaves out
+// has its bounded default.
+func ReplayWithin(r io.Reader, memoryBudget int64) (*ReplayResult, error) {
+	return ReplayObserved(r, memoryBudget, nil)
+}
+
+// ReplayObserved is ReplayWithin with every replayed step shown to observe
+// (nil: none), as Options.Observe sees a simulated run's — a Perfetto
+// timeline of a live trace, for one (escapement sim replay --perfetto).
+func ReplayObserved(r io.Reader, memoryBudget int64, observe func(StepInfo)) (*ReplayResult, error) {
 	recorded, err := io.ReadAll(io.LimitReader(r, 1<<30))
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
@@ -45,6 +63,7 @@ func Replay(r io.Reader) (*ReplayResult, error) {
 		return nil, err
 	}
 	var buf bytes.Buffer
+	var end time.Duration
 	switch hdr.Source {
 	case "sim":
 		s, err := Load("trace:"+hdr.Name, []byte(hdr.Scenario))
@@ -55,26 +74,31 @@ func Replay(r io.Reader) (*ReplayResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		opt.Trace, opt.Build, opt.Idempotent = &buf, hdr.Build, hdr.Idempotent
-		if _, err := Run(s, opt); err != nil {
+		opt.Trace, opt.Build, opt.Idempotent, opt.MemoryBudget, opt.Observe = &buf, hdr.Build, hdr.Idempotent, memoryBudget, observe
+		res, err := Run(s, opt)
+		if err != nil {
 			return nil, err
 		}
+		end = res.End
 	case "live":
-		if err := replayLive(hdr, recorded, &buf); err != nil {
+		if end, err = replayLive(hdr, recorded, &buf, budget{limit: memoryBudget}, observe); err != nil {
 			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("trace header: unknown source %q", hdr.Source)
 	}
-	return compareTraces(hdr, recorded, buf.Bytes()), nil
+	res := compareTraces(hdr, recorded, buf.Bytes())
+	res.End = end
+	return res, nil
 }
 
 // replayLive feeds a live trace's events to a fresh kernel, writing a new
-// trace with the same header, notes and end line.
-func replayLive(hdr trace.Header, recorded []byte, out io.Writer) error {
+// trace with the same header, notes and end line, within budget b, and
+// showing each step to observe (nil: none). It returns the end line's time.
+func replayLive(hdr trace.Header, recorded []byte, out io.Writer, b budget, observe func(StepInfo)) (time.Duration, error) {
 	k, err := kernel.New(hdr.Config())
 	if err != nil {
-		return fmt.Errorf("trace header config: %w", err)
+		return 0, fmt.Errorf("trace header config: %w", err)
 	}
 	w := trace.NewWriter(out, hdr)
 	sc := bufio.NewScanner(bytes.NewReader(recorded))
@@ -85,38 +109,46 @@ func replayLive(hdr trace.Header, recorded []byte, out io.Writer) error {
 		line++
 		rec, err := trace.ReadRecord(sc.Bytes())
 		if err != nil {
-			return fmt.Errorf("trace line %d: %w", line, err)
+			return 0, fmt.Errorf("trace line %d: %w", line, err)
 		}
 		switch rec.Type {
 		case "step":
 			if rec.Event == nil {
-				return fmt.Errorf("trace line %d: step record without event", line)
+				return 0, fmt.Errorf("trace line %d: step record without event", line)
 			}
 			ev := *rec.Event
 			if ev.At < k.Now() {
-				return fmt.Errorf("trace line %d: time goes backwards (%v < %v)", line, ev.At, k.Now())
+				return 0, fmt.Errorf("trace line %d: time goes backwards (%v < %v)", line, ev.At, k.Now())
 			}
 			target := k.Target(ev)
-			w.Step(k, ev, target, k.AgentState(target), k.Step(ev))
+			before := k.AgentState(target)
+			effs := k.Step(ev)
+			w.Step(k, ev, target, before, effs)
+			if observe != nil {
+				observe(StepInfo{Event: ev, Target: target, Before: before, After: k.AgentState(target), Effects: effs, Core: kernelCore{k}})
+			}
+			if b.step(&ev, effs, k.NumAgents()); b.spent() {
+				return 0, b.err(hdr.Name, line-1)
+			}
 		case "note":
 			at, err := parseAt(rec.At)
 			if err != nil {
-				return fmt.Errorf("trace line %d: %w", line, err)
+				return 0, fmt.Errorf("trace line %d: %w", line, err)
 			}
 			w.Note(at, rec.Note)
 		case "end":
 			at, err := parseAt(rec.At)
 			if err != nil {
-				return fmt.Errorf("trace line %d: %w", line, err)
+				return 0, fmt.Errorf("trace line %d: %w", line, err)
 			}
 			_, err = w.Close(at)
-			return err
+			return at, err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read trace: %w", err)
+		return 0, fmt.Errorf("read trace: %w", err)
 	}
-	return errors.New("trace has no end line (the recording was cut short)")
+	return 0, errors.New("trace has no end line (the recording was cut short)")
 }
 
 func compareTraces(hdr trace.Header, want, got []byte) *ReplayResult {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/spans"
 	"github.com/escapement/escapement/kernel/trace"
 )
 
@@ -21,6 +22,9 @@ type Options struct {
 	Trace io.Writer
 	// Core builds the agent loop under test; nil is the real kernel.
 	Core CoreFactory
+	// Spans builds the span derivation the oracle holds to I25; nil is
+	// kernel/spans (tests pass broken ones).
+	Spans func(spans.Config) SpanDeriver
 	// TimeLimit stops a run at this virtual time (default DefaultTimeLimit).
 	TimeLimit time.Duration
 	// MaxEvents stops a run after this many delivered events (default
@@ -45,6 +49,14 @@ type Options struct {
 	// (ascending, each at least 1; a recovery is an event too, so k and
 	// k+1 crash again right after the recovery). It implies Durable.
 	CrashAt []int
+	// NoTrace writes no trace at all, not even its hash (Result.TraceSHA256
+	// stays empty): an explorer runs a scenario's prefixes again and again,
+	// and nobody reads those traces (docs/semantics.md, "Exploration").
+	NoTrace bool
+	// MemoryBudget bounds what the run may hold, in bytes as the simulator
+	// counts them (budget.go); a run past it stops with ErrBudget. 0:
+	// DefaultMemoryBudget.
+	MemoryBudget int64
 }
 
 // StepInfo is one step as seen by Options.Observe.
@@ -120,7 +132,8 @@ type Result struct {
 	Violations []Violation
 	// Outcomes maps every agent's path to its last turn's outcome.
 	Outcomes map[string]string
-	// LLMRequests maps every agent's path to the requests it made.
+	// LLMRequests maps every agent's path to the requests it made, as the
+	// model was asked them: a request a recovery restarted counts once.
 	LLMRequests map[string]int
 	// QuiescentAt is when the tree last became quiescent (every agent Idle,
 	// nothing in flight, no timer set); events after it were stale.
@@ -136,6 +149,15 @@ type Result struct {
 	Probes map[Probe]int
 	// Agents is how many agents the tree held.
 	Agents int
+	// Expectations are the scenario's expectations as judged, in order.
+	Expectations []ExpectVerdict
+	// Crashes are the host's crashes, in order, each with how its
+	// recovery changed the run's story.
+	Crashes []Crash
+	// CrashChanged are the expectations the run did not meet after a
+	// crash changed its story; they do not fail it (docs/semantics.md,
+	// "Expectations under a crash").
+	CrashChanged []Violation
 }
 
 // Sim is one simulation in progress. Run drives it to the end; tests that
@@ -164,6 +186,12 @@ type Sim struct {
 	cfg     kernel.Config
 	log     *hostLog
 	crashes int
+	// recovering: the recovery's own step is being delivered (Recover
+	// crashes again after it, once it has done its bookkeeping).
+	recovering bool
+	// budget counts what the run holds; overBudget is set once it passed.
+	budget     budget
+	overBudget error
 }
 
 // New prepares a run of s: the scenario's inputs and faults are queued.
@@ -173,6 +201,9 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	}
 	if opt.MaxEvents == 0 {
 		opt.MaxEvents = DefaultMaxEvents
+	}
+	if opt.MemoryBudget == 0 {
+		opt.MemoryBudget = DefaultMemoryBudget
 	}
 	if err := checkCrashAt(opt.CrashAt); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
@@ -187,23 +218,26 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
-	out := opt.Trace
-	if out == nil {
-		out = io.Discard
-	}
-	hdr := trace.Header{
-		Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
-		Limits: s.Limits, RootName: RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
-	}
-	hdr.Options = headerOptions(opt)
 	m := &Sim{
 		s: s, opt: opt, core: core,
-		tw:  trace.NewWriter(out, hdr),
-		w:   newWorld(s),
-		o:   newOracle(core, cfg),
+		w:   newWorld(s, opt.Idempotent),
+		o:   newOracle(core, cfg, opt.Spans),
 		res: &Result{Name: s.Name, File: s.File},
 
 		factory: factory, cfg: cfg,
+		budget: budget{limit: opt.MemoryBudget},
+	}
+	if !opt.NoTrace {
+		out := opt.Trace
+		if out == nil {
+			out = io.Discard
+		}
+		hdr := trace.Header{
+			Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
+			Limits: s.Limits, RootName: RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
+		}
+		hdr.Options = headerOptions(opt)
+		m.tw = trace.NewWriter(out, hdr)
 	}
 	if opt.Durable || len(opt.CrashAt) > 0 {
 		m.log = newHostLog()
@@ -261,12 +295,12 @@ func (m *Sim) stepUntil(until time.Duration) bool {
 	for !m.stop && m.w.q.len() > 0 && m.w.q.peek().at <= until {
 		if m.perm != nil {
 			if note := m.perm.reorder(&m.w.q); note != "" {
-				m.tw.Note(m.w.q.peek().at, note)
+				m.note(m.w.q.peek().at, note)
 			}
 		}
 		if m.sched != nil && !m.dead(m.w.q.peek()) {
 			if note := m.sched.reorder(m); note != "" {
-				m.tw.Note(m.w.q.peek().at, note)
+				m.note(m.w.q.peek().at, note)
 			}
 		}
 		if m.dead(m.w.q.peek()) {
@@ -299,6 +333,11 @@ func (m *Sim) withinLimits() bool {
 		m.o.m.stopped, m.stop = true, true
 		return false
 	}
+	if m.budget.spent() {
+		m.overBudget = m.budget.err(m.s.Name, m.res.Events)
+		m.stop = true
+		return false
+	}
 	return true
 }
 
@@ -318,13 +357,13 @@ func (m *Sim) take() bool {
 		delete(m.w.timers, it.ev.Op)
 		ev = it.ev
 	case itemFault:
-		m.tw.Note(it.at, m.w.activate(it.at, m.core, it.index))
+		m.note(it.at, m.w.activate(it.at, m.core, it.index))
 		return false
 	case itemInput:
 		var note string
-		ev, note = inputEvent(m.inputs[it.index], m.core)
+		ev, note = inputEvent(m.inputs[it.index], m.core, m.o.m)
 		if note != "" {
-			m.tw.Note(it.at, note)
+			m.note(it.at, note)
 		}
 		if ev.Kind == kernel.EventNone {
 			return false
@@ -332,6 +371,13 @@ func (m *Sim) take() bool {
 	}
 	m.deliver(ev, &it)
 	return true
+}
+
+// note writes a note into the trace (none with Options.NoTrace).
+func (m *Sim) note(at time.Duration, text string) {
+	if m.tw != nil {
+		m.tw.Note(at, text)
+	}
 }
 
 // dead reports an item that would deliver nothing: a world event superseded
@@ -359,10 +405,10 @@ func (m *Sim) Advance(d time.Duration) {
 // Input delivers a user input now (the state-machine test's actions). The
 // input counts as activity for the liveness bound.
 func (m *Sim) Input(in Input) {
-	ev, note := inputEvent(in, m.core)
+	ev, note := inputEvent(in, m.core, m.o.m)
 	m.o.activity(m.now)
 	if note != "" {
-		m.tw.Note(m.now, note)
+		m.note(m.now, note)
 	}
 	if ev.Kind != kernel.EventNone {
 		m.deliver(ev, nil)
@@ -377,12 +423,20 @@ func (m *Sim) Input(in Input) {
 // without it the core lives on. The crash counts as activity for the
 // liveness bound.
 func (m *Sim) Recover() {
-	m.w.crash()
+	c := Crash{After: m.res.Events, At: m.now, Changed: m.w.crash(m.now, m.core)}
+	if m.o.m.shutdown {
+		c.Changed = append(c.Changed, shutdownEnds)
+	}
 	m.o.activity(m.now)
 	if m.log != nil {
 		m.rebuild()
 	}
+	m.recovering = true
 	m.deliver(kernel.Recover(0), nil)
+	m.recovering = false
+	c.Changed = append(c.Changed, m.w.recovered(m.core)...)
+	m.res.Crashes = append(m.res.Crashes, c)
+	m.crashDue()
 }
 
 // Deliver delivers a world event now, as a driver would — the
@@ -397,7 +451,9 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	before := m.core.AgentState(target)
 	m.o.before(&ev, target)
 	effs := m.core.Step(ev)
-	m.tw.Step(m.core, ev, target, before, effs)
+	if m.tw != nil {
+		m.tw.Step(m.core, ev, target, before, effs)
+	}
 	m.o.after(effs)
 	if m.log != nil {
 		m.log.record(m.core, ev, target, before, effs)
@@ -405,13 +461,16 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	if m.opt.Observe != nil {
 		m.opt.Observe(StepInfo{Event: ev, Target: target, Before: before, After: m.core.AgentState(target), Effects: effs, Core: m.core})
 	}
+	m.budget.step(&ev, effs, m.core.NumAgents())
 	m.w.apply(m.now, m.core, effs)
 	if it != nil && it.kind == itemWorld {
 		m.w.delivered(it.op, ev, m.now, it.dup)
 	}
 	m.res.Events++
 	m.res.End = m.now
-	m.crashDue()
+	if !m.recovering {
+		m.crashDue()
+	}
 }
 
 // Finish delivers whatever is still queued, runs the end-of-run checks and
@@ -419,35 +478,41 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 func (m *Sim) Finish() (*Result, error) {
 	for m.Step() {
 	}
+	if m.overBudget != nil {
+		return nil, m.overBudget // its end-of-run checks would read all of it
+	}
 	res, o, core := m.res, m.o, m.core
 	o.finish()
 	res.QuiescentAt = res.End
 	if o.m.quiet {
 		res.QuiescentAt = o.m.quietAt
 	}
-	sum, err := m.tw.Close(res.End)
-	if err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", m.s.Name, err)
+	if m.tw != nil {
+		sum, err := m.tw.Close(res.End)
+		if err != nil {
+			return nil, fmt.Errorf("scenario %s: %w", m.s.Name, err)
+		}
+		res.TraceSHA256 = sum
 	}
-	res.TraceSHA256 = sum
 	res.Probes = o.probes.counts
 	res.Agents = core.NumAgents()
 	res.Outcomes = map[string]string{}
 	res.LLMRequests = map[string]int{}
 	for id := 0; id < core.NumAgents(); id++ {
-		v := core.View(kernel.AgentID(id))
-		res.Outcomes[v.Path] = v.Outcome.String()
-		res.LLMRequests[v.Path] = o.m.agents[id].llmRequests // finish observed every agent
+		a := o.m.agents[id] // finish observed every agent (a freed one as last held)
+		res.Outcomes[a.view.Path] = a.view.Outcome.String()
+		res.LLMRequests[a.view.Path] = a.asked()
 	}
-	checkExpect(m.s, core, o, res)
-	res.Violations = o.out
+	checkExpect(m.s, core, o, res, m.opt.Permute)
+	res.Violations = crashJudged(res, o.m.spent, o.out)
 	res.Passed = len(res.Violations) == 0
 	return res, nil
 }
 
 // inputEvent turns a scripted input into a kernel event, resolving a cancel's
-// agent at the moment it is pressed.
-func inputEvent(in Input, c Core) (kernel.Event, string) {
+// agent at the moment it is pressed (one the core has freed too: the press
+// names it, and the core answers it as for any finished agent).
+func inputEvent(in Input, c Core, m *model) (kernel.Event, string) {
 	switch {
 	case in.Submit != "":
 		return kernel.Submit(0, in.Submit), ""
@@ -456,7 +521,7 @@ func inputEvent(in Input, c Core) (kernel.Event, string) {
 	case in.Shutdown:
 		return kernel.Shutdown(0), ""
 	}
-	id, ok := findAgent(c, in.Cancel)
+	id, ok := findAgent(c, m, in.Cancel)
 	if !ok {
 		return kernel.Event{}, fmt.Sprintf("cancel of %s: no such agent (yet); nothing to press", in.Cancel)
 	}
@@ -464,10 +529,17 @@ func inputEvent(in Input, c Core) (kernel.Event, string) {
 }
 
 // findAgent resolves a path, instance name or script name (first instance)
-// to an agent id.
-func findAgent(c Core, ref string) (kernel.AgentID, bool) {
+// to an agent id: among the agents the core holds, and the freed ones as
+// the model last saw them.
+func findAgent(c Core, m *model, ref string) (kernel.AgentID, bool) {
 	for id := 0; id < c.NumAgents(); id++ {
-		if matches(c.View(kernel.AgentID(id)), ref) {
+		v := c.View(kernel.AgentID(id))
+		if v.Freed {
+			if a := m.agent(kernel.AgentID(id)); a != nil {
+				v = a.view
+			}
+		}
+		if matches(v, ref) {
 			return kernel.AgentID(id), true
 		}
 	}

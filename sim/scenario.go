@@ -23,9 +23,6 @@ type Scenario struct {
 	About  string        `scenario:"about,omitempty"`
 	Seed   uint64        `scenario:"seed,default=1"`
 	Limits kernel.Limits `scenario:"limits"`
-	// MaxAgents bounds the agents the tree may ever hold (kernel.Config;
-	// 0: the kernel's default). A delegation beyond it is refused.
-	MaxAgents int `scenario:"max_agents,omitempty,check=agents"`
 	// Agents maps a script name to its replies; the root's script is "main".
 	Agents map[string]Script   `scenario:"agents,keys=name"`
 	Tools  map[string]ToolSpec `scenario:"tools,omitempty,keys=tool"`
@@ -231,6 +228,13 @@ type Expect struct {
 	// QuiescentBy: the tree is quiescent by this virtual time (0: unchecked).
 	QuiescentBy time.Duration            `scenario:"quiescent_by,omitempty"`
 	History     map[string]HistoryExpect `scenario:"history,omitempty"`
+	// ScheduleDependent names the expectations above that hold on some
+	// schedules only (Scenario.ExpectNames: outcomes.REF, history.REF, …).
+	// A plain run judges them like the others; `escapement sim explore`
+	// requires the rest on every schedule it explores and says on how
+	// many schedules each of these held (docs/semantics.md,
+	// "Exploration").
+	ScheduleDependent []string `scenario:"schedule_dependent,omitempty"`
 }
 
 // HistoryExpect constrains one agent's final history.
@@ -375,5 +379,5 @@ func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
 
 // KernelConfig is the kernel configuration a run of s uses.
 func (s *Scenario) KernelConfig() kernel.Config {
-	return kernel.Config{Limits: s.Limits, RootName: RootScript, MaxAgents: s.MaxAgents}
+	return kernel.Config{Limits: s.Limits, RootName: RootScript}
 }

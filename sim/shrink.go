@@ -30,6 +30,7 @@ func (s *Scenario) Clone() *Scenario {
 	c.Expect.Outcomes = maps.Clone(s.Expect.Outcomes)
 	c.Expect.LLMRequests = maps.Clone(s.Expect.LLMRequests)
 	c.Expect.History = maps.Clone(s.Expect.History)
+	c.Expect.ScheduleDependent = slices.Clone(s.Expect.ScheduleDependent)
 	return &c
 }
 

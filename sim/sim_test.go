@@ -425,7 +425,10 @@ func TestSameInstantOrder(t *testing.T) {
 // its text kept partial, an idempotent tool runs again and any other is
 // answered tool_lost, an op being cancelled ends lost so the tree settles,
 // a restart the budget refuses ends the turn, a debounce window survives,
-// a child's stream restarts under its waiting parent.
+// a child's stream restarts under its waiting parent. A restarted request
+// is the same request asked again: it gets the reply the lost one was
+// getting (the script's next reply is never reached) and counts once in
+// the requests the model was asked.
 func TestRecovery(t *testing.T) {
 	const tools = "tools:\n  slow: {duration: 2s, result: slow result}\n  risky: {duration: 2s, result: risky result}\n  stuck: {duration: 30s, on_cancel: ignore, result: late}\n"
 	for _, c := range []struct {
@@ -435,8 +438,8 @@ func TestRecovery(t *testing.T) {
 		requests  int
 		contains  []string
 	}{
-		{"stream", "agents:\n  main:\n    - {text: one two three four five six, rate: 10}\n    - {text: recovered answer}\ninputs:\n  - {at: 0s, submit: go}\n",
-			350 * time.Millisecond, "completed", 2, []string{"one two ", "recovered answer"}},
+		{"stream", "agents:\n  main:\n    - {text: one two three four five six, rate: 10}\n    - {text: never asked}\ninputs:\n  - {at: 0s, submit: go}\n",
+			350 * time.Millisecond, "completed", 1, []string{"one two ", "one two three four five six"}},
 		{"tools", "agents:\n  main:\n    - calls: [{tool: slow, args: {n: 1}}, {tool: risky, args: {n: 2}}]\n    - {text: done}\n" + tools + "inputs:\n  - {at: 0s, submit: go}\n",
 			time.Second, "completed", 2, []string{`"type":"tool_lost","status":"lost","reason":"crash"`, "slow result", "done"}},
 		{"waiting", "limits: {max_parallel_tools: 1}\nagents:\n  main:\n    - calls: [{tool: risky, args: {n: 1}}, {tool: slow, args: {n: 2}}]\n    - {text: done}\n" + tools + "inputs:\n  - {at: 0s, submit: go}\n",
@@ -447,8 +450,8 @@ func TestRecovery(t *testing.T) {
 			350 * time.Millisecond, "budget_exhausted", 1, []string{`reason="budget" partial="true"`}},
 		{"debounce", "agents:\n  main:\n    - {text: one two three four five six, rate: 10}\n    - {text: adjusted}\ninputs:\n  - {at: 0s, submit: go}\n  - {at: 350ms, interject: wait}\n",
 			400 * time.Millisecond, "completed", 2, []string{"wait", "adjusted"}},
-		{"child", "agents:\n  main:\n    - calls: [{delegate: kid, prompt: work}]\n    - {text: parent done}\n  kid:\n    - {text: kid works slowly here, rate: 5}\n    - {text: kid recovered}\ninputs:\n  - {at: 0s, submit: go}\n",
-			time.Second, "completed", 2, []string{"kid recovered", "parent done"}},
+		{"child", "agents:\n  main:\n    - calls: [{delegate: kid, prompt: work}]\n    - {text: parent done}\n  kid:\n    - {text: kid works slowly here, rate: 5}\n    - {text: never asked}\ninputs:\n  - {at: 0s, submit: go}\n",
+			time.Second, "completed", 2, []string{"kid works ", "kid works slowly here", `"summary":"kid works slowly here"`, "parent done"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := mustLoad(t, "name: "+c.name+"\n"+c.src)
@@ -476,6 +479,9 @@ func TestRecovery(t *testing.T) {
 				if !historyContains(all, sub) {
 					t.Errorf("no message contains %q", sub)
 				}
+			}
+			if historyContains(all, "never asked") {
+				t.Error("a restarted request got the script's next reply")
 			}
 		})
 	}

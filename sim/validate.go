@@ -106,6 +106,11 @@ func (s *Scenario) checkRefs() *LoadError {
 	tools := strings.Join(sortedKeys(s.Tools), ", ")
 	scripts := strings.Join(sortedKeys(s.Agents), ", ")
 	for _, name := range sortedKeys(s.Agents) {
+		if len(name) > kernel.MaxNameBytes {
+			// The kernel clips a child's name to this: a longer script
+			// could never be delegated to by its name.
+			return fieldErr(keyPath("agents").name(name), "a script name is at most %d bytes, got %d", kernel.MaxNameBytes, len(name))
+		}
 		for i, r := range s.Agents[name] {
 			for j, c := range r.Calls {
 				at := keyPath("agents", name).index(i).key("calls").index(j)
@@ -187,6 +192,26 @@ func (s *Scenario) checkRefs() *LoadError {
 			if err := s.checkAgentRef(ref); err != nil {
 				return fieldErr(keyPath("expect", sec.name).name(ref), "%v", err)
 			}
+		}
+	}
+	return s.checkScheduleDependent()
+}
+
+// checkScheduleDependent: expect.schedule_dependent names expectations the
+// scenario has, each once.
+func (s *Scenario) checkScheduleDependent() *LoadError {
+	names := s.ExpectNames()
+	for i, mark := range s.Expect.ScheduleDependent {
+		at := keyPath("expect", "schedule_dependent").index(i)
+		switch {
+		case !slices.Contains(names, mark):
+			known := strings.Join(names, ", ")
+			if known == "" {
+				known = "none"
+			}
+			return fieldErr(at, "%q names no expectation of this scenario (its expectations: %s)", mark, known)
+		case slices.Contains(s.Expect.ScheduleDependent[:i], mark):
+			return fieldErr(at, "%q given twice", mark)
 		}
 	}
 	return nil

@@ -53,6 +53,16 @@ type worldOp struct {
 	retryWait  time.Duration // the jittered wait of the last retry sent
 	hang       bool
 
+	// What the op met, so that the op a recovery starts in its place
+	// meets the same (keepLost): when it started; a request's reply (its
+	// index in its agent's script) and the call ids its calls took; a
+	// tool's call; the faults that hit it, in order.
+	start    time.Duration
+	reply    int
+	callBase int
+	call     string
+	faults   []int
+
 	// Tool call.
 	spec    ToolSpec
 	name    string
@@ -71,9 +81,16 @@ type world struct {
 	cursor  map[kernel.AgentID]int // next reply index per agent
 	armed   []int                  // faults waiting for the next op of their agent
 	callSeq int
+	// again holds what a crash lost, for the ops its recovery starts in
+	// their place (keepLost): an agent's request that was streaming, a
+	// call of an idempotent tool that was running. Empty but in a
+	// recovery's step.
+	again      map[kernel.AgentID]*worldOp
+	againTool  map[callKey]*worldOp
+	idempotent []string
 }
 
-func newWorld(s *Scenario) *world {
+func newWorld(s *Scenario, idempotent []string) *world {
 	src := rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)
 	w := &world{
 		s:      s,
@@ -82,6 +99,8 @@ func newWorld(s *Scenario) *world {
 		ops:    make(map[kernel.OpID]*worldOp),
 		timers: make(map[kernel.OpID]bool),
 		cursor: make(map[kernel.AgentID]int),
+
+		idempotent: idempotent,
 	}
 	for i, in := range s.Inputs {
 		w.q.push(item{at: in.At, kind: itemInput, index: i})
@@ -126,25 +145,35 @@ func (w *world) apply(now time.Duration, c Core, effs []kernel.Effect) {
 	}
 }
 
+// startLLM answers a request with its agent's next scripted reply — or,
+// for the request a recovery restarts, with the reply the lost one was
+// getting, its call ids and the faults that hit it (docs/semantics.md,
+// "Scripts": a provider asked the same again answers the same).
 func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 	v := c.View(e.Agent)
 	script := w.s.Agents[v.Script]
-	n := w.cursor[e.Agent]
-	w.cursor[e.Agent] = n + 1
+	lost := w.again[e.Agent]
+	delete(w.again, e.Agent)
+	n, seq := w.cursor[e.Agent], w.callSeq
+	if lost != nil {
+		n, seq = lost.reply, lost.callBase
+	} else {
+		w.cursor[e.Agent] = n + 1
+	}
 	reply := Reply{FirstToken: DefaultFirstToken, Rate: DefaultRate}
 	if n < len(script) {
 		reply = script[n]
 	}
-	op := &worldOp{id: e.Op, agent: e.Agent, errAfter: -1, firstToken: reply.FirstToken}
+	op := &worldOp{id: e.Op, agent: e.Agent, start: now, reply: n, callBase: seq, errAfter: -1, firstToken: reply.FirstToken}
 	op.interval, op.text, op.tokens = reply.Interval(), reply.Text, reply.Tokens()
 	if len(reply.Calls) > 0 {
 		op.frags = make([]kernel.CallDelta, 0, 3*len(reply.Calls))
 	}
 	for i, call := range reply.Calls {
-		w.callSeq++
+		seq++
 		id := call.ID
 		if id == "" {
-			id = "call_" + strconv.Itoa(w.callSeq)
+			id = "call_" + strconv.Itoa(seq)
 		}
 		name, args := call.Wire()
 		half := len(args) / 2
@@ -153,10 +182,11 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 			kernel.CallDelta{Index: i, Args: args[:half]},
 			kernel.CallDelta{Index: i, Args: args[half:]})
 	}
-	w.ops[e.Op] = op
-	if fi := w.takeArmed(c, e.Agent, false, ""); fi >= 0 {
-		w.applyFault(now, op, fi, true)
+	if lost == nil {
+		w.callSeq = seq
 	}
+	w.ops[e.Op] = op
+	w.meetFaults(now, c, op, lost, "")
 	if op.hang {
 		return
 	}
@@ -275,7 +305,7 @@ func (w *world) delivered(op *worldOp, ev kernel.Event, now time.Duration, dup b
 }
 
 func (w *world) startTool(now time.Duration, c Core, e *kernel.Effect) {
-	op := &worldOp{id: e.Op, agent: e.Agent, tool: true, name: e.Call.Name, errAfter: -1}
+	op := &worldOp{id: e.Op, agent: e.Agent, tool: true, start: now, name: e.Call.Name, call: e.Call.ID, errAfter: -1}
 	spec, ok := w.s.Tools[e.Call.Name]
 	if !ok {
 		spec = ToolSpec{Error: "unknown tool " + strconv.Quote(e.Call.Name)}
@@ -287,9 +317,9 @@ func (w *world) startTool(now time.Duration, c Core, e *kernel.Effect) {
 	if spec.Error != "" {
 		op.finalEv = kernel.ToolResult(0, op.id, kernel.ToolError, spec.Error)
 	}
-	if fi := w.takeArmed(c, e.Agent, true, e.Call.Name); fi >= 0 {
-		w.applyFault(now, op, fi, true)
-	}
+	lost := w.againTool[callKey{e.Agent, e.Call.ID}]
+	delete(w.againTool, callKey{e.Agent, e.Call.ID})
+	w.meetFaults(now, c, op, lost, e.Call.Name)
 	w.scheduleToolFinal(op)
 }
 
@@ -330,8 +360,10 @@ func (w *world) cancel(now time.Duration, id kernel.OpID) {
 // and ran tools are gone, so nothing already scheduled for an op is
 // delivered — nor a late or duplicate answer still queued for an op that
 // ended before the crash — and the host's timers are gone with them (the
-// recovered kernel arms again those it still wants).
-func (w *world) crash() {
+// recovered kernel arms again those it still wants). It returns how the
+// crash changes the run's story (Crash.Changed).
+func (w *world) crash(now time.Duration, c Core) []string {
+	changed := w.keepLost(now, c)
 	// determinism: every op gets the same change; the order is not seen.
 	for _, op := range w.ops {
 		op.gen++
@@ -344,6 +376,7 @@ func (w *world) crash() {
 		}
 	}
 	clear(w.timers)
+	return changed
 }
 
 // matches reports whether the agent is what a fault or input names: its
@@ -417,6 +450,7 @@ func (w *world) activate(now time.Duration, c Core, fi int) string {
 // otherwise it is in flight and the fault takes effect at now.
 func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 	f := w.s.Faults[fi]
+	op.faults = append(op.faults, fi)
 	switch f.Fault {
 	case FaultStreamError, FaultDisconnect:
 		op.errKind = kernel.FailureStream

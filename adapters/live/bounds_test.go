@@ -8,13 +8,14 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
 // manyCalls answers the first request with n tool calls, named by name(i),
 // and every later one with "done".
 func manyCalls(n int, name func(i int) string) *script {
-	return &script{answer: func(req Request) []chunk {
+	return &script{answer: func(req ports.Request) []chunk {
 		if last(req).Role == kernel.RoleTool {
 			return []chunk{{text: "done"}}
 		}
@@ -36,16 +37,16 @@ func TestThousandsOfToolsStartedAndCancelled(t *testing.T) {
 		const n = 2000
 		g := newGate(t)
 		var started, stubborn, acked atomic.Int64
-		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			started.Add(1)
 			if c.Name == "stubborn" {
 				stubborn.Add(1)
 				<-g.c
-				return ToolResult{Status: kernel.ToolOK}
+				return ports.ToolResult{Status: kernel.ToolOK}
 			}
 			<-ctx.Done()
 			acked.Add(1)
-			return ToolResult{Status: kernel.ToolCancelled}
+			return ports.ToolResult{Status: kernel.ToolCancelled}
 		})
 		m := manyCalls(n, func(i int) string { return [...]string{"polite", "stubborn"}[i%2] })
 		rec := newRecorder()
@@ -104,11 +105,11 @@ func TestManyToolResultsLeaveNothingBehind(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const n = 1000
 		slow := make(chan struct{})
-		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			if c.ID == "c0" {
 				<-slow
 			}
-			return ToolResult{Status: kernel.ToolOK, Content: "ok"}
+			return ports.ToolResult{Status: kernel.ToolOK, Content: "ok"}
 		})
 		rec := newRecorder()
 		d := newDriver(t, manyCalls(n, func(int) string { return "read_file" }), tools, rec, nil)

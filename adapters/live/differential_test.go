@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
@@ -37,8 +38,17 @@ func TestDifferentialSimVsLive(t *testing.T) {
 		t.Fatal("scenario nested-delegation is missing")
 	}
 
-	// 1. The simulator.
-	m, err := sim.New(s, sim.Options{})
+	// 1. The simulator. Each agent's transcript is read when its turn
+	// ends (a child is freed after), the root's at the end.
+	simHist := map[string][]string{}
+	m, err := sim.New(s, sim.Options{Observe: func(si sim.StepInfo) {
+		for _, e := range si.Effects {
+			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded {
+				v := si.Core.View(e.Life.Agent)
+				simHist[v.Path] = canonical(v.History)
+			}
+		}
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,18 +56,27 @@ func TestDifferentialSimVsLive(t *testing.T) {
 	if err != nil || !res.Passed {
 		t.Fatalf("simulator: %v %v", err, res.Violations)
 	}
-	simHist := map[string][]string{}
-	for id := 0; id < m.Core().NumAgents(); id++ {
-		v := m.Core().View(kernel.AgentID(id))
-		simHist[v.Path] = canonical(v.History)
-	}
 
 	// 2. The live driver, in a synctest bubble.
 	liveOut := map[string]string{}
 	liveHist := map[string][]string{}
 	synctest.Test(t, func(t *testing.T) {
 		w := newScriptedWorld(s)
-		d, err := live.New(live.Config{Kernel: s.KernelConfig(), Model: w, Tools: w})
+		var mu sync.Mutex // the observer runs on the driver's goroutine
+		read := func(a kernel.AgentView) {
+			o, _ := a.Outcome()
+			mu.Lock()
+			liveOut[a.Path()] = o.String()
+			liveHist[a.Path()] = canonical(a.History())
+			mu.Unlock()
+		}
+		d, err := live.New(live.Config{Kernel: s.KernelConfig(), Model: w, Tools: w, Observer: func(st ports.Step) {
+			for _, e := range st.Effects {
+				if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded {
+					read(st.Kernel.Agent(e.Life.Agent))
+				}
+			}
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,13 +128,7 @@ func TestDifferentialSimVsLive(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		k := d.Kernel()
-		for id := 0; id < k.NumAgents(); id++ {
-			a := k.Agent(kernel.AgentID(id))
-			o, _ := a.Outcome()
-			liveOut[a.Path()] = o.String()
-			liveHist[a.Path()] = canonical(a.History())
-		}
+		read(d.Kernel().Agent(kernel.Root))
 	})
 
 	// 3. Compare.
@@ -163,7 +176,7 @@ func canonical(h []kernel.Message) []string {
 	return out
 }
 
-// scriptedWorld is the scenario's world as live.Model and live.Tools: each
+// scriptedWorld is the scenario's world as ports.Model and ports.Tools: each
 // agent answers from its script (by path), streaming text and calls at the
 // scenario's first-token latency and rate; tools take their duration and
 // react to a cancel as scripted.
@@ -199,7 +212,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (w *scriptedWorld) Stream(ctx context.Context, req live.Request, sink live.Sink) error {
+func (w *scriptedWorld) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
 	w.mu.Lock()
 	script := w.s.Agents[scriptOf(req.Path)]
 	n := w.cursor[req.Path]
@@ -263,10 +276,10 @@ func (w *scriptedWorld) Stream(ctx context.Context, req live.Request, sink live.
 	return sleep(ctx, wait)
 }
 
-func (w *scriptedWorld) Run(ctx context.Context, call live.Call) live.ToolResult {
+func (w *scriptedWorld) Run(ctx context.Context, call ports.Call) ports.ToolResult {
 	spec, ok := w.s.Tools[call.Name]
 	if !ok {
-		return live.ToolResult{Status: kernel.ToolError, Content: "unknown tool " + call.Name}
+		return ports.ToolResult{Status: kernel.ToolError, Content: "unknown tool " + call.Name}
 	}
 	start := time.Now()
 	if err := sleep(ctx, spec.Duration); err != nil {
@@ -275,13 +288,13 @@ func (w *scriptedWorld) Run(ctx context.Context, call live.Call) live.ToolResult
 			time.Sleep(spec.Duration - time.Since(start))
 		case sim.CancelDelay:
 			time.Sleep(spec.CancelDelay)
-			return live.ToolResult{Status: kernel.ToolCancelled}
+			return ports.ToolResult{Status: kernel.ToolCancelled}
 		default:
-			return live.ToolResult{Status: kernel.ToolCancelled}
+			return ports.ToolResult{Status: kernel.ToolCancelled}
 		}
 	}
 	if spec.Error != "" {
-		return live.ToolResult{Status: kernel.ToolError, Content: spec.Error}
+		return ports.ToolResult{Status: kernel.ToolError, Content: spec.Error}
 	}
-	return live.ToolResult{Status: kernel.ToolOK, Content: spec.Result}
+	return ports.ToolResult{Status: kernel.ToolOK, Content: spec.Result}
 }

@@ -74,7 +74,9 @@
 // tool. An input the kernel refuses comes back as an error wrapping
 // ErrRejected and the kernel's reason (kernel.ErrEmptyText,
 // kernel.ErrUnknownAgent, a *fsm.UndeclaredError), so errors.Is and
-// errors.As tell them apart. The README's "Embed it" section is a whole
-// program against an OpenAI-compatible endpoint with Ctrl-C handling
-// (examples/embed); "The live driver" and docs/durable.md say more.
+// errors.As tell them apart. For the common case — one turn at a time, its
+// events as an iterator, a typed result — adapters/agent wraps the driver
+// (the README's "Embed it" program); adapters/session keeps a driver's
+// session file and write-ahead log. docs/embedding.md ("The live driver")
+// and docs/durable.md say more.
 package live

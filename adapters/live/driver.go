@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 )
@@ -37,13 +38,13 @@ type Config struct {
 	// Limits are refused): start from kernel.DefaultLimits().
 	Kernel kernel.Config
 	// Model streams the LLM requests (required).
-	Model Model
+	Model ports.Model
 	// Tools runs the tool calls (required; delegations never reach it).
-	Tools Tools
+	Tools ports.Tools
 	// Observer, when set, is called on the kernel's goroutine after every
 	// Step, with the effects already executed. It must not block for long:
 	// the kernel waits for it (so does every stream, by back-pressure).
-	Observer func(Step)
+	Observer func(ports.Step)
 	// WriteAhead, when set, is called on the kernel's goroutine after
 	// every Step and before any of its effects is executed: a durable host
 	// persists the event there (adapters/wal), so nothing the event caused
@@ -55,25 +56,12 @@ type Config struct {
 	// goroutines (those still running are then listed by Abandoned). The
 	// log's last record is then the step before, and a recovery from it
 	// resolves what was in flight.
-	WriteAhead func(Step) error
+	WriteAhead func(ports.Step) error
 }
 
 // eventBuffer bounds the world events queued for the kernel's goroutine;
 // beyond it, streams and tools wait (back-pressure).
 const eventBuffer = 256
-
-// Step is what the observer sees of one kernel Step: the event as fed (At
-// stamped), the agent it targeted and that agent's state before, and the
-// effects. Kernel and Effects are valid only during the call: the effects
-// slice is reused by the next Step, and the kernel must only be read (the
-// observer runs on its owning goroutine, so reading is race-free).
-type Step struct {
-	Kernel  *kernel.Kernel
-	Event   kernel.Event
-	Target  kernel.AgentID
-	Before  fsm.State
-	Effects []kernel.Effect
-}
 
 // Driver runs one agent tree live. Create it with New, run it with Run (in
 // its own goroutine), feed user input with Submit, Say, Interject and Cancel
@@ -183,8 +171,8 @@ func (d *Driver) Done() <-chan struct{} { return d.done }
 
 // Run owns the kernel until a shutdown — ctx is done or Shutdown was
 // called — and then shuts the tree down gracefully: the kernel steps
-// EvShutdown (every turn aborts with reason shutdown, every op is
-// cancelled), and Run keeps stepping until the kernel is quiescent (every
+// EvShutdown (the root's turn aborts with reason shutdown, every working
+// descendant with parent_cancelled, every op is cancelled), and Run keeps stepping until the kernel is quiescent (every
 // op acknowledged its cancel, or was abandoned after the grace period). It
 // then waits for every op goroutine the kernel has not abandoned (each has
 // already delivered its last event) and returns nil; abandoned ones may
@@ -265,7 +253,7 @@ func (d *Driver) step(ev kernel.Event) []error {
 	}
 	effects := d.k.Step(ev)
 	if d.cfg.WriteAhead != nil && d.failed == nil {
-		if err := d.cfg.WriteAhead(Step{Kernel: d.k, Event: ev, Target: target, Before: before, Effects: effects}); err != nil {
+		if err := d.cfg.WriteAhead(ports.Step{Kernel: d.k, Event: ev, Target: target, Before: before, Effects: effects}); err != nil {
 			d.failed = err
 		}
 	}
@@ -284,7 +272,7 @@ func (d *Driver) step(ev kernel.Event) []error {
 		d.execute(&effects[i])
 	}
 	if d.cfg.Observer != nil {
-		d.cfg.Observer(Step{Kernel: d.k, Event: ev, Target: target, Before: before, Effects: effects})
+		d.cfg.Observer(ports.Step{Kernel: d.k, Event: ev, Target: target, Before: before, Effects: effects})
 	}
 	return refused
 }
@@ -354,6 +342,7 @@ const (
 	inCancel
 	inInspect
 	inShutdown
+	inCompact
 )
 
 type input struct {
@@ -402,6 +391,8 @@ func (d *Driver) onInput(in input) {
 		}
 	case inCancel:
 		ev = kernel.CancelTurn(now, in.agent, in.turn)
+	case inCompact:
+		ev = kernel.Compact(now, in.text)
 	}
 	refused := d.step(ev)
 	if d.failed != nil {
@@ -472,6 +463,15 @@ func (d *Driver) Cancel(ctx context.Context, agent kernel.AgentID, turn uint64) 
 	return d.do(ctx, input{kind: inCancel, agent: agent, turn: turn})
 }
 
+// Compact asks for the root's history to be compacted now, with focus (may
+// be empty) for the summary (chat's /compact; docs/semantics.md,
+// "Compaction"). The kernel refuses it while the root works
+// (kernel.ErrNotIdle); with nothing to compact it is a recorded no-op. The
+// compaction runs as a turn of its own, whose end the Observer sees.
+func (d *Driver) Compact(ctx context.Context, focus string) error {
+	return d.do(ctx, input{kind: inCompact, text: focus})
+}
+
 // Inspect runs fn on the kernel's goroutine (read-only access to the tree),
 // also while the tree shuts down. A nil fn is an error.
 func (d *Driver) Inspect(ctx context.Context, fn func(*kernel.Kernel)) error {
@@ -481,9 +481,11 @@ func (d *Driver) Inspect(ctx context.Context, fn func(*kernel.Kernel)) error {
 	return d.do(ctx, input{kind: inInspect, inspect: fn})
 }
 
-// Shutdown shuts the tree down the way ending Run's context does — every
-// running turn ends interrupted with reason shutdown, queued input is
-// discarded, Run returns once the kernel is quiescent — but is an input: it
+// Shutdown shuts the tree down the way ending Run's context does — the
+// root's running turn ends interrupted with reason shutdown (every working
+// descendant with parent_cancelled), input queued for a next turn is
+// discarded, Run returns once the kernel is quiescent
+// (docs/semantics.md, "Inputs") — but is an input: it
 // returns as soon as the kernel has stepped EvShutdown, so the caller keeps
 // its own loop (signals, rendering) running while the tree settles, and
 // watches the turn end through the Observer or Run's return through Done.

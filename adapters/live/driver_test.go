@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 	"go.uber.org/goleak"
@@ -23,9 +24,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // pauses between chunks.
 type script struct {
 	mu       sync.Mutex
-	requests []Request
+	requests []ports.Request
 	// answer returns the chunks for a request; a chunk is text or a call.
-	answer func(req Request) []chunk
+	answer func(req ports.Request) []chunk
 	gap    time.Duration
 }
 
@@ -34,7 +35,7 @@ type chunk struct {
 	call *kernel.CallDelta
 }
 
-func (s *script) Stream(ctx context.Context, req Request, sink Sink) error {
+func (s *script) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	s.mu.Unlock()
@@ -60,18 +61,18 @@ func (s *script) count() int {
 	return len(s.requests)
 }
 
-func last(req Request) kernel.Message { return req.Messages[len(req.Messages)-1] }
+func last(req ports.Request) kernel.Message { return req.Messages[len(req.Messages)-1] }
 
 // recorder keeps every step's event and effects (copied: the slice is reused).
 type recorder struct {
 	mu    sync.Mutex
-	steps []Step
+	steps []ports.Step
 	ended chan kernel.Lifecycle // root turn ends
 }
 
 func newRecorder() *recorder { return &recorder{ended: make(chan kernel.Lifecycle, 16)} }
 
-func (r *recorder) observe(s Step) {
+func (r *recorder) observe(s ports.Step) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s.Effects = append([]kernel.Effect(nil), s.Effects...)
@@ -109,7 +110,7 @@ func (r *recorder) abandoned() []kernel.OpID {
 	return out
 }
 
-func newDriver(t *testing.T, m Model, tools Tools, rec *recorder, mutate func(*kernel.Config)) *Driver {
+func newDriver(t *testing.T, m ports.Model, tools ports.Tools, rec *recorder, mutate func(*kernel.Config)) *Driver {
 	t.Helper()
 	cfg := kernel.Config{Limits: kernel.DefaultLimits()}
 	if mutate != nil {
@@ -141,8 +142,8 @@ func start(t *testing.T, d *Driver) func() {
 	}
 }
 
-var noTools = ToolsFunc(func(context.Context, Call) ToolResult {
-	return ToolResult{Status: kernel.ToolError, Content: "no tools"}
+var noTools = ports.ToolsFunc(func(context.Context, ports.Call) ports.ToolResult {
+	return ports.ToolResult{Status: kernel.ToolError, Content: "no tools"}
 })
 
 // TestSynctestToolTurn runs a whole turn — streamed text, a streamed tool
@@ -151,7 +152,7 @@ var noTools = ToolsFunc(func(context.Context, Call) ToolResult {
 // testing/synctest with an in-memory model and tools.
 func TestSynctestToolTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &script{gap: 10 * time.Millisecond, answer: func(req Request) []chunk {
+		m := &script{gap: 10 * time.Millisecond, answer: func(req ports.Request) []chunk {
 			if last(req).Role == kernel.RoleTool {
 				return []chunk{{text: "the file says "}, {text: last(req).Content}}
 			}
@@ -162,9 +163,9 @@ func TestSynctestToolTurn(t *testing.T) {
 				{call: &kernel.CallDelta{Index: 0, Args: `"a.txt"}`}},
 			}
 		}}
-		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			time.Sleep(time.Second)
-			return ToolResult{Status: kernel.ToolOK, Content: "hello from " + c.Arguments}
+			return ports.ToolResult{Status: kernel.ToolOK, Content: "hello from " + c.Arguments}
 		})
 		rec := newRecorder()
 		d := newDriver(t, m, tools, rec, nil)
@@ -211,12 +212,12 @@ func TestSynctestToolTurn(t *testing.T) {
 // abandoned until it returns and then sends nothing the kernel sees.
 func TestSynctestCancelAbandonsStubbornTool(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &script{gap: time.Millisecond, answer: func(req Request) []chunk {
+		m := &script{gap: time.Millisecond, answer: func(req ports.Request) []chunk {
 			return []chunk{{call: &kernel.CallDelta{Index: 0, ID: "c1", Name: "slow", Args: `{}`}}}
 		}}
-		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			time.Sleep(10 * time.Second) // ignores ctx
-			return ToolResult{Status: kernel.ToolOK, Content: "too late"}
+			return ports.ToolResult{Status: kernel.ToolOK, Content: "too late"}
 		})
 		rec := newRecorder()
 		d := newDriver(t, m, tools, rec, func(c *kernel.Config) { c.Grace = 2 * time.Second })
@@ -270,7 +271,7 @@ func TestSynctestCancelAbandonsStubbornTool(t *testing.T) {
 // cancel's instant (the model acknowledged without delay).
 func TestSynctestCancelStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &script{gap: 100 * time.Millisecond, answer: func(Request) []chunk {
+		m := &script{gap: 100 * time.Millisecond, answer: func(ports.Request) []chunk {
 			return []chunk{{text: "one "}, {text: "two "}, {text: "three "}, {text: "four"}}
 		}}
 		rec := newRecorder()
@@ -312,7 +313,7 @@ func TestSynctestCancelStream(t *testing.T) {
 // it is Idle starts a turn.
 func TestSynctestSayInterjects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &script{gap: 100 * time.Millisecond, answer: func(req Request) []chunk {
+		m := &script{gap: 100 * time.Millisecond, answer: func(req ports.Request) []chunk {
 			return []chunk{{text: "re: " + last(req).Content}}
 		}}
 		rec := newRecorder()
@@ -354,7 +355,7 @@ func TestSynctestSayInterjects(t *testing.T) {
 // reason shutdown, cancels the stream and returns once everything ended.
 func TestShutdownMidTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			sink.Text("partial")
 			<-ctx.Done()
 			return ctx.Err()
@@ -385,7 +386,7 @@ func TestShutdownMidTurn(t *testing.T) {
 func TestPanicsBecomeResults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		n := 0
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			n++
 			switch n {
 			case 1:
@@ -399,7 +400,7 @@ func TestPanicsBecomeResults(t *testing.T) {
 			}
 			return nil
 		})
-		tools := ToolsFunc(func(context.Context, Call) ToolResult { panic("kaboom") })
+		tools := ports.ToolsFunc(func(context.Context, ports.Call) ports.ToolResult { panic("kaboom") })
 		rec := newRecorder()
 		d := newDriver(t, m, tools, rec, nil)
 		stop := start(t, d)
@@ -430,7 +431,7 @@ func TestPanicsBecomeResults(t *testing.T) {
 // virtual time at exactly its deadline, and the abort is typed (F13).
 func TestTimersFireInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			sink.Text("hi")
 			<-ctx.Done() // then silence
 			return ctx.Err()
@@ -452,7 +453,7 @@ func TestTimersFireInOrder(t *testing.T) {
 // TestRealClock runs one short turn on the real clock (no synctest): the
 // same driver, real goroutines and timers.
 func TestRealClock(t *testing.T) {
-	m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+	m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 		sink.Text("real")
 		return nil
 	})
@@ -492,8 +493,8 @@ func TestRealClock(t *testing.T) {
 // read again.
 func TestKernelReadableBeforeRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		model := ModelFunc(func(context.Context, Request, Sink) error { return nil })
-		tools := ToolsFunc(func(context.Context, Call) ToolResult { return ToolResult{} })
+		model := ports.ModelFunc(func(context.Context, ports.Request, ports.Sink) error { return nil })
+		tools := ports.ToolsFunc(func(context.Context, ports.Call) ports.ToolResult { return ports.ToolResult{} })
 		d, err := New(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits(), System: "sys"}, Model: model, Tools: tools})
 		if err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 )
@@ -38,9 +39,9 @@ func TestFailureClasses(t *testing.T) {
 		chunks uint32
 		want   kernel.Failure
 	}{
-		{Fail(kernel.FailureRateLimit, errors.New("429")), 0, kernel.FailureRateLimit},
-		{Fail(kernel.FailureBadResponse, errors.New("junk")), 7, kernel.FailureBadResponse},
-		{Fail(kernel.FailureNone, errors.New("unclassed")), 1, kernel.FailureStream},
+		{ports.Fail(kernel.FailureRateLimit, errors.New("429")), 0, kernel.FailureRateLimit},
+		{ports.Fail(kernel.FailureBadResponse, errors.New("junk")), 7, kernel.FailureBadResponse},
+		{ports.Fail(kernel.FailureNone, errors.New("unclassed")), 1, kernel.FailureStream},
 		{io.ErrUnexpectedEOF, 1, kernel.FailureStream},
 		{io.ErrUnexpectedEOF, 0, kernel.FailureServer},
 	}
@@ -49,11 +50,11 @@ func TestFailureClasses(t *testing.T) {
 			t.Errorf("failureOf(%v, %d) = %s, want %s", c.err, c.chunks, got, c.want)
 		}
 	}
-	err := Fail(kernel.FailureDisconnect, io.ErrUnexpectedEOF)
+	err := ports.Fail(kernel.FailureDisconnect, io.ErrUnexpectedEOF)
 	if err.Error() != io.ErrUnexpectedEOF.Error() || !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Errorf("Fail(…, EOF) = %q, not wrapping it", err)
 	}
-	if got := Fail(kernel.FailureServer, nil).Error(); got != kernel.FailureServer.String() {
+	if got := ports.Fail(kernel.FailureServer, nil).Error(); got != kernel.FailureServer.String() {
 		t.Errorf("Fail(server, nil).Error() = %q, want %q", got, kernel.FailureServer.String())
 	}
 }
@@ -61,7 +62,7 @@ func TestFailureClasses(t *testing.T) {
 // TestNewRequiresModelAndTools: a driver without a model or tools is a
 // configuration error, said at New, not a nil dereference mid-turn.
 func TestNewRequiresModelAndTools(t *testing.T) {
-	m := ModelFunc(func(context.Context, Request, Sink) error { return nil })
+	m := ports.ModelFunc(func(context.Context, ports.Request, ports.Sink) error { return nil })
 	for name, cfg := range map[string]Config{
 		"Model": {Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Tools: noTools},
 		"Tools": {Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: m},
@@ -81,7 +82,7 @@ func TestNewRequiresModelAndTools(t *testing.T) {
 // state before the event.
 func TestSinkEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			if last(req).Role == kernel.RoleTool {
 				sink.Text("ok")
 				return nil
@@ -93,7 +94,9 @@ func TestSinkEvents(t *testing.T) {
 			sink.Call(kernel.CallDelta{Index: 0, ID: "c1", Name: "t", Args: "{}"})
 			return nil
 		})
-		tools := ToolsFunc(func(context.Context, Call) ToolResult { return ToolResult{Status: kernel.ToolOK, Content: "r"} })
+		tools := ports.ToolsFunc(func(context.Context, ports.Call) ports.ToolResult {
+			return ports.ToolResult{Status: kernel.ToolOK, Content: "r"}
+		})
 		rec := newRecorder()
 		d := newDriver(t, m, tools, rec, nil)
 		stop := start(t, d)
@@ -131,10 +134,10 @@ func TestSinkEvents(t *testing.T) {
 // stream failure.
 func TestCancelledStreamIsReportedCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			sink.Text("partial")
 			<-ctx.Done()
-			return Fail(kernel.FailureDisconnect, errors.New("connection reset"))
+			return ports.Fail(kernel.FailureDisconnect, errors.New("connection reset"))
 		})
 		rec := newRecorder()
 		d := newDriver(t, m, noTools, rec, nil)
@@ -165,9 +168,9 @@ func TestCancelledStreamIsReportedCancelled(t *testing.T) {
 func TestAbandonedListsOnlyAbandoned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGate(t)
-		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			<-g.c
-			return ToolResult{Status: kernel.ToolOK}
+			return ports.ToolResult{Status: kernel.ToolOK}
 		})
 		rec := newRecorder()
 		d := newDriver(t, callOnce("slow"), tools, rec, func(c *kernel.Config) { c.Grace = 2 * time.Second })
@@ -221,8 +224,8 @@ func TestTimerTiesFireInOpOrder(t *testing.T) {
 // in deadline then op order, and none that is not.
 func TestFireDueFiresEveryDueTimer(t *testing.T) {
 	var fired []kernel.OpID
-	d, err := New(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: ModelFunc(func(context.Context, Request, Sink) error { return nil }), Tools: noTools,
-		Observer: func(s Step) {
+	d, err := New(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: ports.ModelFunc(func(context.Context, ports.Request, ports.Sink) error { return nil }), Tools: noTools,
+		Observer: func(s ports.Step) {
 			if s.Event.Kind == kernel.EvTimer {
 				fired = append(fired, s.Event.Op)
 			}

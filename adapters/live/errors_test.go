@@ -6,6 +6,7 @@ import (
 	"testing"
 	"testing/synctest"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 )
@@ -21,7 +22,7 @@ func TestRefusalsMatchKernelSentinels(t *testing.T) {
 		// A model that streams until released, ignoring its cancel until
 		// then, so the tree is still shutting down when the late input
 		// below arrives.
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			streaming <- struct{}{}
 			<-release
 			return ctx.Err()
@@ -82,7 +83,7 @@ func TestRefusalsMatchKernelSentinels(t *testing.T) {
 // which would take the whole process down with the tree.
 func TestInspectNilIsAnError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		d := newDriver(t, ModelFunc(func(context.Context, Request, Sink) error { return nil }), noTools, newRecorder(), nil)
+		d := newDriver(t, ports.ModelFunc(func(context.Context, ports.Request, ports.Sink) error { return nil }), noTools, newRecorder(), nil)
 		stop := start(t, d)
 		defer stop()
 		if err := d.Inspect(t.Context(), nil); err == nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -16,7 +17,7 @@ import (
 // adapters/openai here.
 type scriptedModel struct{}
 
-func (scriptedModel) Stream(ctx context.Context, req live.Request, sink live.Sink) error {
+func (scriptedModel) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
 	last := req.Messages[len(req.Messages)-1]
 	if last.Role != kernel.RoleTool {
 		// Tool calls stream in fragments, as OpenAI's API sends them.
@@ -38,16 +39,16 @@ func (scriptedModel) Stream(ctx context.Context, req live.Request, sink live.Sin
 // call is abandoned and its late result dropped.
 type weatherTools struct{}
 
-func (weatherTools) Run(ctx context.Context, call live.Call) live.ToolResult {
+func (weatherTools) Run(ctx context.Context, call ports.Call) ports.ToolResult {
 	if call.Name != "weather" {
-		return live.ToolResult{Status: kernel.ToolError, Content: "unknown tool " + call.Name}
+		return ports.ToolResult{Status: kernel.ToolError, Content: "unknown tool " + call.Name}
 	}
 	var args struct{ City string }
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
-		return live.ToolResult{Status: kernel.ToolError, Content: "bad arguments: " + err.Error()}
+		return ports.ToolResult{Status: kernel.ToolError, Content: "bad arguments: " + err.Error()}
 	}
 	fmt.Printf("tool: weather(%s) for %s\n", args.City, call.Path)
-	return live.ToolResult{Status: kernel.ToolOK, Content: "4°C and snowing"}
+	return ports.ToolResult{Status: kernel.ToolOK, Content: "4°C and snowing"}
 }
 
 // Example runs a live.Driver with a custom Model and custom Tools: Run owns
@@ -59,7 +60,7 @@ func Example() {
 		Kernel: kernel.Config{Limits: kernel.DefaultLimits(), System: "You are terse."},
 		Model:  scriptedModel{},
 		Tools:  weatherTools{},
-		Observer: func(s live.Step) {
+		Observer: func(s ports.Step) {
 			for _, e := range s.Effects {
 				if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root {
 					ended <- e.Life
@@ -94,18 +95,18 @@ func Example() {
 // ends interrupted with a typed reason; the model is not asked again (F1).
 func Example_cancel() {
 	started := make(chan struct{})
-	slowTool := live.ToolsFunc(func(ctx context.Context, call live.Call) live.ToolResult {
+	slowTool := ports.ToolsFunc(func(ctx context.Context, call ports.Call) ports.ToolResult {
 		close(started)
 		<-ctx.Done() // a long job that honours its cancel
 		fmt.Println("tool: cancelled")
-		return live.ToolResult{Status: kernel.ToolCancelled, Content: "stopped"}
+		return ports.ToolResult{Status: kernel.ToolCancelled, Content: "stopped"}
 	})
 	ended := make(chan kernel.Lifecycle, 1)
 	d, err := live.New(live.Config{
 		Kernel: kernel.Config{Limits: kernel.DefaultLimits()},
 		Model:  scriptedModel{},
 		Tools:  slowTool,
-		Observer: func(s live.Step) {
+		Observer: func(s ports.Step) {
 			for _, e := range s.Effects {
 				if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root {
 					ended <- e.Life

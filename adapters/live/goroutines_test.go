@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -79,10 +80,10 @@ func (r *running) wait(t *testing.T, t0 time.Time) time.Duration {
 }
 
 // stepsSince returns a copy of the steps recorded from index i on.
-func (r *recorder) stepsSince(i int) []Step {
+func (r *recorder) stepsSince(i int) []ports.Step {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Step(nil), r.steps[i:]...)
+	return append([]ports.Step(nil), r.steps[i:]...)
 }
 
 func (r *recorder) count() int {
@@ -94,7 +95,7 @@ func (r *recorder) count() int {
 // callOnce answers the first request with one call to tool and every later
 // one with "done".
 func callOnce(tool string) *script {
-	return &script{answer: func(req Request) []chunk {
+	return &script{answer: func(req ports.Request) []chunk {
 		if last(req).Role == kernel.RoleTool {
 			return []chunk{{text: "done"}}
 		}
@@ -109,10 +110,10 @@ func TestStuckToolDoesNotBlockRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGate(t)
 		var started atomic.Bool
-		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			started.Store(true)
 			<-g.c // ignores ctx
-			return ToolResult{Status: kernel.ToolOK, Content: "never seen"}
+			return ports.ToolResult{Status: kernel.ToolOK, Content: "never seen"}
 		})
 		rec := newRecorder()
 		d := newDriver(t, callOnce("grep"), tools, rec, func(c *kernel.Config) { c.Grace = 2 * time.Second })
@@ -156,9 +157,9 @@ func TestStuckToolDoesNotBlockRun(t *testing.T) {
 func TestTimedOutStuckToolDoesNotBlockRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGate(t)
-		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			<-g.c // a FIFO that never opens
-			return ToolResult{Status: kernel.ToolOK}
+			return ports.ToolResult{Status: kernel.ToolOK}
 		})
 		rec := newRecorder()
 		d := newDriver(t, callOnce("grep"), tools, rec, func(c *kernel.Config) {
@@ -193,7 +194,7 @@ func TestTimedOutStuckToolDoesNotBlockRun(t *testing.T) {
 func TestStuckModelDoesNotBlockRun(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGate(t)
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			sink.Text("partial")
 			<-g.c // ignores ctx
 			for i := range 2 * eventBuffer {
@@ -239,7 +240,7 @@ func TestCancelledStreamCannotFloodTheLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGate(t)
 		var n atomic.Int32
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			if n.Add(1) > 1 {
 				sink.Text("second")
 				return nil
@@ -301,7 +302,7 @@ func TestCancelledStreamCannotFloodTheLoop(t *testing.T) {
 func TestCancelledStreamNeverWaitsOnTheLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var flooded atomic.Bool
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			for range 4 * eventBuffer {
 				sink.Text("x")
 			}
@@ -311,7 +312,7 @@ func TestCancelledStreamNeverWaitsOnTheLoop(t *testing.T) {
 		holding, hold := make(chan struct{}), make(chan struct{})
 		rec := newRecorder()
 		d, err := New(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: m, Tools: noTools,
-			Observer: func(s Step) {
+			Observer: func(s ports.Step) {
 				switch s.Event.Kind {
 				case kernel.EvLLMDelta:
 					time.Sleep(time.Millisecond) // slower than the stream: the buffer stays full
@@ -353,7 +354,7 @@ func TestCancelledStreamNeverWaitsOnTheLoop(t *testing.T) {
 // cancels are refused with ErrStopped, and a second Shutdown is a no-op.
 func TestShutdownInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			sink.Text("partial")
 			<-ctx.Done()
 			time.Sleep(time.Second) // acknowledges within the grace, slowly
@@ -422,9 +423,9 @@ func TestStoppedTimerIsNeverStepped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		m := callOnce("read_file")
 		m.gap = 10 * time.Millisecond
-		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			time.Sleep(time.Second)
-			return ToolResult{Status: kernel.ToolOK, Content: "ok"}
+			return ports.ToolResult{Status: kernel.ToolOK, Content: "ok"}
 		})
 		rec := newRecorder()
 		d := newDriver(t, m, tools, rec, func(c *kernel.Config) {
@@ -474,7 +475,7 @@ func TestEveryChunkReachesTheKernelInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const chunks = 1000
 		var want strings.Builder
-		m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
+		m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
 			for i := range chunks {
 				sink.Text(fmt.Sprintf("%d,", i))
 			}
@@ -485,7 +486,7 @@ func TestEveryChunkReachesTheKernelInOrder(t *testing.T) {
 		}
 		rec := newRecorder()
 		d, err := New(Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: m, Tools: noTools,
-			Observer: func(s Step) {
+			Observer: func(s ports.Step) {
 				time.Sleep(5 * time.Millisecond) // much slower than the stream
 				rec.observe(s)
 			}})

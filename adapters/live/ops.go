@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -156,7 +157,7 @@ func (d *Driver) send(ev kernel.Event) {
 }
 
 func (d *Driver) startStream(e *kernel.Effect) {
-	req := Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages}
+	req := ports.Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages, Compaction: e.Compact}
 	d.spawn(req.Op, req.Agent, "", func(ctx context.Context) kernel.Event {
 		s := &streamSink{d: d, ctx: ctx, op: req.Op}
 		err := d.stream(ctx, req, s)
@@ -165,7 +166,7 @@ func (d *Driver) startStream(e *kernel.Effect) {
 			return kernel.LLMError(0, req.Op, kernel.FailureCancelled, "cancelled")
 		case err == nil:
 			ev := kernel.LLMEnd(0, req.Op)
-			ev.Usage = s.usage
+			ev.Usage, ev.Reasoning = s.usage, s.reasoning
 			return ev
 		default:
 			return kernel.LLMError(0, req.Op, failureOf(err, s.chunk), err.Error())
@@ -175,17 +176,17 @@ func (d *Driver) startStream(e *kernel.Effect) {
 
 // stream runs the model, turning a panic into a bad-response failure: a
 // broken adapter must fail its request, not the process.
-func (d *Driver) stream(ctx context.Context, req Request, s *streamSink) (err error) {
+func (d *Driver) stream(ctx context.Context, req ports.Request, s *streamSink) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = Fail(kernel.FailureBadResponse, errors.New(panicText("model", v)))
+			err = ports.Fail(kernel.FailureBadResponse, errors.New(panicText("model", v)))
 		}
 	}()
 	return d.cfg.Model.Stream(ctx, req, s)
 }
 
 func (d *Driver) startTool(e *kernel.Effect) {
-	call := Call{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), ToolCall: e.Call}
+	call := ports.Call{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), ToolCall: e.Call}
 	d.spawn(call.Op, call.Agent, call.Name, func(ctx context.Context) kernel.Event {
 		r := d.runTool(ctx, call)
 		return kernel.ToolResult(0, call.Op, r.Status, r.Content)
@@ -193,10 +194,10 @@ func (d *Driver) startTool(e *kernel.Effect) {
 }
 
 // runTool runs a tool, turning a panic into an error result (never a crash).
-func (d *Driver) runTool(ctx context.Context, call Call) (r ToolResult) {
+func (d *Driver) runTool(ctx context.Context, call ports.Call) (r ports.ToolResult) {
 	defer func() {
 		if v := recover(); v != nil {
-			r = ToolResult{Status: kernel.ToolError, Content: panicText("tool "+call.Name, v)}
+			r = ports.ToolResult{Status: kernel.ToolError, Content: panicText("tool "+call.Name, v)}
 		}
 	}()
 	return d.cfg.Tools.Run(ctx, call)
@@ -205,11 +206,12 @@ func (d *Driver) runTool(ctx context.Context, call Call) (r ToolResult) {
 // streamSink turns one stream's output into numbered kernel events. Only the
 // stream's goroutine calls it.
 type streamSink struct {
-	d     *Driver
-	ctx   context.Context // the op's: done once the kernel cancelled it
-	op    kernel.OpID
-	chunk uint32
-	usage *kernel.Usage
+	d         *Driver
+	ctx       context.Context // the op's: done once the kernel cancelled it
+	op        kernel.OpID
+	chunk     uint32
+	usage     *kernel.Usage
+	reasoning *kernel.Reasoning
 }
 
 func (s *streamSink) Text(text string) {
@@ -220,7 +222,14 @@ func (s *streamSink) Text(text string) {
 	s.emit(kernel.TextDelta(0, s.op, s.chunk, text))
 }
 
+// Call sends a fragment on, unless it adds nothing (no id, no name, no
+// arguments): that is no progress for the watchdogs and no event, so a
+// model streaming empty fragments cannot keep a request alive or fill a
+// write-ahead log (docs/semantics.md, "Deadlines").
 func (s *streamSink) Call(c kernel.CallDelta) {
+	if c.ID == "" && c.Name == "" && c.Args == "" {
+		return
+	}
 	s.chunk++
 	s.emit(kernel.CallFragment(0, s.op, s.chunk, c))
 }
@@ -237,6 +246,9 @@ func (s *streamSink) Retry(attempt int, delay time.Duration, cause string) {
 }
 
 func (s *streamSink) Usage(u kernel.Usage) { s.usage = &u }
+
+// Reasoning keeps the model's reasoning for the stream's end event.
+func (s *streamSink) Reasoning(r kernel.Reasoning) { s.reasoning = &r }
 
 // emit sends one stream event to the loop, waiting while the loop is busy
 // (back-pressure: a fast stream cannot queue unbounded memory, and nothing

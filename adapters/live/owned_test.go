@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -19,12 +20,12 @@ import (
 func TestRunWaitsForOwnedOpGoroutines(t *testing.T) {
 	var d *Driver
 	started, held := make(chan struct{}), make(chan struct{})
-	tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+	tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 		close(started)
 		<-ctx.Done()
 		d.mu.Lock() // the test unlocks it: this goroutine's exit waits for that
 		close(held)
-		return ToolResult{Status: kernel.ToolCancelled, Content: "cancelled"}
+		return ports.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled"}
 	})
 	rec := newRecorder()
 	d = newDriver(t, callOnce("slow"), tools, rec, nil)

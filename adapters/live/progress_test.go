@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -18,8 +19,8 @@ import (
 func TestProgressFeedsTheWatchdogs(t *testing.T) {
 	for _, progress := range []bool{true, false} {
 		synctest.Test(t, func(t *testing.T) {
-			m := ModelFunc(func(ctx context.Context, req Request, sink Sink) error {
-				ps, ok := sink.(ProgressSink)
+			m := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
+				ps, ok := sink.(ports.ProgressSink)
 				if !ok {
 					t.Error("the driver's sink is no ProgressSink")
 				}

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -18,22 +19,22 @@ import (
 // after.
 func TestWriteAheadRunsBeforeEffects(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &script{gap: 10 * time.Millisecond, answer: func(req Request) []chunk {
+		m := &script{gap: 10 * time.Millisecond, answer: func(req ports.Request) []chunk {
 			if last(req).Role == kernel.RoleTool {
 				return []chunk{{text: "done"}}
 			}
 			return []chunk{{call: &kernel.CallDelta{Index: 0, ID: "c1", Name: "grep", Args: `{}`}}}
 		}}
-		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			time.Sleep(time.Second)
-			return ToolResult{Status: kernel.ToolOK, Content: "found"}
+			return ports.ToolResult{Status: kernel.ToolOK, Content: "found"}
 		})
 		var d *Driver
 		var problems []error
 		var logged, observed []kernel.EventKind
 		rec := newRecorder()
 		cfg := Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: m, Tools: tools,
-			WriteAhead: func(s Step) error {
+			WriteAhead: func(s ports.Step) error {
 				logged = append(logged, s.Event.Kind)
 				for _, e := range s.Effects {
 					_, started := d.ops[e.Op]
@@ -47,7 +48,7 @@ func TestWriteAheadRunsBeforeEffects(t *testing.T) {
 				}
 				return nil
 			},
-			Observer: func(s Step) {
+			Observer: func(s ports.Step) {
 				observed = append(observed, s.Event.Kind)
 				rec.observe(s)
 			},
@@ -77,19 +78,19 @@ func TestWriteAheadRunsBeforeEffects(t *testing.T) {
 // returns, and nothing it sends reaches the kernel.
 func TestWriteAheadFailureAbandonsStubbornOps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m := &script{gap: time.Millisecond, answer: func(req Request) []chunk {
+		m := &script{gap: time.Millisecond, answer: func(req ports.Request) []chunk {
 			return []chunk{{call: &kernel.CallDelta{Index: 0, ID: "c1", Name: "slow", Args: `{}`}}}
 		}}
 		started := make(chan time.Time, 1)
-		tools := ToolsFunc(func(ctx context.Context, c Call) ToolResult {
+		tools := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 			started <- time.Now()
 			time.Sleep(time.Minute) // ignores ctx
-			return ToolResult{Status: kernel.ToolOK, Content: "too late"}
+			return ports.ToolResult{Status: kernel.ToolOK, Content: "too late"}
 		})
 		disk := errors.New("no space left on device")
 		steps := 0
 		cfg := Config{Kernel: kernel.Config{Limits: kernel.DefaultLimits()}, Model: m, Tools: tools,
-			WriteAhead: func(s Step) error {
+			WriteAhead: func(s ports.Step) error {
 				steps++
 				if s.Event.Kind == kernel.EvTimer || steps > 10 {
 					return disk
@@ -133,7 +134,7 @@ func TestResumeDeliversRecover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
 		k.Step(kernel.Submit(5*time.Second, "hi")) // a request in flight, op 2 or so
-		m := &script{gap: time.Millisecond, answer: func(Request) []chunk { return []chunk{{text: "hello"}} }}
+		m := &script{gap: time.Millisecond, answer: func(ports.Request) []chunk { return []chunk{{text: "hello"}} }}
 		rec := newRecorder()
 		d, err := Resume(Config{Model: m, Tools: noTools, Observer: rec.observe}, k)
 		if err != nil {

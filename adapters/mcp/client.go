@@ -13,8 +13,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/proc"
+	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
 	"golang.org/x/time/rate"
 )
@@ -100,7 +101,9 @@ const (
 	EventStderr EventKind = "stderr"
 	// EventStdoutNoise: a line a stdio server wrote to its stdout that is
 	// not a JSON-RPC message (a banner, a log line), skipped (Message: the
-	// line, cut to 200 bytes).
+	// line, cut to 200 bytes); also an HTTP server's event that was
+	// dropped (not a message, or over the bound without a request to
+	// answer).
 	EventStdoutNoise EventKind = "stdout_noise"
 )
 
@@ -125,15 +128,21 @@ type Event struct {
 }
 
 // Client runs the MCP servers of a configuration and offers their tools to
-// the model. It implements live.Tools; Specs lists the tools. It is safe for
+// the model. It implements ports.Tools; Specs lists the tools. It is safe for
 // concurrent use.
 type Client struct {
 	opts    Options
 	servers []*server
 	tools   map[string]*remoteTool // by model-facing name
-	specs   []live.ToolSpec
+	specs   []ports.ToolSpec
 	calls   callTable
 	tokens  atomic.Uint64
+	// secrets removes every server's SecretValues from the results,
+	// errors and events the client produces.
+	secrets *redact.Redactor
+	// secretVars are every server's SecretVars: no stdio server inherits
+	// them.
+	secretVars []string
 
 	// life is the servers' lifetime: proc.Start's context for every stdio
 	// server process, cancelled by Close and KillAll.
@@ -154,8 +163,15 @@ type remoteTool struct {
 // tools. Any failure — a server that does not start, a handshake or tools
 // listing that fails or exceeds StartTimeout, two servers of one name, two
 // tools that map to one name — stops the servers already started and is
-// returned naming the configuration file and the server.
+// returned naming the configuration file and the server, with the
+// configuration's secrets removed from its text (ServerConfig.SecretValues).
 func Start(ctx context.Context, opts Options) (*Client, error) {
+	secrets := secretsOf(opts.Servers)
+	c, err := start(ctx, opts, secrets)
+	return c, redactError(secrets, err)
+}
+
+func start(ctx context.Context, opts Options, secrets *redact.Redactor) (*Client, error) {
 	if err := (proc.EnvPolicy{Pass: opts.PassEnv}).Validate(); err != nil {
 		return nil, fmt.Errorf("MCP server environment: %w", err)
 	}
@@ -185,7 +201,7 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 	if opts.OutputLimit <= 0 {
 		opts.OutputLimit = DefaultOutputLimit
 	}
-	c := &Client{opts: opts, tools: map[string]*remoteTool{}, calls: callTable{m: map[string]*pending{}}}
+	c := &Client{opts: opts, tools: map[string]*remoteTool{}, calls: callTable{m: map[string]*pending{}}, secrets: secrets, secretVars: SecretVars(opts.Servers)}
 	c.life, c.stopLife = context.WithCancel(context.WithoutCancel(ctx))
 	for i := range opts.Servers {
 		c.servers = append(c.servers, newServer(c, opts.Servers[i]))
@@ -212,7 +228,7 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 			}
 			claims[o.name] = claim{&s.cfg, o.tool.Name}
 			c.tools[o.name] = &remoteTool{name: o.name, remote: o.tool.Name, server: s}
-			c.specs = append(c.specs, o.spec)
+			c.specs = append(c.specs, c.redactSpec(o.spec))
 		}
 	}
 	return c, nil
@@ -220,11 +236,35 @@ func Start(ctx context.Context, opts Options) (*Client, error) {
 
 // Specs lists every server tool for the model: servers in configuration
 // order, each server's tools in the order it listed them.
-func (c *Client) Specs() []live.ToolSpec { return slices.Clone(c.specs) }
+func (c *Client) Specs() []ports.ToolSpec { return slices.Clone(c.specs) }
 
 // Run calls a server tool. See the package documentation for what a cancel,
-// a crash or an unresponsive server does to the call.
-func (c *Client) Run(ctx context.Context, call live.Call) live.ToolResult {
+// a crash or an unresponsive server does to the call. The result holds
+// none of the configuration's secrets (ServerConfig.SecretValues): a
+// server that echoes its token, or an error that quotes a URL with a key
+// in it, reaches the model redacted.
+func (c *Client) Run(ctx context.Context, call ports.Call) ports.ToolResult {
+	r := c.run(ctx, call)
+	r.Content = c.secrets.Redact(r.Content)
+	return r
+}
+
+// redactSpec removes the secrets from a tool's description and schema (a
+// server could put its token there, and specs go to the model). A schema
+// that redaction would make invalid JSON is offered as the empty object
+// schema.
+func (c *Client) redactSpec(spec ports.ToolSpec) ports.ToolSpec {
+	spec.Description = c.secrets.Redact(spec.Description)
+	if params := c.secrets.Redact(string(spec.Parameters)); params != string(spec.Parameters) {
+		spec.Parameters = json.RawMessage(params)
+		if !json.Valid(spec.Parameters) {
+			spec.Parameters = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+	}
+	return spec
+}
+
+func (c *Client) run(ctx context.Context, call ports.Call) ports.ToolResult {
 	t, ok := c.tools[call.Name]
 	if !ok {
 		names := make([]string, 0, len(c.specs))
@@ -273,9 +313,11 @@ func (c *Client) KillAll() {
 	c.stopLife()
 }
 
-// emit hands an event to the observer.
+// emit hands an event to the observer, without the configuration's
+// secrets (a server's stderr line may print its token).
 func (c *Client) emit(e Event) {
 	if c.opts.Observer != nil {
+		e.Message, e.Detail = c.secrets.Redact(e.Message), c.secrets.Redact(e.Detail)
 		c.opts.Observer(e)
 	}
 }
@@ -313,7 +355,7 @@ func (t *callTable) drop(p *pending) {
 type pending struct {
 	token string
 	tool  *remoteTool
-	call  live.Call
+	call  ports.Call
 
 	// Set by the tap: the request's id, and whether its write began.
 	idMu    sync.Mutex
@@ -337,6 +379,6 @@ func (p *pending) event(kind EventKind) Event {
 }
 
 // toolError is an error result for the model.
-func toolError(name, msg string) live.ToolResult {
-	return live.ToolResult{Status: kernel.ToolError, Content: "error: " + name + ": " + msg}
+func toolError(name, msg string) ports.ToolResult {
+	return ports.ToolResult{Status: kernel.ToolError, Content: "error: " + name + ": " + msg}
 }

@@ -71,7 +71,7 @@ func TestSpecs(t *testing.T) {
 			}
 			mustContain(t, "description", s.Description, "test tool", "(MCP server srv)")
 		}
-		want := []string{"mcp__srv__block", "mcp__srv__content", "mcp__srv__echo", "mcp__srv__env", "mcp__srv__exit", "mcp__srv__fail", "mcp__srv__flood", "mcp__srv__ignore", "mcp__srv__pid", "mcp__srv__progress", "mcp__srv__spawn"}
+		want := []string{"mcp__srv__block", "mcp__srv__content", "mcp__srv__echo", "mcp__srv__env", "mcp__srv__exit", "mcp__srv__fail", "mcp__srv__flood", "mcp__srv__ignore", "mcp__srv__leak", "mcp__srv__leak-exit", "mcp__srv__pid", "mcp__srv__progress", "mcp__srv__spawn"}
 		if !slices.Equal(names, want) {
 			t.Errorf("names %v\nwant  %v", names, want)
 		}

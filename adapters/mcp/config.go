@@ -49,6 +49,19 @@ type ServerConfig struct {
 	URL     string
 	Headers map[string]string
 
+	// Secrets are values that must never be shown: the client removes
+	// them (and the values SecretValues finds in the configuration itself)
+	// from every result, error and event it produces, and the CLI from
+	// everything it prints or writes. LoadConfig sets it to every value a
+	// ${NAME} reference expanded to, except the variables that name the
+	// user's places and locale rather than a credential (placeVar).
+	Secrets []string
+	// SecretVars names the variables whose values are in Secrets. No stdio
+	// server inherits them from escapement's environment (the server they
+	// were expanded for gets what its configuration says), and the CLI's
+	// shell does not get them either.
+	SecretVars []string
+
 	// dial, when a test sets it, replaces the transport (an in-memory
 	// server).
 	dial dialFunc
@@ -123,6 +136,9 @@ type configParser struct {
 	lookup func(string) (string, bool)
 	// keyStart is the offset of the key whose value is being read.
 	keyStart int64
+	// secrets collects the values expanded into the server being read,
+	// secretVars the variables they came from.
+	secrets, secretVars []string
 }
 
 func parseConfig(file string, data []byte, lookup func(string) (string, bool)) ([]ServerConfig, error) {
@@ -162,6 +178,7 @@ func parseConfig(file string, data []byte, lookup func(string) (string, bool)) (
 // server parses one server's object.
 func (p *configParser) server(name, path string) (ServerConfig, error) {
 	s := ServerConfig{Name: name, File: p.file}
+	p.secrets, p.secretVars = nil, nil
 	seen := map[string]bool{}
 	start := p.dec.InputOffset()
 	err := p.object(path, func(key, fpath string) error {
@@ -181,7 +198,7 @@ func (p *configParser) server(name, path string) (ServerConfig, error) {
 				return p.errorf(fpath, "%q: want \"stdio\" or \"http\"", v)
 			}
 		case "command":
-			v, err := p.expanded(fpath)
+			v, _, err := p.expanded(fpath)
 			if err != nil {
 				return err
 			}
@@ -191,7 +208,7 @@ func (p *configParser) server(name, path string) (ServerConfig, error) {
 			s.Command = v
 		case "args":
 			return p.array(fpath, func(ipath string) error {
-				v, err := p.expanded(ipath)
+				v, _, err := p.expanded(ipath)
 				s.Args = append(s.Args, v)
 				return err
 			})
@@ -201,24 +218,25 @@ func (p *configParser) server(name, path string) (ServerConfig, error) {
 				if err := (proc.EnvPolicy{Pass: []string{k}}).Validate(); err != nil {
 					return p.errorf(kpath, "%v", err)
 				}
-				v, err := p.expanded(kpath)
+				v, _, err := p.expanded(kpath)
 				s.Env[k] = v
 				return err
 			})
 		case "url":
-			v, err := p.expanded(fpath)
+			v, raw, err := p.expanded(fpath)
 			if err != nil {
 				return err
 			}
 			u, err := url.Parse(v)
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return p.errorf(fpath, "%q is not an http:// or https:// URL", v)
+				// Quoted as written: what it expanded to may hold a secret.
+				return p.errorf(fpath, "%q is not an http:// or https:// URL", raw)
 			}
 			s.URL = v
 		case "headers":
 			s.Headers = map[string]string{}
 			return p.object(fpath, func(k, kpath string) error {
-				v, err := p.expanded(kpath)
+				v, _, err := p.expanded(kpath)
 				s.Headers[k] = v
 				return err
 			})
@@ -264,6 +282,10 @@ func (p *configParser) server(name, path string) (ServerConfig, error) {
 	}
 	if len(wrong) > 0 {
 		return s, fmt.Errorf("%s: %s: %s does not belong to a %s server", at(), path, strings.Join(wrong, ", "), s.Type)
+	}
+	if len(p.secrets) > 0 {
+		s.Secrets = slices.Compact(slices.Sorted(slices.Values(p.secrets)))
+		s.SecretVars = slices.Compact(slices.Sorted(slices.Values(p.secretVars)))
 	}
 	return s, nil
 }
@@ -338,23 +360,45 @@ func (p *configParser) str(path string) (string, error) {
 	return s, nil
 }
 
-// expanded reads a JSON string and expands its ${NAME} references.
-func (p *configParser) expanded(path string) (string, error) {
+// expanded reads a JSON string and expands its ${NAME} references; the
+// values they expanded to are added to the server's secrets (raw keeps
+// the string as written, for errors that must not quote those).
+func (p *configParser) expanded(path string) (out, raw string, err error) {
 	start := p.dec.InputOffset()
-	s, err := p.str(path)
+	raw, err = p.str(path)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	out, err := expand(s, p.lookup)
+	out, err = expand(raw, p.lookup, func(name, value string) {
+		if !placeVar(name) {
+			p.secrets = append(p.secrets, value)
+			p.secretVars = append(p.secretVars, name)
+		}
+	})
 	if err != nil {
-		return "", p.errorfAt(start, path, "%v", err)
+		return "", "", p.errorfAt(start, path, "%v", err)
 	}
-	return out, nil
+	return out, raw, nil
 }
 
-// expand replaces ${NAME} and ${NAME:-default} in s. A lone "$" or "$NAME"
-// without braces is kept as it is (a shell in args may want it).
-func expand(s string, lookup func(string) (string, bool)) (string, error) {
+// placeVar reports whether a variable names one of the user's places or
+// their locale rather than a credential (HOME, USER, PWD, TMPDIR, LANG,
+// XDG_*_HOME, …): its value, often written into args ("${HOME}/notes"),
+// is shown in paths everywhere and is not a secret.
+func placeVar(name string) bool {
+	switch name {
+	case "HOME", "USER", "USERNAME", "LOGNAME", "PWD", "OLDPWD", "TMPDIR", "TMP", "TEMP", "SHELL", "PATH",
+		"LANG", "LANGUAGE", "TERM", "TZ", "HOSTNAME", "USERPROFILE", "APPDATA", "LOCALAPPDATA":
+		return true
+	}
+	return (strings.HasPrefix(name, "XDG_") || strings.HasPrefix(name, "LC_")) && !proc.Secret(name)
+}
+
+// expand replaces ${NAME} and ${NAME:-default} in s, calling used with
+// each variable whose value was put in (a default is the file's own text
+// and is not reported). A lone "$" or "$NAME" without braces is kept as
+// it is (a shell in args may want it).
+func expand(s string, lookup func(string) (string, bool), used func(name, value string)) (string, error) {
 	var b strings.Builder
 	for {
 		i := strings.Index(s, "${")
@@ -379,6 +423,7 @@ func expand(s string, lookup func(string) (string, bool)) (string, error) {
 		switch {
 		case ok && v != "":
 			b.WriteString(v)
+			used(name, v)
 		case hasDef:
 			b.WriteString(def)
 		case ok:

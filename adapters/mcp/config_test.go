@@ -34,8 +34,8 @@ func TestConfigParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []ServerConfig{
-		{Name: "everything", File: "m.json", Type: TypeStdio, Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"}, Env: map[string]string{"GITHUB_TOKEN": "ghp_1", "MODE": "fast"}},
-		{Name: "web", File: "m.json", Type: TypeHTTP, URL: "https://example.test/mcp", Headers: map[string]string{"Authorization": "Bearer ghp_1"}},
+		{Name: "everything", File: "m.json", Type: TypeStdio, Command: "npx", Args: []string{"-y", "@modelcontextprotocol/server-everything"}, Env: map[string]string{"GITHUB_TOKEN": "ghp_1", "MODE": "fast"}, Secrets: []string{"ghp_1"}, SecretVars: []string{"GH"}},
+		{Name: "web", File: "m.json", Type: TypeHTTP, URL: "https://example.test/mcp", Headers: map[string]string{"Authorization": "Bearer ghp_1"}, Secrets: []string{"ghp_1"}, SecretVars: []string{"GH"}},
 		{Name: "cursor-style", File: "m.json", Type: TypeHTTP, URL: "http://127.0.0.1:9/mcp"},
 		{Name: "explicit", File: "m.json", Type: TypeStdio, Command: "/home/u/bin/srv", Args: []string{"$NOT_EXPANDED", "ab"}},
 	}

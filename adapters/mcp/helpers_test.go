@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -191,7 +192,7 @@ type callModel struct {
 	requests   atomic.Int32
 }
 
-func (m *callModel) Stream(ctx context.Context, req live.Request, sink live.Sink) error {
+func (m *callModel) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
 	if m.requests.Add(1) == 1 {
 		sink.Call(kernel.CallDelta{Index: 0, ID: "c1", Name: m.name, Args: m.args})
 		return nil
@@ -209,7 +210,7 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{ended: make(chan kernel.Lifecycle, 4)} }
 
-func (r *recorder) observe(s live.Step) {
+func (r *recorder) observe(s ports.Step) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, e := range s.Effects {
@@ -258,7 +259,7 @@ func (r *recorder) toolOp(t *testing.T) kernel.OpID {
 
 // drive runs a driver over tools with the given grace; stop shuts it down
 // and waits for Run.
-func drive(t *testing.T, m live.Model, tools live.Tools, grace time.Duration) (*live.Driver, *recorder, time.Time, func()) {
+func drive(t *testing.T, m ports.Model, tools ports.Tools, grace time.Duration) (*live.Driver, *recorder, time.Time, func()) {
 	t.Helper()
 	rec := newRecorder()
 	cfg := kernel.Config{Limits: kernel.DefaultLimits()}
@@ -297,8 +298,8 @@ func startClient(t *testing.T, opts Options) *Client {
 	return c
 }
 
-func call(name, args string) live.Call {
-	return live.Call{Op: 7, Agent: kernel.Root, Path: "main", ToolCall: kernel.ToolCall{ID: "c1", Name: name, Arguments: args}}
+func call(name, args string) ports.Call {
+	return ports.Call{Op: 7, Agent: kernel.Root, Path: "main", ToolCall: kernel.ToolCall{ID: "c1", Name: name, Arguments: args}}
 }
 
 func mustContain(t *testing.T, what, got string, want ...string) {
@@ -315,8 +316,8 @@ var _ = fmt.Sprint
 // resultOf passes a result between goroutines.
 type resultOf struct {
 	mu sync.Mutex
-	r  live.ToolResult
+	r  ports.ToolResult
 }
 
-func (r *resultOf) set(v live.ToolResult) { r.mu.Lock(); r.r = v; r.mu.Unlock() }
-func (r *resultOf) get() live.ToolResult  { r.mu.Lock(); defer r.mu.Unlock(); return r.r }
+func (r *resultOf) set(v ports.ToolResult) { r.mu.Lock(); r.r = v; r.mu.Unlock() }
+func (r *resultOf) get() ports.ToolResult  { r.mu.Lock(); defer r.mu.Unlock(); return r.r }

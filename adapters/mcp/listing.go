@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/textcut"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -35,7 +35,7 @@ const (
 type offer struct {
 	name string // model-facing
 	tool *sdk.Tool
-	spec live.ToolSpec
+	spec ports.ToolSpec
 }
 
 // listTools lists the session's tools, at most MaxToolsPerServer of them.
@@ -126,7 +126,7 @@ func offers(server string, tools []*sdk.Tool) ([]offer, []string) {
 			taken[name] = true
 			notes = append(notes, fmt.Sprintf("tool %q is offered as %s (its plain name is another tool's)", noted(c.t.Name), name))
 		}
-		out = append(out, offer{name: name, tool: c.t, spec: live.ToolSpec{Name: name, Description: description(server, c.t), Parameters: c.schema}})
+		out = append(out, offer{name: name, tool: c.t, spec: ports.ToolSpec{Name: name, Description: description(server, c.t), Parameters: c.schema}})
 	}
 	return out, notes
 }

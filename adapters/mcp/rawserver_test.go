@@ -126,7 +126,7 @@ func (s *rawServer) tools() []any {
 	tools := []any{tool("echo", obj)}
 	switch s.scenario {
 	case "misc":
-		for _, name := range []string{"ask", "flood", "odd-content", "error-empty", "twice", "bigtext", "manyitems", "exit-after", "changed", "loud"} {
+		for _, name := range []string{"ask", "flood", "odd-content", "error-empty", "twice", "bigtext", "bigtext-idlast", "deep", "manyitems", "exit-after", "progress-exit-after", "changed", "loud"} {
 			tools = append(tools, tool(name, obj))
 		}
 	case "oddtools":
@@ -221,6 +221,12 @@ func (s *rawServer) misc(id json.RawMessage, name string, token any) {
 	case "bigtext":
 		// Written by hand: marshalling 17 MiB is slow in a race build.
 		s.line(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 17<<20) + `"}]}}`)
+	case "bigtext-idlast":
+		// The id after the 17 MiB: not found within the bound.
+		s.line(`{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 17<<20) + `"}]},"id":` + string(id) + `}`)
+	case "deep":
+		// Valid JSON nested past the SDK decoder's depth of 1000.
+		s.line(deepAnswer(string(id)))
 	case "manyitems":
 		items := make([]any, 8000)
 		for i := range items {
@@ -233,6 +239,10 @@ func (s *rawServer) misc(id json.RawMessage, name string, token any) {
 	case "exit-after":
 		s.result(id, text("bye"))
 		os.Exit(0)
+	case "progress-exit-after":
+		s.send(map[string]any{"method": "notifications/progress", "params": map[string]any{"progressToken": token, "progress": 1, "message": "answering"}})
+		s.result(id, text("bye"))
+		os.Exit(0)
 	case "loud":
 		// A 200 KiB stderr line (a stack dump, a logged payload), then an
 		// ordinary one; a write to a closed pipe would kill the server.
@@ -242,4 +252,11 @@ func (s *rawServer) misc(id json.RawMessage, name string, token any) {
 	default:
 		s.result(id, text("echoed"))
 	}
+}
+
+// deepAnswer is a valid result to request id whose structured content is
+// nested 1000 deep: the whole message passes the SDK decoder's depth bound.
+func deepAnswer(id string) string {
+	return `{"jsonrpc":"2.0","id":` + id + `,"result":{"content":[{"type":"text","text":"deep"}],"structuredContent":{"v":` +
+		strings.Repeat("[", 1000) + strings.Repeat("]", 1000) + `}}}`
 }

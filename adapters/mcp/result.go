@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -24,7 +24,7 @@ import (
 //   - an empty result says so.
 //
 // The whole is cut to limit bytes, the cut marked.
-func toolResult(res *sdk.CallToolResult, limit int) live.ToolResult {
+func toolResult(res *sdk.CallToolResult, limit int) ports.ToolResult {
 	var parts []string
 	for _, c := range res.Content {
 		parts = append(parts, contentText(c))
@@ -45,7 +45,7 @@ func toolResult(res *sdk.CallToolResult, limit int) live.ToolResult {
 	if res.IsError {
 		status = kernel.ToolError
 	}
-	return live.ToolResult{Status: status, Content: cut(text, limit)}
+	return ports.ToolResult{Status: status, Content: cut(text, limit)}
 }
 
 // contentText is one content block as text for the model.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -210,11 +210,11 @@ func (s *server) progress(p *pending, params *sdk.ProgressNotificationParams) {
 }
 
 // call runs one tools/call on the live session.
-func (s *server) call(ctx context.Context, t *remoteTool, call live.Call, args []byte) live.ToolResult {
+func (s *server) call(ctx context.Context, t *remoteTool, call ports.Call, args []byte) ports.ToolResult {
 	sess, err := s.session(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
-			return live.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled while the MCP server was starting"}
+			return ports.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled while the MCP server was starting"}
 		}
 		return toolError(t.name, fmt.Sprintf("%s could not be started: %v", s.cfg.where(), err))
 	}
@@ -244,8 +244,15 @@ func (s *server) call(ctx context.Context, t *remoteTool, call live.Call, args [
 		return sess.acknowledge(p)
 	case sess.ending():
 		return s.gone(ctx, sess, t)
-	case errors.As(err, &werr) && !transportCode(werr.Code):
-		return toolError(t.name, fmt.Sprintf("the server refused the call: %s (JSON-RPC error %d)", werr.Message, werr.Code))
+	case errors.As(err, &werr):
+		// The answer that stood in for one the transport could not read
+		// (frames.go) says why; the session goes on.
+		if why, ok := sess.tap.takeUnreadable(p.requestID()); ok {
+			return toolError(t.name, "the server's answer could not be read: "+why)
+		}
+		if !transportCode(werr.Code) {
+			return toolError(t.name, fmt.Sprintf("the server refused the call: %s (JSON-RPC error %d)", werr.Message, werr.Code))
+		}
 	}
 	// Either the server's answer could not be read (a content type this
 	// client does not know, a result of the wrong shape: the SDK fails the
@@ -268,11 +275,11 @@ func transportCode(code int64) bool { return code >= -32005 && code <= -32003 }
 
 // gone is the result of a call whose session ended under it: it waits
 // (within ctx) for the session to be gone, so the result can say why.
-func (s *server) gone(ctx context.Context, sess *session, t *remoteTool) live.ToolResult {
+func (s *server) gone(ctx context.Context, sess *session, t *remoteTool) ports.ToolResult {
 	select {
 	case <-sess.dead:
 	case <-ctx.Done():
-		return live.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled; the MCP server had stopped"}
+		return ports.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled; the MCP server had stopped"}
 	}
 	return toolError(t.name, fmt.Sprintf("%s stopped during the call: %v; it is restarted on the next call", s.cfg.where(), sess.why()))
 }

@@ -33,8 +33,12 @@ func serveStdio() int {
 		return serveRaw(role)
 	}
 	fmt.Fprintln(os.Stderr, "test server starting")
-	if os.Getenv(roleEnv) == "exit-at-start" {
+	switch os.Getenv(roleEnv) {
+	case "exit-at-start":
 		fmt.Fprintln(os.Stderr, "fatal: no database configured")
+		return 4
+	case "leak-at-start":
+		fmt.Fprintln(os.Stderr, "fatal: upstream refused token "+os.Getenv("UPSTREAM"))
 		return 4
 	}
 	ts := newTestServer()
@@ -158,6 +162,14 @@ func (ts *testServer) build() *sdk.Server {
 	add("pid", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		ts.inHandler <- "pid"
 		return text(fmt.Sprint(os.Getpid())), nil
+	})
+	add("leak", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return text("the token is " + os.Getenv("UPSTREAM")), nil
+	})
+	add("leak-exit", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		fmt.Fprintln(os.Stderr, "fatal: upstream refused token "+os.Getenv("UPSTREAM"))
+		os.Exit(3)
+		return nil, nil
 	})
 	add("exit", func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		fmt.Fprintln(os.Stderr, "panic: the tool crashed")

@@ -25,6 +25,9 @@ type tap struct {
 	mu        sync.Mutex
 	byID      map[string]*pending // calls whose request was written, by request id
 	cancelled map[string]*pending // requests whose cancel went out, no answer yet
+	// unreadable says why the answer to a call (by request id) could not
+	// be read, for the call that gets the stand-in error answer (frames.go).
+	unreadable map[string]string
 }
 
 // cancelledBound bounds how many cancelled requests a session remembers to
@@ -35,7 +38,7 @@ const cancelledBound = 1024
 // for a request whose cancel went out, progress with each progress
 // notification read (on stdio and in-memory sessions).
 func newTap(calls *callTable, late func(*pending), progress func(*pending, *sdk.ProgressNotificationParams)) *tap {
-	return &tap{calls: calls, late: late, progress: progress, byID: map[string]*pending{}, cancelled: map[string]*pending{}}
+	return &tap{calls: calls, late: late, progress: progress, byID: map[string]*pending{}, cancelled: map[string]*pending{}, unreadable: map[string]string{}}
 }
 
 // forget drops a finished call's request id.
@@ -45,6 +48,7 @@ func (t *tap) forget(p *pending) {
 	defer t.mu.Unlock()
 	if id != "" && t.byID[id] == p {
 		delete(t.byID, id)
+		delete(t.unreadable, id)
 	}
 }
 

@@ -32,7 +32,8 @@ type dialFunc func(ctx context.Context, sess *session) (sdk.Transport, error)
 // process group under a per-call subreaper helper (Linux), so killing it
 // kills everything it started; its environment is escapement's through the
 // tools' policy (no API key, no secret-looking variable unless named by
-// --tool-env or the config's env), plus the config's env.
+// --tool-env or the config's env, no variable any server's configuration
+// expanded into a secret), plus the config's env.
 func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	srv := sess.srv
 	cfg := srv.cfg
@@ -68,7 +69,8 @@ func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	// The process lives as long as the client (or until killed); the
 	// start's ctx only bounds the handshake.
 	path := cmd.Path // proc.Start runs the command through its helper
-	p, err := proc.Start(srv.c.life, cmd, proc.Options{Env: proc.EnvPolicy{Pass: pass}, KillGrace: srv.c.opts.KillGrace})
+	policy := proc.EnvPolicy{Pass: pass, Withhold: srv.c.secretVars}
+	p, err := proc.Start(srv.c.life, cmd, proc.Options{Env: policy, KillGrace: srv.c.opts.KillGrace})
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("start %s: %w%s", cfg.Command, err, notRunnable(path, err))
@@ -77,13 +79,13 @@ func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	stdinR.Close()
 	stdoutW.Close()
 	stderrW.Close()
-	sess.proc, sess.stdin = p, stdinW
+	sess.proc, sess.stdin, sess.stdout = p, stdinW, &pipeReader{f: stdoutR}
 	sess.stderr = newStderrTail(stderrR, func(line string) {
 		srv.c.emit(Event{Kind: EventStderr, Server: cfg.Name, Message: line})
 	})
 	srv.wg.Go(sess.stderr.read)
 	return &tapTransport{
-		inner: &sdk.IOTransport{Reader: newStdoutFilter(stdoutR, func(line string) {
+		inner: &sdk.IOTransport{Reader: newStdoutFilter(sess.stdout, sess.tap, func(line string) {
 			srv.c.emit(Event{Kind: EventStdoutNoise, Server: cfg.Name, Message: line})
 		}), Writer: stdinW},
 		tap: sess.tap,
@@ -102,13 +104,17 @@ func dialHTTP(ctx context.Context, sess *session) (sdk.Transport, error) {
 	}
 	kill, stop := context.WithCancel(context.Background())
 	sess.httpStop = stop
-	rt := &httpTap{base: base, headers: srv.cfg.Headers, scrub: headerSecrets(srv.cfg.Headers), tap: sess.tap, kill: kill, refused: sess.httpRefused}
+	rt := &httpTap{base: base, headers: srv.cfg.Headers, scrub: headerSecrets(srv.cfg.Headers), tap: sess.tap, kill: kill, refused: sess.httpRefused,
+		noise: func(line string) { srv.c.emit(Event{Kind: EventStdoutNoise, Server: srv.cfg.Name, Message: line}) }}
 	return &sdk.StreamableClientTransport{
 		Endpoint:   srv.cfg.URL,
 		HTTPClient: &http.Client{Transport: rt},
 		// A broken stream is resumed at most twice; a server that is gone
 		// fails the session rather than being retried for half a minute.
 		MaxRetries: 2,
+		// eventBody bounds each event at maxMessageBytes before the SDK
+		// reads it; the SDK's own bound stays behind it.
+		MaxEventSize: 2 * maxMessageBytes,
 	}, nil
 }
 
@@ -127,6 +133,8 @@ type httpTap struct {
 	// refused receives each answer that is not a 2xx: its status and the
 	// start of its body (the SDK's errors carry only the status text).
 	refused func(string)
+	// noise reports a server-sent event that was dropped (eventBody).
+	noise func(string)
 }
 
 // headerSecrets is a redactor for the configured headers' values, each also
@@ -163,6 +171,7 @@ func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.Header.Set(k, v)
 	}
 	done := func(error) {}
+	id := "" // the request's id, as JSON text, when it is one
 	if req.Method == http.MethodPost && req.Body != nil {
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()
@@ -174,6 +183,9 @@ func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 		out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
 		if msg, err := jsonrpc.DecodeMessage(body); err == nil {
 			done = h.tap.sending(msg)
+			if r, ok := msg.(*jsonrpc.Request); ok && r.ID.IsValid() {
+				id = idText(r.ID.Raw())
+			}
 		}
 	}
 	resp, err := h.base.RoundTrip(out)
@@ -201,6 +213,7 @@ func (h *httpTap) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	} else {
 		done(nil)
+		wrapAnswer(resp, id, h.tap, h.noise)
 	}
 	resp.Body = &releasingBody{ReadCloser: resp.Body, release: release}
 	return resp, nil

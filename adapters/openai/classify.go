@@ -51,6 +51,10 @@ var (
 	// pays: retrying only wastes the first-token budget.
 	classQuota  = class{kernel.FailureRateLimit, false}
 	classServer = class{kernel.FailureServer, true}
+	// A request longer than the model's window fails the same way again:
+	// the kernel compacts the history and asks once more
+	// (docs/semantics.md, "Compaction").
+	classContext = class{kernel.FailureContextLength, false}
 )
 
 // statusClass classifies an HTTP error status: 429 is a rate limit, 408 and
@@ -87,12 +91,14 @@ func codeClass(s string) (c class, ok bool) {
 		return false
 	}
 	switch {
+	case has("context_length", "exceed_context_size", "context_window"):
+		return classContext, true
 	case has("quota"):
 		return classQuota, true
 	case has("rate_limit", "ratelimit", "too_many_requests") || s == "requests" || s == "tokens":
 		return classRate, true
 	case has("api_key", "auth", "permission", "forbidden", "invalid", "not_found", "notfound",
-		"unsupported", "context_length", "bad_request", "badrequest"):
+		"unsupported", "bad_request", "badrequest"):
 		return classClient, true
 	case has("server", "overload", "unavailable", "internal", "timeout", "api_error", "gateway"):
 		return classServer, true
@@ -100,27 +106,93 @@ func codeClass(s string) (c class, ok bool) {
 	return class{}, false
 }
 
+// contextLengthTexts are what servers say, in their error's message, when a
+// request is longer than the model's context window (compared in lower
+// case). Each is one server's wording, or several servers' shared one.
+var contextLengthTexts = []string{
+	"context_length_exceeded",                      // OpenAI, Groq (the code, quoted in a message)
+	"maximum context length",                       // OpenAI, vLLM, DeepSeek, OpenRouter, Mistral, LiteLLM
+	"context length exceeded",                      // generic
+	"exceeds the available context size",           // llama.cpp server
+	"exceeds the context length",                   // Ollama ("the input length exceeds the context length")
+	"exceeded max context length",                  // Ollama ("prompt too long; exceeded max context length by N tokens")
+	"prompt too long",                              // Ollama
+	"prompt is too long",                           // Anthropic
+	"longer than the maximum model length",         // vLLM ("the decoder prompt … is longer than the maximum model length")
+	"longer than the model's context length",       // Together
+	"exceeds the context window",                   // OpenAI ("your input exceeds the context window of this model")
+	"maximum prompt length",                        // xAI
+	"greater than the context length",              // LM Studio
+	"input is too long for requested model",        // Amazon Bedrock
+	"exceeds the maximum number of tokens allowed", // Google Gemini
+	"`inputs` tokens + `max_new_tokens` must be",   // Hugging Face TGI
+	"too large for model with",                     // Mistral ("… too large for model with N maximum context length")
+	"reduce the length of the messages",            // OpenAI, Groq
+}
+
+// contextLength reports whether info says the request was longer than the
+// model's context window: by its code or its type (whatever a numeric code
+// beside it says), or by its message — but never a rate limit that speaks
+// of tokens ("too many tokens, please wait").
+func contextLength(info errorInfo) bool {
+	for _, s := range []string{info.code, info.typ} {
+		if c, ok := codeClass(s); ok && c == classContext {
+			return true
+		}
+	}
+	msg := strings.ToLower(info.String())
+	if strings.Contains(msg, "rate limit") || strings.Contains(msg, "please wait") {
+		return false
+	}
+	for _, t := range contextLengthTexts {
+		if strings.Contains(msg, t) {
+			return true
+		}
+	}
+	return false
+}
+
 // errorInfo is what a server said about a failure.
 type errorInfo struct {
 	message string
 	typ     string
 	code    string
+	// provider and cause are what a router passes on from the provider
+	// behind it (OpenRouter's error.metadata.provider_name and .raw): its
+	// own message is then only "Provider returned error".
+	provider string
+	cause    string
 }
 
 // String is the message with its code (or type) when the message does not
-// already say it: `Incorrect API key provided (invalid_api_key)`.
+// already say it, then the provider's cause when there is one:
+// `Incorrect API key provided (invalid_api_key)`, `Provider returned error
+// (Google): google/gemini-2.0-flash-exp:free is temporarily rate-limited
+// upstream`.
 func (e errorInfo) String() string {
 	tag := e.code
 	if tag == "" {
 		tag = e.typ
 	}
+	var s string
 	switch {
 	case e.message == "":
-		return tag
+		s = tag
 	case tag == "" || strings.Contains(e.message, tag):
-		return e.message
+		s = e.message
+	default:
+		s = e.message + " (" + tag + ")"
 	}
-	return e.message + " (" + tag + ")"
+	if e.provider != "" && !strings.Contains(s, e.provider) {
+		s += " (" + e.provider + ")"
+	}
+	if e.cause != "" && !strings.Contains(s, e.cause) {
+		if s == "" {
+			return e.cause
+		}
+		s += ": " + e.cause
+	}
+	return s
 }
 
 // class classifies by code, then type; ok is false when neither is known.
@@ -134,8 +206,15 @@ func (e errorInfo) class() (class, bool) {
 // parseErrorBody reads a server's error body: OpenAI's
 // {"error":{"message","type","code"}}, Ollama's {"error":"…"}, vLLM's
 // top-level {"message","type","code"}, FastAPI's {"detail":…}, or plain
-// text (HTML included), whitespace collapsed.
+// text (HTML included), whitespace collapsed. A router's error also
+// carries the cause from the provider behind it (OpenRouter's
+// {"error":{"message":"Provider returned error","metadata":{"raw",
+// "provider_name"}}}): it is kept (providerCauseDepth).
 func parseErrorBody(body []byte) errorInfo {
+	return parseErrorBodyDepth(body, maxCauseDepth)
+}
+
+func parseErrorBodyDepth(body []byte, depth int) errorInfo {
 	body = bytes.TrimSpace(body)
 	var v struct {
 		Error   json.RawMessage `json:"error"`
@@ -151,14 +230,16 @@ func parseErrorBody(body []byte) errorInfo {
 		return errorInfo{message: s}
 	}
 	var nested struct {
-		Message json.RawMessage `json:"message"`
-		Type    json.RawMessage `json:"type"`
-		Code    json.RawMessage `json:"code"`
+		Message  json.RawMessage `json:"message"`
+		Type     json.RawMessage `json:"type"`
+		Code     json.RawMessage `json:"code"`
+		Metadata json.RawMessage `json:"metadata"`
 	}
 	if len(v.Error) > 0 && json.Unmarshal(v.Error, &nested) == nil {
 		v.Message, v.Type, v.Code = nested.Message, nested.Type, nested.Code
 	}
 	e := errorInfo{message: jsonText(v.Message), typ: jsonText(v.Type), code: jsonText(v.Code)}
+	e.provider, e.cause = providerCauseDepth(nested.Metadata, depth)
 	if e.message == "" {
 		e.message = jsonText(v.Detail)
 	}
@@ -166,6 +247,41 @@ func parseErrorBody(body []byte) errorInfo {
 		e.message = string(body)
 	}
 	return e
+}
+
+// maxCauseDepth bounds how deep a provider's cause is unwrapped: a raw
+// body that holds a router's error that holds another, and so on.
+const maxCauseDepth = 4
+
+// providerCauseDepth reads the cause a router passes on (OpenRouter's
+// error.metadata): the provider's name and its raw answer — itself an
+// error body in any of parseErrorBody's shapes, unwrapped depth levels
+// deep at most, or plain text — or, for a moderation refusal, the reasons
+// given.
+func providerCauseDepth(metadata json.RawMessage, depth int) (provider, cause string) {
+	var m struct {
+		Raw          json.RawMessage `json:"raw"`
+		ProviderName json.RawMessage `json:"provider_name"`
+		Reasons      json.RawMessage `json:"reasons"`
+	}
+	if len(metadata) == 0 || json.Unmarshal(metadata, &m) != nil {
+		return "", ""
+	}
+	provider = jsonText(m.ProviderName)
+	raw := m.Raw
+	if s, ok := jsonString(raw); ok {
+		raw = json.RawMessage(strings.TrimSpace(s))
+		if !json.Valid(raw) {
+			return provider, strings.Join(strings.Fields(s), " ")
+		}
+	}
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return provider, jsonText(m.Reasons)
+	case depth > 1:
+		return provider, parseErrorBodyDepth(raw, depth-1).String()
+	}
+	return provider, jsonText(raw)
 }
 
 // jsonString decodes a JSON string.
@@ -209,6 +325,10 @@ func statusError(c *capture, now time.Time) *attemptError {
 	if cc, ok := info.class(); ok && cls == classRate && cc == classQuota {
 		cls = classQuota
 	}
+	if (c.status == http.StatusBadRequest || c.status == http.StatusRequestEntityTooLarge ||
+		c.status == http.StatusUnprocessableEntity) && contextLength(info) {
+		cls = classContext
+	}
 	detail := strings.TrimSpace(fmt.Sprintf("HTTP %d %s", c.status, http.StatusText(c.status)))
 	if c.status == http.StatusNotFound && !json.Valid(bytes.TrimSpace(c.body)) {
 		// No API answered (a web server's own 404 page): the base URL is
@@ -243,7 +363,10 @@ func openError(err error, c *capture, now time.Time) *attemptError {
 // (the server gave up mid-answer) and is retried.
 func eventError(info errorInfo) *attemptError {
 	cls, ok := info.class()
-	if !ok {
+	switch {
+	case contextLength(info):
+		cls = classContext
+	case !ok:
 		cls = classServer
 	}
 	return &attemptError{failure: cls.failure, retry: cls.retry, detail: "error event in stream: " + info.String()}

@@ -110,7 +110,7 @@ func TestFailureTextSaysWhy(t *testing.T) {
 			"HTTP 403 Forbidden: Forbidden by proxy policy", kernel.FailureBadResponse, 1},
 		{"400 vLLM", http.StatusBadRequest,
 			`{"object":"error","message":"maximum context length is 4096 tokens","type":"BadRequestError","param":null,"code":400}`, nil,
-			"HTTP 400 Bad Request: maximum context length is 4096 tokens (BadRequestError)", kernel.FailureBadResponse, 1},
+			"HTTP 400 Bad Request: maximum context length is 4096 tokens (BadRequestError)", kernel.FailureContextLength, 1},
 		{"422 FastAPI", http.StatusUnprocessableEntity, `{"detail":[{"loc":["body","model"],"msg":"field required"}]}`, nil,
 			`HTTP 422 Unprocessable Entity: [{"loc":["body","model"],"msg":"field required"}]`, kernel.FailureBadResponse, 1},
 		{"400 message list", http.StatusBadRequest, `{"statusCode":400,"message":["model must be a string","messages should not be empty"]}`, nil,
@@ -192,7 +192,10 @@ func TestErrorEventsClassified(t *testing.T) {
 		{"authentication_error type", `data: {"error":{"message":"invalid x-api-key","type":"authentication_error"}}`, kernel.FailureBadResponse, 1, "invalid x-api-key (authentication_error)"},
 		{"permission_error type", `data: {"error":{"message":"no access","type":"permission_error"}}`, kernel.FailureBadResponse, 1, "no access"},
 		{"numeric 401 code", `data: {"error":{"message":"unauthorized","code":401}}`, kernel.FailureBadResponse, 1, "unauthorized (401)"},
-		{"context length", `data: {"error":{"message":"too long","code":"context_length_exceeded"}}`, kernel.FailureBadResponse, 1, "too long"},
+		// Too long for the window: its own class, never retried as is (the
+		// kernel compacts and asks again).
+		{"context length", `data: {"error":{"message":"too long","code":"context_length_exceeded"}}`, kernel.FailureContextLength, 1, "too long"},
+		{"llama.cpp context size", `data: {"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`, kernel.FailureContextLength, 1, "the request exceeds the available context size, try increasing it (400)"},
 		{"insufficient_quota", `data: {"error":{"message":"quota","type":"insufficient_quota"}}`, kernel.FailureRateLimit, 1, "quota"},
 		{"rate_limit_exceeded", `data: {"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, kernel.FailureRateLimit, 3, "slow down (rate_limit_exceeded) (gave up after 3 attempts)"},
 		{"server_error type", `data: {"error":{"message":"The server had an error","type":"server_error"}}`, kernel.FailureServer, 3, "The server had an error (server_error)"},
@@ -225,6 +228,51 @@ func TestErrorEventsClassified(t *testing.T) {
 			}
 			if n := len(srv.Requests()); n != tc.requests {
 				t.Errorf("%d requests, want %d", n, tc.requests)
+			}
+		})
+	}
+}
+
+// TestProviderNestedCauseShown: a router's error whose own message says
+// only "Provider returned error" (OpenRouter's) shows the cause it passes
+// on from the provider behind it — error.metadata.raw, as text or as the
+// provider's own error body, with the provider's name — or the reasons of
+// a moderation refusal; in an HTTP error and in an error event alike.
+func TestProviderNestedCauseShown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int    // an HTTP error; 0 for an error event in a 200 stream
+		body   string // the body, or the event's data
+		want   string
+	}{
+		{"raw text", http.StatusTooManyRequests,
+			`{"error":{"code":429,"message":"Provider returned error","metadata":{"provider_name":"Google","raw":"google/gemma-7b:free is temporarily rate-limited upstream."}},"user_id":"u1"}`,
+			"HTTP 429 Too Many Requests: Provider returned error (Google): google/gemma-7b:free is temporarily rate-limited upstream."},
+		{"raw error body", http.StatusBadGateway,
+			`{"error":{"code":502,"message":"Provider returned error","metadata":{"provider_name":"Together","raw":"{\"error\":{\"message\":\"model overloaded, retry later\",\"type\":\"server_error\"}}"}}}`,
+			"HTTP 502 Bad Gateway: Provider returned error (Together): model overloaded, retry later (server_error)"},
+		{"raw object", http.StatusBadRequest,
+			`{"error":{"code":400,"message":"Provider returned error","metadata":{"raw":{"detail":"temperature must be at most 1"}}}}`,
+			"HTTP 400 Bad Request: Provider returned error: temperature must be at most 1"},
+		{"moderation reasons", http.StatusForbidden,
+			`{"error":{"code":403,"message":"Your chosen model requires moderation and your input was flagged","metadata":{"reasons":["violence","harassment"],"provider_name":"OpenAI","flagged_input":"..."}}}`,
+			"HTTP 403 Forbidden: Your chosen model requires moderation and your input was flagged (OpenAI): violence, harassment"},
+		{"error event", 0,
+			`{"error":{"code":"server_error","message":"Provider returned error","metadata":{"provider_name":"Fireworks","raw":"upstream connect error"}}}`,
+			"error event in stream: Provider returned error (server_error) (Fireworks): upstream connect error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+				if tc.status != 0 {
+					w.Status(tc.status, tc.body)
+					return
+				}
+				_ = w.Raw("data: " + tc.body)
+			})
+			defer srv.Close()
+			err := newModel(t, srv, func(c *openai.Config) { c.MaxRetries = 0 }).Stream(context.Background(), request(), newSink())
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("err %v\nwant it to start %s", err, tc.want)
 			}
 		})
 	}

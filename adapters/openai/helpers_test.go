@@ -2,8 +2,11 @@ package openai_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
@@ -148,15 +152,15 @@ func newModelClock(t *testing.T, srv *fakeopenai.Server, mutate func(*openai.Con
 	return m, clk
 }
 
-func request(msgs ...kernel.Message) live.Request {
+func request(msgs ...kernel.Message) ports.Request {
 	if len(msgs) == 0 {
 		msgs = []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}}
 	}
-	return live.Request{Op: 1, Path: "main", Messages: msgs}
+	return ports.Request{Op: 1, Path: "main", Messages: msgs}
 }
 
 func failure(err error) kernel.Failure {
-	var fe *live.FailureError
+	var fe *ports.FailureError
 	if errors.As(err, &fe) {
 		return fe.Failure
 	}
@@ -165,14 +169,24 @@ func failure(err error) kernel.Failure {
 
 // runTurn runs one turn through the live driver and returns the root's
 // turn end and the kernel (after Run returned).
-func runTurn(t *testing.T, m live.Model, tl live.Tools, prompt string, mutate ...func(*kernel.Config)) (kernel.Lifecycle, *kernel.Kernel) {
+func runTurn(t *testing.T, m ports.Model, tl ports.Tools, prompt string, mutate ...func(*kernel.Config)) (kernel.Lifecycle, *kernel.Kernel) {
+	t.Helper()
+	return runTurnObserved(t, m, tl, prompt, nil, mutate...)
+}
+
+// runTurnObserved is runTurn with an observer of every step (which reads
+// children before they are freed).
+func runTurnObserved(t *testing.T, m ports.Model, tl ports.Tools, prompt string, observe func(ports.Step), mutate ...func(*kernel.Config)) (kernel.Lifecycle, *kernel.Kernel) {
 	t.Helper()
 	ended := make(chan kernel.Lifecycle, 1)
 	cfg := kernel.Config{Limits: kernel.DefaultLimits()}
 	for _, f := range mutate {
 		f(&cfg)
 	}
-	d, err := live.New(live.Config{Kernel: cfg, Model: m, Tools: tl, Observer: func(s live.Step) {
+	d, err := live.New(live.Config{Kernel: cfg, Model: m, Tools: tl, Observer: func(s ports.Step) {
+		if observe != nil {
+			observe(s)
+		}
 		for _, e := range s.Effects {
 			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root {
 				ended <- e.Life
@@ -199,4 +213,45 @@ func runTurn(t *testing.T, m live.Model, tl live.Tools, prompt string, mutate ..
 		t.Fatal(err)
 	}
 	return end, d.Kernel()
+}
+
+// providerStream reads a recorded provider response from the shared
+// recordings beside the checkout (shared/provider-streams in a parent
+// directory: read in place, never copied into the repository). A machine
+// without them skips the test, saying so.
+func providerStream(t *testing.T, name string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "shared", "provider-streams", name)); err == nil {
+			return string(b)
+		}
+		if filepath.Dir(d) == d {
+			t.Skipf("no shared/provider-streams/%s above %s: the recordings are not on this machine", name, dir)
+		}
+	}
+}
+
+// bodyOf decodes a recorded request's raw body into a generic value.
+func bodyOf(t *testing.T, r fakeopenai.Request) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(r.Raw, &v); err != nil {
+		t.Fatalf("request %d body: %v", r.N, err)
+	}
+	return v
+}
+
+// messagesOf is a decoded body's messages.
+func messagesOf(t *testing.T, body map[string]any) []map[string]any {
+	t.Helper()
+	raw, _ := body["messages"].([]any)
+	out := make([]map[string]any, len(raw))
+	for i, m := range raw {
+		out[i], _ = m.(map[string]any)
+	}
+	return out
 }

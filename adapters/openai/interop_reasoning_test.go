@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -110,9 +110,9 @@ func TestReasoningThenDisconnectRetried(t *testing.T) {
 			_ = w.End("stop")
 		})
 		s := newSink()
-		var target live.Sink = s
+		var target ports.Sink = s
 		if !withProgress {
-			target = struct{ live.Sink }{s} // hides Progress
+			target = struct{ ports.Sink }{s} // hides Progress
 		}
 		err := newModel(t, srv, nil).Stream(context.Background(), request(), target)
 		srv.Close()

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -76,6 +76,42 @@ func TestPlainText(t *testing.T) {
 	}
 }
 
+// TestRequestOffersItsTools: a request that names its tools offers those,
+// in place of the model's configured list; one that names none offers the
+// configured list.
+func TestRequestOffersItsTools(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		_ = w.Answer("ok", 1)
+	})
+	defer srv.Close()
+	m := newModel(t, srv, nil)
+	req := request()
+	req.Tools = []ports.ToolSpec{ports.DelegateSpec("")}
+	if err := m.Stream(context.Background(), req, newSink()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stream(context.Background(), request(), newSink()); err != nil {
+		t.Fatal(err)
+	}
+	var names [2][]string
+	for i, r := range srv.Requests() {
+		var tl []struct {
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(r.Body.Tools, &tl); err != nil {
+			t.Fatal(err)
+		}
+		for _, tool := range tl {
+			names[i] = append(names[i], tool.Function.Name)
+		}
+	}
+	if fmt.Sprint(names[0]) != "[delegate]" || len(names[1]) != 5 {
+		t.Errorf("tools offered %v, then %v: want the request's [delegate], then the model's five", names[0], names[1])
+	}
+}
+
 // TestToolCallsSplit: a call whose arguments arrive one byte per chunk is
 // passed through as raw fragments that assemble to the whole call.
 func TestToolCallsSplit(t *testing.T) {
@@ -124,7 +160,7 @@ func TestParallelToolCalls(t *testing.T) {
 		both    = make(chan struct{})
 		once    sync.Once
 	)
-	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+	tl := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 		mu.Lock()
 		running++
 		peak = max(peak, running)
@@ -139,7 +175,7 @@ func TestParallelToolCalls(t *testing.T) {
 		mu.Lock()
 		running--
 		mu.Unlock()
-		return live.ToolResult{Status: kernel.ToolOK, Content: "result of " + c.ID}
+		return ports.ToolResult{Status: kernel.ToolOK, Content: "result of " + c.ID}
 	})
 	end, k := runTurn(t, newModel(t, srv, nil), tl, "search")
 	if end.Outcome != kernel.OutcomeCompleted || end.Text != "both done" {
@@ -188,11 +224,11 @@ func TestMalformedAndOddChunks(t *testing.T) {
 	defer srv.Close()
 	var ran []string
 	var mu sync.Mutex
-	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+	tl := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 		mu.Lock()
 		ran = append(ran, c.Name+" "+c.Arguments)
 		mu.Unlock()
-		return live.ToolResult{Status: kernel.ToolOK, Content: "listing"}
+		return ports.ToolResult{Status: kernel.ToolOK, Content: "listing"}
 	})
 	end, _ := runTurn(t, newModel(t, srv, nil), tl, "go")
 	if end.Outcome != kernel.OutcomeCompleted || end.Text != "sorry, fixed" {
@@ -235,24 +271,41 @@ func TestDelegationThreeDeep(t *testing.T) {
 		_ = w.End("tool_calls")
 	})
 	defer srv.Close()
-	end, k := runTurn(t, newModel(t, srv, nil), live.ToolsFunc(func(context.Context, live.Call) live.ToolResult {
+	// Each child is read in the step its turn ends: it is freed after.
+	type seen struct {
+		path, summary string
+		depth         int
+		err           error
+	}
+	var ended []seen
+	observe := func(s ports.Step) {
+		for _, e := range s.Effects {
+			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded {
+				a := s.Kernel.Agent(e.Life.Agent)
+				ended = append(ended, seen{a.Path(), a.Summary(), a.Depth(), kernel.ValidateTranscript(a.History(), false)})
+			}
+		}
+	}
+	end, k := runTurnObserved(t, newModel(t, srv, nil), ports.ToolsFunc(func(context.Context, ports.Call) ports.ToolResult {
 		t.Error("delegate reached the tools")
-		return live.ToolResult{}
-	}), "level 0")
+		return ports.ToolResult{}
+	}), "level 0", observe)
 	if end.Outcome != kernel.OutcomeCompleted {
 		t.Fatalf("outcome %s", end.Outcome)
 	}
-	if k.NumAgents() != 4 {
-		t.Fatalf("%d agents, want 4", k.NumAgents())
+	if k.NumAgents() != 4 || len(ended) != 4 {
+		t.Fatalf("%d agents, %d turn ends; want 4", k.NumAgents(), len(ended))
 	}
-	leaf := k.Agent(3)
-	if leaf.Path() != "main/L1/L2/L3" || leaf.Depth() != 3 || leaf.Summary() != "leaf reached" {
-		t.Errorf("leaf %s depth %d %q", leaf.Path(), leaf.Depth(), leaf.Summary())
+	if leaf := ended[0]; leaf.path != "main/L1/L2/L3" || leaf.depth != 3 || leaf.summary != "leaf reached" {
+		t.Errorf("leaf %s depth %d %q", leaf.path, leaf.depth, leaf.summary)
 	}
-	for id := kernel.AgentID(0); id < 4; id++ {
-		if err := kernel.ValidateTranscript(k.Agent(id).History(), false); err != nil {
-			t.Errorf("agent %d: %v", id, err)
+	for _, a := range ended {
+		if a.err != nil {
+			t.Errorf("agent %s: %v", a.path, a.err)
 		}
+	}
+	if k.HeldAgents() != 1 {
+		t.Errorf("the tree holds %d agents after the turn; every child should be freed", k.HeldAgents())
 	}
 	if !strings.Contains(end.Text, `"type":"agent_result"`) || !strings.Contains(end.Text, `"agent":"L1"`) {
 		t.Errorf("root answer lacks L1's typed result: %s", end.Text)

@@ -6,27 +6,31 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	oa "github.com/sashabaranov/go-openai"
 )
 
-// Stream implements live.Model. It retries a failed attempt before its
+// Stream implements ports.Model. It retries a failed attempt before its
 // first token when the failure is worth it (rate limits, server errors,
 // lost connections; never authentication, not-found or invalid-request
 // errors), waits what the server's Retry-After asks or a jittered backoff,
 // and gives up at once when that wait would end past MaxRetryWait.
-func (m *Model) Stream(ctx context.Context, req live.Request, sink live.Sink) error {
-	creq := oa.ChatCompletionRequest{
-		Model:         m.cfg.Model,
-		Messages:      wireMessages(req.Messages),
-		Tools:         m.tools,
-		StreamOptions: &oa.StreamOptions{IncludeUsage: true},
+func (m *Model) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
+	body, err := m.body(req)
+	if err != nil {
+		return ports.Fail(kernel.FailureBadResponse, fmt.Errorf("openai: building the request: %w", err))
 	}
+	// go-openai is given only what it checks; the body it would send is
+	// replaced by body (capturingDoer).
+	creq := oa.ChatCompletionRequest{Model: m.cfg.Model}
+	ctx = withBody(ctx, body)
 	begun := m.cfg.Now()
 	for attempt := 1; ; attempt++ {
-		started, err := m.attempt(ctx, creq, sink)
+		var thought reasoning
+		started, err := m.attempt(ctx, creq, sink, &thought)
 		if err == nil {
+			thought.deliver(sink)
 			return nil
 		}
 		if ctx.Err() != nil {

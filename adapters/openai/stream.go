@@ -6,13 +6,13 @@ import (
 	"io"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	oa "github.com/sashabaranov/go-openai"
 )
 
 // progressEvery bounds how often reasoning output is reported as progress
-// (live.ProgressSink): often enough for any watchdog worth setting, rarely
+// (ports.ProgressSink): often enough for any watchdog worth setting, rarely
 // enough that 20,000 reasoning tokens are not 20,000 kernel events.
 const progressEvery = 250 * time.Millisecond
 
@@ -29,10 +29,16 @@ const progressEvery = 250 * time.Millisecond
 // response; a body that ends without [DONE] or a finish_reason was cut off
 // (a disconnect, or a stream error once tokens arrived).
 //
-// Reasoning (reasoning_content, reasoning, "thinking" parts) is no part of
-// the answer: it is neither forwarded as text nor kept, and only reported
-// as progress, so the kernel's watchdogs see a live stream.
-func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink live.Sink) (started bool, err error) {
+// Reasoning (reasoning_content, reasoning, reasoning_details, "thinking"
+// parts) is no part of the answer: it is never forwarded as text. It is
+// reported as progress, so the kernel's watchdogs see a live stream, and
+// collected in thought (but "thinking" parts), which Stream hands the sink
+// once the attempt succeeded (docs/live.md, "Reasoning"). Anything else
+// that adds nothing — empty content, a tool-call fragment with no id, no
+// name and no arguments — is not forwarded at all: a server that streams
+// only that is silent to the watchdogs, which end the request
+// (docs/semantics.md, "Deadlines").
+func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink ports.Sink, thought *reasoning) (started bool, err error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	capt := &capture{}
@@ -63,7 +69,7 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 	// reported progress may still be retried: started says answer text or
 	// a call arrived.
 	progress := func() {
-		ps, ok := sink.(live.ProgressSink)
+		ps, ok := sink.(ports.ProgressSink)
 		if !ok {
 			return
 		}
@@ -100,8 +106,8 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 		if err != nil {
 			return started, &attemptError{failure: kernel.FailureBadResponse, detail: "unparseable chunk: " + err.Error()}
 		}
-		if prompt, completion, ok := chunk.usage(); ok {
-			sink.Usage(kernel.Usage{PromptTokens: prompt, CompletionTokens: completion})
+		if u, ok := chunk.usage(); ok {
+			sink.Usage(u)
 		}
 		for _, ch := range chunk.Choices {
 			if ch.Index != 0 {
@@ -112,21 +118,33 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 			if !ok {
 				return started, &attemptError{failure: kernel.FailureBadResponse, detail: "unparseable chunk: content is neither a string nor a list of parts: " + string(d.Content)}
 			}
-			if thinking || present(d.ReasoningContent) || present(d.Reasoning) {
+			if thinking || present(d.ReasoningContent) || present(d.Reasoning) || present(d.ReasoningDetails) {
 				progress()
 			}
+			thought.add(fieldReasoningContent, d.ReasoningContent)
+			thought.add(fieldReasoning, d.Reasoning)
+			thought.addDetails(d.ReasoningDetails)
 			text(content)
 			if refusal, _, _ := contentText(d.Refusal); refusal != "" {
 				text(refusal)
 			}
 			for _, tc := range d.ToolCalls {
-				sink.Call(kernel.CallDelta{Index: calls.index(tc), ID: tc.ID, Name: tc.Function.Name, Args: argumentsText(tc.Function.Arguments)})
+				args := argumentsText(tc.Function.Arguments)
+				if tc.ID == "" && tc.Function.Name == "" && args == "" {
+					// Adds nothing: not forwarded, so it is no progress
+					// for the watchdogs and no step in the log
+					// (docs/semantics.md, "Deadlines").
+					continue
+				}
+				sink.Call(kernel.CallDelta{Index: calls.index(tc), ID: tc.ID, Name: tc.Function.Name, Args: args})
 				started = true
 			}
 			if fc := d.FunctionCall; fc != nil && len(d.ToolCalls) == 0 {
 				// The legacy function_call shape: one call, no id.
-				sink.Call(kernel.CallDelta{Index: 0, Name: fc.Name, Args: argumentsText(fc.Arguments)})
-				started = true
+				if args := argumentsText(fc.Arguments); fc.Name != "" || args != "" {
+					sink.Call(kernel.CallDelta{Index: 0, Name: fc.Name, Args: args})
+					started = true
+				}
 			}
 			if ch.FinishReason == nil || *ch.FinishReason == "" || finished {
 				continue

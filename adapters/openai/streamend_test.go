@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -86,9 +86,9 @@ func TestDoneAfterToolCallsWithoutFinishReason(t *testing.T) {
 	})
 	defer srv.Close()
 	var ran []string
-	tl := live.ToolsFunc(func(ctx context.Context, c live.Call) live.ToolResult {
+	tl := ports.ToolsFunc(func(ctx context.Context, c ports.Call) ports.ToolResult {
 		ran = append(ran, c.Name+" "+c.Arguments)
-		return live.ToolResult{Status: kernel.ToolOK, Content: "a.txt"}
+		return ports.ToolResult{Status: kernel.ToolOK, Content: "a.txt"}
 	})
 	end, _ := runTurn(t, newModel(t, srv, nil), tl, "list")
 	if end.Outcome != kernel.OutcomeCompleted || end.Text != "listed" || !slices.Equal(ran, []string{`list_dir {"path":"."}`}) {

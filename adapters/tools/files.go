@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/textcut"
 )
 
@@ -298,8 +298,8 @@ func capText(s string, limit int) string {
 
 // Specs are the JSON Schema function definitions the model sees: the file
 // tools, shell when it is allowed, and the kernel's delegate tool.
-func (b *Box) Specs() []live.ToolSpec {
-	specs := []live.ToolSpec{
+func (b *Box) Specs() []ports.ToolSpec {
+	specs := []ports.ToolSpec{
 		{Name: "read_file", Description: "Read a text file of the workspace. Paths are relative to the workspace root.",
 			Parameters: schema(`{"path":{"type":"string","description":"file path relative to the workspace"}}`, "path")},
 		{Name: "write_file", Description: "Create or overwrite a file of the workspace (parent directories are created).",
@@ -310,10 +310,10 @@ func (b *Box) Specs() []live.ToolSpec {
 			Parameters: schema(`{"pattern":{"type":"string","description":"RE2 regular expression"},"path":{"type":"string","description":"file or directory relative to the workspace; \".\" for all"}}`, "pattern", "path")},
 	}
 	if b.cfg.AllowShell {
-		specs = append(specs, live.ToolSpec{Name: "shell", Description: "Run a bash command in the workspace directory (stdin is closed; output is capped). Reports exit status and duration.",
+		specs = append(specs, ports.ToolSpec{Name: "shell", Description: "Run a bash command in the workspace directory (stdin is closed; output is capped). Reports exit status and duration.",
 			Parameters: schema(`{"command":{"type":"string","description":"the command line for bash -c"}}`, "command")})
 	}
-	return append(specs, DelegateSpec(b.cfg.DelegateTool))
+	return append(specs, ports.DelegateSpec(b.cfg.DelegateTool))
 }
 
 // Idempotent names the tools that only read — running one twice has the
@@ -321,19 +321,6 @@ func (b *Box) Specs() []live.ToolSpec {
 // again (kernel.Config.Idempotent, docs/durable.md); every other tool's
 // call cut off by a crash is answered tool_lost instead.
 func (b *Box) Idempotent() []string { return []string{"read_file", "list_dir", "grep"} }
-
-// DelegateSpec is the schema of the kernel's delegation tool, named name
-// (kernel.Config.DelegateTool; kernel.DefaultDelegateTool when empty): the
-// kernel, not this package, spawns the sub-agent. A Box publishes it in
-// Specs; a program whose tools have no Box adds it to the model's tools
-// (openai.Config.Tools) to let its agents delegate.
-func DelegateSpec(name string) live.ToolSpec {
-	if name == "" {
-		name = "delegate"
-	}
-	return live.ToolSpec{Name: name, Description: "Hand a self-contained task to a sub-agent with its own context; its typed result (outcome, summary) comes back as this call's result. Sub-agents can run in parallel.",
-		Parameters: schema(`{"task":{"type":"string","description":"what the sub-agent must do, with everything it needs to know"},"name":{"type":"string","description":"a short name for the sub-agent"}}`, "task")}
-}
 
 func schema(properties string, required ...string) json.RawMessage {
 	req, _ := json.Marshal(required)

@@ -9,22 +9,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
 
 // grepWithin runs grep and fails the test if the call is still blocked
 // after a generous bound (which only stops a hang: it times nothing).
-func grepWithin(t *testing.T, b *Box, args map[string]string) live.ToolResult {
+func grepWithin(t *testing.T, b *Box, args map[string]string) ports.ToolResult {
 	t.Helper()
-	done := make(chan live.ToolResult, 1)
+	done := make(chan ports.ToolResult, 1)
 	go func() { done <- run(t, b, "grep", args) }()
 	select {
 	case r := <-done:
 		return r
 	case <-time.After(30 * time.Second):
 		t.Fatalf("grep %v still blocked after 30s", args)
-		return live.ToolResult{}
+		return ports.ToolResult{}
 	}
 }
 
@@ -51,7 +51,7 @@ func TestGrepFileSwappedForFIFO(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	done := make(chan live.ToolResult, 1)
+	done := make(chan ports.ToolResult, 1)
 	go func() { done <- run(t, b, "grep", map[string]string{"pattern": "needle", "path": "."}) }()
 	select {
 	case r := <-done:

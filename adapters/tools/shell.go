@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
@@ -20,11 +20,11 @@ import (
 // cancel the group gets SIGINT, and the hard kill after KillGrace (F3);
 // when the command ends, whatever it left running is killed too — on Linux
 // also what left the group — so nothing outlives its tool call.
-func (b *Box) shell(ctx context.Context, command string) live.ToolResult {
+func (b *Box) shell(ctx context.Context, command string) ports.ToolResult {
 	started := time.Now()
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return live.ToolResult{Status: kernel.ToolError, Content: "error: shell: " + err.Error()}
+		return ports.ToolResult{Status: kernel.ToolError, Content: "error: shell: " + err.Error()}
 	}
 	cmd := exec.Command("bash", "-c", command)
 	cmd.Dir = b.real
@@ -34,7 +34,7 @@ func (b *Box) shell(ctx context.Context, command string) live.ToolResult {
 	pw.Close() // the children hold the write end now
 	if err != nil {
 		pr.Close()
-		return live.ToolResult{Status: kernel.ToolError, Content: "error: shell: " + err.Error()}
+		return ports.ToolResult{Status: kernel.ToolError, Content: "error: shell: " + err.Error()}
 	}
 	b.track(p, true)
 	defer b.track(p, false)
@@ -88,7 +88,7 @@ func (b *Box) shell(ctx context.Context, command string) live.ToolResult {
 	} else {
 		sb.WriteString("(no output)\n")
 	}
-	return live.ToolResult{Status: status, Content: sb.String()}
+	return ports.ToolResult{Status: status, Content: sb.String()}
 }
 
 // cancelledDrain bounds the output drain of a cancelled shell.
@@ -108,23 +108,31 @@ func drain(pr *os.File, drained <-chan struct{}, limit time.Duration) {
 	pr.Close()
 }
 
+// track registers a running shell (running) or forgets it. A shell that
+// registers after KillAll is killed at once: it was still starting when
+// KillAll looked, or came later.
 func (b *Box) track(p *proc.Process, running bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if running {
-		b.running[p] = struct{}{}
-	} else {
+	if !running {
 		delete(b.running, p)
+		return
+	}
+	b.running[p] = struct{}{}
+	if b.killedAll {
+		p.Kill()
 	}
 }
 
 // KillAll starts the hard kill of every running shell at once (on Linux,
 // each call's helper then kills its whole tree, even after this process
-// has exited). The CLI calls it on a hard exit (a second Ctrl-C), which
-// does not wait for the kernel's graceful cancel.
+// has exited), and of every shell that starts after it. The CLI calls it on
+// a hard exit (a second Ctrl-C), which does not wait for the kernel's
+// graceful cancel.
 func (b *Box) KillAll() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.killedAll = true
 	for p := range b.running {
 		p.Kill()
 	}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/proctest"
 	"github.com/escapement/escapement/kernel"
 )
@@ -39,20 +39,20 @@ func goneNow(t *testing.T, what string, pids ...int) {
 	}
 }
 
-func runAsync(b *Box, ctx context.Context, command string) <-chan live.ToolResult {
-	done := make(chan live.ToolResult, 1)
+func runAsync(b *Box, ctx context.Context, command string) <-chan ports.ToolResult {
+	done := make(chan ports.ToolResult, 1)
 	go func() { done <- b.Run(ctx, call("shell", map[string]string{"command": command})) }()
 	return done
 }
 
-func result(t *testing.T, done <-chan live.ToolResult) live.ToolResult {
+func result(t *testing.T, done <-chan ports.ToolResult) ports.ToolResult {
 	t.Helper()
 	select {
 	case r := <-done:
 		return r
 	case <-time.After(hang):
 		t.Fatalf("shell call still running after %v", hang)
-		return live.ToolResult{}
+		return ports.ToolResult{}
 	}
 }
 
@@ -182,6 +182,19 @@ func TestKillAllReachesRunningShells(t *testing.T) {
 	b.KillAll()
 	r := result(t, done)
 	goneNow(t, "the killed call's process", pids...)
+	if r.Status != kernel.ToolOK || !strings.HasPrefix(r.Content, "killed by signal killed in ") {
+		t.Errorf("result %+v", r)
+	}
+}
+
+// TestKillAllReachesStartingShells: a shell call KillAll did not find
+// running — it was still starting (its process had begun but was not yet
+// registered), or came later — is killed as soon as it runs: KillAll is
+// the hard exit, and nothing may outlive it.
+func TestKillAllReachesStartingShells(t *testing.T) {
+	b, _ := newBox(t, true)
+	b.KillAll()
+	r := result(t, runAsync(b, context.Background(), `trap '' INT; sleep 7792 & wait`))
 	if r.Status != kernel.ToolOK || !strings.HasPrefix(r.Content, "killed by signal killed in ") {
 		t.Errorf("result %+v", r)
 	}

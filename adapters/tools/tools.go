@@ -12,7 +12,7 @@
 //
 // A Box offers read_file, write_file, list_dir and grep, shell when
 // Config.AllowShell is set, and the schema of the kernel's delegation tool
-// (DelegateSpec), which the kernel runs itself; Specs has each one's JSON
+// (ports.DelegateSpec), which the kernel runs itself; Specs has each one's JSON
 // Schema. adapters/toolset combines a Box with MCP servers and Go functions.
 package tools
 
@@ -27,7 +27,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
@@ -40,11 +40,15 @@ type Config struct {
 	// AllowShell enables the shell tool. Off by default: a shell can reach
 	// anything the user can, so it must be asked for (--allow-shell).
 	AllowShell bool
-	// PassEnv names environment variables the shell gets although their
-	// names look secret (proc.Secret: KEY, SECRET, TOKEN, PASSWORD, PASSWD);
-	// every other such variable, and always OPENAI_API_KEY, is withheld.
+	// PassEnv names environment variables the shell gets although they
+	// look secret (proc.Secret, proc.SecretValue); every other such
+	// variable, and always OPENAI_API_KEY, is withheld.
 	// New refuses OPENAI_API_KEY here.
 	PassEnv []string
+	// WithholdEnv names variables the shell does not get although nothing
+	// about them looks secret (proc.EnvPolicy.Withhold: the CLI's MCP
+	// configurations' expanded variables).
+	WithholdEnv []string
 	// KillGrace is how long a cancelled shell's process group has between
 	// SIGINT and SIGKILL. Keep it below the kernel's grace so the group is
 	// gone before the kernel abandons the call (the CLI uses half of it);
@@ -61,7 +65,7 @@ type Config struct {
 	DelegateTool string
 }
 
-// Box is the tool set for one workspace. It implements live.Tools and is
+// Box is the tool set for one workspace. It implements ports.Tools and is
 // safe for concurrent use (tool calls run in parallel).
 type Box struct {
 	cfg  Config
@@ -75,8 +79,9 @@ type Box struct {
 	// file and opening it: the window in which the file can be swapped.
 	grepOpenHook func(name string)
 
-	mu      sync.Mutex
-	running map[*proc.Process]struct{} // running shells
+	mu        sync.Mutex
+	running   map[*proc.Process]struct{} // running shells
+	killedAll bool                       // KillAll ran: every shell is killed as it starts
 }
 
 // New opens the workspace. It refuses a workspace the file tools must not
@@ -87,7 +92,7 @@ func New(cfg Config) (*Box, error) {
 	if cfg.Workspace == "" {
 		return nil, errors.New("tools: workspace is required")
 	}
-	env := proc.EnvPolicy{Pass: cfg.PassEnv}
+	env := proc.EnvPolicy{Pass: cfg.PassEnv, Withhold: cfg.WithholdEnv}
 	if err := env.Validate(); err != nil {
 		return nil, fmt.Errorf("tool environment: %w", err)
 	}
@@ -155,7 +160,7 @@ func (b *Box) Close() error { return b.root.Close() }
 func (b *Box) Workspace() string { return b.real }
 
 // Run executes one call; unknown tools and bad arguments are error results.
-func (b *Box) Run(ctx context.Context, call live.Call) live.ToolResult {
+func (b *Box) Run(ctx context.Context, call ports.Call) ports.ToolResult {
 	var (
 		content string
 		err     error
@@ -197,14 +202,14 @@ func (b *Box) Run(ctx context.Context, call live.Call) live.ToolResult {
 		err = fmt.Errorf("unknown tool %q (available: %s)", call.Name, strings.Join(b.names(), ", "))
 	}
 	if err != nil {
-		return live.ToolResult{Status: kernel.ToolError, Content: "error: " + call.Name + ": " + err.Error()}
+		return ports.ToolResult{Status: kernel.ToolError, Content: "error: " + call.Name + ": " + err.Error()}
 	}
-	return live.ToolResult{Status: kernel.ToolOK, Content: content}
+	return ports.ToolResult{Status: kernel.ToolOK, Content: content}
 }
 
 // decode parses a call's JSON arguments into dst; missing reports whether a
 // required field is absent. Unknown fields are ignored (models add them).
-func decode(call live.Call, dst any, missing func() bool, shape string) error {
+func decode(call ports.Call, dst any, missing func() bool, shape string) error {
 	if err := json.Unmarshal([]byte(call.Arguments), dst); err != nil {
 		return fmt.Errorf("arguments must be %s: %v", shape, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/proctest"
 	"github.com/escapement/escapement/kernel"
 )
@@ -28,16 +28,16 @@ func newBox(t *testing.T, shell bool) (*Box, string) {
 	return b, b.Workspace()
 }
 
-func call(name string, args any) live.Call {
+func call(name string, args any) ports.Call {
 	raw, ok := args.(string)
 	if !ok {
 		b, _ := json.Marshal(args)
 		raw = string(b)
 	}
-	return live.Call{ToolCall: kernel.ToolCall{ID: "c", Name: name, Arguments: raw}}
+	return ports.Call{ToolCall: kernel.ToolCall{ID: "c", Name: name, Arguments: raw}}
 }
 
-func run(t *testing.T, b *Box, name string, args any) live.ToolResult {
+func run(t *testing.T, b *Box, name string, args any) ports.ToolResult {
 	t.Helper()
 	return b.Run(context.Background(), call(name, args))
 }
@@ -206,7 +206,7 @@ func TestShellCancel(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b, dir := newBox(t, true)
 			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan live.ToolResult, 1)
+			done := make(chan ports.ToolResult, 1)
 			go func() { done <- b.Run(ctx, call("shell", map[string]string{"command": tc.command})) }()
 			pgid := proctest.WaitPIDFile(t, filepath.Join(dir, "pid"), 5*time.Second)
 			if m, _ := proctest.GroupMembers(pgid); len(m) == 0 {
@@ -271,7 +271,7 @@ func TestSpecialFilesRefused(t *testing.T) {
 		{"write_file", map[string]string{"path": "pipe", "content": "x"}},
 		{"list_dir", map[string]string{"path": "pipe"}},
 	} {
-		done := make(chan live.ToolResult, 1)
+		done := make(chan ports.ToolResult, 1)
 		go func() { done <- run(t, b, c.tool, c.args) }()
 		select {
 		case r := <-done:

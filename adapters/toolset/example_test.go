@@ -9,14 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/adapters/toolset"
 	"github.com/escapement/escapement/kernel"
 )
 
 // Example composes escapement's workspace tools with a Go function of the
-// program's own into one live.Tools, and runs one call of each the way the
+// program's own into one ports.Tools, and runs one call of each the way the
 // live driver does. MCP servers join the same way (toolset.New(box,
 // mcpClient)); give set.Specs() to the model (openai.Config.Tools) and the
 // set to live.Config.Tools.
@@ -40,7 +40,7 @@ func Example() {
 	}
 	defer set.Close()
 
-	err = set.AddFunc(live.ToolSpec{
+	err = set.AddFunc(ports.ToolSpec{
 		Name:        "word_count",
 		Description: "Counts the words of a text.",
 		Parameters:  json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`),
@@ -55,7 +55,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	// A second tool of the same name is refused when added, never shadowed.
-	fmt.Println(set.AddFunc(live.ToolSpec{Name: "word_count"}, func(context.Context, json.RawMessage) (string, error) {
+	fmt.Println(set.AddFunc(ports.ToolSpec{Name: "word_count"}, func(context.Context, json.RawMessage) (string, error) {
 		return "", nil
 	}))
 
@@ -67,7 +67,7 @@ func Example() {
 
 	ctx := context.Background()
 	call := func(name, args string) {
-		res := set.Run(ctx, live.Call{Path: "main", ToolCall: kernel.ToolCall{ID: "call_" + name, Name: name, Arguments: args}})
+		res := set.Run(ctx, ports.Call{Path: "main", ToolCall: kernel.ToolCall{ID: "call_" + name, Name: name, Arguments: args}})
 		fmt.Printf("%s: %s %q\n", name, res.Status, res.Content)
 	}
 	call("word_count", `{"text":"one two three"}`)

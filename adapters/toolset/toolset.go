@@ -1,12 +1,12 @@
 // Package toolset combines tools from several places into the one
-// live.Tools a live.Driver takes: escapement's workspace tools and shell
+// ports.Toolbox an agent (adapters/agent) or a live.Driver takes: escapement's workspace tools and shell
 // (adapters/tools), MCP servers (adapters/mcp), and a program's own Go
 // functions, each with its own schema. A call is routed by its tool name;
 // names must be unique across the whole set, so a collision is an error
 // when the tool is added, never a silent shadowing at run time.
 //
 //	set, err := toolset.New(box, mcpClient)
-//	err = set.AddFunc(live.ToolSpec{Name: "now", Description: "the current time",
+//	err = set.AddFunc(ports.ToolSpec{Name: "now", Description: "the current time",
 //		Parameters: json.RawMessage(`{"type":"object","properties":{}}`)},
 //		func(ctx context.Context, args json.RawMessage) (string, error) {
 //			return time.Now().Format(time.RFC3339), nil
@@ -28,18 +28,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 )
-
-// Tools is a group of tools a Set can hold: it runs calls and lists the
-// tools it runs. *tools.Box and *mcp.Client are Tools.
-type Tools interface {
-	live.Tools
-	// Specs lists the tools Run runs, each name once. The set reads it
-	// once, when the group is added: a group's later tools are not seen.
-	Specs() []live.ToolSpec
-}
 
 // Func is a tool written as a Go function. It gets the call's arguments
 // (a JSON object, as the model wrote them) and returns the result text,
@@ -49,19 +40,20 @@ type Tools interface {
 // return is dropped.
 type Func func(ctx context.Context, args json.RawMessage) (string, error)
 
-// Set is a live.Tools made of other tools. The zero value is not usable;
+// Set is a ports.Tools made of other tools. The zero value is not usable;
 // call New.
 type Set struct {
 	mu      sync.RWMutex
-	route   map[string]live.Tools // by tool name
-	from    map[string]string     // by tool name: what added it, for errors
-	specs   []live.ToolSpec
-	members []Tools
+	route   map[string]ports.Tools // by tool name
+	from    map[string]string      // by tool name: what added it, for errors
+	specs   []ports.ToolSpec
+	members []ports.Toolbox
 }
 
-// New returns a set holding groups, in order (Add for each).
-func New(groups ...Tools) (*Set, error) {
-	s := &Set{route: map[string]live.Tools{}, from: map[string]string{}}
+// New returns a set holding groups, in order (Add for each). *tools.Box and
+// *mcp.Client are groups, and so is a Set.
+func New(groups ...ports.Toolbox) (*Set, error) {
+	s := &Set{route: map[string]ports.Tools{}, from: map[string]string{}}
 	for _, g := range groups {
 		if err := s.Add(g); err != nil {
 			return nil, err
@@ -72,8 +64,9 @@ func New(groups ...Tools) (*Set, error) {
 
 // Add adds every tool of g. It refuses g whole, adding nothing, when one of
 // its tools has a name already in the set, or a name the model cannot
-// call (^[a-zA-Z0-9_-]{1,64}$).
-func (s *Set) Add(g Tools) error {
+// call (^[a-zA-Z0-9_-]{1,64}$). The set reads g's Specs once, here: a
+// group's later tools are not seen.
+func (s *Set) Add(g ports.Toolbox) error {
 	specs := g.Specs()
 	src := fmt.Sprintf("%T", g)
 	s.mu.Lock()
@@ -100,7 +93,7 @@ func (s *Set) Add(g Tools) error {
 // AddFunc adds one tool that fn runs. spec names it, tells the model what
 // it is for and gives the JSON Schema of its arguments; empty Parameters
 // mean no arguments (an empty object schema).
-func (s *Set) AddFunc(spec live.ToolSpec, fn Func) error {
+func (s *Set) AddFunc(spec ports.ToolSpec, fn Func) error {
 	if fn == nil {
 		return fmt.Errorf("toolset: tool %q has no function", spec.Name)
 	}
@@ -147,7 +140,7 @@ func validName(s string) bool {
 }
 
 // Specs lists every tool for the model, in the order they were added.
-func (s *Set) Specs() []live.ToolSpec {
+func (s *Set) Specs() []ports.ToolSpec {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return slices.Clone(s.specs)
@@ -155,7 +148,7 @@ func (s *Set) Specs() []live.ToolSpec {
 
 // Run routes a call to the tool of its name; an unknown name is an error
 // result listing the tools there are.
-func (s *Set) Run(ctx context.Context, call live.Call) live.ToolResult {
+func (s *Set) Run(ctx context.Context, call ports.Call) ports.ToolResult {
 	s.mu.RLock()
 	t, ok := s.route[call.Name]
 	var names []string
@@ -166,7 +159,7 @@ func (s *Set) Run(ctx context.Context, call live.Call) live.ToolResult {
 	}
 	s.mu.RUnlock()
 	if !ok {
-		return live.ToolResult{Status: kernel.ToolError, Content: fmt.Sprintf("error: unknown tool %q (available: %s)", call.Name, strings.Join(names, ", "))}
+		return ports.ToolResult{Status: kernel.ToolError, Content: fmt.Sprintf("error: unknown tool %q (available: %s)", call.Name, strings.Join(names, ", "))}
 	}
 	return t.Run(ctx, call)
 }
@@ -206,7 +199,7 @@ type funcTool struct {
 	fn   Func
 }
 
-func (f funcTool) Run(ctx context.Context, call live.Call) live.ToolResult {
+func (f funcTool) Run(ctx context.Context, call ports.Call) ports.ToolResult {
 	args := json.RawMessage(call.Arguments)
 	if len(strings.TrimSpace(call.Arguments)) == 0 {
 		args = json.RawMessage(`{}`)
@@ -214,9 +207,9 @@ func (f funcTool) Run(ctx context.Context, call live.Call) live.ToolResult {
 	out, err := f.fn(ctx, args)
 	switch {
 	case err == nil:
-		return live.ToolResult{Status: kernel.ToolOK, Content: out}
+		return ports.ToolResult{Status: kernel.ToolOK, Content: out}
 	case ctx.Err() != nil:
-		return live.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled: " + err.Error()}
+		return ports.ToolResult{Status: kernel.ToolCancelled, Content: "cancelled: " + err.Error()}
 	}
-	return live.ToolResult{Status: kernel.ToolError, Content: "error: " + f.name + ": " + err.Error()}
+	return ports.ToolResult{Status: kernel.ToolError, Content: "error: " + f.name + ": " + err.Error()}
 }

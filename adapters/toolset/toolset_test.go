@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/kernel"
 	"go.uber.org/goleak"
@@ -25,16 +25,16 @@ type group struct {
 	closeErr error
 }
 
-func (g *group) Specs() []live.ToolSpec {
-	var specs []live.ToolSpec
+func (g *group) Specs() []ports.ToolSpec {
+	var specs []ports.ToolSpec
 	for _, n := range g.names {
-		specs = append(specs, live.ToolSpec{Name: n, Description: "fake", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)})
+		specs = append(specs, ports.ToolSpec{Name: n, Description: "fake", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)})
 	}
 	return specs
 }
 
-func (g *group) Run(ctx context.Context, c live.Call) live.ToolResult {
-	return live.ToolResult{Status: kernel.ToolOK, Content: "group ran " + c.Name}
+func (g *group) Run(ctx context.Context, c ports.Call) ports.ToolResult {
+	return ports.ToolResult{Status: kernel.ToolOK, Content: "group ran " + c.Name}
 }
 
 func (g *group) Close() error {
@@ -44,8 +44,8 @@ func (g *group) Close() error {
 
 func (g *group) KillAll() { *g.log = append(*g.log, "kill "+g.names[0]) }
 
-func call(name, args string) live.Call {
-	return live.Call{ToolCall: kernel.ToolCall{ID: "c", Name: name, Arguments: args}}
+func call(name, args string) ports.Call {
+	return ports.Call{ToolCall: kernel.ToolCall{ID: "c", Name: name, Arguments: args}}
 }
 
 // TestComposes: the workspace tools, another group and Go functions in one
@@ -65,7 +65,7 @@ func TestComposes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer set.Close()
-	err = set.AddFunc(live.ToolSpec{Name: "add", Description: "adds two numbers",
+	err = set.AddFunc(ports.ToolSpec{Name: "add", Description: "adds two numbers",
 		Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"number"},"b":{"type":"number"}},"required":["a","b"]}`)},
 		func(ctx context.Context, args json.RawMessage) (string, error) {
 			var in struct{ A, B float64 }
@@ -77,7 +77,7 @@ func TestComposes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := set.AddFunc(live.ToolSpec{Name: "now", Description: "no arguments"}, func(context.Context, json.RawMessage) (string, error) { return "noon", nil }); err != nil {
+	if err := set.AddFunc(ports.ToolSpec{Name: "now", Description: "no arguments"}, func(context.Context, json.RawMessage) (string, error) { return "noon", nil }); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -92,7 +92,7 @@ func TestComposes(t *testing.T) {
 		t.Errorf("empty parameters became %s", p)
 	}
 	for _, tc := range []struct {
-		call   live.Call
+		call   ports.Call
 		status kernel.ToolStatus
 		want   string
 	}{
@@ -131,12 +131,12 @@ func TestDuplicatesRefused(t *testing.T) {
 	}{
 		{func() error { return set.Add(&group{names: []string{"c", "b"}, log: &log}) }, `tool "b" of *toolset.group is already in the set (from *toolset.group)`},
 		{func() error { return set.Add(&group{names: []string{"d", "d"}, log: &log}) }, `*toolset.group lists the tool "d" twice`},
-		{func() error { return set.AddFunc(live.ToolSpec{Name: "a"}, fn) }, `tool "a" of AddFunc is already in the set (from *toolset.group)`},
-		{func() error { return set.AddFunc(live.ToolSpec{Name: "has space"}, fn) }, `tool name "has space" is not a function name`},
-		{func() error { return set.AddFunc(live.ToolSpec{Name: strings.Repeat("x", 65)}, fn) }, `is not a function name`},
-		{func() error { return set.AddFunc(live.ToolSpec{Name: ""}, fn) }, `tool name "" is not a function name`},
-		{func() error { return set.AddFunc(live.ToolSpec{Name: "e", Parameters: json.RawMessage(`[]`)}, fn) }, `parameters must be a JSON Schema object`},
-		{func() error { return set.AddFunc(live.ToolSpec{Name: "e"}, nil) }, `tool "e" has no function`},
+		{func() error { return set.AddFunc(ports.ToolSpec{Name: "a"}, fn) }, `tool "a" of AddFunc is already in the set (from *toolset.group)`},
+		{func() error { return set.AddFunc(ports.ToolSpec{Name: "has space"}, fn) }, `tool name "has space" is not a function name`},
+		{func() error { return set.AddFunc(ports.ToolSpec{Name: strings.Repeat("x", 65)}, fn) }, `is not a function name`},
+		{func() error { return set.AddFunc(ports.ToolSpec{Name: ""}, fn) }, `tool name "" is not a function name`},
+		{func() error { return set.AddFunc(ports.ToolSpec{Name: "e", Parameters: json.RawMessage(`[]`)}, fn) }, `parameters must be a JSON Schema object`},
+		{func() error { return set.AddFunc(ports.ToolSpec{Name: "e"}, nil) }, `tool "e" has no function`},
 	} {
 		err := tc.add()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -163,13 +163,13 @@ func TestDuplicatesRefused(t *testing.T) {
 func TestFuncCancel(t *testing.T) {
 	set, _ := New()
 	started := make(chan struct{})
-	_ = set.AddFunc(live.ToolSpec{Name: "wait"}, func(ctx context.Context, _ json.RawMessage) (string, error) {
+	_ = set.AddFunc(ports.ToolSpec{Name: "wait"}, func(ctx context.Context, _ json.RawMessage) (string, error) {
 		close(started)
 		<-ctx.Done()
 		return "", ctx.Err()
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan live.ToolResult)
+	done := make(chan ports.ToolResult)
 	go func() { done <- set.Run(ctx, call("wait", `{}`)) }()
 	<-started
 	cancel()
@@ -207,7 +207,7 @@ func TestFunctionNameCharset(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := set.AddFunc(live.ToolSpec{Name: name}, fn); err != nil {
+		if err := set.AddFunc(ports.ToolSpec{Name: name}, fn); err != nil {
 			t.Errorf("%q refused: %v", name, err)
 		}
 	}
@@ -216,7 +216,7 @@ func TestFunctionNameCharset(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := set.AddFunc(live.ToolSpec{Name: name}, fn); err == nil || !strings.Contains(err.Error(), "is not a function name") {
+		if err := set.AddFunc(ports.ToolSpec{Name: name}, fn); err == nil || !strings.Contains(err.Error(), "is not a function name") {
 			t.Errorf("%q: %v, want a refusal", name, err)
 		}
 	}
@@ -231,7 +231,7 @@ func TestFuncGetsAnObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := set.AddFunc(live.ToolSpec{Name: "f"}, func(_ context.Context, args json.RawMessage) (string, error) {
+	if err := set.AddFunc(ports.ToolSpec{Name: "f"}, func(_ context.Context, args json.RawMessage) (string, error) {
 		got = append(got, string(args))
 		return "ok", nil
 	}); err != nil {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
@@ -49,7 +49,7 @@ func syntheticLog(tb testing.TB, n int) []byte {
 				tb.Fatalf("%s: %s", ev.Describe(), e.Detail)
 			}
 		}
-		if err := w.Record(live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}); err != nil {
+		if err := w.Record(ports.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}); err != nil {
 			tb.Fatal(err)
 		}
 		events++

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 	"go.uber.org/goleak"
@@ -33,17 +34,17 @@ type reply struct {
 // requests that agent has made (1-based), and records every request.
 type model struct {
 	mu     sync.Mutex
-	reqs   []live.Request
+	reqs   []ports.Request
 	per    map[string]int
-	answer func(path string, n int, req live.Request) reply
-	hung   chan live.Request // a hanging request is announced here
+	answer func(path string, n int, req ports.Request) reply
+	hung   chan ports.Request // a hanging request is announced here
 }
 
-func newModel(answer func(path string, n int, req live.Request) reply) *model {
-	return &model{per: map[string]int{}, answer: answer, hung: make(chan live.Request, 16)}
+func newModel(answer func(path string, n int, req ports.Request) reply) *model {
+	return &model{per: map[string]int{}, answer: answer, hung: make(chan ports.Request, 16)}
 }
 
-func (m *model) Stream(ctx context.Context, req live.Request, sink live.Sink) error {
+func (m *model) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
 	m.mu.Lock()
 	m.reqs = append(m.reqs, req)
 	m.per[req.Path]++
@@ -68,10 +69,10 @@ func (m *model) Stream(ctx context.Context, req live.Request, sink live.Sink) er
 	return nil
 }
 
-func (m *model) requests() []live.Request {
+func (m *model) requests() []ports.Request {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]live.Request(nil), m.reqs...)
+	return append([]ports.Request(nil), m.reqs...)
 }
 
 // tools runs tools by name: each run is counted; a name in hang waits for
@@ -80,20 +81,20 @@ type tools struct {
 	mu      sync.Mutex
 	runs    map[string]int
 	hang    map[string]bool
-	started chan live.Call
+	started chan ports.Call
 	// check, when set, runs first in every call (on the tool's goroutine).
-	check func(live.Call)
+	check func(ports.Call)
 }
 
 func newTools(hang ...string) *tools {
-	t := &tools{runs: map[string]int{}, hang: map[string]bool{}, started: make(chan live.Call, 16)}
+	t := &tools{runs: map[string]int{}, hang: map[string]bool{}, started: make(chan ports.Call, 16)}
 	for _, h := range hang {
 		t.hang[h] = true
 	}
 	return t
 }
 
-func (t *tools) Run(ctx context.Context, c live.Call) live.ToolResult {
+func (t *tools) Run(ctx context.Context, c ports.Call) ports.ToolResult {
 	if t.check != nil {
 		t.check(c)
 	}
@@ -104,14 +105,14 @@ func (t *tools) Run(ctx context.Context, c live.Call) live.ToolResult {
 	if hang {
 		t.started <- c
 		<-ctx.Done()
-		return live.ToolResult{Status: kernel.ToolCancelled}
+		return ports.ToolResult{Status: kernel.ToolCancelled}
 	}
 	select {
 	case <-time.After(time.Second):
 	case <-ctx.Done():
-		return live.ToolResult{Status: kernel.ToolCancelled}
+		return ports.ToolResult{Status: kernel.ToolCancelled}
 	}
-	return live.ToolResult{Status: kernel.ToolOK, Content: c.Name + " says ok"}
+	return ports.ToolResult{Status: kernel.ToolOK, Content: c.Name + " says ok"}
 }
 
 func (t *tools) count(name string) int {
@@ -136,8 +137,8 @@ func kernelConfig() kernel.Config {
 	return cfg
 }
 
-func observeEnds(ended chan kernel.Lifecycle) func(live.Step) {
-	return func(s live.Step) {
+func observeEnds(ended chan kernel.Lifecycle) func(ports.Step) {
+	return func(s ports.Step) {
 		for _, e := range s.Effects {
 			if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Agent == kernel.Root {
 				ended <- e.Life
@@ -147,7 +148,7 @@ func observeEnds(ended chan kernel.Lifecycle) func(live.Step) {
 }
 
 // startRun creates a log at path and runs a driver that writes it.
-func startRun(t *testing.T, path string, cfg kernel.Config, m live.Model, tl live.Tools) *run {
+func startRun(t *testing.T, path string, cfg kernel.Config, m ports.Model, tl ports.Tools) *run {
 	t.Helper()
 	w, f, err := Create(path, trace.HeaderOf(cfg), nil)
 	if err != nil {
@@ -162,14 +163,17 @@ func startRun(t *testing.T, path string, cfg kernel.Config, m live.Model, tl liv
 }
 
 // resumeRun recovers the log at path and runs the resumed driver.
-func resumeRun(t *testing.T, path string, m live.Model, tl live.Tools) (*run, *Log) {
+func resumeRun(t *testing.T, path string, m ports.Model, tl ports.Tools) (*run, *Log) {
 	t.Helper()
 	r := &run{ended: make(chan kernel.Lifecycle, 16)}
-	res, err := Resume(path, live.Config{Model: m, Tools: tl, Observer: observeEnds(r.ended)}, nil)
+	res, err := Reopen(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.d, r.w, r.f = res.Driver, res.Writer, res.File
+	r.w, r.f = res.Writer, res.File
+	if r.d, err = live.Resume(live.Config{Model: m, Tools: tl, Observer: observeEnds(r.ended), WriteAhead: res.Writer.Record}, res.Kernel); err != nil {
+		t.Fatal(err)
+	}
 	r.go_()
 	return r, res.Log
 }

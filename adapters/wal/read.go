@@ -2,14 +2,20 @@ package wal
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
+
+// ErrNoHeader is wrapped by Read's error for a log without a whole header
+// line: empty, or cut while its header was written. Nothing was recorded
+// in it (the header is fsynced before the first record is written).
+var ErrNoHeader = errors.New("not a write-ahead log: no header line")
 
 // Log is a write-ahead log read back: its header and its step lines.
 type Log struct {
@@ -29,6 +35,11 @@ type Log struct {
 	// Size is the length of the log's whole lines: where appending goes
 	// on (the torn bytes, if any, start there).
 	Size int64
+	// Redact, when set, is what the log's lines were written through (a
+	// host's redactor of secrets). A replayed step that differs from its
+	// logged line is then compared redacted: the log holds the redacted
+	// form of what a secret reached (docs/durable.md).
+	Redact func(string) string
 }
 
 // Steps is how many step records the log holds.
@@ -60,7 +71,7 @@ func Parse(name string, data []byte) (*Log, error) {
 	}
 	l.Size = int64(len(data))
 	if len(data) == 0 {
-		return nil, fmt.Errorf("%s: not a write-ahead log: no header line (empty, or its first write was cut)", name)
+		return nil, fmt.Errorf("%s: %w (empty, or its first write was cut)", name, ErrNoHeader)
 	}
 	first, rest, _ := bytes.Cut(data, []byte("\n"))
 	hdr, err := trace.ReadHeader(first)
@@ -76,14 +87,14 @@ func Parse(name string, data []byte) (*Log, error) {
 			return nil, fmt.Errorf("%s:%d: a record after the end line", name, line)
 		}
 		switch {
-		case bytes.HasPrefix(ln, []byte(`{"type":"step",`)):
+		case bytes.HasPrefix(ln, []byte(`{"type":"step",`)), isDelta(ln):
 			l.steps = append(l.steps, ln)
 		case bytes.HasPrefix(ln, []byte(`{"type":"end",`)):
 			l.Clean = true
 		case bytes.HasPrefix(ln, []byte(`{"type":"note",`)):
 			// An annotation: no event.
 		default:
-			return nil, fmt.Errorf("%s:%d: not a header, step, note or end record: %.80q", name, line, ln)
+			return nil, fmt.Errorf("%s:%d: not a header, step, delta, note or end record: %.80q", name, line, ln)
 		}
 	}
 	return l, nil
@@ -114,33 +125,47 @@ func (e *MismatchError) Error() string {
 // saw it (after its effects, with the same kernel and effects valid only
 // during the call), so a host can bring what it derives from the steps — a
 // transcript, a trace — up to where the log ends.
-func (l *Log) Rebuild(observe func(live.Step)) (*kernel.Kernel, error) {
+func (l *Log) Rebuild(observe func(ports.Step)) (*kernel.Kernel, error) {
 	k, err := kernel.New(l.Header.Config())
 	if err != nil {
 		return nil, fmt.Errorf("%s:1: header: %w", l.Name, err)
 	}
-	var replay trace.LastLine
-	tw := trace.ContinueWriter(&replay, 0)
+	enc := continueEncoder(0)
 	for i, ln := range l.steps {
 		lineNo := i + 2
-		ev, err := trace.StepEvent(ln)
+		ev, err := l.event(ln, enc)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", l.Name, lineNo, err)
 		}
 		if ev.At < k.Now() {
 			return nil, fmt.Errorf("%s:%d: step %d: time goes backwards (%v after %v)", l.Name, lineNo, i+1, ev.At, k.Now())
 		}
-		if err := step(k, tw, ev, observe); err != nil {
+		replay, err := step(k, enc, ev, observe)
+		if err != nil {
 			return nil, fmt.Errorf("%s:%d: step %d: %w", l.Name, lineNo, i+1, err)
 		}
-		if err := tw.Flush(); err != nil {
-			return nil, err
-		}
-		if got := bytes.TrimSuffix(replay.B, []byte("\n")); !bytes.Equal(got, ln) {
+		if got := bytes.TrimSuffix(replay, []byte("\n")); !l.same(ln, got) {
 			return nil, &MismatchError{Name: l.Name, Step: i + 1, Line: lineNo, Logged: string(ln), Replay: string(got)}
 		}
 	}
 	return k, nil
+}
+
+// event decodes the event of a step line or delta record.
+func (l *Log) event(ln []byte, enc *encoder) (kernel.Event, error) {
+	if !isDelta(ln) {
+		return trace.StepEvent(ln)
+	}
+	return deltaEvent(ln, enc.next)
+}
+
+// same reports whether a replayed line reproduces the logged one: byte for
+// byte, or once redacted as the logged one was.
+func (l *Log) same(logged, replayed []byte) bool {
+	if bytes.Equal(logged, replayed) {
+		return true
+	}
+	return l.Redact != nil && l.Redact(string(replayed)) == string(logged)
 }
 
 // LastAt is the time of the last logged event: where a resumed clock goes
@@ -149,13 +174,19 @@ func (l *Log) LastAt() (time.Duration, error) {
 	if len(l.steps) == 0 {
 		return 0, nil
 	}
-	ev, err := trace.StepEvent(l.steps[len(l.steps)-1])
+	ln := l.steps[len(l.steps)-1]
+	if isDelta(ln) {
+		ev, err := deltaEvent(ln, func(kernel.OpID) uint32 { return 0 })
+		return ev.At, err
+	}
+	ev, err := trace.StepEvent(ln)
 	return ev.At, err
 }
 
-// step feeds ev to k and records it, turning a kernel panic (a log that
-// drives it somewhere no live run could) into an error.
-func step(k *kernel.Kernel, tw *trace.Writer, ev kernel.Event, observe func(live.Step)) (err error) {
+// step feeds ev to k and encodes the step as the log would, turning a
+// kernel panic (a log that drives it somewhere no live run could) into an
+// error.
+func step(k *kernel.Kernel, enc *encoder, ev kernel.Event, observe func(ports.Step)) (line []byte, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("the kernel refused the event: %v", v)
@@ -164,9 +195,12 @@ func step(k *kernel.Kernel, tw *trace.Writer, ev kernel.Event, observe func(live
 	target := k.Target(ev)
 	before := k.AgentState(target)
 	effects := k.Step(ev)
-	tw.Step(k, ev, target, before, effects)
-	if observe != nil {
-		observe(live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effects})
+	s := ports.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effects}
+	if line, err = enc.step(s); err != nil {
+		return nil, err
 	}
-	return nil
+	if observe != nil {
+		observe(s)
+	}
+	return line, nil
 }

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/kernel"
 )
 
-// ErrClean is returned by Resume for a log whose run ended cleanly (it has
+// ErrClean is returned by Reopen for a log whose run ended cleanly (it has
 // an end line): there is nothing in flight to recover, and the log must not
 // be appended to.
 var ErrClean = errors.New("the write-ahead log ended cleanly: nothing to recover")
@@ -41,11 +40,13 @@ func CreateFile(path string) (*os.File, error) {
 	return f, nil
 }
 
-// Resumed is a recovery ready to run: a driver on the rebuilt kernel whose
-// records go on in the same log.
-type Resumed struct {
-	// Driver runs the rebuilt tree; its Run steps kernel.Recover first.
-	Driver *live.Driver
+// Reopened is a crashed run's log ready to go on: the kernel rebuilt from
+// it, and the log open for appending. The host starts a driver on Kernel
+// with Writer.Record as its write-ahead hook (adapters/live.Resume, whose
+// Run steps kernel.Recover first); adapters/session does all of it.
+type Reopened struct {
+	// Kernel is the tree as the crashed process left it.
+	Kernel *kernel.Kernel
 	// Writer appends to the log (the driver's WriteAhead); the host closes
 	// it with the kernel's last time when the run ends cleanly.
 	Writer *Writer
@@ -56,10 +57,10 @@ type Resumed struct {
 	Log *Log
 }
 
-// Resume recovers the run whose log is at path: it reads the log, rebuilds
-// the kernel (checking every step against its record) and resumes it
-// (Log.Resume). A log that ended cleanly is ErrClean.
-func Resume(path string, cfg live.Config, wrap Wrap) (*Resumed, error) {
+// Reopen recovers the run whose log is at path: it reads the log, rebuilds
+// the kernel (checking every step against its record) and opens the log
+// for appending (Log.Reopen). A log that ended cleanly is ErrClean.
+func Reopen(path string, wrap Wrap) (*Reopened, error) {
 	l, err := Read(path)
 	if err != nil {
 		return nil, err
@@ -71,27 +72,27 @@ func Resume(path string, cfg live.Config, wrap Wrap) (*Resumed, error) {
 	if err != nil {
 		return nil, err
 	}
-	return l.Resume(k, cfg, wrap)
+	w, f, err := l.Reopen(wrap)
+	if err != nil {
+		return nil, err
+	}
+	return &Reopened{Kernel: k, Writer: w, File: f, Log: l}, nil
 }
 
-// Resume goes on with the run of the log l (read from the file l.Name),
-// whose rebuilt kernel is k: it cuts a torn last record off the file (its
-// write never completed, so nothing it caused happened), opens the file
-// for appending, and returns a driver on k whose WriteAhead is the log's
-// Writer. Running the driver steps kernel.Recover — resolving every op the
-// crashed process had in flight — at the last logged time, and goes on
-// from there. cfg.Kernel is ignored (the header's configuration is k's)
-// and cfg.WriteAhead must be nil. A log that ended cleanly is ErrClean.
-func (l *Log) Resume(k *kernel.Kernel, cfg live.Config, wrap Wrap) (*Resumed, error) {
-	if cfg.WriteAhead != nil {
-		return nil, errors.New("wal: Resume: cfg.WriteAhead is set; the log's writer is the hook")
-	}
+// Reopen goes on with the log l (read from the file l.Name): it cuts a torn
+// last record off the file (its write never completed, so nothing it
+// caused happened), opens the file for appending, and returns the Writer
+// that continues the log after its last step, and the file (the caller
+// closes it). The driver resumed on the rebuilt kernel records through
+// Writer.Record: its first step is kernel.Recover, at the last logged
+// time. A log that ended cleanly is ErrClean.
+func (l *Log) Reopen(wrap Wrap) (*Writer, *os.File, error) {
 	if l.Clean {
-		return nil, fmt.Errorf("%s: %w", l.Name, ErrClean)
+		return nil, nil, fmt.Errorf("%s: %w", l.Name, ErrClean)
 	}
 	f, err := os.OpenFile(l.Name, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open write-ahead log: %w", err)
+		return nil, nil, fmt.Errorf("open write-ahead log: %w", err)
 	}
 	if l.Torn > 0 {
 		// The torn bytes are a record whose write the crash cut: appending
@@ -102,17 +103,12 @@ func (l *Log) Resume(k *kernel.Kernel, cfg live.Config, wrap Wrap) (*Resumed, er
 		}
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("write-ahead log %s: cut the torn last record: %w", l.Name, err)
+			return nil, nil, fmt.Errorf("write-ahead log %s: cut the torn last record: %w", l.Name, err)
 		}
 	}
 	w := appendWriter(wrap.apply(f), l.Steps(), l.Header.Idempotent)
-	cfg.WriteAhead = w.Record
-	d, err := live.Resume(cfg, k)
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return &Resumed{Driver: d, Writer: w, File: f, Log: l}, nil
+	w.name = l.Name
+	return w, f, nil
 }
 
 // Rebuilt reads and rebuilds the log at path without resuming it: the

@@ -6,7 +6,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 )
@@ -18,7 +18,7 @@ import (
 func TestResumeMidStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := logPath(t)
-		m := newModel(func(string, int, live.Request) reply { return reply{text: []string{"one ", "two "}, hang: true} })
+		m := newModel(func(string, int, ports.Request) reply { return reply{text: []string{"one ", "two "}, hang: true} })
 		r := startRun(t, path, kernelConfig(), m, newTools())
 		if err := r.d.Submit(t.Context(), "count to four"); err != nil {
 			t.Fatal(err)
@@ -26,7 +26,7 @@ func TestResumeMidStream(t *testing.T) {
 		<-m.hung
 		crashed := r.crash(t, path)
 
-		m2 := newModel(func(string, int, live.Request) reply { return reply{text: []string{"one two three four"}} })
+		m2 := newModel(func(string, int, ports.Request) reply { return reply{text: []string{"one two three four"}} })
 		r2, _ := resumeRun(t, crashed, m2, newTools())
 		end := <-r2.ended
 		if end.Outcome != kernel.OutcomeCompleted {
@@ -71,7 +71,7 @@ func TestResumeShellLost(t *testing.T) {
 		crashed := r.crash(t, path)
 
 		tl2 := newTools()
-		m2 := newModel(func(string, int, live.Request) reply { return reply{text: []string{"noted"}} })
+		m2 := newModel(func(string, int, ports.Request) reply { return reply{text: []string{"noted"}} })
 		r2, _ := resumeRun(t, crashed, m2, tl2)
 		if end := <-r2.ended; end.Outcome != kernel.OutcomeCompleted {
 			t.Fatalf("outcome %s", end.Outcome)
@@ -113,8 +113,8 @@ func TestResumeChildAtDepth2(t *testing.T) {
 		deleg := func(name string) reply {
 			return reply{calls: []kernel.CallDelta{{Index: 0, ID: "d-" + name, Name: "delegate", Args: `{"task":"do it","name":"` + name + `"}`}}}
 		}
-		answer := func(hang bool) func(string, int, live.Request) reply {
-			return func(path string, _ int, req live.Request) reply {
+		answer := func(hang bool) func(string, int, ports.Request) reply {
+			return func(path string, _ int, req ports.Request) reply {
 				last := req.Messages[len(req.Messages)-1]
 				switch {
 				case last.Role == kernel.RoleTool:
@@ -223,12 +223,12 @@ func TestSecondCrash(t *testing.T) {
 		<-tl.started
 		first := r.crash(t, path)
 
-		m2 := newModel(func(string, int, live.Request) reply { return reply{text: []string{"half"}, hang: true} })
+		m2 := newModel(func(string, int, ports.Request) reply { return reply{text: []string{"half"}, hang: true} })
 		r2, _ := resumeRun(t, first, m2, newTools())
 		<-m2.hung
 		second := r2.crash(t, first)
 
-		m3 := newModel(func(string, int, live.Request) reply { return reply{text: []string{"whole"}} })
+		m3 := newModel(func(string, int, ports.Request) reply { return reply{text: []string{"whole"}} })
 		r3, l := resumeRun(t, second, m3, newTools())
 		if end := <-r3.ended; end.Outcome != kernel.OutcomeCompleted {
 			t.Fatalf("outcome %s", end.Outcome)

@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
 
 // diskRun runs a driver whose log goes to a fake disk.
-func diskRun(t *testing.T, dk *disk, cfg kernel.Config, m live.Model, tl live.Tools) (*live.Driver, *Writer, chan kernel.Lifecycle, chan error) {
+func diskRun(t *testing.T, dk *disk, cfg kernel.Config, m ports.Model, tl ports.Tools) (*live.Driver, *Writer, chan kernel.Lifecycle, chan error) {
 	t.Helper()
 	w, err := NewWriter(dk, trace.HeaderOf(cfg))
 	if err != nil {
@@ -37,8 +38,8 @@ func diskRun(t *testing.T, dk *disk, cfg kernel.Config, m live.Model, tl live.To
 
 // readShellThenAnswer: the first request asks for the tools named, the
 // second answers.
-func callsThenAnswer(names ...string) func(string, int, live.Request) reply {
-	return func(_ string, n int, _ live.Request) reply {
+func callsThenAnswer(names ...string) func(string, int, ports.Request) reply {
+	return func(_ string, n int, _ ports.Request) reply {
 		if n > 1 {
 			return reply{text: []string{"all ", "done"}}
 		}
@@ -59,7 +60,7 @@ func TestWriteAheadOrderAndSyncPolicy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		dk := &disk{}
 		var problems []string
-		m := newModel(func(path string, n int, req live.Request) reply {
+		m := newModel(func(path string, n int, req ports.Request) reply {
 			if synced, _ := dk.holds(fmt.Sprintf(`{"kind":"start_llm","agent":0,"op":%d}`, req.Op)); !synced {
 				problems = append(problems, fmt.Sprintf("request %d streamed before its start was fsynced", req.Op))
 			}
@@ -72,7 +73,7 @@ func TestWriteAheadOrderAndSyncPolicy(t *testing.T) {
 			return reply{text: []string{"done"}}
 		})
 		tl := newTools()
-		tl.check = func(c live.Call) {
+		tl.check = func(c ports.Call) {
 			synced, written := dk.holds(fmt.Sprintf(`{"kind":"start_tool","agent":0,"op":%d,`, c.Op))
 			if !written || (c.Name == "shell" && !synced) {
 				problems = append(problems, fmt.Sprintf("%s ran with its start written=%v synced=%v", c.Name, written, synced))
@@ -275,7 +276,7 @@ func TestRebuildChecksEveryStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen []kernel.EventKind
-	if _, err := l.Rebuild(func(s live.Step) { seen = append(seen, s.Event.Kind) }); err != nil {
+	if _, err := l.Rebuild(func(s ports.Step) { seen = append(seen, s.Event.Kind) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) != l.Steps() || seen[0] != kernel.EvSubmit {
@@ -323,7 +324,12 @@ func TestParseRefusesDamage(t *testing.T) {
 		{"torn header", "no header line", lines[0][:20]},
 		{"garbage", "log:3: not a header, step", join(lines[:2], []byte("garbage"), lines[2:])},
 		{"after end", "log:4: a record after the end line", join(lines[:2], end, lines[2:])},
-		{"bad event", "log:3: step record: event", join(lines[:2], bytes.Replace(lines[2], []byte(`"kind":"`), []byte(`"kind":"x`), 1), lines[3:])},
+		{"bad event", "log:5: step record: event", join(lines[:4], bytes.Replace(lines[4], []byte(`"kind":"`), []byte(`"kind":"x`), 1), lines[5:])},
+		// A delta record (lines[2], a plain chunk) damaged: unreadable, no
+		// op, or one the replay does not reproduce (another op's chunk).
+		{"bad delta", "log:3: delta record", join(lines[:2], bytes.Replace(lines[2], []byte(`"op":2`), []byte(`"op":"2"`), 1), lines[3:])},
+		{"delta without op", "log:3: delta record without its time or op", join(lines[:2], bytes.Replace(lines[2], []byte(`,"op":2`), nil, 1), lines[3:])},
+		{"delta of another op", "log:3: step 2: the rebuilt kernel's step differs", join(lines[:2], bytes.Replace(lines[2], []byte(`"op":2`), []byte(`"op":3`), 1), lines[3:])},
 		{"blank last line", fmt.Sprintf("log:%d: not a header, step", len(lines)+1), append(bytes.Clone(data), '\n')},
 	} {
 		l, err := Parse("log", tc.data)
@@ -338,16 +344,16 @@ func TestParseRefusesDamage(t *testing.T) {
 	if err := os.WriteFile(path, append(data, append(end, '\n')...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resume(path, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
+	if _, err := Reopen(path, nil); !errors.Is(err, ErrClean) {
 		t.Fatalf("resume of a clean log: %v", err)
 	}
-	// Log.Resume, given a clean log rebuilt by hand, refuses it too.
-	k, l, err := Rebuilt(path)
+	// Log.Reopen, given a clean log rebuilt by hand, refuses it too.
+	_, l, err := Rebuilt(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Resume(k, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
-		t.Fatalf("Log.Resume of a clean log: %v", err)
+	if _, _, err := l.Reopen(nil); !errors.Is(err, ErrClean) {
+		t.Fatalf("Log.Reopen of a clean log: %v", err)
 	}
 	// A clean log is ErrClean before any replay, even one whose steps
 	// would not replay: there is nothing to resume.
@@ -355,7 +361,7 @@ func TestParseRefusesDamage(t *testing.T) {
 	if err := os.WriteFile(path, damaged, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resume(path, live.Config{Model: newModel(nil), Tools: newTools()}, nil); !errors.Is(err, ErrClean) {
+	if _, err := Reopen(path, nil); !errors.Is(err, ErrClean) {
 		t.Fatalf("resume of a clean log with a step that does not replay: %v", err)
 	}
 }
@@ -388,5 +394,72 @@ func TestLastAt(t *testing.T) {
 	k, _ := l.Rebuild(nil)
 	if err != nil || at != k.Now() || at < time.Second {
 		t.Fatalf("last at %v (%v), kernel now %v", at, err, k.Now())
+	}
+}
+
+// redactingMem is a log file in memory whose records pass a redactor, as a
+// host writes its log (each record one Write).
+type redactingMem struct {
+	memFile
+	redact func(string) string
+}
+
+func (r *redactingMem) Write(p []byte) (int, error) {
+	if _, err := r.memFile.WriteString(r.redact(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+// TestRebuildComparesRedacted: a secret the kernel put together from
+// events that each hold only a piece of it (two chunks of an answer, joined
+// in the turn's end) is redacted in the effects of the step that joined it
+// while its events stay whole; the rebuild, told the redactor, compares
+// that step redacted as it was logged, and without it reports the step.
+func TestRebuildComparesRedacted(t *testing.T) {
+	const secret = "abcdefgh1234"
+	red := func(s string) string { return strings.ReplaceAll(s, secret, "[redacted]") }
+	cfg := kernelConfig()
+	k := kernel.MustNew(cfg)
+	f := &redactingMem{redact: red}
+	w, err := NewWriter(f, trace.HeaderOf(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req kernel.OpID
+	at := time.Duration(0)
+	feed := func(ev kernel.Event) {
+		at += time.Millisecond
+		ev.At = at
+		target := k.Target(ev)
+		before := k.AgentState(target)
+		effs := k.Step(ev)
+		for _, e := range effs {
+			if e.Kind == kernel.EffStartLLM {
+				req = e.Op
+			}
+		}
+		if err := w.Record(ports.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: effs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	feed(kernel.Submit(0, "go"))
+	feed(kernel.TextDelta(0, req, 1, "abcdefgh"))
+	feed(kernel.TextDelta(0, req, 2, "12345678"))
+	feed(kernel.LLMEnd(0, req))
+	if !strings.Contains(f.String(), "[redacted]5678") {
+		t.Fatalf("the turn's end was not redacted:\n%s", f.String())
+	}
+	l, err := Parse("log", f.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var me *MismatchError
+	if _, err := l.Rebuild(nil); !errors.As(err, &me) || me.Step != 4 {
+		t.Fatalf("without the redactor: %v, want a mismatch at step 4", err)
+	}
+	l.Redact = red
+	if _, err := l.Rebuild(nil); err != nil {
+		t.Fatalf("with the redactor: %v", err)
 	}
 }

@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
@@ -24,15 +25,19 @@ type File interface {
 // kernel goroutine (Record is the driver's Config.WriteAhead); it is not
 // safe for concurrent use.
 type Writer struct {
-	f  File
-	tw *trace.Writer
+	f   File
+	enc *encoder
+	// name is the log's path, for errors ("" for a log without one).
+	name string
 	// idempotent names the tools whose start needs no fsync: a recovery
 	// runs them again.
 	idempotent map[string]bool
 	err        error
 	records    int
 	syncs      int
-	closed     bool
+	// dirty: a record was written since the last fsync.
+	dirty  bool
+	closed bool
 }
 
 // Create creates a new log at path — never over an existing file — and
@@ -49,8 +54,9 @@ func Create(path string, hdr trace.Header, wrap Wrap) (*Writer, *os.File, error)
 	w, err := NewWriter(wrap.apply(f), hdr)
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("write-ahead log %s: %w", path, err)
+		return nil, nil, fmt.Errorf("write-ahead log %s: %w", path, bare(err))
 	}
+	w.name = path
 	return w, f, nil
 }
 
@@ -59,8 +65,12 @@ func NewWriter(f File, hdr trace.Header) (*Writer, error) {
 	if hdr.Source == "" {
 		hdr.Source = "live"
 	}
-	w := &Writer{f: f, tw: trace.NewWriter(f, hdr), idempotent: setOf(hdr.Idempotent)}
-	if err := w.tw.Flush(); err != nil {
+	enc, err := newEncoder(hdr)
+	if err != nil {
+		return nil, fmt.Errorf("write header: %w", err)
+	}
+	w := &Writer{f: f, enc: enc, idempotent: setOf(hdr.Idempotent)}
+	if _, err := f.Write(enc.line.B); err != nil {
 		return nil, fmt.Errorf("write header: %w", err)
 	}
 	if err := w.sync(); err != nil {
@@ -70,9 +80,9 @@ func NewWriter(f File, hdr trace.Header) (*Writer, error) {
 }
 
 // appendWriter continues a log whose first steps step lines f already
-// holds (Resume).
+// holds (Reopen).
 func appendWriter(f File, steps int, idempotent []string) *Writer {
-	return &Writer{f: f, tw: trace.ContinueWriter(f, steps), idempotent: setOf(idempotent)}
+	return &Writer{f: f, enc: continueEncoder(steps), idempotent: setOf(idempotent)}
 }
 
 func setOf(names []string) map[string]bool {
@@ -84,24 +94,29 @@ func setOf(names []string) map[string]bool {
 }
 
 // Record writes one step — its event and the effects it caused — as one
-// line with one write, and fsyncs when the step needs it (the package doc
-// says when). It is the live driver's Config.WriteAhead: the driver
-// executes the effects only after Record returned nil. After the first
-// failure every call returns that error.
-func (w *Writer) Record(s live.Step) error {
+// line with one write (a delta record for a plain streamed chunk, delta.go),
+// and fsyncs when the step needs it (the package doc says when). It is the
+// live driver's Config.WriteAhead: the driver executes the effects only
+// after Record returned nil. After the first failure every call returns
+// that error.
+func (w *Writer) Record(s ports.Step) error {
 	if w.err != nil {
 		return w.err
 	}
 	if w.closed {
-		w.err = errors.New("write-ahead log: record after close")
+		w.err = w.fail("record after close", nil)
 		return w.err
 	}
-	w.tw.Step(s.Kernel, s.Event, s.Target, s.Before, s.Effects)
-	if err := w.tw.Flush(); err != nil {
-		w.err = fmt.Errorf("write-ahead log: step %d: %w", w.records+1, err)
+	line, err := w.enc.step(s)
+	if err == nil {
+		_, err = w.f.Write(line)
+	}
+	if err != nil {
+		w.err = w.fail(fmt.Sprintf("step %d", w.records+1), err)
 		return w.err
 	}
 	w.records++
+	w.dirty = true
 	if w.needsSync(s) {
 		return w.sync()
 	}
@@ -109,9 +124,9 @@ func (w *Writer) Record(s live.Step) error {
 }
 
 // needsSync is the fsync policy (see the package doc).
-func (w *Writer) needsSync(s live.Step) bool {
+func (w *Writer) needsSync(s ports.Step) bool {
 	switch s.Event.Kind {
-	case kernel.EvSubmit, kernel.EvInterject, kernel.EvCancel, kernel.EvShutdown, kernel.EvRecover:
+	case kernel.EvSubmit, kernel.EvInterject, kernel.EvCancel, kernel.EvShutdown, kernel.EvRecover, kernel.EvCompact, kernel.EvDecision:
 		return true
 	}
 	for i := range s.Effects {
@@ -130,15 +145,32 @@ func (w *Writer) needsSync(s live.Step) bool {
 
 func (w *Writer) sync() error {
 	if err := w.f.Sync(); err != nil {
-		w.err = fmt.Errorf("write-ahead log: fsync after step %d: %w", w.records, err)
+		w.err = w.fail(fmt.Sprintf("fsync after step %d", w.records), err)
 		return w.err
 	}
 	w.syncs++
+	w.dirty = false
 	return nil
 }
 
+// Sync makes every record written so far durable (fsync), unless none was
+// written since the last fsync. A host calls it before it writes anything
+// derived from the records — a transcript — so that after a power cut
+// that file can lag the log but never run ahead of it (docs/durable.md).
+// It runs on the kernel goroutine, as Record does; after a failure it
+// returns the writer's error.
+func (w *Writer) Sync() error {
+	if w.err != nil {
+		return w.err
+	}
+	if !w.dirty {
+		return nil
+	}
+	return w.sync()
+}
+
 // Close writes the end line — the mark of a run that ended cleanly, which
-// Resume refuses to recover — and fsyncs. at is the kernel's last event
+// Reopen refuses to recover — and fsyncs. at is the kernel's last event
 // time. It does not close the file.
 func (w *Writer) Close(at time.Duration) error {
 	if w.err != nil {
@@ -148,11 +180,38 @@ func (w *Writer) Close(at time.Duration) error {
 		return nil
 	}
 	w.closed = true
-	if _, err := w.tw.Close(at); err != nil {
-		w.err = fmt.Errorf("write-ahead log: end line: %w", err)
+	_, err := w.enc.tw.Close(at)
+	if err == nil {
+		_, err = w.f.Write(w.enc.line.B)
+	}
+	if err != nil {
+		w.err = w.fail("end line", err)
 		return w.err
 	}
 	return w.sync()
+}
+
+// fail is the error for what failed (err may be nil), naming the log. An
+// *fs.PathError's own path is left out: it is the log's.
+func (w *Writer) fail(what string, err error) error {
+	name := "write-ahead log"
+	if w.name != "" {
+		name += " " + w.name
+	}
+	if err == nil {
+		return fmt.Errorf("%s: %s", name, what)
+	}
+	return fmt.Errorf("%s: %s: %w", name, what, bare(err))
+}
+
+// bare is err without the *fs.PathError around it, whose path and
+// operation an error naming the log would repeat.
+func bare(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe == err {
+		return pe.Err
+	}
+	return err
 }
 
 // Records is how many steps this writer recorded; Syncs how many fsyncs it

@@ -5,18 +5,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
 )
 
 // submitStep steps a submit on k and returns it as the driver hands it to
 // WriteAhead (a submit always needs an fsync).
-func submitStep(k *kernel.Kernel, text string) live.Step {
+func submitStep(k *kernel.Kernel, text string) ports.Step {
 	ev := kernel.Submit(k.Now(), text)
 	target := k.Target(ev)
 	before := k.AgentState(target)
-	return live.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: k.Step(ev)}
+	return ports.Step{Kernel: k, Event: ev, Target: target, Before: before, Effects: k.Step(ev)}
 }
 
 // TestWriterFailureIsFinal: after an fsync fails, every Record and Close
@@ -78,5 +78,23 @@ func TestWriterCloseMarksCleanOnce(t *testing.T) {
 	}
 	if err := w.Record(submitStep(k, "two")); err == nil || !strings.Contains(err.Error(), "record after close") {
 		t.Errorf("Record after Close: %v", err)
+	}
+}
+
+// TestUserInputsAreSynced: every user input — a compact and an approval
+// decision among them — is fsynced in its step, as docs/durable.md's sync
+// table says, and a plain chunk is not.
+func TestUserInputsAreSynced(t *testing.T) {
+	w := &Writer{}
+	for _, ev := range []kernel.Event{
+		kernel.Submit(0, "hi"), kernel.Interject(0, "and"), kernel.Cancel(0, kernel.Root), kernel.Shutdown(0),
+		kernel.Recover(0), kernel.Compact(0, ""), kernel.Deny(0, kernel.Root, "c1", "no"),
+	} {
+		if !w.needsSync(ports.Step{Event: ev}) {
+			t.Errorf("%s is not synced", ev.Kind)
+		}
+	}
+	if w.needsSync(ports.Step{Event: kernel.TextDelta(0, 1, 1, "x")}) {
+		t.Error("a plain chunk is synced")
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,9 +11,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/wal"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
 )
 
 // toolThenStall: the first request lists the directory (an idempotent
@@ -69,7 +72,7 @@ func sessionOffset(t *testing.T, walPath string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := strconv.Atoi(l.Header.Options[sessionOffsetOption])
+	n, err := strconv.Atoi(l.Header.Options[session.OffsetOption])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,8 +89,8 @@ func TestResumeCatchesUpTheSession(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
 	t.Setenv("OPENAI_API_KEY", "")
 	data, _ := os.ReadFile(sess)
-	log, _ := os.ReadFile(sess + walSuffix)
-	offset := sessionOffset(t, sess+walSuffix)
+	log, _ := os.ReadFile(sess + session.LogSuffix)
+	offset := sessionOffset(t, sess+session.LogSuffix)
 	var cuts []int
 	for i := offset; i <= len(data); i++ {
 		if i == offset || data[i-1] == '\n' {
@@ -107,7 +110,7 @@ func TestResumeCatchesUpTheSession(t *testing.T) {
 		if err := os.WriteFile(s, data[:cuts[i]], 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(s+walSuffix, log, 0o600); err != nil {
+		if err := os.WriteFile(s+session.LogSuffix, log, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		code, _, errb := runCLIWithInput(t, "", "chat", "--resume", s, "--workspace", dir)
@@ -140,14 +143,43 @@ func TestResumeRefusesADisagreeingSession(t *testing.T) {
 	if err := os.WriteFile(sess, changed, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log, _ := os.ReadFile(sess + walSuffix)
+	log, _ := os.ReadFile(sess + session.LogSuffix)
 	code, _, errb := runCLIWithInput(t, "", "chat", "--resume", sess, "--workspace", dir)
-	if code != exitUsage || !strings.Contains(errb, "disagree") || !strings.Contains(errb, "move "+sess+walSuffix+" away") {
+	if code != exitUsage || !strings.Contains(errb, "disagree") || !strings.Contains(errb, "move "+sess+session.LogSuffix+" away") {
 		t.Fatalf("exit %d, stderr %q", code, errb)
 	}
 	after, _ := os.ReadFile(sess)
-	afterLog, _ := os.ReadFile(sess + walSuffix)
+	afterLog, _ := os.ReadFile(sess + session.LogSuffix)
 	if !bytes.Equal(after, changed) || !bytes.Equal(afterLog, log) {
+		t.Fatal("a refused resume changed the files")
+	}
+}
+
+// TestResumeRefusesAnOlderLog: a log of another trace format (left by an
+// older build) is not rebuilt under this build's rules: the resume is
+// refused naming both versions, the log and how to go on, and neither file
+// is touched (docs/durable.md, "Recovery").
+func TestResumeRefusesAnOlderLog(t *testing.T) {
+	srv, dir, sess := crashAfterTool(t)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	data, _ := os.ReadFile(sess)
+	log, _ := os.ReadFile(sess + session.LogSuffix)
+	current := `"format":` + strconv.Itoa(trace.FormatVersion) + `,`
+	older := bytes.Replace(log, []byte(current), []byte(`"format":`+strconv.Itoa(trace.FormatVersion-1)+`,`), 1)
+	if bytes.Equal(older, log) {
+		t.Fatalf("the log's header does not hold %s", current)
+	}
+	if err := os.WriteFile(sess+session.LogSuffix, older, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errb := runCLIWithInput(t, "", "chat", "--resume", sess, "--workspace", dir)
+	want := fmt.Sprintf("format %d, this build reads %d", trace.FormatVersion-1, trace.FormatVersion)
+	if code != exitUsage || !strings.Contains(errb, want) || !strings.Contains(errb, sess+session.LogSuffix+" is the write-ahead log of "+sess+"; move it away") {
+		t.Fatalf("exit %d, stderr %q", code, errb)
+	}
+	after, _ := os.ReadFile(sess)
+	afterLog, _ := os.ReadFile(sess + session.LogSuffix)
+	if !bytes.Equal(after, data) || !bytes.Equal(afterLog, older) {
 		t.Fatal("a refused resume changed the files")
 	}
 }
@@ -174,7 +206,7 @@ func TestRunResumeContinuesThenPrompts(t *testing.T) {
 	if len(ends) != 2 || ends[0] != 1 || ends[1] != 2 || !strings.Contains(out, "I see a file.") {
 		t.Fatalf("turns ended %v; stdout %q\n%+v", ends, out, recs)
 	}
-	if _, err := os.Stat(sess + walSuffix); !os.IsNotExist(err) {
+	if _, err := os.Stat(sess + session.LogSuffix); !os.IsNotExist(err) {
 		t.Fatalf("the log outlived a clean run: %v", err)
 	}
 	// Nothing left to continue, no prompt: nothing to do.

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -50,7 +51,7 @@ func resumeNoInput(t *testing.T, bin string, srv *fakeopenai.Server, dir, sess s
 }
 
 // messages are the session's message records.
-func messages(recs []sessionRecord) []kernel.Message {
+func messages(recs []session.Record) []kernel.Message {
 	var out []kernel.Message
 	for _, r := range recs {
 		if r.Message != nil {
@@ -101,7 +102,7 @@ func killMidStream(t *testing.T, bin string, srv *fakeopenai.Server, s *streamTh
 	waitChan(t, s.streaming, "the first words", p)
 	eventually(t, "the first words on stdout", func() bool { return strings.Contains(p.stdout.String(), "one, two,") })
 	p.kill9(t)
-	if _, err := os.Stat(sess + walSuffix); err != nil {
+	if _, err := os.Stat(sess + session.LogSuffix); err != nil {
 		t.Fatalf("no write-ahead log beside the killed session: %v", err)
 	}
 	return sess
@@ -154,7 +155,7 @@ func TestKill9MidStreamContinues(t *testing.T) {
 	if backups, _ := filepath.Glob(sess + ".torn-*"); len(backups) != 0 {
 		t.Errorf("the unfinished turn was set aside: %v", backups)
 	}
-	if _, err := os.Stat(sess + walSuffix); !os.IsNotExist(err) {
+	if _, err := os.Stat(sess + session.LogSuffix); !os.IsNotExist(err) {
 		t.Errorf("the log is still there after a clean exit: %v", err)
 	}
 	if err := kernel.ValidateTranscript(msgs, false); err != nil {
@@ -277,7 +278,7 @@ func TestKill9DelegationDepth2(t *testing.T) {
 	}
 	waitChan(t, streaming, "the grandchild streaming", p)
 	synced := func() bool { // the chunk is stepped and logged before the kill
-		data, _ := os.ReadFile(sess + walSuffix)
+		data, _ := os.ReadFile(sess + session.LogSuffix)
 		return bytes.Contains(data, []byte(`"text":"b's first "`))
 	}
 	eventually(t, "the grandchild's chunk logged", synced)

@@ -32,6 +32,7 @@ type exploreFlags struct {
 	nudge      time.Duration
 	smallScope bool
 	agents     int
+	family     bool
 	// core is the agent loop under test (nil: the kernel); set by tests.
 	core sim.CoreFactory
 }
@@ -63,7 +64,16 @@ Scope: --max-inputs is how many of a scenario's inputs one schedule may move
 off their scripted instant (-1: all; the others keep it). --small-scope
 explores generated worlds instead: every tree of at most --agents agents
 drawn from five reply shapes, with every sequence of at most --max-inputs
-inputs (a submission, an interjection, a cancel of any agent).
+inputs (a submission, an interjection, a cancel of any agent). --family
+explores the everyday family: generated scenarios of two or three agents, a
+tool, streams of 2, 5 or 10 chunks and 1, 3, 5 or 7 inputs (to measure how
+exploration scales).
+
+Expectations: a scenario's expect is judged at the end of every schedule
+that keeps each input at its scripted instant (every order of the events
+due at one instant). Those it marks schedule_dependent are counted — the
+output says on how many of those schedules each held — and the others must
+hold on all of them.
 
 Bounds: --max-states (per scenario) and --time (the whole run). A bound that
 stops an exploration early is reported, and the exit code is 1 unless
@@ -79,7 +89,8 @@ interrupted (SIGINT or SIGTERM; the counts so far are printed).`,
 		Example: `  escapement sim explore                          # every embedded scenario
   escapement sim explore scenarios/f14-*.yaml --max-inputs -1
   escapement sim explore --small-scope            # every world of ≤` + fmt.Sprint(defaultSmallAgents) + ` agents, ≤` + fmt.Sprint(defaultSmallInputs) + ` inputs
-  escapement sim explore --small-scope --agents 2 --max-inputs 2 --time 1m`,
+  escapement sim explore --small-scope --agents 2 --max-inputs 2 --time 1m
+  escapement sim explore --family --jobs 1        # how exploration scales`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("max-inputs") {
 				f.maxInputs = defaultMovedInputs
@@ -109,6 +120,7 @@ interrupted (SIGINT or SIGTERM; the counts so far are printed).`,
 	cmd.Flags().DurationVar(&f.nudge, "nudge", time.Millisecond, "how far before and after an anchor's instant an input is also placed (0: only at it, which --small-scope uses unless this is given)")
 	cmd.Flags().BoolVar(&f.smallScope, "small-scope", false, "explore every small generated world instead of scenario files")
 	cmd.Flags().IntVar(&f.agents, "agents", defaultSmallAgents, "--small-scope: most agents in a world (1..3)")
+	cmd.Flags().BoolVar(&f.family, "family", false, "explore the generated everyday family (chunks × inputs × agents) instead of scenario files")
 	return cmd
 }
 
@@ -118,6 +130,7 @@ type exploreItem struct {
 	alphabet []sim.Input
 	rep      *explore.Report
 	err      error
+	took     time.Duration // wall clock of its exploration
 }
 
 func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) error {
@@ -132,6 +145,10 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 		return usageErr("--nudge must not be negative, got %v", f.nudge)
 	case f.smallScope && len(paths) > 0:
 		return usageErr("--small-scope explores generated worlds; it takes no PATH (got %q)", paths[0])
+	case f.family && len(paths) > 0:
+		return usageErr("--family explores generated scenarios; it takes no PATH (got %q)", paths[0])
+	case f.family && f.smallScope:
+		return usageErr("--family and --small-scope are two different generated sets; give one")
 	case f.smallScope && (f.agents < 1 || f.agents > 3):
 		return usageErr("--agents must be in 1..3, got %d", f.agents)
 	case f.smallScope && f.maxInputs < 0:
@@ -146,6 +163,10 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 			items = append(items, &exploreItem{s: w.Scenario, alphabet: w.Alphabet})
 			worlds++
 			sequences += w.Sequences(f.maxInputs)
+		}
+	} else if f.family {
+		for _, e := range explore.Family() {
+			items = append(items, &exploreItem{s: e.Scenario()})
 		}
 	} else {
 		ss, err := a.loadScenarios(paths)
@@ -223,7 +244,9 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 				if f.nudge == 0 {
 					opt.Nudge = -1
 				}
+				began := time.Now()
 				it.rep, it.err = explore.Scenario(it.s, opt)
+				it.took = time.Since(began)
 				if it.rep != nil {
 					states.Add(int64(it.rep.States - last))
 				}
@@ -276,7 +299,7 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 // exploreSummary adds the reports up.
 type exploreSummary struct {
 	schedules, states, transitions, revisits, slept, depth, replays int
-	violations, stopped, done, worlds, sequences                    int
+	violations, stopped, cut, done, worlds, sequences               int
 	digest                                                          string
 	wall                                                            time.Duration
 	files                                                           []string
@@ -299,8 +322,11 @@ func summarize(items []*exploreItem) exploreSummary {
 		s.slept += r.Slept
 		s.replays += r.Replays
 		s.depth = max(s.depth, r.Depth)
-		if r.Violation != nil {
+		if !r.Passed() {
 			s.violations++
+		}
+		if r.Violation != nil {
+			s.cut++
 		}
 		if r.Stopped != "" {
 			s.stopped++
@@ -313,26 +339,40 @@ func summarize(items []*exploreItem) exploreSummary {
 
 func printExplore(w io.Writer, items []*exploreItem, s exploreSummary, f exploreFlags) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tRESULT\tSCHEDULES\tSTATES\tTRANSITIONS\tDEPTH\tDIGEST")
+	fmt.Fprintln(tw, "SCENARIO\tRESULT\tSCHEDULES\tSTATES\tTRANSITIONS\tDEPTH\tTIME\tDIGEST")
 	for _, it := range items {
 		r := it.rep
 		if r == nil {
-			fmt.Fprintf(tw, "%s\tNOT RUN\t-\t-\t-\t-\t-\n", it.s.Name)
+			fmt.Fprintf(tw, "%s\tNOT RUN\t-\t-\t-\t-\t-\t-\n", it.s.Name)
 			continue
 		}
 		verdict := "PASS"
 		switch {
-		case r.Violation != nil:
+		case !r.Passed():
 			verdict = "FAIL"
 		case r.Stopped != "":
 			verdict = "PARTIAL (" + r.Stopped + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", it.s.Name, verdict, r.Schedules, r.States, r.Transitions, r.Depth, r.Digest)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%v\t%s\n", it.s.Name, verdict, r.Schedules, r.States, r.Transitions, r.Depth, it.took.Round(time.Millisecond), r.Digest)
 		if v := r.Violation; v != nil {
 			fmt.Fprintf(tw, "  %s\t@%v\t%s\t%s\n", v.First.Invariant, v.First.At, orDash(v.First.Agent), v.First.Detail)
 		}
 	}
 	_ = tw.Flush()
+	for _, it := range items {
+		if it.rep == nil {
+			continue
+		}
+		for _, e := range it.rep.Expectations {
+			if !e.ScheduleDependent {
+				continue
+			}
+			fmt.Fprintf(w, "%s: expect %s (schedule-dependent) held on %d of %d schedules with every input at its instant\n", it.s.Name, e.Name, e.Held, e.Of)
+		}
+		for _, e := range it.rep.Unmet() {
+			fmt.Fprintf(w, "%s: FAIL: expect %s holds on no schedule (escapement sim shows it failing in the scenario's own order)\n", it.s.Name, e.Name)
+		}
+	}
 	for _, p := range s.files {
 		fmt.Fprintf(w, "reproduce: escapement sim %s\n", p)
 	}
@@ -341,16 +381,26 @@ func printExplore(w io.Writer, items []*exploreItem, s exploreSummary, f explore
 		scope = "every input movable"
 	}
 	what := fmt.Sprintf("%d scenario(s)", len(items))
-	if f.smallScope {
+	switch {
+	case f.smallScope:
 		what = fmt.Sprintf("%d small-scope worlds (trees of ≤%d agents) × input sequences of ≤%d inputs = %d worlds", s.worlds, f.agents, f.maxInputs, s.sequences)
 		scope = "every sequence placed anywhere"
+	case f.family:
+		what = fmt.Sprintf("%d everyday scenario(s) (shapes %v × chunks %v × inputs %v)", len(items), explore.FamilyShapes, explore.FamilyChunks, explore.FamilyInputs)
 	}
 	exhaustive := "exhaustive"
-	if s.stopped > 0 {
+	switch {
+	case s.stopped > 0:
 		exhaustive = fmt.Sprintf("NOT exhaustive: %d stopped by a bound", s.stopped)
+	case s.cut > 0:
+		exhaustive = fmt.Sprintf("NOT exhaustive: %d stopped at their first violation", s.cut)
 	}
-	fmt.Fprintf(w, "explore: %s, %s; %s: %d schedules, %d distinct states, %d transitions (%d merged, %d skipped by reduction), depth %d, %d violation(s), %d replays in %v; digest %s\n",
-		what, scope, exhaustive, s.schedules, s.states, s.transitions, s.revisits, s.slept, s.depth, s.violations, s.replays, s.wall.Round(time.Millisecond), s.digest)
+	rate := 0.0
+	if s.wall > 0 {
+		rate = float64(s.states) / s.wall.Seconds()
+	}
+	fmt.Fprintf(w, "explore: %s, %s; %s: %d schedules, %d distinct states, %d transitions (%d merged, %d skipped by reduction), depth %d, %d violation(s), %d replays in %v (%.0f states/s); digest %s\n",
+		what, scope, exhaustive, s.schedules, s.states, s.transitions, s.revisits, s.slept, s.depth, s.violations, s.replays, s.wall.Round(time.Millisecond), rate, s.digest)
 }
 
 // writeFresh writes data as DIR/NAME.yaml, or NAME-2.yaml, … when that

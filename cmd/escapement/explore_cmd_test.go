@@ -77,6 +77,8 @@ func TestExploreUsageErrors(t *testing.T) {
 		msg  string
 	}{
 		{[]string{"--small-scope", "x.yaml"}, "takes no PATH"},
+		{[]string{"--family", "x.yaml"}, "takes no PATH"},
+		{[]string{"--family", "--small-scope"}, "give one"},
 		{[]string{"--small-scope", "--agents", "4"}, "--agents"},
 		{[]string{"--max-inputs", "-2"}, "--max-inputs"},
 		{[]string{"--max-states", "-1"}, "--max-states"},
@@ -102,5 +104,44 @@ func TestExploreInterrupted(t *testing.T) {
 	}
 	if counts, _ := parseExplore(t, out.String()); !strings.Contains(counts, "NOT exhaustive") {
 		t.Fatalf("an interrupted exploration claimed to be exhaustive:\n%s", out)
+	}
+}
+
+// TestExploreJudgesExpectations: a scenario whose expectation fails in a
+// plain run fails its exploration (it once passed it: only the invariants
+// were judged), with the expectation named, a scenario written that
+// reproduces it, and no claim of exhaustiveness; a schedule-dependent
+// expectation is counted: on how many schedules it held.
+func TestExploreJudgesExpectations(t *testing.T) {
+	src, err := os.ReadFile("../../scenarios/cancel-single-child.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := strings.Replace(string(src), "slow: interrupted", "slow: completed", 1)
+	file := filepath.Join(t.TempDir(), "wrong.yaml")
+	if err := os.WriteFile(file, []byte(wrong), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	code, stdout, errb := runCLI(t, "sim", "explore", file, "--out", out)
+	counts, _ := parseExplore(t, stdout)
+	if code != exitCheckFailed || !strings.Contains(stdout, "FAIL") || !strings.Contains(stdout, "outcomes.slow: interrupted, want completed") ||
+		!strings.Contains(stdout, "reproduce: escapement sim "+out) || !strings.Contains(counts, "NOT exhaustive: 1 stopped at their first violation") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, errb)
+	}
+	code, stdout, errb = runCLI(t, "sim", "explore", "../../scenarios/same-instant-cancel-and-timeout.yaml", "--out", t.TempDir())
+	if code != exitOK || !strings.Contains(stdout, "same-instant-cancel-and-timeout: expect outcomes.main (schedule-dependent) held on 1 of 2 schedules with every input at its instant") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, errb)
+	}
+}
+
+// TestExploreFamily: --family explores the generated everyday family
+// (here cut short by --max-states, and said so).
+func TestExploreFamily(t *testing.T) {
+	code, stdout, errb := runCLI(t, "sim", "explore", "--family", "--max-states", "20", "--partial", "--out", t.TempDir())
+	counts, _ := parseExplore(t, stdout)
+	if code != exitOK || !strings.Contains(counts, "36 everyday scenario(s) (shapes [pair chain fan] × chunks [2 5 10] × inputs [1 3 5 7])") ||
+		!strings.Contains(counts, "NOT exhaustive") || !strings.Contains(stdout, "everyday-fan-c10-i7") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, errb)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
@@ -139,12 +139,12 @@ func TestCapsShown(t *testing.T) {
 // (what `shell echo $OPENAI_API_KEY` did before the environment policy).
 type keyTools struct{ key string }
 
-func (k keyTools) Run(ctx context.Context, c live.Call) live.ToolResult {
-	return live.ToolResult{Status: kernel.ToolOK, Content: "OPENAI_API_KEY=" + k.key + "\n"}
+func (k keyTools) Run(ctx context.Context, c ports.Call) ports.ToolResult {
+	return ports.ToolResult{Status: kernel.ToolOK, Content: "OPENAI_API_KEY=" + k.key + "\n"}
 }
 
-func (keyTools) Specs() []live.ToolSpec {
-	return []live.ToolSpec{{Name: "env", Description: "prints the environment", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
+func (keyTools) Specs() []ports.ToolSpec {
+	return []ports.ToolSpec{{Name: "env", Description: "prints the environment", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
 }
 func (keyTools) KillAll()     {}
 func (keyTools) Close() error { return nil }
@@ -152,8 +152,8 @@ func (keyTools) Close() error { return nil }
 // TestKeyRedactedEverywhere: whatever carries the API key into the run — a
 // tool's output, a model repeating a piece of it split across chunks — no
 // run of 12 or more of its bytes reaches stdout, stderr, --json, the
-// session or the trace; a trace redacted where whole events held the key
-// still replays.
+// session or the trace; every trace replays (the kernel was fed the
+// redacted text, so the trace holds exactly what it was fed).
 func TestKeyRedactedEverywhere(t *testing.T) {
 	const key = "sk-proj-Zq8Lw3Rt5Yu7Io9Pa1Sd3Fg5Hj7Kl9"
 	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
@@ -188,10 +188,8 @@ func TestKeyRedactedEverywhere(t *testing.T) {
 			b, _ := os.ReadFile(f)
 			outputs[f] = string(b)
 		}
-		if run.name != "repeat" {
-			if code, o, e := runCLI(t, "sim", "replay", tr); code != exitOK {
-				t.Errorf("the redacted %s trace does not replay: %s %s", run.name, o, e)
-			}
+		if code, o, e := runCLI(t, "sim", "replay", tr); code != exitOK {
+			t.Errorf("the redacted %s trace does not replay: %s %s", run.name, o, e)
 		}
 	}
 	for name, text := range outputs {

@@ -49,7 +49,7 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.StringVar(&f.workspace, "workspace", ".", "directory the tools work in; paths that leave it are refused")
 	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
 	registerMCPFlags(fl, f)
-	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools although its name looks secret (contains KEY, SECRET, TOKEN, PASSWORD or PASSWD); repeatable; never OPENAI_API_KEY")
+	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools and MCP servers although it looks secret (a name containing KEY, SECRET, TOKEN, PASSWORD, PASSWD, PWD, CREDENTIAL, AUTH or the word PAT; a value that is a URL with a password); repeatable; never OPENAI_API_KEY")
 	fl.StringVar(&f.model, "model", "", "model name (default $OPENAI_MODEL, else "+defaultModel+")")
 	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root (default $OPENAI_BASE_URL, else "+openai.DefaultBaseURL+")")
 	f.limits = kernel.DefaultLimits()
@@ -142,7 +142,9 @@ func newChatCmd(a *app) *cobra.Command {
 		Long: `Chat with the root agent: each line on stdin is a message. A line typed
 while a turn runs interjects (joins the running turn) or, with --while-busy
 queue (the default when stdin is not a terminal), starts the next turn once
-the running one has ended.
+the running one has ended. A line holds at most 1 MiB: a longer one is
+refused with a message naming it, the lines after it are read, and chat
+exits 2 at the end (1 if stdin could not be read to its end).
 
 Commands (a line whose first word starts with /, handled here, never sent):
 ` + chatHelp + `

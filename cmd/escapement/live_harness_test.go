@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/kernel"
 )
@@ -63,8 +63,6 @@ func (c *cli) say(line string) {
 		c.t.Fatal(err)
 	}
 }
-
-func (c *cli) endInput() { c.stdin.Close() }
 
 // signal delivers sig (the command reads signals all its life: a signal
 // that is not taken within a generous bound is the bug).
@@ -129,14 +127,14 @@ func (s *stuckTools) inject(a *app) {
 	a.newTools = func(tools.Config) (toolBox, error) { return s, nil }
 }
 
-func (s *stuckTools) Run(ctx context.Context, c live.Call) live.ToolResult {
+func (s *stuckTools) Run(ctx context.Context, c ports.Call) ports.ToolResult {
 	s.once.Do(func() { close(s.started) })
 	<-s.release // ctx is ignored on purpose
-	return live.ToolResult{Status: kernel.ToolOK, Content: "too late"}
+	return ports.ToolResult{Status: kernel.ToolOK, Content: "too late"}
 }
 
-func (s *stuckTools) Specs() []live.ToolSpec {
-	return []live.ToolSpec{{Name: "stuck", Description: "never returns", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
+func (s *stuckTools) Specs() []ports.ToolSpec {
+	return []ports.ToolSpec{{Name: "stuck", Description: "never returns", Parameters: json.RawMessage(`{"type":"object","properties":{}}`)}}
 }
 
 func (s *stuckTools) KillAll()     {}

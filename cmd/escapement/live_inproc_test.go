@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/internal/proctest"
 	"github.com/escapement/escapement/kernel"
@@ -85,12 +86,12 @@ func TestRunInProcess(t *testing.T) {
 	if !strings.Contains(stderr, `[main] list_dir {"path":"."}`) || !strings.Contains(stderr, "[main] ← list_dir ok") {
 		t.Errorf("stderr %q", stderr)
 	}
-	ls, err := loadSession(sess)
+	ls, err := session.Load(sess)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ls.turns != 1 || len(ls.history) != 5 || ls.history[0].Content != "sys" || ls.history[4].Role != kernel.RoleAssistant {
-		t.Errorf("session: %d turns, history %+v", ls.turns, ls.history)
+	if ls.Turns != 1 || len(ls.History) != 5 || ls.History[0].Content != "sys" || ls.History[4].Role != kernel.RoleAssistant {
+		t.Errorf("session: %d turns, history %+v", ls.Turns, ls.History)
 	}
 	if srv.Requests()[0].Auth != "" {
 		t.Error("an Authorization header was sent without a key")
@@ -299,18 +300,18 @@ func TestResumeEmptySessionKeepsSystem(t *testing.T) {
 	if code, _, errb := runCLIWithInput(t, "/quit\n", "chat", "--session", sess, "--system", "be terse", "--workspace", dir); code != exitOK {
 		t.Fatalf("new chat: exit %d %s", code, errb)
 	}
-	if ls, err := loadSession(sess); err != nil || len(ls.history) != 0 {
+	if ls, err := session.Load(sess); err != nil || len(ls.History) != 0 {
 		t.Fatalf("the quit session: %+v, %v; want no messages", ls, err)
 	}
 	if code, _, errb := runCLIWithInput(t, "hello\n", "chat", "--resume", sess, "--system", "be terse", "--workspace", dir); code != exitOK {
 		t.Fatalf("resumed chat: exit %d %s", code, errb)
 	}
-	ls, err := loadSession(sess)
+	ls, err := session.Load(sess)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ls.history) != 3 || ls.history[0].Role != kernel.RoleSystem || ls.history[0].Content != "be terse" || ls.history[1].Content != "hello" {
-		t.Fatalf("session history %+v, want the system prompt, hello, the answer", ls.history)
+	if len(ls.History) != 3 || ls.History[0].Role != kernel.RoleSystem || ls.History[0].Content != "be terse" || ls.History[1].Content != "hello" {
+		t.Fatalf("session history %+v, want the system prompt, hello, the answer", ls.History)
 	}
 	// Resumed without --system, the prompt comes from the file.
 	if code, _, errb := runCLIWithInput(t, "again\n", "chat", "--resume", sess, "--workspace", dir); code != exitOK {

@@ -10,6 +10,7 @@ import (
 	"github.com/escapement/escapement/adapters/mcp"
 	"github.com/escapement/escapement/adapters/toolset"
 	"github.com/escapement/escapement/internal/redact"
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/spf13/pflag"
 )
 
@@ -22,21 +23,26 @@ func registerMCPFlags(fl *pflag.FlagSet, f *liveFlags) {
 // run once it exists; before that (while the servers start) they go to the
 // log.
 type mcpView struct {
-	a      *app
-	redact func(string) string
-	lr     atomic.Pointer[liveRun]
+	a *app
+	// red is the run's redactor: the API key, and once withMCP has read
+	// the configurations, every secret they hold (mcp.ServerConfig's
+	// SecretValues). The run redacts everything it prints or writes with
+	// it.
+	red *redact.Redactor
+	lr  atomic.Pointer[liveRun]
 }
 
-// withMCP starts the servers of every --mcp-config file and returns box
-// and them as one set of tools. Nothing starts without the flag. A file
-// that does not parse, or a server that does not start, is a usage error
-// (exit 2) naming the file and the server; servers already started are
-// stopped first.
-func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error) {
-	if len(f.mcpConfigs) == 0 {
-		return box, nil
-	}
-	var servers []mcp.ServerConfig
+func (v *mcpView) redact(s string) string { return v.red.Redact(s) }
+
+// mcpConfigs are the servers of every --mcp-config file.
+type mcpConfigs []mcp.ServerConfig
+
+// loadMCP reads every --mcp-config file (before the tools are made: the
+// variables the files expand into secrets are withheld from the shell,
+// secretVars). A file that does not parse is a usage error (exit 2) naming
+// it.
+func loadMCP(f *liveFlags) (mcpConfigs, error) {
+	var servers mcpConfigs
 	for _, path := range f.mcpConfigs {
 		s, err := mcp.LoadConfig(path)
 		if err != nil {
@@ -46,6 +52,25 @@ func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error)
 			return nil, usageErr("--mcp-config %s: no servers under \"mcpServers\"", path)
 		}
 		servers = append(servers, s...)
+	}
+	return servers, nil
+}
+
+// secretVars names the variables whose values the files expanded into
+// secrets: they go to the servers the files say, and to no other process.
+func (m mcpConfigs) secretVars() []string { return mcp.SecretVars(m) }
+
+// withMCP starts servers (loadMCP's) and returns box and them as one set
+// of tools. Nothing starts without --mcp-config. Every secret the
+// configurations hold is added to view's redactor before any server
+// starts. A server that does not start is a usage error (exit 2) naming
+// the file and the server; servers already started are stopped first.
+func (a *app) withMCP(f *liveFlags, servers mcpConfigs, box toolBox, view *mcpView) (toolBox, error) {
+	if len(servers) == 0 {
+		return box, nil
+	}
+	for i := range servers {
+		view.red = view.red.With(servers[i].SecretValues()...)
 	}
 	client, err := mcp.Start(context.Background(), mcp.Options{
 		Servers: servers,
@@ -59,7 +84,7 @@ func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error)
 		Observer:    view.show,
 	})
 	if err != nil {
-		return nil, usageErr("--mcp-config: %s", view.redact(err.Error()))
+		return nil, usageErr("--mcp-config: %s", termtext.Text(view.redact(err.Error())))
 	}
 	set, err := toolset.New(box, client)
 	if err != nil {
@@ -69,8 +94,8 @@ func (a *app) withMCP(f *liveFlags, box toolBox, view *mcpView) (toolBox, error)
 	return set, nil
 }
 
-func newMCPView(a *app, key string) *mcpView {
-	return &mcpView{a: a, redact: redact.New(key).Redact}
+func newMCPView(a *app, red *redact.Redactor) *mcpView {
+	return &mcpView{a: a, red: red}
 }
 
 // mcpEvent is an MCP event as a --json line: kind "mcp_" + the event's.
@@ -88,10 +113,10 @@ func (v *mcpView) show(e mcp.Event) {
 	log := v.a.logger
 	if e.Kind == mcp.EventStderr || e.Kind == mcp.EventStdoutNoise || lr == nil {
 		if log != nil {
-			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "line", v.redact(e.Message), "detail", v.redact(e.Detail))
+			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "line", termtext.Line(v.redact(e.Message)), "detail", termtext.Line(v.redact(e.Detail)))
 		}
 		if lr == nil && e.Kind == mcp.EventStarted {
-			fmt.Fprintf(v.a.err, "escapement: MCP server %s: %s\n", e.Server, e.Detail)
+			fmt.Fprintf(v.a.err, "escapement: MCP server %s: %s\n", termtext.Line(e.Server), termtext.Line(v.redact(e.Detail)))
 		}
 		return
 	}
@@ -111,14 +136,14 @@ func (v *mcpView) show(e mcp.Event) {
 		if e.Message != "" {
 			line += ": " + clip(e.Message, 160)
 		}
-		io.WriteString(lr.errw, lr.redact(line)+"\n")
+		io.WriteString(lr.errw, termtext.Line(lr.redact(line))+"\n")
 	case mcp.EventStopped:
 		lr.say("MCP server %s stopped: %s; it is restarted on its next use", e.Server, clip(e.Detail, 400))
 	case mcp.EventStarted:
 		lr.say("MCP server %s %s", e.Server, clip(e.Detail, 400))
 	default:
 		if log != nil {
-			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "tool", e.Tool, "op", e.Op, "request", e.RequestID)
+			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "tool", termtext.Line(e.Tool), "op", e.Op, "request", termtext.Line(e.RequestID))
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel/trace"
 )
@@ -185,7 +186,7 @@ func TestKilledFirstTurnResumes(t *testing.T) {
 	if kept, _ := os.ReadFile(backups[0]); string(kept) != string(original) {
 		t.Errorf("the backup is not the killed run's file")
 	}
-	if ls, err := loadSession(sess); err != nil || ls.unfinished() {
+	if ls, err := session.Load(sess); err != nil || ls.Unfinished() {
 		t.Errorf("after the resume: %+v, %v", ls, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/internal/lineread"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -35,8 +36,12 @@ func (lr *liveRun) chat(ctx context.Context) error {
 // signals. Its state is the loop's own.
 type repl struct {
 	lr        *liveRun
-	queue     []string // lines waiting for the running turn to end (--while-busy queue, /queue)
+	input     *lineread.Reader
+	lines     <-chan lineread.Line // input.Lines; nil once the input has ended
+	queue     []string             // lines waiting for the running turn to end (--while-busy queue, /queue)
 	eof       bool
+	inputErr  error // why the input ended early (a read error), once eof
+	refused   int   // lines over lineread.MaxLine, not sent
 	seenEnded uint64
 	// terminating: a SIGTERM (a service manager, `kill`) asks the process
 	// to end, not the turn: the tree is shut down and chat exits 130 once
@@ -45,76 +50,119 @@ type repl struct {
 }
 
 func (lr *liveRun) repl(ctx context.Context) error {
-	input, err := startInput(lr.a.in)
+	input, err := lineread.Start(lr.a.in)
 	if err != nil {
 		return &exitError{code: exitCheckFailed, err: err}
 	}
-	defer input.close()
-	r := &repl{lr: lr}
-	lines := input.lines
+	defer input.Close()
+	r := &repl{lr: lr, input: input, lines: input.Lines}
 	if busy, _, _, _ := lr.state.get(); !busy { // a recovered turn may still run
 		r.prompt()
 	}
 	for {
-		select {
-		case line, ok := <-lines:
-			if !ok {
-				r.eof, lines = true, nil
-				if input.err != nil {
-					lr.say("%v; no more input is read", input.err)
-				}
-				if busy, _, _, _ := lr.state.get(); !busy && len(r.queue) == 0 {
-					return nil
-				}
-				continue // end of input exits once the running turn and the queue are done
-			}
-			if done, err := r.line(ctx, line); done {
-				return err
-			}
-		case <-lr.notify:
-			busy, _, ended, _ := lr.state.get()
-			if busy || ended == r.seenEnded {
-				continue
-			}
-			r.seenEnded = ended
-			lr.intr.disarm()
-			if r.terminating {
-				return &exitError{code: exitInterrupted}
-			}
-			if r.next(ctx) {
-				continue
-			}
-			if r.eof {
-				return nil
-			}
-			r.prompt()
-		case sig := <-lr.intr.soft:
-			if done, err := r.signal(ctx, sig); done {
-				return err
-			}
-		case <-lr.intr.exited:
-			return &exitError{code: exitInterrupted}
-		case <-lr.driver.Done():
-			// Run returned: a shutdown of an idle tree (SIGTERM while
-			// idle). Nothing more can run.
-			return &exitError{code: exitInterrupted}
-		case <-ctx.Done():
-			return &exitError{code: exitInterrupted, err: ctx.Err()}
+		if done, err := r.wait(ctx); done {
+			return err
 		}
 	}
 }
 
+// wait handles what comes first — a line, the end of a turn, a signal, the
+// driver's end — and says whether chat ends, with what.
+func (r *repl) wait(ctx context.Context) (done bool, err error) {
+	lr := r.lr
+	select {
+	case line, ok := <-r.lines:
+		if !ok {
+			return r.inputEnded()
+		}
+		if line.Size > 0 {
+			r.refuse(line)
+			return false, nil
+		}
+		return r.line(ctx, line.Text)
+	case <-lr.notify:
+		return r.turnEnded(ctx)
+	case sig := <-lr.intr.soft:
+		return r.signal(ctx, sig)
+	case <-lr.intr.exited:
+		return true, &exitError{code: exitInterrupted}
+	case <-lr.driver.Done():
+		// Run returned: a shutdown of an idle tree (SIGTERM while
+		// idle). Nothing more can run.
+		return true, &exitError{code: exitInterrupted}
+	case <-ctx.Done():
+		return true, &exitError{code: exitInterrupted, err: ctx.Err()}
+	}
+}
+
+// inputEnded is the end of stdin: chat exits once the running turn and
+// the queue are done.
+func (r *repl) inputEnded() (done bool, err error) {
+	r.eof, r.inputErr, r.lines = true, r.input.Err(), nil
+	if r.inputErr != nil {
+		r.lr.say("%v; no more input is read", r.inputErr)
+	}
+	if busy, _, _, _ := r.lr.state.get(); !busy && len(r.queue) == 0 {
+		return true, r.end()
+	}
+	return false, nil
+}
+
+// turnEnded acts on a turn's end: the next queued line starts, or chat
+// ends (after a SIGTERM, or at the end of input), or the prompt shows.
+func (r *repl) turnEnded(ctx context.Context) (done bool, err error) {
+	lr := r.lr
+	busy, _, ended, _ := lr.state.get()
+	if busy || ended == r.seenEnded {
+		return false, nil
+	}
+	r.seenEnded = ended
+	lr.intr.disarm()
+	switch {
+	case r.terminating:
+		return true, &exitError{code: exitInterrupted}
+	case r.next(ctx):
+		return false, nil
+	case r.eof:
+		return true, r.end()
+	}
+	r.prompt()
+	return false, nil
+}
+
 func (r *repl) prompt() { fmt.Fprint(r.lr.errw, "> ") }
+
+// refuse says that a line over lineread.MaxLine was not sent; chat goes on
+// reading, and exits 2 at the end (end).
+func (r *repl) refuse(line lineread.Line) {
+	r.refused++
+	r.lr.say("stdin line %d: %d bytes, over the %d MiB a line may hold; it was not sent (the lines after it are read)", line.N, line.Size, lineread.MaxLine>>20)
+	if busy, _, _, _ := r.lr.state.get(); !busy {
+		r.prompt()
+	}
+}
+
+// end is how chat ends once its input is done (or /exit): exit 2 when a
+// line was refused, 1 when the input could not be read to its end, so a
+// script never sees success for input chat did not act on.
+func (r *repl) end() error {
+	switch {
+	case r.refused > 0:
+		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were over the %d MiB a line may hold and were not sent", r.refused, lineread.MaxLine>>20)}
+	case r.inputErr != nil:
+		return &exitError{code: exitCheckFailed}
+	}
+	return nil
+}
 
 // line handles one line of input; done means chat ends with err.
 func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
-	lr := r.lr
 	text := strings.TrimSpace(line)
-	busy, turn, _, _ := lr.state.get()
-	if text == "" {
+	busy, turn, _, _ := r.lr.state.get()
+	switch {
+	case text == "":
 		return false, nil
-	}
-	if strings.HasPrefix(text, "//") {
+	case strings.HasPrefix(text, "//"):
 		r.message(ctx, text[1:], busy)
 		return false, nil
 	}
@@ -123,39 +171,24 @@ func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 		r.message(ctx, line, busy)
 		return false, nil
 	}
-	name, arg := m[1], strings.TrimSpace(m[2])
-	switch {
-	case name == "help" && arg == "":
-		busyText := "joins it (--while-busy interject)"
-		if lr.whileBusy == busyQueue {
-			busyText = "starts the next turn once it has ended (--while-busy queue)"
-		}
-		fmt.Fprintf(lr.errw, "Commands (handled here, never sent to the model):\n%sA line typed while a turn runs %s.\n", chatHelp, busyText)
-	case name == "cancel" && arg == "":
-		if !busy {
-			lr.say("no turn is running")
-			break
-		}
-		r.cancel(ctx, turn)
-		return false, nil
-	case name == "queue":
+	return r.command(ctx, m[1], strings.TrimSpace(m[2]), busy, turn)
+}
+
+// command runs a chat command (/help, /cancel, /queue, /exit).
+func (r *repl) command(ctx context.Context, name, arg string, busy bool, turn uint64) (done bool, err error) {
+	lr := r.lr
+	switch name {
+	case "help", "cancel", "exit", "quit":
 		if arg == "" {
-			lr.say("/queue needs the text of the next turn: /queue TEXT")
-			break
+			return r.plainCommand(ctx, name, busy, turn)
 		}
-		if !busy && len(r.queue) == 0 {
-			if !r.submit(ctx, arg) {
-				r.prompt()
-			}
+		lr.say("/%s takes no argument; nothing was sent", name)
+	case "queue":
+		if arg != "" {
+			r.enqueue(ctx, arg, busy)
 			return false, nil
 		}
-		r.queue = append(r.queue, arg)
-		lr.say("queued (%d waiting): it starts when the running turn has ended", len(r.queue))
-		return false, nil
-	case (name == "exit" || name == "quit") && arg == "":
-		return true, nil
-	case name == "help" || name == "cancel" || name == "exit" || name == "quit":
-		lr.say("/%s takes no argument; nothing was sent", name)
+		lr.say("/queue needs the text of the next turn: /queue TEXT")
 	default:
 		lr.say("unknown command /%s; nothing was sent. /help lists the commands; //%s sends the text /%s", name, name, name)
 	}
@@ -163,6 +196,46 @@ func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 		r.prompt()
 	}
 	return false, nil
+}
+
+// plainCommand runs a command without an argument.
+func (r *repl) plainCommand(ctx context.Context, name string, busy bool, turn uint64) (done bool, err error) {
+	switch {
+	case name == "exit" || name == "quit":
+		return true, r.end()
+	case name == "cancel" && busy:
+		r.cancel(ctx, turn)
+		return false, nil
+	case name == "cancel":
+		r.lr.say("no turn is running")
+	default:
+		r.help()
+	}
+	if !busy {
+		r.prompt()
+	}
+	return false, nil
+}
+
+// help lists the commands and what a line typed while a turn runs does.
+func (r *repl) help() {
+	busyText := "joins it (--while-busy interject)"
+	if r.lr.whileBusy == busyQueue {
+		busyText = "starts the next turn once it has ended (--while-busy queue)"
+	}
+	fmt.Fprintf(r.lr.errw, "Commands (handled here, never sent to the model):\n%sA line typed while a turn runs %s.\n", chatHelp, busyText)
+}
+
+// enqueue is /queue TEXT: the next turn, now when the root is idle.
+func (r *repl) enqueue(ctx context.Context, text string, busy bool) {
+	if !busy && len(r.queue) == 0 {
+		if !r.submit(ctx, text) {
+			r.prompt()
+		}
+		return
+	}
+	r.queue = append(r.queue, text)
+	r.lr.say("queued (%d waiting): it starts when the running turn has ended", len(r.queue))
 }
 
 // message hands text to the root: a new turn when it is idle; while a turn

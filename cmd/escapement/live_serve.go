@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/session"
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -89,7 +91,7 @@ func (in *interrupts) close() {
 // the tree down (reason shutdown, for a turn still running), waits for the
 // driver — bounded by grace + stopSlack, any signal meanwhile exiting at
 // once — and closes the trace, the session and the workspace. body's error
-// wins over the shutdown's.
+// wins over the shutdown's, unless the driver itself failed.
 func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) error) error {
 	sigs, stopSignals := lr.a.signals()
 	defer stopSignals()
@@ -99,9 +101,10 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 	defer stopRun()
 	errc := make(chan error, 1)
 	go func() { errc <- lr.driver.Run(runCtx) }() // owned: received below, or left to the process's exit past the bound
+	lr.submitLost(ctx)
 	err := body(ctx)
 	if lr.intr.hardExited() {
-		lr.session.close()
+		lr.sess.Abandon()
 		return &exitError{code: exitInterrupted}
 	}
 	lr.intr.arm()
@@ -111,19 +114,21 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 	defer timer.Stop()
 	select {
 	case runErr := <-errc:
-		if ferr := lr.finish(runErr); ferr != nil && err == nil {
+		// A driver that failed (its log could not be written: a full disk)
+		// stopped the run: that is why body returned, and what is said.
+		if ferr := lr.finish(runErr); ferr != nil && (err == nil || runErr != nil) {
 			err = ferr
 		}
 		return err
 	case <-lr.intr.exited:
-		lr.session.close()
+		lr.sess.Abandon()
 		return &exitError{code: exitInterrupted}
 	case <-timer.C:
 		// The kernel's goroutine is stuck outside the kernel; it may not
 		// be touched. What it wrote is on disk (every record and step is
 		// written through); sync the session and go.
 		lr.box.KillAll()
-		serr := lr.session.close()
+		serr := lr.sess.Abandon()
 		fmt.Fprintf(lr.errw, "escapement: the agent tree did not stop within %v of the end (grace %v + %v); exiting without it\n", bound, lr.grace, stopSlack)
 		if err == nil {
 			err = &exitError{code: exitCheckFailed, err: errors.Join(errors.New("the live driver did not stop"), serr)}
@@ -136,33 +141,21 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 // and reports the first error as a failed check. It names the ops the
 // kernel abandoned that still run: the process leaves them to the OS.
 func (lr *liveRun) finish(runErr error) error {
-	err := runErr
+	err := lr.stopped(runErr)
 	for _, op := range lr.driver.Abandoned() {
 		what := "model request"
 		if op.Tool != "" {
 			what = "tool call " + op.Tool
 		}
-		fmt.Fprintf(lr.errw, "escapement: %s of %s was abandoned at %v (it ignored its cancel) and still runs; it ends with this process\n", what, op.Path, op.At.Round(time.Millisecond))
+		fmt.Fprintf(lr.errw, "escapement: %s of %s was abandoned at %v (it ignored its cancel) and still runs; it ends with this process\n", termtext.Line(what), termtext.Line(op.Path), op.At.Round(time.Millisecond))
 	}
-	if lr.trace != nil {
-		if _, terr := lr.trace.Close(lr.driver.Kernel().Now()); terr != nil && err == nil {
-			err = fmt.Errorf("--trace: %w", terr)
-		}
-		if serr := lr.traceF.Sync(); serr != nil && err == nil && !errors.Is(serr, syscall.EINVAL) && !errors.Is(serr, syscall.ENOTSUP) {
-			err = fmt.Errorf("--trace: %w", serr)
-		}
-		if cerr := lr.traceF.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("--trace: %w", cerr)
-		}
-	}
-	serr := lr.session.close()
-	if serr != nil && err == nil {
+	if serr := lr.sess.Close(runErr); serr != nil && err == nil {
 		err = serr
 	}
-	// The log goes only when everything it holds is in the session file;
-	// otherwise the next --resume recovers from it.
-	if werr := lr.closeLog(runErr == nil && serr == nil); werr != nil && err == nil {
-		err = fmt.Errorf("write-ahead log: %w", werr)
+	if lr.traceOut != nil {
+		if terr := lr.traceOut.Close(); terr != nil && err == nil {
+			err = fmt.Errorf("--trace: %w", terr)
+		}
 	}
 	lr.box.Close()
 	if err != nil {
@@ -171,22 +164,48 @@ func (lr *liveRun) finish(runErr error) error {
 	return nil
 }
 
+// stopped explains a driver that stopped because its write-ahead log
+// failed (a full disk, an I/O error): the run could not record what it did
+// next, so it did nothing more; what was recorded is kept, and a resume
+// goes on from it once the cause is gone. Other errors pass unchanged.
+func (lr *liveRun) stopped(runErr error) error {
+	if !errors.Is(runErr, live.ErrWriteAhead) {
+		return runErr
+	}
+	path := lr.sess.Path()
+	return fmt.Errorf("%w\nthe run stopped: it could not record what it would do next. %s and its log %s keep everything before that; once there is room, `escapement chat --resume %s` (or run --resume) continues", runErr, path, path+session.LogSuffix, path)
+}
+
+// submitLost submits the prompt of a turn whose start the crashed run's log
+// lost (session.Unfinished), once the driver runs; if it cannot be, the
+// command stops waiting for that turn.
+func (lr *liveRun) submitLost(ctx context.Context) {
+	if err := lr.sess.Resubmit(ctx); err != nil {
+		lr.say("%v", err)
+		lr.state.mu.Lock()
+		lr.state.busy = false
+		lr.state.ended++ // the command stops waiting for it
+		lr.state.mu.Unlock()
+		select {
+		case lr.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // hardExit is a signal the user insisted with (a second Ctrl-C, a signal
 // during a shutdown): kill every running shell group at once (they would
 // otherwise outlive us in their own process groups), make the session
 // durable, and exit 130. It runs on the signal reader's goroutine.
 func (lr *liveRun) hardExit() {
 	lr.box.KillAll()
-	lr.session.sync()
-	if lr.walF != nil {
-		_ = lr.walF.Sync() // safe beside the kernel goroutine's writes; the log stays for --resume
-	}
+	lr.sess.Sync() // the log stays for --resume
 	lr.a.exit(exitInterrupted)
 }
 
 // runOnce is `escapement run`: one turn, then exit with its outcome. A
 // run resumed from a crash first finishes the turn the dead process left
-// (recoverRun), then runs prompt, if any, as the next turn.
+// (adapters/session), then runs prompt, if any, as the next turn.
 func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
 	return lr.serve(ctx, func(ctx context.Context) error {
 		if busy, _, _, _ := lr.state.get(); busy {

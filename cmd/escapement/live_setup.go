@@ -1,32 +1,32 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
+	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/otel"
+	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
-	"github.com/escapement/escapement/adapters/wal"
+	"github.com/escapement/escapement/internal/edge"
 	"github.com/escapement/escapement/internal/redact"
+	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
-	"github.com/escapement/escapement/kernel/trace"
 	"golang.org/x/term"
 )
 
 // toolBox is what a live run needs of its tools: a *tools.Box, or a test's
 // fake (app.newTools).
 type toolBox interface {
-	live.Tools
-	Specs() []live.ToolSpec
+	ports.Toolbox
 	// KillAll kills every process a tool still runs (a hard exit).
 	KillAll()
 	Close() error
@@ -37,170 +37,181 @@ func newToolBox(cfg tools.Config) (toolBox, error) { return tools.New(cfg) }
 // setupLive builds a live run from the flags. Nothing is written anywhere
 // until every input has been read and every output path checked and opened
 // (a bad --trace must not leave a session file behind that blocks the
-// corrected re-run); then the session's header is written at once.
-func (a *app) setupLive(f *liveFlags) (lr *liveRun, err error) {
+// corrected re-run); then the session (adapters/session) writes its header
+// at once.
+func (a *app) setupLive(f *liveFlags) (_ *liveRun, err error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	key := os.Getenv("OPENAI_API_KEY")
-	red := redact.New(key)
+	key := a.apiKey()
 	kcfg := kernel.Config{Limits: f.limits, System: f.system}
-	var loaded *loadedSession
-	var crashed *wal.Log // the log of a run that died, beside the resumed file
-	sessionPath := f.session
+	sess, err := a.openSession(f, &kcfg)
+	if err != nil {
+		return nil, err
+	}
+	a.session = sess // released when the command has returned (runWith)
+	lr := &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: &lockedWriter{w: a.err}, secret: key, sess: sess, red: a.secrets, redact: a.secrets.Redact,
+		grace: f.limits.Grace, json: f.json, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1)}
+	view, err := a.startTools(f, lr)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			lr.box.Close()
+		}
+	}()
+	scfg, err := lr.sessionConfig(f, kcfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := lr.start(f, scfg); err != nil {
+		return nil, err
+	}
+	view.lr.Store(lr)
+	fmt.Fprintf(lr.errw, "escapement: session %s\n", sess.Path())
+	return lr, nil
+}
+
+// apiKey is $OPENAI_API_KEY, with a warning when it is too weak to be
+// redacted.
+func (a *app) apiKey() string {
+	key := os.Getenv("OPENAI_API_KEY")
+	if why := redact.Weak(key); why != "" {
+		fmt.Fprintf(a.err, "escapement: OPENAI_API_KEY is not treated as a secret: %s; it is not redacted from output and files\n", why)
+	}
+	return key
+}
+
+// openSession resumes the session --resume names (locked, then read: its
+// complete turns seed kcfg) or prepares the new one --session names (a
+// file under $XDG_STATE_HOME by default).
+func (a *app) openSession(f *liveFlags, kcfg *kernel.Config) (*session.Session, error) {
 	if f.resume != "" {
-		if crashed, err = crashedLog(f.resume); err != nil {
+		sess, err := session.Resume(f.resume)
+		if err != nil {
 			return nil, usageErr("--resume: %v", err)
 		}
-		if crashed == nil {
-			if loaded, err = loadSession(f.resume); err != nil {
-				return nil, usageErr("--resume: %v", err)
-			}
-			kcfg.History, kcfg.Turns = loaded.history, loaded.last
-		}
-		sessionPath = f.resume
-	}
-	if err := kcfg.Validate(); err != nil {
-		if loaded != nil {
+		sess.Seed(kcfg)
+		if err := kcfg.Validate(); err != nil {
+			sess.Release()
 			return nil, usageErr("--resume %s: %v", f.resume, err)
 		}
+		return sess, nil
+	}
+	if err := kcfg.Validate(); err != nil {
 		return nil, usageErr("%v", err)
 	}
-	if sessionPath == "" {
-		if sessionPath, err = defaultSessionPath(); err != nil {
+	path := f.session
+	if path == "" {
+		var err error
+		if path, err = defaultSessionPath(); err != nil {
 			return nil, usageErr("%v", err)
 		}
-	} else if loaded == nil && crashed == nil {
-		if err := checkNewSession(sessionPath); err != nil {
-			return nil, err
-		}
 	}
+	sess, err := session.Create(path)
+	if errors.Is(err, session.ErrExists) {
+		return nil, usageErr("--session %s already holds a session; continue it with `escapement chat --resume %s` or name a new file", path, path)
+	}
+	if err != nil {
+		return nil, usageErr("--session %v", err)
+	}
+	return sess, nil
+}
+
+// startTools builds the run's tools — the workspace's, and the MCP
+// servers' of --mcp-config — and its redactor: the API key and every
+// secret the MCP configurations hold.
+func (a *app) startTools(f *liveFlags, lr *liveRun) (*mcpView, error) {
 	newTools := a.newTools
 	if newTools == nil {
 		newTools = newToolBox
 	}
-	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, KillGrace: f.limits.Grace / 2})
-	if err != nil {
-		return nil, usageErr("--workspace: %v", err)
-	}
-	defer func() {
-		if err != nil {
-			box.Close()
-		}
-	}()
-	mcpView := newMCPView(a, key)
-	withMCP, err := a.withMCP(f, box, mcpView)
+	mcpServers, err := loadMCP(f)
 	if err != nil {
 		return nil, err
 	}
-	box = withMCP
+	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, WithholdEnv: mcpServers.secretVars(), KillGrace: f.limits.Grace / 2})
+	if err != nil {
+		return nil, usageErr("--workspace: %v", err)
+	}
+	view := newMCPView(a, a.secrets)
+	if lr.box, err = a.withMCP(f, mcpServers, box, view); err != nil {
+		box.Close()
+		return nil, err
+	}
+	a.secrets = view.red // every error the command returns is redacted with it
+	lr.red, lr.redact = view.red, view.red.Redact
+	return view, nil
+}
+
+// sessionConfig is the session's configuration: the model the flags name,
+// the tools, both redacted at the kernel's edge, the CLI's observer, and
+// the span export the OTEL_* variables ask for (docs/otel.md), built last.
+func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Config, error) {
 	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
+	baseURL := firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL)
 	m, err := openai.New(openai.Config{
-		APIKey:       key,
-		BaseURL:      firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL),
+		APIKey:       lr.secret,
+		BaseURL:      baseURL,
 		Model:        model,
-		Tools:        box.Specs(),
+		Tools:        lr.box.Specs(),
 		MaxRetryWait: f.limits.FirstTokenTimeout,
 		MaxLineBytes: openai.MaxLineFor(f.limits.MaxMessageBytes),
 	})
 	if err != nil {
-		return nil, usageErr("--base-url/--model: %v", err)
+		return session.Config{}, usageErr("--base-url/--model: %v", err)
 	}
-	if idem, ok := box.(interface{ Idempotent() []string }); ok {
+	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
-	errw := &lockedWriter{w: a.err}
-	lr = &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: errw, redact: red.Redact, secret: key, box: box,
-		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1)}
-
-	// The outputs, in an order that leaves nothing behind on failure: the
-	// trace is opened but not truncated, then the session is set up, and
-	// only then is the trace truncated and started.
-	var traceOut *outputFile
-	if f.trace != "" {
-		if traceOut, err = openOutput(f.trace); err != nil {
-			return nil, usageErr("--trace: %v", err)
-		}
-		defer func() {
-			if err != nil {
-				traceOut.discard()
-			}
-		}()
-	}
-	lr.json = f.json
-	if crashed != nil {
-		if err = lr.recoverRun(crashed, sessionPath, traceOut, m); err != nil {
-			if lr.session != nil && lr.session.f != nil {
-				lr.session.close()
-			}
-			return nil, usageErr("--resume: %v", err)
-		}
-		fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
-		return lr, nil
-	}
-	if loaded != nil && loaded.unfinished() {
-		backup, err := setAsideUnfinished(f.resume, loaded, time.Now())
-		if err != nil {
-			return nil, usageErr("--resume: %v", err)
-		}
-		what := fmt.Sprintf("%d message(s) of a turn that never finished", loaded.discarded)
-		if loaded.torn {
-			what += " and a torn last line"
-		}
-		fmt.Fprintf(errw, "escapement: %s: dropped %s; the original file is kept as %s\n", f.resume, what, backup)
-	}
-	if loaded != nil {
-		lr.session, err = appendSession(sessionPath, lr.redact, a.wrapSession)
-	} else {
-		lr.session, err = createSession(sessionPath, model, lr.redact, a.wrapSession)
-	}
+	fedModel, fedTools := edge.Redact(m, lr.box, lr.red)
+	exp, err := otel.NewFromEnv(context.Background(), os.Getenv, otel.Config{Model: model, BaseURL: baseURL, Redact: lr.redact, OnError: func(err error) { lr.say("%v", err) }})
 	if err != nil {
-		return nil, usageErr("--session: %v", err)
+		return session.Config{}, usageErr("%v", err)
 	}
-	defer func() {
-		if err != nil {
-			lr.session.close()
+	return session.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, ModelName: model, Observer: lr.observe, Spans: exp,
+		Redact: lr.redact, Notice: func(s string) { lr.say("%s", s) },
+		WrapFile: lr.a.wrapSession, WrapLog: lr.a.wrapLog}, nil
+}
+
+// start opens the trace (not truncated until the session has started:
+// the first write truncates it) and starts the session.
+func (lr *liveRun) start(f *liveFlags, scfg session.Config) (err error) {
+	flag := "--session"
+	if f.resume != "" {
+		flag = "--resume"
+	}
+	if f.trace != "" {
+		if lr.traceOut, err = userfile.OpenOutput(f.trace, "an escapement trace", traceHeaderPrefix); err != nil {
+			scfg.Spans.Shutdown(context.Background()) // the session never owned it
+			return usageErr("--trace: %v", err)
 		}
-	}()
-	if traceOut != nil {
-		if err = traceOut.commit(); err != nil {
-			return nil, usageErr("--trace: %v", err)
+		scfg.Trace = lr.traceOut
+	}
+	if err := lr.sess.Start(scfg); err != nil {
+		if lr.traceOut != nil {
+			lr.traceOut.Discard()
 		}
-		lr.traceF = traceOut.f
-		lr.trace = trace.NewWriter(redactingWriter{w: traceOut.f, redact: lr.redact}, trace.Header{
-			Source: "live", Name: sessionPath, Limits: f.limits, RootName: "main", System: f.system,
-			History: kcfg.History, Turns: kcfg.Turns, Idempotent: kcfg.Idempotent, Build: buildName(),
-		})
-		if err = lr.trace.Flush(); err != nil { // the header, at once
-			return nil, usageErr("--trace: %v", err)
+		return writeErr(flag+": %v", err)
+	}
+	lr.driver = lr.sess.Driver()
+	if u, ok := lr.sess.Unfinished(); ok {
+		lr.state.busy, lr.state.turn = true, u.Turn
+	}
+	return nil
+}
+
+// writeErr is the error for an output that could not be written: exit 1
+// when the disk failed (full, over quota, an I/O error: nothing the user
+// typed was wrong), else a usage error (exit 2) as for any bad path.
+func writeErr(format string, err error) error {
+	for _, disk := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS} {
+		if errors.Is(err, disk) {
+			return &exitError{code: exitCheckFailed, err: fmt.Errorf(format, err)}
 		}
 	}
-	lr.json = f.json
-	mcpView.lr.Store(lr)
-	if err = lr.startLog(sessionPath, kcfg); err != nil {
-		return nil, usageErr("--session: write-ahead log: %v", err)
-	}
-	defer func() {
-		if err != nil && lr.walF != nil {
-			lr.walF.Close()
-		}
-	}()
-	dcfg := live.Config{Kernel: kcfg, Model: m, Tools: box, Observer: lr.observe}
-	if lr.wal != nil {
-		dcfg.WriteAhead = lr.wal.Record
-	}
-	if lr.driver, err = live.New(dcfg); err != nil {
-		return nil, usageErr("%v", err)
-	}
-	if loaded != nil && len(loaded.history) > 0 {
-		// The file holds the resumed messages, the end of the root's starting
-		// history; what the kernel put before them (a system prompt) cannot
-		// follow them in the file, so it counts as written. A resumed file
-		// without messages gets the starting history like a new session.
-		lr.written = len(lr.driver.Kernel().Agent(kernel.Root).History())
-	}
-	fmt.Fprintf(errw, "escapement: session %s\n", sessionPath)
-	return lr, nil
+	return usageErr(format, err)
 }
 
 // whileBusy resolves --while-busy: interject when stdin is a terminal (a
@@ -216,123 +227,24 @@ func (a *app) whileBusy(flag string) string {
 	return busyQueue
 }
 
-// checkNewSession refuses a --session path a new session must not write:
-// a directory, or a file that already holds something (appending would
-// splice two unrelated histories together).
-func checkNewSession(path string) error {
-	st, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil
-	case err != nil:
-		return usageErr("--session: %v", err)
-	case st.IsDir():
-		return usageErr("--session %s is a directory; name a file (a new one, or leave --session out for one under $XDG_STATE_HOME/escapement/sessions)", path)
-	case st.Mode()&fs.ModeCharDevice != 0:
-		return nil // /dev/null: no transcript kept
-	case !st.Mode().IsRegular():
-		return usageErr("--session %s is not a regular file (or a character device such as /dev/null)", path)
-	case st.Size() == 0:
-		return nil
+// defaultSessionPath is where a session goes without --session:
+// $XDG_STATE_HOME/escapement/sessions (~/.local/state when unset).
+func defaultSessionPath() (string, error) {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no --session given and no home directory for the default: %w", err)
+		}
+		dir = filepath.Join(home, ".local", "state")
 	}
-	if isSessionFile(path) {
-		return usageErr("--session %s already holds a session; continue it with `escapement chat --resume %s` or name a new file", path, path)
-	}
-	return usageErr("--session %s is not empty and not an escapement session; name a new file", path)
+	name := time.Now().UTC().Format("20060102-150405") + "-" + strconv.Itoa(os.Getpid()) + ".jsonl"
+	return filepath.Join(dir, "escapement", "sessions", name), nil
 }
 
 // traceHeaderPrefix starts every trace (kernel/trace writes the header's
 // fields in a fixed order).
 const traceHeaderPrefix = `{"type":"header",`
-
-// startsWith reports whether the file at path starts with prefix.
-func startsWith(path, prefix string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	b := make([]byte, len(prefix))
-	_, err = io.ReadFull(f, b)
-	return err == nil && string(b) == prefix
-}
-
-// isSessionFile reports whether path starts with a session header.
-func isSessionFile(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	line, _ := bufio.NewReader(io.LimitReader(f, 64<<10)).ReadBytes('\n')
-	var r sessionRecord
-	return json.Unmarshal(line, &r) == nil && r.Type == "session"
-}
-
-// outputFile is an output file the user named (--trace), opened before
-// anything is written and truncated only once every output has opened.
-type outputFile struct {
-	path    string
-	f       *os.File
-	created bool
-}
-
-// openOutput opens path for writing without changing it. Non-blocking, so
-// a FIFO without a reader is an error rather than a hang. An existing
-// regular file is only ever replaced when it is an escapement trace (an
-// older run's): anything else (a session file named by mistake, notes) is
-// the user's data and refused.
-func openOutput(path string) (*outputFile, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return nil, fmt.Errorf("%s is a directory; name a file", path)
-	} else if err == nil && st.Mode().IsRegular() && st.Size() > 0 && !startsWith(path, traceHeaderPrefix) {
-		return nil, fmt.Errorf("%s exists and is not an escapement trace; name a new file (or remove it)", path)
-	}
-	o := &outputFile{path: path}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NONBLOCK, 0o644)
-	if err == nil {
-		o.f, o.created = f, true
-		return o, nil
-	}
-	if !errors.Is(err, fs.ErrExist) {
-		return nil, err
-	}
-	if o.f, err = os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err != nil {
-		return nil, err
-	}
-	return o, nil
-}
-
-// commit empties an existing regular file (the trace replaces it).
-func (o *outputFile) commit() error {
-	if st, err := o.f.Stat(); err != nil || !st.Mode().IsRegular() || o.created {
-		return err
-	}
-	return o.f.Truncate(0)
-}
-
-// discard closes the file and removes it if this run created it.
-func (o *outputFile) discard() {
-	o.f.Close()
-	if o.created {
-		os.Remove(o.path)
-	}
-}
-
-// redactingWriter passes every write through redact. Its writers write
-// whole records (a trace line per step, a JSON line per event), so a
-// secret is never split across two writes.
-type redactingWriter struct {
-	w      io.Writer
-	redact func(string) string
-}
-
-func (r redactingWriter) Write(p []byte) (int, error) {
-	if _, err := io.WriteString(r.w, r.redact(string(p))); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
 
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {

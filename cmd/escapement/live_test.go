@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/internal/proctest"
 	"github.com/escapement/escapement/kernel"
@@ -168,15 +169,15 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func readSession(t *testing.T, path string) []sessionRecord {
+func readSession(t *testing.T, path string) []session.Record {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []sessionRecord
+	var out []session.Record
 	for _, line := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
-		var r sessionRecord
+		var r session.Record
 		if err := json.Unmarshal(line, &r); err != nil {
 			t.Fatalf("session line %q: %v", line, err)
 		}
@@ -347,10 +348,13 @@ func TestRunSecondInterruptE2E(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	// Give the first interrupt time to be handled: the shell gets SIGINT and
-	// ignores it; it would end by itself after a minute, and SIGKILL would
-	// follow only after 5 minutes (grace/2).
-	time.Sleep(200 * time.Millisecond)
+	// The first interrupt is handled (the call is answered cancelled; the
+	// shell gets SIGINT and ignores it: it would end by itself after a
+	// minute, and SIGKILL would follow only after 5 minutes, grace/2)
+	// before the second is sent: two signals sent at once can arrive as one.
+	eventually(t, "the first interrupt's cancel", func() bool {
+		return strings.Contains(p.stderr.String(), "← shell cancelled (user_cancel)")
+	})
 	select {
 	case <-p.done:
 		t.Fatalf("exited after the first Ctrl-C (code %d); the shell ignores SIGINT and sleeps a minute", p.code)
@@ -563,7 +567,7 @@ func TestChatE2E(t *testing.T) {
 		!strings.HasPrefix(m[len(m)-2].Content, kernel.MarkerPrefix) {
 		t.Errorf("resumed request: %v", contents)
 	}
-	if _, err := loadSession(sess); err != nil {
+	if _, err := session.Load(sess); err != nil {
 		t.Errorf("the session does not load after the resumed run: %v", err)
 	}
 }

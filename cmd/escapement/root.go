@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/redact"
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -68,6 +71,15 @@ type app struct {
 	// wrapSession, when set, wraps the session file's writes (tests inject
 	// a disk that fills up).
 	wrapSession func(io.Writer) io.Writer
+	// wrapLog, when set, wraps the write-ahead log's writes (tests inject a
+	// disk that fills up).
+	wrapLog func(io.Writer) io.Writer
+	// secrets redacts what the process must not print or write: the API key
+	// (and any secret a command adds). Every error runWith prints passes it.
+	secrets *redact.Redactor
+	// session is the session a live command runs (adapters/session), its
+	// lock held until the command has returned.
+	session *session.Session
 }
 
 // run is main without os.Exit: the process's own hard exit and signals.
@@ -88,7 +100,7 @@ func processSignals() (<-chan os.Signal, func()) {
 // feed themselves, so they neither exit nor trap the binary's signals.
 // opts adjust the app before the command runs (tests inject fakes).
 func runWith(ctx context.Context, args []string, s streams, exit func(code int), signals func() (<-chan os.Signal, func()), opts ...func(*app)) int {
-	a := &app{streams: s, exit: exit, signals: signals}
+	a := &app{streams: s, exit: exit, signals: signals, secrets: redact.New(os.Getenv("OPENAI_API_KEY"))}
 	for _, o := range opts {
 		o(a)
 	}
@@ -98,17 +110,29 @@ func runWith(ctx context.Context, args []string, s streams, exit func(code int),
 	root.SetOut(s.out)
 	root.SetErr(s.err)
 	err := root.ExecuteContext(ctx)
+	if a.session != nil {
+		a.session.Release()
+	}
+	reportErr(s.err, a.secrets, err)
+	return exitCodeOf(err)
+}
+
+// reportErr prints a command's error on stderr, redacted and with its
+// control characters escaped: an error may quote anything — a flag's value,
+// a server's answer, a line of a file (a write-ahead log's record that a
+// rebuild did not reproduce) — and a secret in it must not reach the
+// terminal.
+func reportErr(w io.Writer, secrets *redact.Redactor, err error) {
 	var ee *exitError
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
 		if ee.err != nil {
-			fmt.Fprintf(s.err, "escapement: %v\n", ee.err)
+			fmt.Fprintf(w, "escapement: %s\n", termtext.Text(secrets.Redact(ee.err.Error())))
 		}
 	default:
-		fmt.Fprintf(s.err, "escapement: %v\nRun 'escapement --help' for usage.\n", err)
+		fmt.Fprintf(w, "escapement: %s\nRun 'escapement --help' for usage.\n", termtext.Text(secrets.Redact(err.Error())))
 	}
-	return exitCodeOf(err)
 }
 
 // exitCodeOf is the exit code a command's error gives: its own for an

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/internal/userfile"
+	"github.com/escapement/escapement/kernel/spans"
+	"github.com/escapement/escapement/kernel/trace"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
 	"github.com/spf13/cobra"
@@ -27,6 +30,22 @@ type simFlags struct {
 	// these tools safe to run again.
 	crashAt    string
 	idempotent []string
+	// memoryBudget is a run's memory budget in MiB (sim.Options).
+	memoryBudget int
+}
+
+// memoryBudgetFlag registers --memory-budget on a command that runs
+// scenarios.
+func memoryBudgetFlag(cmd *cobra.Command, mib *int) {
+	cmd.Flags().IntVar(mib, "memory-budget", sim.DefaultMemoryBudget>>20, "stop a run (exit 2) once it holds this many `MiB` by the simulator's count: a small scenario or trace can ask for a huge tree")
+}
+
+// budgetBytes checks a --memory-budget value and returns it in bytes.
+func budgetBytes(mib int) (int64, error) {
+	if mib < 1 || mib > 1<<20 {
+		return 0, usageErr("--memory-budget must be in 1..%d MiB, got %d", 1<<20, mib)
+	}
+	return int64(mib) << 20, nil
 }
 
 func newSimCmd(a *app) *cobra.Command {
@@ -58,6 +77,7 @@ Exit codes: 0 every scenario passed, 1 an expectation or invariant failed,
 	cmd.Flags().BoolVar(&f.recheck, "recheck", true, "run each scenario twice and require identical trace hashes (I6)")
 	cmd.Flags().StringVar(&f.crashAt, "crash-at", "", "crash the host after these steps (comma-separated, ascending, from 1) and recover it from its log")
 	cmd.Flags().StringSliceVar(&f.idempotent, "idempotent", nil, "tools a recovery may run again (comma-separated)")
+	memoryBudgetFlag(cmd, &f.memoryBudget)
 	cmd.AddCommand(newReplayCmd(a), newSweepCmd(a), newExploreCmd(a))
 	return cmd
 }
@@ -98,9 +118,31 @@ type jsonResult struct {
 	QuiescentAt string            `json:"quiescent_at"`
 	Events      int               `json:"events"`
 	TraceSHA256 string            `json:"trace_sha256"`
+	// Crashes and CrashChanged are there only for a run with --crash-at
+	// (docs/semantics.md, "Expectations under a crash").
+	Crashes      []jsonCrash     `json:"crashes,omitempty"`
+	CrashChanged []sim.Violation `json:"crash_changed,omitempty"`
+}
+
+// jsonCrash is one crash of a --crash-at run and how it changed the story.
+type jsonCrash struct {
+	After   int      `json:"after"`
+	At      string   `json:"at"`
+	Changed []string `json:"changed"`
+}
+
+func jsonCrashes(cs []sim.Crash) []jsonCrash {
+	var out []jsonCrash
+	for _, c := range cs {
+		out = append(out, jsonCrash{After: c.After, At: c.At.String(), Changed: append([]string{}, c.Changed...)})
+	}
+	return out
 }
 
 func (a *app) runSim(paths []string, f simFlags) error {
+	if _, err := budgetBytes(f.memoryBudget); err != nil {
+		return err
+	}
 	if f.crashAt != "" {
 		if _, err := sim.ParseCrashAt(f.crashAt); err != nil {
 			return usageErr("--crash-at: %v", err)
@@ -138,7 +180,8 @@ func (a *app) runSim(paths []string, f simFlags) error {
 				r.Violations = []sim.Violation{}
 			}
 			if err := enc.Encode(jsonResult{Name: r.Name, Passed: r.Passed, Violations: r.Violations, Outcomes: r.Outcomes,
-				LLMRequests: r.LLMRequests, QuiescentAt: r.QuiescentAt.String(), Events: r.Events, TraceSHA256: r.TraceSHA256}); err != nil {
+				LLMRequests: r.LLMRequests, QuiescentAt: r.QuiescentAt.String(), Events: r.Events, TraceSHA256: r.TraceSHA256,
+				Crashes: jsonCrashes(r.Crashes), CrashChanged: r.CrashChanged}); err != nil {
 				return err
 			}
 		}
@@ -160,7 +203,8 @@ func (a *app) runSim(paths []string, f simFlags) error {
 
 func (a *app) runScenario(s *sim.Scenario, f simFlags, many bool) (*sim.Result, error) {
 	var traceBuf bytes.Buffer
-	opts := sim.Options{Permute: f.permute, Build: buildInfo(), Idempotent: f.idempotent}
+	budget, _ := budgetBytes(f.memoryBudget) // checked in runSim
+	opts := sim.Options{Permute: f.permute, Build: buildInfo(), Idempotent: f.idempotent, MemoryBudget: budget}
 	if f.crashAt != "" {
 		opts.CrashAt, _ = sim.ParseCrashAt(f.crashAt) // checked in runSim
 	}
@@ -173,6 +217,9 @@ func (a *app) runScenario(s *sim.Scenario, f simFlags, many bool) (*sim.Result, 
 		opts.Observe = pf.Observe
 	}
 	res, err := sim.Run(s, opts)
+	if errors.Is(err, sim.ErrBudget) {
+		return nil, &exitError{code: exitUsage, err: err} // the input is too big
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +274,7 @@ func printTable(w io.Writer, results []*sim.Result) {
 		for _, v := range r.Violations {
 			fmt.Fprintf(tw, "  %s\t@%v\t%s\t%s\n", v.Invariant, v.At, orDash(v.Agent), v.Detail)
 		}
+		printCrashes(tw, r)
 	}
 	_ = tw.Flush()
 	for _, r := range results { // the events that led to each scenario's first violation
@@ -241,6 +289,23 @@ func printTable(w io.Writer, results []*sim.Result) {
 	}
 }
 
+// printCrashes says, for a --crash-at run, how each crash changed the
+// story and which expectations the changed story no longer meets: those
+// do not fail the run (docs/semantics.md, "Expectations under a crash").
+func printCrashes(tw io.Writer, r *sim.Result) {
+	for _, c := range r.Crashes {
+		if len(c.Changed) == 0 {
+			fmt.Fprintf(tw, "  crash\t@%v\t-\tafter step %d: the recovery changed nothing; every expectation judged\n", c.At, c.After)
+		}
+		for _, what := range c.Changed {
+			fmt.Fprintf(tw, "  crash\t@%v\t-\tafter step %d: %s\n", c.At, c.After, what)
+		}
+	}
+	for _, v := range r.CrashChanged {
+		fmt.Fprintf(tw, "  changed\t@%v\t%s\t%s (not judged: a crash changed the story)\n", v.At, orDash(v.Agent), v.Detail)
+	}
+}
+
 func orDash(s string) string {
 	if s == "" {
 		return "-"
@@ -249,24 +314,56 @@ func orDash(s string) string {
 }
 
 func newReplayCmd(a *app) *cobra.Command {
-	return &cobra.Command{
+	var (
+		mib      int
+		perfetto string
+	)
+	cmd := &cobra.Command{
 		Use:   "replay TRACE",
 		Short: "Re-run a recorded trace and check it reproduces byte for byte",
 		Long: `Re-run what a JSONL trace recorded and compare bytes. A simulator trace
 re-runs the scenario embedded in its header; a live trace (escapement run
 --trace) feeds its recorded events to a fresh kernel. Prints the first
-differing line when they differ.
+differing line when they differ. With --perfetto the replayed run's spans
+(the ones a live run exports over OpenTelemetry) are written as a
+Perfetto/Chrome timeline, for a live trace as for a simulated one.
 
-Exit codes: 0 identical, 1 different, 2 unreadable trace.`,
+The re-run has a memory budget (--memory-budget): a trace's header can ask
+for a tree far bigger than the file, and such a replay stops with exit 2.
+
+Exit codes: 0 identical, 1 different, 2 unreadable trace or over budget.`,
+		Example: `  escapement run "fix the test" --trace run.jsonl
+  escapement sim replay run.jsonl --perfetto run.json   # open in ui.perfetto.dev`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			budget, err := budgetBytes(mib)
+			if err != nil {
+				return err
+			}
 			data, err := userfile.Read(args[0], maxTraceBytes)
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			res, err := sim.Replay(bytes.NewReader(data))
+			var pf *sim.Perfetto
+			var observe func(sim.StepInfo)
+			if perfetto != "" {
+				if pf, err = perfettoOf(data); err != nil {
+					return usageErr("%s: %v", args[0], err)
+				}
+				observe = pf.Observe
+			}
+			res, err := sim.ReplayObserved(bytes.NewReader(data), budget, observe)
 			if err != nil {
 				return usageErr("%s: %v", args[0], err)
+			}
+			if pf != nil {
+				var buf bytes.Buffer
+				if err := pf.Write(&buf, res.End); err != nil {
+					return err
+				}
+				if _, err := writeOut(perfetto, "", false, buf.Bytes()); err != nil {
+					return usageErr("--perfetto: %v", err)
+				}
 			}
 			if res.Identical {
 				fmt.Fprintf(a.out, "%s: %s trace of %q reproduced: %d lines identical, sha256 %s\n", args[0], res.Source, res.Name, res.Lines, res.SHA256)
@@ -276,6 +373,21 @@ Exit codes: 0 identical, 1 different, 2 unreadable trace.`,
 			return &exitError{code: exitCheckFailed}
 		},
 	}
+	cmd.Flags().StringVar(&perfetto, "perfetto", "", "write the replayed run's spans as a Perfetto/Chrome trace-event timeline to FILE")
+	memoryBudgetFlag(cmd, &mib)
+	return cmd
+}
+
+// perfettoOf starts the timeline of the run a trace recorded, configured
+// as its header says.
+func perfettoOf(data []byte) (*sim.Perfetto, error) {
+	first, _, _ := bytes.Cut(data, []byte("\n"))
+	hdr, err := trace.ReadHeader(first)
+	if err != nil {
+		return nil, err
+	}
+	cfg := hdr.Config()
+	return sim.NewPerfetto(hdr.Name).WithSpans(spans.Config{RootName: cfg.RootName, DelegateTool: cfg.DelegateTool}), nil
 }
 
 // orNothing marks a missing line in a replay diff.

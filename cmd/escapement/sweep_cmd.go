@@ -58,7 +58,9 @@ seeds declare every tool idempotent, odd seeds none. A failure is shrunk
 with its crash point; the line printed for it carries --crash-at.
 
 Exit codes: 0 clean, 1 a violation, a generated world that does not run,
-or (for a whole sweep) a probe never reached, 2 usage error (bad flags,
+or (for a whole sweep) a probe never reached that its worlds can reach (a
+probe that needs a deeper delegation chain than --depth is skipped, and
+the summary says so), 2 usage error (bad flags,
 --out or --summary not writable), 130 interrupted (SIGINT or SIGTERM; the
 partial summary is printed, no --summary written).`,
 		Example: `  escapement sim sweep --seeds 10000 --depth 6 --jobs 2
@@ -194,7 +196,12 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	if p.Shards > 1 || len(s.ShardsMerged) > 1 {
 		shard = fmt.Sprintf(", shards %v of %d", s.ShardsMerged, p.Shards)
 	}
-	unreached := s.Unreached()
+	unreached, skipped := s.Unreached(), s.Skipped()
+	required := len(sim.Probes()) - len(skipped)
+	skippedText := ""
+	if len(skipped) > 0 {
+		skippedText = fmt.Sprintf(" (%d skipped: they need deeper worlds than depth %d)", len(skipped), p.Depth)
+	}
 	jobsText := ""
 	if jobs > 0 {
 		jobsText = ", " + strconv.Itoa(jobs) + " jobs"
@@ -203,15 +210,18 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 	if p.CrashEvery > 0 {
 		crash = fmt.Sprintf(", each also crashed after every %d step(s): %d crashed runs", p.CrashEvery, s.Crashes)
 	}
-	fmt.Fprintf(w, "sweep: %d worlds (seeds %d..%d, depth %d%s%s%s) in %v: %.0f worlds/s, %d events (%.0f events/s), %d violation(s), probes %d/%d reached, digest %s\n",
+	fmt.Fprintf(w, "sweep: %d worlds (seeds %d..%d, depth %d%s%s%s) in %v: %.0f worlds/s, %d events (%.0f events/s), %d violation(s), probes %d/%d reached%s, digest %s\n",
 		s.Worlds, p.From, p.From+p.Seeds-1, p.Depth, crash, shard, jobsText, s.Wall.Round(time.Millisecond),
 		float64(s.Worlds)/secs, s.Events, float64(s.Events)/secs, len(s.Failures),
-		len(sim.Probes())-len(unreached), len(sim.Probes()), s.Digest[:16])
+		required-len(unreached), required, skippedText, s.Digest[:16])
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROBE\tREACHED")
 	for _, pr := range sim.Probes() {
 		mark := ""
-		if s.Probes[string(pr)] == 0 {
+		switch {
+		case sweep.Skips(p, pr):
+			mark = fmt.Sprintf("  skipped: needs --depth %d or more", pr.MinDepth())
+		case s.Probes[string(pr)] == 0:
 			mark = "  <- never reached"
 		}
 		fmt.Fprintf(tw, "%s\t%d%s\n", pr, s.Probes[string(pr)], mark)

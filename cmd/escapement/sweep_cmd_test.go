@@ -21,7 +21,7 @@ import (
 )
 
 var (
-	sweepLine = regexp.MustCompile(`^sweep: (\d+) worlds .* in \S+: \S+ worlds/s, (\d+) events .*, (\d+) violation\(s\), probes (\d+)/(\d+) reached, digest ([0-9a-f]{16})`)
+	sweepLine = regexp.MustCompile(`^sweep: (\d+) worlds .* in \S+: \S+ worlds/s, (\d+) events .*, (\d+) violation\(s\), probes (\d+)/(\d+) reached(?: \(\d+ skipped: [^)]*\))?, digest ([0-9a-f]{16})`)
 )
 
 func parseSweep(t *testing.T, out string) []string {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 )
 
@@ -58,12 +60,32 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func command(bin, baseURL string, args ...string) (*exec.Cmd, *bytes.Buffer, *bytes.Buffer) {
+// command runs the program in dir, where it keeps its session.
+func command(bin, dir, baseURL string, args ...string) (*exec.Cmd, *syncBuffer, *syncBuffer) {
 	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+baseURL, "OPENAI_API_KEY=sk-embed-example-key", "OPENAI_MODEL=fake")
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	return cmd, &stdout, &stderr
+}
+
+// syncBuffer is a bytes.Buffer the test reads while the process writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestEmbedRunsItsTool: the README's program offers its Go function to the
@@ -80,7 +102,7 @@ func TestEmbedRunsItsTool(t *testing.T) {
 		_ = w.End("tool_calls")
 	})
 	defer srv.Close()
-	cmd, stdout, stderr := command(bin, srv.BaseURL(), "What", "time", "is", "it?")
+	cmd, stdout, stderr := command(bin, t.TempDir(), srv.BaseURL(), "What", "time", "is", "it?")
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("run: %v\nstderr: %s", err, stderr)
 	}
@@ -92,8 +114,8 @@ func TestEmbedRunsItsTool(t *testing.T) {
 		t.Errorf("Authorization %q", reqs[0].Auth)
 	}
 	result := reqs[1].Body.Last().Content
-	if !strings.HasSuffix(result, "Z") || len(result) != len("2006-01-02T15:04:05Z") {
-		t.Errorf("tool result %q: want the function's RFC 3339 UTC time", result)
+	if !strings.HasSuffix(result, " +0000 UTC") {
+		t.Errorf("tool result %q: want the function's UTC time", result)
 	}
 	if got := stdout.String(); got != "It is "+result+".\n" {
 		t.Errorf("stdout %q, want the streamed answer", got)
@@ -109,7 +131,7 @@ func TestEmbedCtrlCCancelsTheTurn(t *testing.T) {
 		w.Forever(ctx, "tick ", 10*time.Millisecond) // until the client goes away
 	})
 	defer srv.Close()
-	cmd, stdout, stderr := command(bin, srv.BaseURL(), "count forever")
+	cmd, stdout, stderr := command(bin, t.TempDir(), srv.BaseURL(), "count forever")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +164,7 @@ func TestEmbedShowsWhyTheTurnFailed(t *testing.T) {
 		w.Status(404, `{"error":{"message":"The model 'fake' does not exist","type":"invalid_request_error","code":"model_not_found"}}`)
 	})
 	defer srv.Close()
-	cmd, stdout, stderr := command(bin, srv.BaseURL(), "hello")
+	cmd, stdout, stderr := command(bin, t.TempDir(), srv.BaseURL(), "hello")
 	err := cmd.Run()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
@@ -152,6 +174,122 @@ func TestEmbedShowsWhyTheTurnFailed(t *testing.T) {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr does not name %q:\n%s", want, stderr)
 		}
+	}
+}
+
+// TestEmbedResumesAfterSIGKILL: the program keeps its session; killed
+// with SIGKILL while the answer streams, it is run again without a prompt
+// and finishes that turn — the prompt asked once more of the model, the
+// answer on stdout — exactly once: the session file then holds the prompt
+// once, the answer, and one end of turn 1, and nothing is left beside it.
+// A third run is the session's second turn, with the first in its history.
+func TestEmbedResumesAfterSIGKILL(t *testing.T) {
+	bin := build(t)
+	dir := t.TempDir()
+	srv := fakeopenai.New(func(ctx context.Context, req *fakeopenai.Request, w *fakeopenai.Writer) {
+		switch req.N {
+		case 1:
+			w.Forever(ctx, "once ", 10*time.Millisecond) // until the process dies
+		case 2:
+			_ = w.Answer("The end.", 3)
+		default:
+			_ = w.Answer("Again: "+req.Body.Messages[len(req.Body.Messages)-2].Content, 3)
+		}
+	})
+	defer srv.Close()
+	cmd, stdout, stderr := command(bin, dir, srv.BaseURL(), "tell", "me", "a", "story")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WaitFor(t.Context(), func(r []fakeopenai.Request) bool { return len(r) == 1 }); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the answer to stream", func() bool { return strings.Contains(stdout.String(), "once once") })
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	sessionFile := filepath.Join(dir, "embed-session.jsonl")
+	if _, err := os.Stat(sessionFile + ".wal"); err != nil {
+		t.Fatalf("no write-ahead log beside the killed run's session: %v\nstderr: %s", err, stderr)
+	}
+
+	again, stdout, stderr := command(bin, dir, srv.BaseURL())
+	if err := again.Run(); err != nil {
+		t.Fatalf("the resuming run: %v\nstdout: %s\nstderr: %s", err, stdout, stderr)
+	}
+	if !strings.HasSuffix(stdout.String(), "The end.\n") {
+		t.Errorf("stdout %q: want the turn's answer", stdout)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || countUser(reqs[1].Body, "tell me a story") != 1 {
+		t.Fatalf("%d requests; the second's messages %+v: want the prompt asked again, once", len(reqs), reqs[len(reqs)-1].Body.Messages)
+	}
+	recs := sessionRecords(t, sessionFile)
+	if got := strings.Join(recs, " "); got != "session user:tell me a story assistant(partial) assistant:The end. turn_end:1:completed" {
+		t.Errorf("session records %q: want the prompt once, the text streamed before the kill (partial), the answer and one end of turn 1", got)
+	}
+	if left, _ := filepath.Glob(sessionFile + ".*"); len(left) != 0 {
+		t.Errorf("left beside the session: %v", left)
+	}
+
+	third, stdout, stderr := command(bin, dir, srv.BaseURL(), "and", "now?")
+	if err := third.Run(); err != nil || stdout.String() != "Again: The end.\n" {
+		t.Fatalf("the next turn: %v, stdout %q\nstderr: %s", err, stdout, stderr)
+	}
+	if recs := sessionRecords(t, sessionFile); recs[len(recs)-1] != "turn_end:2:completed" {
+		t.Errorf("session records %q: want turn 2 at the end", recs)
+	}
+}
+
+// countUser counts the user messages of body whose content is text.
+func countUser(body fakeopenai.Body, text string) int {
+	n := 0
+	for _, m := range body.Messages {
+		if m.Role == "user" && m.Content == text {
+			n++
+		}
+	}
+	return n
+}
+
+// sessionRecords is the session file as "type" words: role:content for a
+// message, turn_end:N:outcome for an end of turn.
+func sessionRecords(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for line := range strings.Lines(string(data)) {
+		var r session.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("%s: %q: %v", path, line, err)
+		}
+		switch {
+		case r.Message != nil && r.Message.Partial:
+			out = append(out, string(r.Message.Role)+"(partial)")
+		case r.Message != nil:
+			out = append(out, string(r.Message.Role)+":"+r.Message.Content)
+		case r.Type == "turn_end":
+			out = append(out, fmt.Sprintf("turn_end:%d:%s", r.Turn, r.Outcome))
+		default:
+			out = append(out, r.Type)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond (a process's output) until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

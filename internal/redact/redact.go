@@ -5,76 +5,164 @@
 // enough: every run of MinRun or more consecutive bytes of a secret is
 // replaced, wherever it appears. Text that holds no such run is returned
 // unchanged. The package is pure: a Redactor is immutable and safe for
-// concurrent use.
+// concurrent use; a Stream (one stream's text, redacted as it arrives) is
+// not.
+//
+// Not every configured value can be a secret. A value shorter than MinRun
+// ("ollama", "x") or one that reads like words ("sk-no-key-required",
+// "NOT_A_REAL_KEY": no digit and one letter case only) would, if redacted,
+// scrub ordinary words from every message and answer; such a value is no
+// secret at all (Weak says why, for the host to tell the user once).
 package redact
 
 import (
+	"slices"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
 // MinRun is the shortest run of a secret's bytes that is redacted: any
-// substring of a secret of this length or longer. A secret shorter than
-// MinRun is redacted where it appears whole.
+// substring of a secret of this length or longer. It is also the shortest
+// secret: a shorter value is no secret (Weak).
 const MinRun = 12
 
-// minSecret is the shortest secret redacted at all: shorter ones (a local
-// server's placeholder "x") would scrub ordinary words from every message.
-const minSecret = 4
-
-// Mask replaces each redacted run.
+// Mask replaces each redacted run. A Redactor whose secrets contain '[' or
+// ']' uses the same word between other delimiters (Redactor.Mask), so that
+// no run of a secret can ever be made of a mask's bytes and the text around
+// it.
 const Mask = "[redacted]"
+
+// maskDelims are the delimiter pairs a mask may use, in order of preference.
+var maskDelims = [...][2]byte{{'[', ']'}, {'<', '>'}, {'{', '}'}, {'(', ')'}, {'|', '|'}, {'#', '#'}, {'~', '~'}, {'^', '^'}}
+
+// Weak says why secret cannot be redacted safely — too short, or reading
+// like words — and so is treated as no secret; "" when it is a secret New
+// redacts. An empty value is weak with no reason worth telling ("").
+func Weak(secret string) string {
+	switch {
+	case secret == "":
+		return ""
+	case len(secret) < MinRun:
+		return "it is too short to be told apart from ordinary text (fewer than 12 bytes)"
+	case wordLike(secret):
+		return "it reads like words, not a key (no digit, one letter case): a placeholder"
+	}
+	return ""
+}
+
+// wordLike reports whether s has no digit and its letters are all of one
+// case: what placeholders look like ("sk-no-key-required"), and what no
+// generated key does.
+func wordLike(s string) bool {
+	upper, lower := false, false
+	for _, r := range s {
+		switch {
+		case unicode.IsDigit(r):
+			return false
+		case unicode.IsUpper(r):
+			upper = true
+		case unicode.IsLower(r):
+			lower = true
+		}
+	}
+	return !(upper && lower)
+}
 
 // Redactor removes a fixed set of secrets from text. The zero value and a nil
 // *Redactor redact nothing.
 type Redactor struct {
-	// windows holds every substring of length n of the secrets, for each
-	// window length n in use (MinRun for long secrets, the whole length for
-	// short ones).
-	windows map[int]map[string]struct{}
+	// windows holds every MinRun-byte substring of the secrets.
+	windows map[string]struct{}
+	// tails holds every substring shorter than MinRun of the secrets: what
+	// a Stream holds back at the end of its text (it may start a run).
+	tails map[string]struct{}
+	mask  string
+	// secrets are the secrets kept (With extends them).
+	secrets []string
 }
 
-// New returns a Redactor for secrets; empty secrets and secrets shorter than
-// four bytes are ignored.
+// New returns a Redactor for secrets; empty and weak secrets (Weak) are
+// ignored.
 func New(secrets ...string) *Redactor {
-	r := &Redactor{windows: make(map[int]map[string]struct{})}
+	r := &Redactor{windows: make(map[string]struct{}), tails: make(map[string]struct{}), mask: Mask}
+	var kept []string
 	for _, s := range secrets {
-		if len(s) < minSecret {
+		if s == "" || Weak(s) != "" {
 			continue
 		}
-		n := min(len(s), MinRun)
-		set := r.windows[n]
-		if set == nil {
-			set = make(map[string]struct{})
-			r.windows[n] = set
+		kept = append(kept, s)
+		for i := 0; i+MinRun <= len(s); i++ {
+			r.windows[s[i:i+MinRun]] = struct{}{}
 		}
-		for i := 0; i+n <= len(s); i++ {
-			set[s[i:i+n]] = struct{}{}
+		for i := range len(s) {
+			for n := 1; n < MinRun && i+n <= len(s); n++ {
+				r.tails[s[i:i+n]] = struct{}{}
+			}
 		}
 	}
+	r.mask, r.secrets = maskFor(kept), kept
 	return r
 }
 
-// Redact returns s with every run of a secret (see MinRun) replaced by Mask.
-// The result holds no such run, even where a mask meets the text around it:
-// the pass repeats until nothing is left (falling back to removing runs
-// outright, which always shrinks the text, if a secret shares bytes with the
-// mask so that masking alone would not settle).
+// maskFor picks a mask whose delimiters occur in no secret: every MinRun-byte
+// window that overlaps a mask holds one of its delimiters (the word between
+// them is shorter than MinRun), so no run of a secret can be made of mask
+// bytes. "" (the run is removed) only for secrets holding every candidate.
+func maskFor(secrets []string) string {
+	for _, d := range maskDelims {
+		clash := false
+		for _, s := range secrets {
+			if strings.IndexByte(s, d[0]) >= 0 || strings.IndexByte(s, d[1]) >= 0 {
+				clash = true
+				break
+			}
+		}
+		if !clash {
+			return string(d[0]) + "redacted" + string(d[1])
+		}
+	}
+	return ""
+}
+
+// Mask is what replaces a redacted run (Mask, unless a secret holds its
+// brackets).
+func (r *Redactor) Mask() string {
+	if r == nil {
+		return Mask
+	}
+	return r.mask
+}
+
+// Empty reports whether r redacts nothing (no secret, or only weak ones).
+func (r *Redactor) Empty() bool { return r == nil || len(r.windows) == 0 }
+
+// With returns a Redactor for r's secrets and more (the ones a
+// configuration read later adds: an MCP server's token beside the API
+// key); empty and weak secrets are ignored, as by New. r is unchanged; a
+// nil r is as New(more...).
+func (r *Redactor) With(more ...string) *Redactor {
+	if r == nil {
+		return New(more...)
+	}
+	return New(append(slices.Clone(r.secrets), more...)...)
+}
+
+// Redact returns s with every run of a secret (see MinRun) replaced by the
+// mask. The result holds no such run, even where a mask meets the text
+// around it: the mask's delimiters occur in no secret, and where no
+// delimiter could be found (the run is then removed, which can join two
+// pieces of a secret) the pass repeats until nothing is left.
 func (r *Redactor) Redact(s string) string {
-	if r == nil || len(r.windows) == 0 {
+	if r.Empty() {
 		return s
 	}
-	mask := Mask
 	for {
 		marked := r.mark(s)
 		if marked == nil {
 			return s
 		}
-		out := replace(s, marked, mask)
-		if len(out) >= len(s) {
-			mask = ""
-		}
-		s = out
+		s = replace(s, marked, r.mask)
 	}
 }
 
@@ -83,27 +171,37 @@ func (r *Redactor) Redact(s string) string {
 // character behind.
 func (r *Redactor) mark(s string) []bool {
 	var marked []bool
-	for n, set := range r.windows {
-		for i := 0; i+n <= len(s); i++ {
-			if _, ok := set[s[i:i+n]]; !ok {
-				continue
-			}
-			if marked == nil {
-				marked = make([]bool, len(s))
-			}
-			lo, hi := i, i+n
-			for lo > 0 && !utf8.RuneStart(s[lo]) {
-				lo--
-			}
-			for hi < len(s) && !utf8.RuneStart(s[hi]) {
-				hi++
-			}
-			for j := lo; j < hi; j++ {
-				marked[j] = true
-			}
+	for i := 0; i+MinRun <= len(s); i++ {
+		if _, ok := r.windows[s[i:i+MinRun]]; !ok {
+			continue
+		}
+		if marked == nil {
+			marked = make([]bool, len(s))
+		}
+		lo, hi := i, i+MinRun
+		for lo > 0 && !utf8.RuneStart(s[lo]) {
+			lo--
+		}
+		for hi < len(s) && !utf8.RuneStart(s[hi]) {
+			hi++
+		}
+		for j := lo; j < hi; j++ {
+			marked[j] = true
 		}
 	}
 	return marked
+}
+
+// tail is the length of the longest suffix of s, shorter than MinRun, that
+// is a substring of a secret: the bytes that may start a run the text after
+// s completes.
+func (r *Redactor) tail(s string) int {
+	for n := min(MinRun-1, len(s)); n > 0; n-- {
+		if _, ok := r.tails[s[len(s)-n:]]; ok {
+			return n
+		}
+	}
+	return 0
 }
 
 // replace swaps each maximal marked run of s for mask.

@@ -15,7 +15,21 @@
 // effect, repeating the step's head on each, for 18% more bytes to write and
 // hash on every simulated step. Format 3 writes every limit of
 // kernel.LimitTable in the header (the output caps among them) and the
-// root's prior turn count of a resumed session.
+// root's prior turn count of a resumed session. Format 4 adds approvals:
+// the header's ask list and approval_timeout limit, decision events and
+// approval records (docs/semantics.md, "Approvals"); and token usage
+// (cached and reasoning tokens on a stream's end, a request's usage on its
+// op_ended record, a turn's total on turn_ended), reasoning riding on a
+// stream's end and kept in messages, compaction (the compact event, the
+// compact flag of a summarising request, its lifecycle records, summary
+// messages) and the context_window and compact_percent limits
+// (docs/semantics.md, "Usage", "Reasoning", "Compaction"); a format-3
+// reader would rebuild such a run without them. It is also the first
+// version whose every writer puts the agent cap and max_parallel_requests
+// among the limits and may log a plain streamed chunk as a write-ahead
+// log's delta record (adapters/wal). A reader refuses every other version:
+// a file of another build is an error naming both versions, never a run
+// rebuilt wrong.
 package trace
 
 import (
@@ -34,7 +48,7 @@ import (
 )
 
 // FormatVersion is written in every header; readers refuse other versions.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // Header is the first line of a trace.
 type Header struct {
@@ -65,11 +79,12 @@ type Header struct {
 	// Turns is how many turns the resumed root had already had
 	// (kernel.Config.Turns), so a replay numbers turns the same way.
 	Turns uint64 `json:"turns,omitempty"`
-	// DelegateTool and MaxAgents are kernel.Config's, when not the
-	// defaults: a rebuild from a write-ahead log needs every setting that
-	// shapes the effects.
+	// Ask names the tools whose calls wait for approval
+	// (kernel.Config.Ask), so a replay asks the calls the run asked.
+	Ask []string `json:"ask,omitempty"`
+	// DelegateTool is kernel.Config's, when not the default: a rebuild
+	// from a write-ahead log needs every setting that shapes the effects.
 	DelegateTool string `json:"delegate_tool,omitempty"`
-	MaxAgents    int    `json:"max_agents,omitempty"`
 	// Build names the binary that wrote the trace (for reproduction notes).
 	Build string `json:"build,omitempty"`
 }
@@ -111,33 +126,44 @@ type Writer struct {
 	// atDigits is the current step's time formatted in nanoseconds (a
 	// buffer reused step after step).
 	atDigits []byte
-	// agents caches what each agent's lines write (paths never change once
-	// an agent is spawned); index = agent id.
+	// agents caches what the lines of recently named agents write (an
+	// agent's path never changes while the tree holds it); slot = id mod
+	// agentCache, so a long-lived tree's writer keeps a few, not one per
+	// agent it ever held. It grows as ids come, up to agentCache slots.
 	agents []agentText
 }
 
+// agentCache is how many agents' texts a writer keeps.
+const agentCache = 64
+
 // agentText is one agent's path as the trace writes it.
 type agentText struct {
-	field []byte // `,"agent":PATH`, for step lines
-	open  []byte // `{"path":PATH,"kind":"`, opening an effect on another agent
+	id    kernel.AgentID // +1: the zero slot holds no agent
+	field []byte         // `,"agent":PATH`, for step lines
+	open  []byte         // `{"path":PATH,"kind":"`, opening an effect on another agent
 }
 
-// agent is id's cached text, or nil when id has no path (NoAgent, or an id
-// the tree does not know: no field is written, as encoding/json omits an
-// empty Record.Agent).
+// agent is id's text, or nil when id has no path (NoAgent, an id the tree
+// does not know, or an agent it has freed: no field is written, as
+// encoding/json omits an empty Record.Agent). The tree is asked every time
+// and the cache only saves the encoding, so a line is the same whatever
+// the writer wrote before (a writer that continues a log after a recovery
+// writes what a replay from the start writes).
 func (t *Writer) agent(tree Tree, id kernel.AgentID) *agentText {
 	if id < 0 {
 		return nil
 	}
-	for int(id) >= len(t.agents) {
+	path := tree.AgentPath(id)
+	if path == "" {
+		return nil
+	}
+	slot := int(id) % agentCache
+	for slot >= len(t.agents) {
 		t.agents = append(t.agents, agentText{})
 	}
-	a := &t.agents[id]
-	if a.field == nil {
-		path := tree.AgentPath(id)
-		if path == "" {
-			return nil
-		}
+	a := &t.agents[slot]
+	if a.id != id+1 {
+		a.id = id + 1
 		// Both texts in one allocation (a path rarely needs escaping).
 		b := make([]byte, 0, 2*len(path)+32)
 		b = kernel.AppendJSONString(append(b, `,"agent":`...), path)
@@ -183,12 +209,9 @@ func ContinueWriter(w io.Writer, steps int) *Writer {
 // its effects — in a header, so Config can rebuild it.
 func HeaderOf(cfg kernel.Config) Header {
 	h := Header{Limits: cfg.Limits, RootName: cfg.RootName, System: cfg.System, ChildSystem: cfg.ChildSystem,
-		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, MaxAgents: cfg.MaxAgents}
+		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, Ask: cfg.Ask}
 	if cfg.DelegateTool != kernel.DefaultDelegateTool {
 		h.DelegateTool = cfg.DelegateTool
-	}
-	if cfg.MaxAgents == kernel.DefaultMaxAgents {
-		h.MaxAgents = 0
 	}
 	return h
 }
@@ -198,7 +221,7 @@ func HeaderOf(cfg kernel.Config) Header {
 // trace's effects.
 func (h Header) Config() kernel.Config {
 	return kernel.Config{Limits: h.Limits, RootName: h.RootName, System: h.System, ChildSystem: h.ChildSystem,
-		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, DelegateTool: h.DelegateTool, MaxAgents: h.MaxAgents}
+		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, Ask: h.Ask, DelegateTool: h.DelegateTool}
 }
 
 // appendHeader appends h as encoding/json writes it with HTML escaping off
@@ -266,13 +289,15 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 		e.lit(`,"turns":`)
 		e.u64(h.Turns)
 	}
+	if len(h.Ask) > 0 {
+		e.lit(`,"ask":`)
+		if err := e.json(h.Ask); err != nil {
+			return b, err
+		}
+	}
 	if h.DelegateTool != "" {
 		e.lit(`,"delegate_tool":`)
 		e.str(h.DelegateTool)
-	}
-	if h.MaxAgents != 0 {
-		e.lit(`,"max_agents":`)
-		e.i64(int64(h.MaxAgents))
 	}
 	if h.Build != "" {
 		e.lit(`,"build":`)
@@ -366,6 +391,11 @@ func (t *Writer) Step(tree Tree, ev kernel.Event, target kernel.AgentID, before 
 	}
 }
 
+// Skip counts a step recorded elsewhere (a write-ahead log writes a
+// streamed chunk as a record of its own), so the next step line is
+// numbered after it.
+func (t *Writer) Skip() { t.step++ }
+
 // Flush writes out (and hashes) what is buffered and returns the first
 // write error. A live run calls it after every step, so its file holds
 // every step recorded so far whatever ends the process; the simulator
@@ -394,7 +424,9 @@ func (t *Writer) Close(at time.Duration) (string, error) {
 
 // ReadHeader decodes a trace's first line.
 func ReadHeader(line []byte) (Header, error) {
-	var h Header
+	// A limit the header does not name has its default (bounded, as every
+	// limit is): a header written before that limit existed replays with it.
+	h := Header{Limits: kernel.DefaultLimits()}
 	if err := json.Unmarshal(line, &h); err != nil {
 		return h, fmt.Errorf("trace header: %w", err)
 	}

@@ -30,6 +30,9 @@ func TestEventRoundTrip(t *testing.T) {
 		kernel.LLMRetry(9, 7, 2, time.Second, "429"),
 		kernel.ToolResult(10, 9, kernel.ToolCancelled, ""),
 		kernel.TimerFired(11, 12),
+		kernel.Approve(12, 3, "call_1", "ad1686665270a1d1"),
+		kernel.Deny(13, 0, "c#2", "use \"staging\""),
+		kernel.Decide(14, 1, "c", "ffff", kernel.VerdictApproveTool, ""),
 	}
 	k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
 	for _, ev := range evs {
@@ -202,8 +205,8 @@ func TestContinueWriter(t *testing.T) {
 func TestHeaderConfigRoundTrip(t *testing.T) {
 	cfg := kernel.Config{Limits: kernel.DefaultLimits(), RootName: "boss", System: "sys", ChildSystem: "child",
 		History:    []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}, {Role: kernel.RoleAssistant, Content: "hello"}},
-		Idempotent: []string{"read_file", "grep"}, Turns: 3, DelegateTool: "spawn", MaxAgents: 9}
-	cfg.MaxRequests = 7
+		Idempotent: []string{"read_file", "grep"}, Turns: 3, DelegateTool: "spawn"}
+	cfg.MaxRequests, cfg.MaxAgents, cfg.MaxParallelRequests = 7, 9, 3
 	var buf bytes.Buffer
 	w := NewWriter(&buf, HeaderOf(cfg))
 	if err := w.Flush(); err != nil {
@@ -217,8 +220,22 @@ func TestHeaderConfigRoundTrip(t *testing.T) {
 		t.Fatalf("config round trip\n got %+v\nwant %+v", got, cfg)
 	}
 	// Defaults are not written.
-	plain := HeaderOf(kernel.Config{Limits: kernel.DefaultLimits(), DelegateTool: kernel.DefaultDelegateTool, MaxAgents: kernel.DefaultMaxAgents})
-	if plain.DelegateTool != "" || plain.MaxAgents != 0 {
+	plain := HeaderOf(kernel.Config{Limits: kernel.DefaultLimits(), DelegateTool: kernel.DefaultDelegateTool})
+	if plain.DelegateTool != "" {
 		t.Fatalf("defaults recorded: %+v", plain)
+	}
+}
+
+// TestHeaderLimitsDefault: a limit a header does not name — one written
+// before the limit existed, or edited out — reads as its (bounded) default.
+func TestHeaderLimitsDefault(t *testing.T) {
+	hdr, err := ReadHeader([]byte(`{"type":"header","format":` + strconv.Itoa(FormatVersion) + `,"source":"live","name":"old","limits":{"grace":5}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := kernel.DefaultLimits()
+	want.Grace = 5
+	if hdr.Limits != want {
+		t.Fatalf("limits %+v, want the defaults but grace", hdr.Limits)
 	}
 }

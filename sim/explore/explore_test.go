@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func TestExploreDeterministic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if *a != *b {
+	if !reflect.DeepEqual(a, b) {
 		t.Fatalf("two explorations differ:\n%+v\n%+v", a, b)
 	}
 	if a.Violation != nil || a.Stopped != "" || a.States < 100 || a.Schedules < 2 {
@@ -86,11 +87,12 @@ func TestReductionKeepsStates(t *testing.T) {
 func TestIndependentEventsCommute(t *testing.T) {
 	pairs := 0
 	for _, name := range []string{"cancel-third-child", "interrupt-races-results"} {
-		s := byName(t, name).Clone()
-		s.Expect = sim.Expect{}
-		x := &explorer{s: s, opt: Options{MaxInputs: 1, Nudge: time.Millisecond, NoReduction: true}, rep: &Report{}, visited: map[[16]byte]seen{}}
+		x, err := newExplorer(byName(t, name), Options{MaxInputs: 1, Nudge: time.Millisecond, NoReduction: true})
+		if err != nil {
+			t.Fatal(err)
+		}
 		checked := 0
-		x.visit = func(r *run, due []sim.Due) {
+		x.onVisit = func(r *run, due []sim.Due) {
 			if checked >= 15 { // enough, and the suite stays quick under -race
 				x.stop("enough")
 				return

@@ -8,20 +8,15 @@ import (
 )
 
 // The choices of a schedule at one state: which due event goes next, and
-// where the next input goes (docs/semantics.md, "Exploration").
+// where the next input goes (docs/semantics.md, "Exploration"). An input
+// is delivered where it is placed, ahead of the events due at its instant;
+// to go after some of them it is placed once they were delivered.
 
-// inputs is the sequence to place in scenario mode.
-func (x *explorer) inputs() []sim.Input { return x.s.Inputs }
-
-// moves lists the choices at r's state, with the due items (for sleep
-// sets and their canonical names).
+// moves lists the choices at r's state, with the due items.
 func (x *explorer) moves(r *run, due []sim.Due) []move {
 	var out []move
 	for i := range due {
 		out = append(out, move{pick: i})
-	}
-	if r.pending {
-		return out
 	}
 	now := r.m.Now()
 	next := time.Duration(-1)
@@ -56,24 +51,33 @@ func (x *explorer) moves(r *run, due []sim.Due) []move {
 		}
 		return out
 	}
-	seq := x.inputs()
+	seq := x.s.Inputs
 	if r.next >= len(seq) {
 		return out
 	}
 	in := seq[r.next]
-	scripted := max(in.At, now)
-	canMove := x.opt.MaxInputs < 0 || r.moved < x.opt.MaxInputs
-	if next < 0 || scripted <= next {
-		// Its scripted instant comes before (or with) the next event.
+	// Its instant: as scripted, or with the input before it when that
+	// one was moved past it. Anywhere else it is moved.
+	scripted := max(in.At, r.lastAt)
+	if x.opt.MaxInputs >= 0 && r.moved >= x.opt.MaxInputs {
+		// Not movable: it goes at its instant. What is due before it is
+		// delivered first, what is due with it may be (it then follows
+		// at the same instant), nothing later may.
+		if next >= 0 && next < scripted {
+			return out
+		}
+		p := in
+		p.At = scripted
+		place := move{place: true, in: p}
+		if next == scripted {
+			return append(out, place)
+		}
+		return []move{place}
+	}
+	if scripted >= now && (next < 0 || scripted <= next) {
 		p := in
 		p.At = scripted
 		out = append(out, move{place: true, in: p})
-		if !canMove {
-			// Nothing may happen before it: delivering would move it.
-			return out[len(out)-1:]
-		}
-	} else if !canMove {
-		return out
 	}
 	for _, t := range at {
 		if t == scripted {

@@ -13,9 +13,15 @@ import (
 // or more were (found by running the file and matching each delivery of
 // the path by its identity). It returns nil when the path cannot be
 // written so (it then is not a reproduction).
-func (x *explorer) scenarioOf(path []move) *sim.Scenario {
+func (x *explorer) scenarioOf(path []move, v sim.Violation) *sim.Scenario {
 	c := x.s.Clone()
 	c.Inputs = nil
+	c.Expect = sim.Expect{}
+	if v.Invariant == sim.Expectation {
+		// The expectations required on every schedule; those that hold
+		// on some only are not this schedule's to meet.
+		c.Expect = x.s.Expect.Required()
+	}
 	var ids []string
 	r, err := x.fresh()
 	if err != nil {
@@ -24,6 +30,7 @@ func (x *explorer) scenarioOf(path []move) *sim.Scenario {
 	for _, mv := range path {
 		if mv.place {
 			c.Inputs = append(c.Inputs, mv.in)
+			ids = append(ids, sim.Due{Kind: sim.DueInput, Index: len(c.Inputs) - 1}.Identity())
 		} else {
 			ids = append(ids, r.m.Due()[mv.pick].Identity())
 		}
@@ -56,8 +63,9 @@ func (x *explorer) scenarioOf(path []move) *sim.Scenario {
 	return c
 }
 
-// breaks reports that a plain run of c breaks inv.
-func (x *explorer) breaks(c *sim.Scenario, inv sim.Invariant) bool {
+// breaks reports that a plain run of c breaks the invariant of v (for an
+// expectation: the same expectation).
+func (x *explorer) breaks(c *sim.Scenario, v sim.Violation) bool {
 	if c == nil || c.Validate() != nil {
 		return false
 	}
@@ -65,30 +73,34 @@ func (x *explorer) breaks(c *sim.Scenario, inv sim.Invariant) bool {
 	if err != nil {
 		return false
 	}
-	for _, v := range res.Violations {
-		if v.Invariant == inv {
+	for _, got := range res.Violations {
+		if got.Invariant == v.Invariant && got.Expect == v.Expect {
 			return true
 		}
 	}
 	return false
 }
 
-// shrink turns the violating path into a small scenario: shorter paths
-// first (the schedule up to the violation, without moves a plain run does
-// not need), then sim.Shrink over the scenario with its schedule, then
-// picks set back to the default order where the violation stays.
+// shrink turns the violating path into a small scenario: the schedule up
+// to the violation written as a scenario, sim.Shrink over it with its
+// schedule (not for an expectation's failure), then picks set back to the
+// default order where the violation stays.
 func (x *explorer) shrink() *Violation {
 	v := &Violation{First: *x.found, Moves: len(x.foundAt)}
-	inv := x.found.Invariant
-	c := x.scenarioOf(x.foundAt)
-	if !x.breaks(c, inv) {
+	found, inv := *x.found, x.found.Invariant
+	c := x.scenarioOf(x.foundAt, found)
+	if !x.breaks(c, found) {
 		// Not reproducible by a plain run (it should be: say so loudly).
 		v.First.Detail += " (explore: the schedule could not be written as a scenario that reproduces it)"
 		v.Scenario = c
 		return v
 	}
-	budget := x.opt.ShrinkBudget
-	c = sim.Shrink(c, func(s *sim.Scenario) bool { return x.breaks(s, inv) }, budget)
+	if inv != sim.Expectation {
+		c = sim.Shrink(c, func(s *sim.Scenario) bool { return x.breaks(s, found) }, x.opt.ShrinkBudget)
+	}
+	// An expectation is the scenario's own, on its inputs at their
+	// instants: only the order of same-instant events is made plainer
+	// (a smaller world would fail it for other reasons).
 	for i := range c.Schedule {
 		if c.Schedule[i] == 0 {
 			continue
@@ -96,7 +108,7 @@ func (x *explorer) shrink() *Violation {
 		t := c.Clone()
 		t.Schedule = slices.Clone(c.Schedule)
 		t.Schedule[i] = 0
-		if x.breaks(t, inv) {
+		if x.breaks(t, found) {
 			c = t
 		}
 	}
@@ -104,6 +116,9 @@ func (x *explorer) shrink() *Violation {
 		c.Schedule = c.Schedule[:len(c.Schedule)-1]
 	}
 	c.About = fmt.Sprintf("found by escapement sim explore: %s (%s)", inv, inv.Statement())
+	if inv == sim.Expectation {
+		c.About = fmt.Sprintf("found by escapement sim explore: the expectation %s fails on this schedule", found.Expect)
+	}
 	v.Scenario = c
 	return v
 }

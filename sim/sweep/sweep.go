@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -46,6 +47,11 @@ func (p Plan) Validate() error {
 	switch {
 	case p.Seeds < 1:
 		return fmt.Errorf("seeds must be at least 1, got %d", p.Seeds)
+	case p.Seeds > MaxSeeds:
+		return fmt.Errorf("seeds must be at most %d (shard a larger sweep), got %d", MaxSeeds, p.Seeds)
+	case p.From > math.MaxInt-(p.Seeds-1):
+		// From+Seeds-1 would wrap around to negative seeds.
+		return fmt.Errorf("from %d and seeds %d pass the largest seed, %d: the last seed would be %d+%d-1", p.From, p.Seeds, math.MaxInt, p.From, p.Seeds)
 	case p.Depth < 0 || p.Depth > gen.MaxDepth:
 		return fmt.Errorf("depth must be in 0..%d, got %d", gen.MaxDepth, p.Depth)
 	case p.RecheckEvery < 0:
@@ -55,6 +61,10 @@ func (p Plan) Validate() error {
 	}
 	return checkShard(p.Shard, p.Shards)
 }
+
+// MaxSeeds bounds a sweep's seeds: a plan lists the seeds it owns
+// (SeedList), and a sweep of more worlds than this is sharded.
+const MaxSeeds = 1 << 31
 
 // checkShard is the one range check of a shard i of n.
 func checkShard(i, n int) error {
@@ -303,16 +313,34 @@ func (s *Summary) Add(w World, file string) {
 	}
 }
 
-// Unreached lists the probes never reached, in report order.
+// Unreached lists the probes the plan's worlds can reach and never did,
+// in report order: a probe that needs deeper worlds than the plan draws
+// (sim.Probe.MinDepth) is skipped instead, never required.
 func (s *Summary) Unreached() []string {
 	var out []string
 	for _, p := range sim.Probes() {
-		if s.Probes[string(p)] == 0 {
+		if s.Probes[string(p)] == 0 && !Skips(s.Plan, p) {
 			out = append(out, string(p))
 		}
 	}
 	return out
 }
+
+// Skipped lists the probes the plan's worlds cannot reach, in report
+// order (Skips).
+func (s *Summary) Skipped() []string {
+	var out []string
+	for _, p := range sim.Probes() {
+		if Skips(s.Plan, p) {
+			out = append(out, string(p))
+		}
+	}
+	return out
+}
+
+// Skips reports whether p's worlds are too shallow to reach probe pr:
+// it needs a delegation chain deeper than the plan's depth.
+func Skips(p Plan, pr sim.Probe) bool { return pr.MinDepth() > p.Depth }
 
 // Complete reports whether every shard of the plan, and so every world, is
 // in the summary.

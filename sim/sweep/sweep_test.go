@@ -190,3 +190,35 @@ func TestFailingWorldIsShrunk(t *testing.T) {
 	}
 	t.Fatal("no failing world in 40 seeds")
 }
+
+// TestProbesRequiredWhereReachable: a sweep requires a probe only where
+// its worlds can reach it (sim.Probe.MinDepth). At every depth from 0 to
+// 4, a default-sized sweep (1000 worlds) reaches every probe it requires,
+// so it passes without violations, and never reaches one it skips — a
+// skipped probe reached would be a MinDepth set too deep, hiding a probe
+// the generators could stop covering unnoticed.
+func TestProbesRequiredWhereReachable(t *testing.T) {
+	for depth := 0; depth <= 4; depth++ {
+		p := Plan{From: 1, Seeds: 1000, Depth: depth, Shards: 1}
+		s := NewSummary(p)
+		g := p.Generator()
+		for _, seed := range p.SeedList() {
+			w, err := RunWorld(g, p, seed, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Add(w, "")
+		}
+		if len(s.Failures) > 0 || len(s.Unreached()) > 0 {
+			t.Errorf("depth %d: %d failure(s), probes never reached: %v", depth, len(s.Failures), s.Unreached())
+		}
+		for _, pr := range s.Skipped() {
+			if s.Probes[pr] > 0 {
+				t.Errorf("depth %d: probe %s is skipped (it needs depth %d) but was reached %d times", depth, pr, sim.Probe(pr).MinDepth(), s.Probes[pr])
+			}
+		}
+		if want := depth < 4; (len(s.Skipped()) > 0) != want {
+			t.Errorf("depth %d skips %v", depth, s.Skipped())
+		}
+	}
+}
