@@ -8,11 +8,11 @@
 // its main coroutine and executes the effects in order.
 //
 //   - start_llm starts StreamActivity, which streams through the worker's
-//     live.Model and sends the chunks back in batches (a ChunksSignal at
+//     ports.Model and sends the chunks back in batches (a ChunksSignal at
 //     most every Options.ChunkEvery), so the kernel's first-token and
 //     stall watchdogs stay its own workflow timers, reset by chunk events;
 //     its result carries what no batch delivered.
-//   - start_tool starts ToolActivity, which runs the worker's live.Tools.
+//   - start_tool starts ToolActivity, which runs the worker's ports.Tools.
 //     Both heartbeat often (protocol.HeartbeatEvery), so a cancel reaches
 //     them within the kernel's grace and a lost worker is noticed within
 //     the heartbeat timeout.

@@ -20,14 +20,17 @@ const (
 	inSay
 	inInterject
 	inCancel
+	inCompact
+	inDecide
 )
 
 // input is one user input an update handler queued for the main loop,
 // and the answer the main loop gives it.
 type input struct {
-	kind   inputKind
-	text   string
-	cancel protocol.Cancel
+	kind     inputKind
+	text     string
+	cancel   protocol.Cancel
+	decision protocol.Decision
 	done   bool
 	reply  protocol.Accepted
 	err    error
@@ -45,7 +48,7 @@ func (t *tree) handle() error {
 	for _, u := range []struct {
 		name string
 		kind inputKind
-	}{{protocol.SubmitUpdate, inSubmit}, {protocol.SayUpdate, inSay}, {protocol.InterjectUpdate, inInterject}} {
+	}{{protocol.SubmitUpdate, inSubmit}, {protocol.SayUpdate, inSay}, {protocol.InterjectUpdate, inInterject}, {protocol.CompactUpdate, inCompact}} {
 		if err := workflow.SetUpdateHandlerWithOptions(t.ctx, u.name, text(u.kind), workflow.UpdateHandlerOptions{
 			Validator: func(workflow.Context, string) error { return t.admit() },
 		}); err != nil {
@@ -57,6 +60,14 @@ func (t *tree) handle() error {
 			return t.await(ctx, &input{kind: inCancel, cancel: c})
 		}, workflow.UpdateHandlerOptions{
 			Validator: func(workflow.Context, protocol.Cancel) error { return t.admit() },
+		}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(t.ctx, protocol.DecideUpdate,
+		func(ctx workflow.Context, d protocol.Decision) (protocol.Accepted, error) {
+			return t.await(ctx, &input{kind: inDecide, decision: d})
+		}, workflow.UpdateHandlerOptions{
+			Validator: func(workflow.Context, protocol.Decision) error { return t.admit() },
 		}); err != nil {
 		return err
 	}
@@ -118,6 +129,11 @@ func (t *tree) onInput(in *input) {
 		}
 	case inCancel:
 		ev = kernel.CancelTurn(now, in.cancel.Agent, in.cancel.Turn)
+	case inCompact:
+		ev = kernel.Compact(now, in.text)
+	case inDecide:
+		d := in.decision
+		ev = kernel.Decide(now, d.Agent, d.CallID, d.Digest, d.Verdict, d.Note)
 	}
 	refused := t.step(ev)
 	root := t.k.Agent(kernel.Root)
@@ -135,17 +151,15 @@ func refusal(refused []error) error {
 	for _, err := range refused {
 		texts = append(texts, err.Error())
 	}
-	typ := "rejected"
+	typ := protocol.RefusedOther
 	var undeclared *fsm.UndeclaredError
-	switch first := refused[0]; {
-	case errors.Is(first, kernel.ErrEmptyText):
-		typ = protocol.RefusedEmptyText
-	case errors.Is(first, kernel.ErrShutdown):
-		typ = protocol.RefusedShutdown
-	case errors.Is(first, kernel.ErrUnknownAgent):
-		typ = protocol.RefusedUnknownAgent
-	case errors.As(first, &undeclared):
+	if errors.As(refused[0], &undeclared) {
 		typ = protocol.RefusedUndeclared
+	}
+	for _, r := range protocol.Refusals {
+		if errors.Is(refused[0], r.Err) {
+			typ = r.Type
+		}
 	}
 	return temporal.NewNonRetryableApplicationError(strings.Join(texts, "; "), typ, nil)
 }

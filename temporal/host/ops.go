@@ -102,7 +102,7 @@ func (t *tree) startStream(e *kernel.Effect) {
 		panic(fmt.Sprintf("host: packing the request's history: %v", err))
 	}
 	req := protocol.StreamRequest{
-		Op: e.Op, Agent: e.Agent, Path: t.k.AgentPath(e.Agent), Messages: msgs,
+		Op: e.Op, Agent: e.Agent, Path: t.k.AgentPath(e.Agent), Messages: msgs, Compaction: e.Compact,
 		ChunkEvery: t.opts.ChunkEvery, HeartbeatEvery: t.heartbeatEvery(),
 	}
 	ctx, cancel := workflow.WithCancel(workflow.WithActivityOptions(t.ctx, t.activityOptions(e.Op, t.in.Limits.TurnTimeout)))
@@ -240,7 +240,7 @@ func (t *tree) onDone(op kernel.OpID, a *opRun) {
 		now := t.clock()
 		if res.Failure == kernel.FailureNone {
 			ev := kernel.LLMEnd(now, op)
-			ev.Usage = res.Usage
+			ev.Usage, ev.Reasoning = res.Usage, res.Reasoning
 			t.step(ev)
 		} else {
 			t.step(kernel.LLMError(now, op, res.Failure, res.Detail))

@@ -9,7 +9,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/protocol"
 )
@@ -49,7 +49,7 @@ func (a *Activities) Stream(ctx context.Context, req protocol.StreamRequest) (pr
 		b.sendLoop(ctx, stopLoops, req.ChunkEvery, send)
 	}()
 	watch := watchWorkerStop(ctx, stopModel)
-	err = a.stream(modelCtx, live.Request{Op: req.Op, Agent: req.Agent, Path: req.Path, Messages: msgs}, b)
+	err = a.stream(modelCtx, ports.Request{Op: req.Op, Agent: req.Agent, Path: req.Path, Messages: msgs, Compaction: req.Compaction}, b)
 	close(stopLoops)
 	wg.Wait()
 	switch {
@@ -70,20 +70,20 @@ func (a *Activities) Stream(ctx context.Context, req protocol.StreamRequest) (pr
 // stream runs the model, turning a panic into a bad-response failure (as
 // the live driver does: a broken adapter fails its request, not the
 // worker).
-func (a *Activities) stream(ctx context.Context, req live.Request, sink live.Sink) (err error) {
+func (a *Activities) stream(ctx context.Context, req ports.Request, sink ports.Sink) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = live.Fail(kernel.FailureBadResponse, fmt.Errorf("model panicked: %v", v))
+			err = ports.Fail(kernel.FailureBadResponse, fmt.Errorf("model panicked: %v", v))
 		}
 	}()
 	return a.Model.Stream(ctx, req, sink)
 }
 
 // failureOf classifies a stream's error for the kernel as the live driver
-// does: the failure a *live.FailureError names, else a stream error once
+// does: the failure a *ports.FailureError names, else a stream error once
 // chunks arrived and a server error before.
 func failureOf(err error, chunks int) kernel.Failure {
-	var fe *live.FailureError
+	var fe *ports.FailureError
 	if errors.As(err, &fe) && fe.Failure != kernel.FailureNone {
 		return fe.Failure
 	}
@@ -110,7 +110,7 @@ func every(stop <-chan struct{}, d time.Duration, fn func()) {
 	}
 }
 
-// batcher gathers one stream's items (it is the model's live.Sink) and
+// batcher gathers one stream's items (it is the model's ports.Sink) and
 // numbers them from 1. A batch goes out as soon as an item arrives, unless
 // one went out less than ChunkEvery ago: then when ChunkEvery has passed
 // (a throttle on the leading edge: the first token, and the first chunk
@@ -130,8 +130,9 @@ type batcher struct {
 	items []protocol.Item
 	sent  int // items[:sent] were in a batch (frozen)
 	acked int // items[:acked] are known delivered
-	text  int // bytes of text in items[:acked]
-	usage *kernel.Usage
+	text      int // bytes of text in items[:acked]
+	usage     *kernel.Usage
+	reasoning *kernel.Reasoning
 }
 
 func (b *batcher) add(it protocol.Item) {
@@ -160,29 +161,37 @@ func (b *batcher) add(it protocol.Item) {
 	b.items = append(b.items, it)
 }
 
-// Text implements live.Sink.
+// Text implements ports.Sink.
 func (b *batcher) Text(text string) {
 	if text != "" {
 		b.add(protocol.Item{Text: text})
 	}
 }
 
-// Call implements live.Sink.
+// Call implements ports.Sink.
 func (b *batcher) Call(d kernel.CallDelta) { b.add(protocol.Item{Call: &d}) }
 
-// Retry implements live.Sink.
+// Retry implements ports.Sink.
 func (b *batcher) Retry(attempt int, delay time.Duration, cause string) {
 	b.add(protocol.Item{Retry: &protocol.Retry{Attempt: attempt, Delay: delay, Cause: cause}})
 }
 
-// Usage implements live.Sink.
+// Usage implements ports.Sink.
 func (b *batcher) Usage(u kernel.Usage) {
 	b.mu.Lock()
 	b.usage = &u
 	b.mu.Unlock()
 }
 
-// Progress implements live.ProgressSink: output that is no part of the
+// Reasoning implements ports.ReasoningSink: the model's hidden reasoning,
+// reported once the stream ended normally, rides on the result.
+func (b *batcher) Reasoning(r kernel.Reasoning) {
+	b.mu.Lock()
+	b.reasoning = &r
+	b.mu.Unlock()
+}
+
+// Progress implements ports.ProgressSink: output that is no part of the
 // answer (a reasoning model's thinking) still feeds the watchdogs.
 func (b *batcher) Progress() { b.add(protocol.Item{}) }
 
@@ -256,7 +265,7 @@ func (b *batcher) progress() protocol.Progress {
 func (b *batcher) rest() protocol.StreamResult {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return protocol.StreamResult{First: uint32(b.acked) + 1, Items: b.items[b.acked:], Usage: b.usage}
+	return protocol.StreamResult{First: uint32(b.acked) + 1, Items: b.items[b.acked:], Usage: b.usage, Reasoning: b.reasoning}
 }
 
 // chunks counts the items that were chunks (not retries), for failureOf.

@@ -9,7 +9,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/protocol"
 )
@@ -31,7 +31,7 @@ func (a *Activities) Tool(ctx context.Context, req protocol.ToolRequest) (protoc
 		every(stopBeat, req.HeartbeatEvery, func() { activity.RecordHeartbeat(ctx) })
 	}()
 	watch := watchWorkerStop(ctx, stopTool)
-	r := a.runTool(toolCtx, live.Call{Op: req.Op, Agent: req.Agent, Path: req.Path, ToolCall: req.Call})
+	r := a.runTool(toolCtx, ports.Call{Op: req.Op, Agent: req.Agent, Path: req.Path, ToolCall: req.Call})
 	close(stopBeat)
 	wg.Wait()
 	if watch.close() {
@@ -42,10 +42,10 @@ func (a *Activities) Tool(ctx context.Context, req protocol.ToolRequest) (protoc
 
 // runTool runs a tool, turning a panic into an error result (never a
 // crashed worker), as the live driver does.
-func (a *Activities) runTool(ctx context.Context, call live.Call) (r live.ToolResult) {
+func (a *Activities) runTool(ctx context.Context, call ports.Call) (r ports.ToolResult) {
 	defer func() {
 		if v := recover(); v != nil {
-			r = live.ToolResult{Status: kernel.ToolError, Content: fmt.Sprintf("tool %s panicked: %v", call.Name, v)}
+			r = ports.ToolResult{Status: kernel.ToolError, Content: fmt.Sprintf("tool %s panicked: %v", call.Name, v)}
 		}
 	}()
 	return a.Tools.Run(ctx, call)

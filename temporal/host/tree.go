@@ -97,6 +97,7 @@ func (t *tree) build() error {
 		History:    history,
 		Turns:      t.in.Turns,
 		Idempotent: box.Idempotent,
+		Ask:        t.in.Ask,
 	})
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), "bad_input", err)

@@ -7,7 +7,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/temporal/protocol"
 )
 
@@ -15,12 +15,12 @@ import (
 // Model, tool calls through Tools. The API key and every other secret stay
 // inside them: nothing in an activity's input or result carries one.
 type Activities struct {
-	// Model streams the requests (adapters/openai, or any live.Model).
-	Model live.Model
-	// Tools runs the calls (adapters/toolset, or any live.Tools).
-	Tools live.Tools
+	// Model streams the requests (adapters/openai, or any ports.Model).
+	Model ports.Model
+	// Tools runs the calls (adapters/toolset, or any ports.Tools).
+	Tools ports.Tools
 	// Specs lists the tools Tools runs (for the toolbox's record).
-	Specs []live.ToolSpec
+	Specs []ports.ToolSpec
 	// Idempotent names the tools that may run again after their worker
 	// was lost (kernel.Config.Idempotent); toolset.Set and tools.Box say
 	// which through their Idempotent method.

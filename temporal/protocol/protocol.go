@@ -48,6 +48,12 @@ const (
 	SayUpdate       = "say"
 	InterjectUpdate = "interject"
 	CancelUpdate    = "cancel"
+	// CompactUpdate asks for the root's history to be compacted now
+	// (kernel.EvCompact); it carries the focus (a string, may be empty).
+	CompactUpdate = "compact"
+	// DecideUpdate carries a Decision on a call that waits for approval
+	// (kernel.EvDecision).
+	DecideUpdate = "decide"
 
 	// LifecycleQuery reads the tree's lifecycle log from a sequence number
 	// (its argument, a uint64) and returns a Page.
@@ -59,21 +65,34 @@ const (
 )
 
 // Refusal types: the Type of the temporal.ApplicationError an update
-// returns when the input was not stepped as asked. The first four are the
-// kernel's own refusals (kernel.ErrEmptyText, kernel.ErrShutdown,
-// kernel.ErrUnknownAgent, an *fsm.UndeclaredError); the last two are the
-// workflow's.
+// returns when the input was not stepped as asked. Refusals names the
+// kernel's own, each with the kernel's error; RefusedUndeclared is an
+// *fsm.UndeclaredError (a submit while the root works), RefusedOther a
+// refusal with no type of its own; the last two are the workflow's.
 const (
-	RefusedEmptyText    = "empty_text"
-	RefusedShutdown     = "shutdown"
-	RefusedUnknownAgent = "unknown_agent"
-	RefusedUndeclared   = "undeclared_transition"
+	RefusedUndeclared = "undeclared_transition"
+	RefusedOther      = "rejected"
 	// RefusedContinuing: this run is about to continue as new (or to end)
 	// and takes no more input; the client sends it again, to the next run.
 	RefusedContinuing = "continuing"
 	// RefusedStopped: the tree was shut down; the workflow is ending.
 	RefusedStopped = "stopped"
 )
+
+// Refusals pairs each refusal type with the kernel's error it stands for,
+// so a client's error matches the kernel's with errors.Is wherever the
+// tree runs.
+var Refusals = []struct {
+	Type string
+	Err  error
+}{
+	{"empty_text", kernel.ErrEmptyText},
+	{"shutdown", kernel.ErrShutdown},
+	{"unknown_agent", kernel.ErrUnknownAgent},
+	{"not_idle", kernel.ErrNotIdle},
+	{"not_waiting", kernel.ErrNotWaiting},
+	{"digest_mismatch", kernel.ErrDigestMismatch},
+}
 
 // Tree is the workflow's input: the kernel's configuration, and what a
 // run that continued as new carries over from the run before it.
@@ -82,6 +101,9 @@ type Tree struct {
 	Limits kernel.Limits `json:"limits"`
 	// System is the root's system prompt.
 	System string `json:"system,omitempty"`
+	// Ask names the tools whose calls wait for a decision (DecideUpdate)
+	// before they start (kernel.Config.Ask).
+	Ask []string `json:"ask,omitempty"`
 	// Options tune the workflow itself; zero fields take their defaults.
 	Options Options `json:"options,omitzero"`
 
@@ -172,6 +194,17 @@ type Result struct {
 type Cancel struct {
 	Agent kernel.AgentID `json:"agent"`
 	Turn  uint64         `json:"turn,omitempty"`
+}
+
+// Decision is DecideUpdate's argument (kernel.Decide): the verdict on call
+// CallID of Agent, for the arguments whose digest is Digest
+// (kernel.Digest; a denial may leave it empty), with a note for the model.
+type Decision struct {
+	Agent   kernel.AgentID `json:"agent"`
+	CallID  string         `json:"call_id"`
+	Digest  string         `json:"digest,omitempty"`
+	Verdict kernel.Verdict `json:"verdict"`
+	Note    string         `json:"note,omitempty"`
 }
 
 // Accepted is an update's answer once the kernel stepped the input: the

@@ -13,6 +13,9 @@ type StreamRequest struct {
 	Path  string         `json:"path"`
 	// Messages is the agent's history the request sends.
 	Messages Transcript `json:"messages"`
+	// Compaction marks a compaction's summarising request
+	// (kernel.Effect.Compact): it is sent without tools.
+	Compaction bool `json:"compaction,omitempty"`
 	// ChunkEvery is how often the activity signals the chunks it has
 	// gathered; HeartbeatEvery how often it heartbeats.
 	ChunkEvery     time.Duration `json:"chunk_every"`
@@ -52,6 +55,9 @@ type StreamResult struct {
 	First uint32        `json:"first"`
 	Items []Item        `json:"items,omitempty"`
 	Usage *kernel.Usage `json:"usage,omitempty"`
+	// Reasoning is the model's hidden reasoning, reported when the stream
+	// ended normally; it rides on the stream's end event.
+	Reasoning *kernel.Reasoning `json:"reasoning,omitempty"`
 	// Failure is kernel.FailureNone when the stream finished normally;
 	// otherwise how it failed, Detail saying why (already redacted by the
 	// model adapter).

@@ -124,6 +124,17 @@ func (s *Session) Say(ctx context.Context, text string) (protocol.Accepted, erro
 	return s.update(ctx, protocol.SayUpdate, text)
 }
 
+// Compact asks for the root's history to be compacted now, with focus for
+// the summary (the root must be Idle: kernel.ErrNotIdle otherwise).
+func (s *Session) Compact(ctx context.Context, focus string) (protocol.Accepted, error) {
+	return s.update(ctx, protocol.CompactUpdate, focus)
+}
+
+// Decide decides on a call that waits for approval (kernel.Decide).
+func (s *Session) Decide(ctx context.Context, d protocol.Decision) (protocol.Accepted, error) {
+	return s.update(ctx, protocol.DecideUpdate, d)
+}
+
 // Interject sends text typed while the root works.
 func (s *Session) Interject(ctx context.Context, text string) (protocol.Accepted, error) {
 	return s.update(ctx, protocol.InterjectUpdate, text)
@@ -200,14 +211,12 @@ func (r *Refusal) Error() string { return r.Input + ": " + ErrRejected.Error() +
 // Unwrap lets errors.Is match ErrRejected and the kernel's refusal.
 func (r *Refusal) Unwrap() []error {
 	errs := []error{ErrRejected}
-	switch r.Type {
-	case protocol.RefusedEmptyText:
-		errs = append(errs, kernel.ErrEmptyText)
-	case protocol.RefusedShutdown:
-		errs = append(errs, kernel.ErrShutdown)
-	case protocol.RefusedUnknownAgent:
-		errs = append(errs, kernel.ErrUnknownAgent)
-	case protocol.RefusedStopped:
+	for _, k := range protocol.Refusals {
+		if k.Type == r.Type {
+			errs = append(errs, k.Err)
+		}
+	}
+	if r.Type == protocol.RefusedStopped {
 		errs = append(errs, ErrEnded)
 	}
 	return errs

@@ -7,24 +7,28 @@ import (
 	"strings"
 	"time"
 
+	"github.com/escapement/escapement/internal/termtext"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 )
 
 // renderer prints lifecycle records as the escapement CLI does: the
 // root's answer on stdout, tool and delegation activity on stderr, the
-// reason a turn did not complete on stderr; with --json, every record as
-// a JSON line on stdout. Only the follower's goroutine calls show.
+// reason a turn did not complete on stderr (control characters a server
+// or a tool sent escaped); with --json, every record as a JSON line on
+// stdout. Only the follower's goroutine calls show.
 type renderer struct {
 	out, errw io.Writer
 	json      bool
+	tty       bool // stdout is a terminal: the answer's control characters are escaped
 	redact    func(string) string
 	midLine   bool // the root's answer printed so far did not end with a newline
 }
 
-// say prints one notice line on stderr.
+// say prints one notice on stderr, redacted, its control characters
+// escaped (its arguments may be a server's or a tool's text).
 func (r *renderer) say(format string, args ...any) {
-	io.WriteString(r.errw, r.redact("escapement: "+fmt.Sprintf(format, args...)+"\n"))
+	io.WriteString(r.errw, termtext.Text(r.redact("escapement: "+fmt.Sprintf(format, args...)))+"\n")
 }
 
 func (r *renderer) show(l *kernel.Lifecycle, paths map[kernel.AgentID]string, args map[kernel.OpID]string) {
@@ -42,16 +46,22 @@ func (r *renderer) show(l *kernel.Lifecycle, paths map[kernel.AgentID]string, ar
 		return "?"
 	}
 	activity := func(format string, a ...any) {
-		io.WriteString(r.errw, r.redact(fmt.Sprintf(format, a...)))
+		io.WriteString(r.errw, termtext.Line(r.redact(strings.TrimSuffix(fmt.Sprintf(format, a...), "\n")))+"\n")
 	}
 	switch l.Kind {
 	case kernel.LifeToolStarted:
 		activity("[%s] %s %s\n", path(l.Agent), l.Name, clip(args[l.Op], 160))
 	case kernel.LifeDelta:
 		if l.Agent == kernel.Root && l.Text != "" {
-			io.WriteString(r.out, r.redact(l.Text))
+			text := r.redact(l.Text)
+			if r.tty {
+				text = termtext.Text(text)
+			}
+			io.WriteString(r.out, text)
 			r.midLine = !strings.HasSuffix(l.Text, "\n")
 		}
+	case kernel.LifeRequestWaiting:
+		activity("[%s] waits for a request slot (--max-parallel-requests)\n", path(l.Agent))
 	case kernel.LifeRetry:
 		activity("[%s] retry %d in %v: %s\n", path(l.Agent), l.N, l.Delay.Round(time.Millisecond), clip(l.Text, 160))
 	case kernel.LifeDelegated:
@@ -95,7 +105,7 @@ func (r *renderer) turnEnd(l *kernel.Lifecycle) {
 		line += " (" + l.Reason.String() + ")"
 	}
 	if l.Detail != "" {
-		line += "\n  " + strings.ReplaceAll(l.Detail, "\n", "\n  ")
+		line += "\n  " + strings.ReplaceAll(termtext.Text(r.redact(l.Detail)), "\n", "\n  ")
 	}
 	io.WriteString(r.errw, r.redact(line)+"\n")
 }

@@ -88,6 +88,9 @@ func connect(ctx context.Context, a *app, f *clientFlags) (*remoteRun, error) {
 		notify: make(chan struct{}, 1), ended: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	rr.r = &renderer{out: rr.out, errw: errw, json: f.json, redact: redact.New(os.Getenv("OPENAI_API_KEY")).Redact}
+	if out, ok := a.out.(*os.File); ok {
+		rr.r.tty = term.IsTerminal(int(out.Fd()))
+	}
 	if attached {
 		fmt.Fprintf(errw, "escapement: attached to workflow %s\n", s.ID())
 	} else {

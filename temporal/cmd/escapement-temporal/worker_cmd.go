@@ -13,7 +13,7 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/mcp"
 	"github.com/escapement/escapement/adapters/openai"
 	toolproc "github.com/escapement/escapement/adapters/proc"
@@ -116,8 +116,8 @@ func runWorker(ctx context.Context, a *app, f *workerFlags) error {
 		return usageErr("--workspace: %v", err)
 	}
 	var run interface {
-		live.Tools
-		Specs() []live.ToolSpec
+		ports.Tools
+		Specs() []ports.ToolSpec
 		Close() error
 	} = box
 	if len(f.mcpConfigs) > 0 {

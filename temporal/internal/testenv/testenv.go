@@ -29,7 +29,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
 
-	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/adapters/toolset"
@@ -160,7 +160,7 @@ func activities(cfg WorkerConfig) (*host.Activities, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = set.AddFunc(live.ToolSpec{Name: "bump", Description: "count a run, then work until cancelled"},
+	err = set.AddFunc(ports.ToolSpec{Name: "bump", Description: "count a run, then work until cancelled"},
 		func(ctx context.Context, _ json.RawMessage) (string, error) {
 			f, err := os.OpenFile(cfg.Counter, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 			if err != nil {
@@ -179,7 +179,7 @@ func activities(cfg WorkerConfig) (*host.Activities, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = set.AddFunc(live.ToolSpec{Name: "noop", Description: "answer at once"},
+	err = set.AddFunc(ports.ToolSpec{Name: "noop", Description: "answer at once"},
 		func(context.Context, json.RawMessage) (string, error) { return "ok", nil })
 	if err != nil {
 		return nil, err
