@@ -31,9 +31,9 @@ type input struct {
 	text     string
 	cancel   protocol.Cancel
 	decision protocol.Decision
-	done   bool
-	reply  protocol.Accepted
-	err    error
+	done     bool
+	reply    protocol.Accepted
+	err      error
 }
 
 // handle registers the update handlers, the query handler and nothing

@@ -126,10 +126,10 @@ type batcher struct {
 
 	wake chan struct{} // an item was added (buffered: one pending wake-up)
 
-	mu    sync.Mutex
-	items []protocol.Item
-	sent  int // items[:sent] were in a batch (frozen)
-	acked int // items[:acked] are known delivered
+	mu        sync.Mutex
+	items     []protocol.Item
+	sent      int // items[:sent] were in a batch (frozen)
+	acked     int // items[:acked] are known delivered
 	text      int // bytes of text in items[:acked]
 	usage     *kernel.Usage
 	reasoning *kernel.Reasoning

@@ -13,9 +13,9 @@ import (
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/mcp"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	toolproc "github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/adapters/toolset"

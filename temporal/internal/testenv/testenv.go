@@ -29,8 +29,8 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
 
-	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/adapters/toolset"
 	"github.com/escapement/escapement/temporal/host"
