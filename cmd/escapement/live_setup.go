@@ -5,16 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
+	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/buildinfo"
 	"github.com/escapement/escapement/internal/edge"
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
@@ -48,8 +50,7 @@ func (a *app) setupLive(f *liveFlags) (_ *liveRun, err error) {
 		return nil, err
 	}
 	a.session = sess // released when the command has returned (runWith)
-	lr := &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: &lockedWriter{w: a.err}, secret: key, sess: sess, red: a.secrets, redact: a.secrets.Redact,
-		grace: f.limits.Grace, json: f.json, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1)}
+	lr := a.newLiveRun(f, key, sess)
 	view, err := a.startTools(f, lr)
 	if err != nil {
 		return nil, err
@@ -69,6 +70,21 @@ func (a *app) setupLive(f *liveFlags) (_ *liveRun, err error) {
 	view.lr.Store(lr)
 	fmt.Fprintf(lr.errw, "escapement: session %s\n", sess.Path())
 	return lr, nil
+}
+
+// newLiveRun is the run's state before anything starts: its outputs —
+// the protocol's encoder (--json) or the console, stderr's notices in
+// both, -o's file — and the view that turns its steps into events.
+func (a *app) newLiveRun(f *liveFlags, key string, sess *session.Session) *liveRun {
+	out := headless.NewWriter(a.out)
+	lr := &liveRun{a: a, out: out, errw: headless.NewWriter(a.err), secret: key, sess: sess, red: a.secrets, redact: a.secrets.Redact,
+		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1), flags: f, view: protocol.NewView()}
+	lr.con = &console.Console{Out: out, Err: lr.errw, Secret: key, Terminal: isTerminal(a.out), FinalOnly: f.finalOnly, Quiet: f.json,
+		Redact: func(s string) string { return lr.redact(s) }}
+	if f.json {
+		lr.enc = protocol.NewEncoder(out, func(s string) string { return lr.redact(s) })
+	}
+	return lr
 }
 
 // apiKey is $OPENAI_API_KEY, with a warning when it is too weak to be
@@ -103,7 +119,7 @@ func (a *app) openSession(f *liveFlags, kcfg *kernel.Config) (*session.Session, 
 	path := f.session
 	if path == "" {
 		var err error
-		if path, err = defaultSessionPath(); err != nil {
+		if path, err = session.DefaultPath(); err != nil {
 			return nil, usageErr("%v", err)
 		}
 	}
@@ -147,9 +163,10 @@ func (a *app) startTools(f *liveFlags, lr *liveRun) (*mcpView, error) {
 // the tools, both redacted at the kernel's edge, and the CLI's observer.
 func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Config, error) {
 	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
+	base := firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL)
 	m, err := openai.New(openai.Config{
 		APIKey:       lr.secret,
-		BaseURL:      firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL),
+		BaseURL:      base,
 		Model:        model,
 		Tools:        lr.box.Specs(),
 		MaxRetryWait: f.limits.FirstTokenTimeout,
@@ -160,6 +177,10 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Conf
 	}
 	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
+	}
+	lr.run = protocol.Run{Version: buildinfo.Version(), Model: model, Endpoint: base, Workspace: abs(f.workspace), Limits: f.limits}
+	for _, spec := range lr.box.Specs() {
+		lr.run.Tools = append(lr.run.Tools, spec.Name)
 	}
 	fedModel, fedTools := edge.Redact(m, lr.box, lr.red)
 	return session.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, ModelName: model, Observer: lr.observe,
@@ -174,8 +195,14 @@ func (lr *liveRun) start(f *liveFlags, scfg session.Config) (err error) {
 	if f.resume != "" {
 		flag = "--resume"
 	}
+	if f.lastMessage != "" {
+		if lr.final, err = userfile.CreateReplacement(f.lastMessage); err != nil {
+			return usageErr("-o: %v", err)
+		}
+	}
 	if f.trace != "" {
 		if lr.traceOut, err = userfile.OpenOutput(f.trace, "an escapement trace", traceHeaderPrefix); err != nil {
+			lr.discardFinal()
 			return usageErr("--trace: %v", err)
 		}
 		scfg.Trace = lr.traceOut
@@ -184,9 +211,12 @@ func (lr *liveRun) start(f *liveFlags, scfg session.Config) (err error) {
 		if lr.traceOut != nil {
 			lr.traceOut.Discard()
 		}
+		lr.discardFinal()
 		return writeErr(flag+": %v", err)
 	}
 	lr.driver = lr.sess.Driver()
+	lr.run.Session, lr.run.Resumed = lr.sess.Path(), f.resume != ""
+	lr.emit(protocol.Started(lr.run))
 	if u, ok := lr.sess.Unfinished(); ok {
 		lr.state.busy, lr.state.turn = true, u.Turn
 	}
@@ -209,33 +239,39 @@ func writeErr(format string, err error) error {
 // person typing while an answer streams means to steer it), queue when it
 // is not (a script's lines are turns, one after another).
 func (a *app) whileBusy(flag string) string {
-	if flag != "" {
+	switch {
+	case flag != "":
 		return flag
-	}
-	if f, ok := a.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	case isTerminal(a.in):
 		return busyInterject
 	}
 	return busyQueue
 }
 
-// defaultSessionPath is where a session goes without --session:
-// $XDG_STATE_HOME/escapement/sessions (~/.local/state when unset).
-func defaultSessionPath() (string, error) {
-	dir := os.Getenv("XDG_STATE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("no --session given and no home directory for the default: %w", err)
-		}
-		dir = filepath.Join(home, ".local", "state")
+// isTerminal says s is a terminal.
+func isTerminal(s any) bool {
+	f, ok := s.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// discardFinal drops -o's file before anything was written to it.
+func (lr *liveRun) discardFinal() {
+	if lr.final != nil {
+		lr.final.Discard()
 	}
-	name := time.Now().UTC().Format("20060102-150405") + "-" + strconv.Itoa(os.Getpid()) + ".jsonl"
-	return filepath.Join(dir, "escapement", "sessions", name), nil
 }
 
 // traceHeaderPrefix starts every trace (kernel/trace writes the header's
 // fields in a fixed order).
 const traceHeaderPrefix = `{"type":"header",`
+
+// abs is dir made absolute (as it is when it cannot be).
+func abs(dir string) string {
+	if a, err := filepath.Abs(dir); err == nil {
+		return a
+	}
+	return dir
+}
 
 func firstNonEmpty(s ...string) string {
 	for _, v := range s {

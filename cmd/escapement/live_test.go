@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/internal/proctest"
@@ -455,14 +456,8 @@ func TestAPIKeyNeverPrinted(t *testing.T) {
 	if !strings.Contains(outputs[t2], "[redacted]") || !strings.Contains(outputs["stderr"], "retry") {
 		t.Errorf("expected the redacted 401 in the trace and a retry on stderr\ntrace: %s\nstderr: %s", outputs[t2], outputs["stderr"])
 	}
-	// --json: stdout is JSON Lines of lifecycle events only.
-	for _, line := range strings.Split(strings.TrimSpace(outputs["stdout"]), "\n") {
-		var l kernel.Lifecycle
-		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Seq == 0 {
-			t.Errorf("stdout line %q is not a lifecycle event (%v)", line, err)
-		}
-	}
-	if !strings.Contains(outputs["stdout"], `"kind":"turn_ended"`) {
+	// --json: stdout is the protocol's events only, each a valid line.
+	if _, ok := lastOf(jsonRun(t, outputs["stdout"]), protocol.TypeTurnEnded, "main"); !ok {
 		t.Error("no turn_ended event on stdout")
 	}
 }
