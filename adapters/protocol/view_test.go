@@ -204,3 +204,22 @@ func TestMarshalWritesEveryField(t *testing.T) {
 		t.Error("an unknown type marshalled")
 	}
 }
+
+// TestSchemaRefusesTheDump: the lines --json printed before the protocol,
+// and lines that drop a zero or use a stand-in for "none", fail the
+// schema, so a test that validates every line catches them.
+func TestSchemaRefusesTheDump(t *testing.T) {
+	for _, line := range []string{
+		`{"seq":3,"at":0,"kind":"transition","agent":0,"from":"Streaming","trigger":"StreamText"}`,
+		`{"type":"transition","seq":3,"elapsed_ms":0,"agent":"main","turn":1,"from":"Streaming","trigger":"StreamText"}`,
+		`{"type":"call_finished","seq":9,"elapsed_ms":0,"agent":"main","turn":1,"op":4,"call_id":"c1","tool":"ls","status":"ok","reason":null,"result":"","truncated":false,"child":-1,"outcome":null}`,
+		`{"type":"call_finished","seq":9,"elapsed_ms":0,"agent":"main","turn":1,"op":0,"call_id":"c1","tool":"ls","status":"refused","reason":"max_calls","result":"","truncated":false,"child":null,"outcome":null}`,
+		`{"type":"turn_ended","seq":9,"elapsed_ms":0,"agent":"main","turn":1,"outcome":"completed","reason":"","text":"hi","detail":null,"usage":{"prompt_tokens":1,"completion_tokens":1,"cached_tokens":0,"reasoning_tokens":0,"requests":1,"unreported":0}}`,
+		`{"type":"delta","seq":5,"elapsed_ms":0,"agent":"main","turn":1,"op":2,"text":"x","extra":1}`,
+		`{"type":"nope","seq":1,"elapsed_ms":0}`,
+	} {
+		if protocheck.Event([]byte(line)) == nil {
+			t.Errorf("the schema accepts %s", line)
+		}
+	}
+}
