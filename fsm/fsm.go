@@ -104,15 +104,26 @@ const (
 	// OutputLimit: the streamed message went past its size cap; the stream
 	// is cut and the turn aborted like a timeout, with reason output_limit.
 	OutputLimit
+	// Compact: a compaction starts (docs/semantics.md, "Compaction"): on
+	// demand from Idle (a compaction turn), or before a request that would
+	// not fit, or after the server refused one as too long.
+	Compact
+	// Compacted: the compaction completed; the history is replaced and the
+	// request it preceded goes out.
+	Compacted
+	// ContextExhausted: the history cannot be made to fit the context
+	// window; the turn ends failed, reason context_exhausted.
+	ContextExhausted
 )
 
 // NumTriggers is the number of triggers; triggers are 0..NumTriggers-1.
-const NumTriggers = 16
+const NumTriggers = 19
 
 var triggerNames = [NumTriggers]string{
 	"Submit", "Delta", "StreamText", "StreamTools", "StreamDelegations", "StreamFailed",
 	"ToolResult", "ChildOutcome", "ResultsIn", "BudgetExhausted",
 	"Interject", "Restart", "Cancel", "Timeout", "Settled", "OutputLimit",
+	"Compact", "Compacted", "ContextExhausted",
 }
 
 func (t Trigger) String() string {
@@ -175,18 +186,22 @@ func Table() []Transition {
 		{Idle, Submit, Streaming, Move, "start a turn: append the user text, send the first request"},
 		{Idle, Interject, Streaming, Move, "text typed after the turn ended starts a new turn (never lost, F8)"},
 		{Idle, Cancel, Idle, Ignore, "the turn already ended: the cancel is a recorded no-op (F14)"},
+		{Idle, Compact, Streaming, Move, "on-demand compaction: a compaction turn sends its summarising request"},
 
 		{Streaming, Delta, Streaming, Internal, "append text or a tool-call fragment; progress for the stall watchdog"},
 		{Streaming, StreamText, Idle, Move, "final answer: the turn completes"},
 		{Streaming, StreamTools, Tooling, Move, "start every finished tool call in parallel (F12)"},
 		{Streaming, StreamDelegations, Delegating, Move, "spawn children (and start tools) in parallel"},
 		{Streaming, StreamFailed, Idle, Move, "typed LLM failure: keep partial text, marker, outcome failed"},
-		{Streaming, Interject, Streaming, Internal, "cut the stream, keep the partial, append the text, restart after debounce"},
+		{Streaming, Interject, Streaming, Internal, "cut the stream, keep the partial, append the text, restart after debounce (a compaction is not cut: the text waits)"},
 		{Streaming, Restart, Streaming, Internal, "debounce window closed: send the next request"},
 		{Streaming, BudgetExhausted, Idle, Move, "no request budget left for the restart: outcome budget_exhausted"},
 		{Streaming, Cancel, Interrupted, Move, "cancel the request and the subtree"},
 		{Streaming, Timeout, Interrupted, Move, "first-token, stall or turn deadline: abort like a cancel, typed reason"},
 		{Streaming, OutputLimit, Interrupted, Move, "the message went past max_message_bytes: cut the stream, keep what fit as partial, reason output_limit"},
+		{Streaming, Compact, Streaming, Internal, "the next request would not fit, or the server refused it as too long: send the summarising request first"},
+		{Streaming, Compacted, Streaming, Internal, "the summary replaces the history at once: send the request it preceded"},
+		{Streaming, ContextExhausted, Idle, Move, "the history cannot be made to fit the window: marker, outcome failed, reason context_exhausted"},
 
 		{Tooling, ToolResult, Tooling, Internal, "record one result; wait for the rest"},
 		{Tooling, ResultsIn, Streaming, Move, "all results in: send the follow-up request (with queued interjections)"},

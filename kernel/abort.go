@@ -171,10 +171,16 @@ func (k *Kernel) closeAborted(x *agent) {
 		if x.abort.IsTimeout() {
 			status = CallTimedOut
 		}
-		k.closeCall(x, i, noTrigger, status, x.abort, abortedToolContent(status, x.abort), NoAgent, OutcomeNone, true)
+		content := abortedToolContent(status, x.abort)
+		if k.withdrawApproval(x, i) {
+			content = withdrawnContent(status, x.abort)
+		}
+		k.closeCall(x, i, noTrigger, status, x.abort, content, NoAgent, OutcomeNone, true)
 	}
 	k.flushQueued(x)
-	k.appendMarker(x, OutcomeOf(x.abort), x.abort)
+	if !x.ctx.compactTurn { // a compaction turn leaves the history as it was
+		k.appendMarker(x, OutcomeOf(x.abort), x.abort)
+	}
 }
 
 // settleUp settles a (Interrupted → Idle) if nothing of it is in flight, then
@@ -222,6 +228,8 @@ func (k *Kernel) onTimer(ev Event) {
 	case TimerRestart:
 		a.restartTimer = 0
 		k.restart(a)
+	case TimerApproval:
+		k.onApprovalTimer(a, ev.Op)
 	default:
 		panic(fmt.Sprintf("kernel: timer %d of unknown kind %d", ev.Op, t.tkind))
 	}

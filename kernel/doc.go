@@ -29,6 +29,13 @@
 //     exactly once; repeated cancels are coalesced (F8, F14).
 //   - Deadlines: the watchdog of a request watches only that stream's silence;
 //     a child's turn deadline never exceeds its parent's (F4).
+//   - Profiles: a delegation names its child's profile; a call outside the
+//     caller's profile is refused and never runs, and a child never gets a
+//     tool its parent lacks (profile.go).
+//   - A call of a tool Config.Ask names waits for a decision (EvDecision,
+//     bound to its agent, call and the Digest of its arguments) before it
+//     starts; the wait ends once — approved, denied, expired or withdrawn
+//     by its turn's abort — and never outlives its turn deadline.
 //
 // # Using it
 //
@@ -61,8 +68,11 @@
 // lists the commands and says how to add a file.
 //
 // An input the kernel refuses yields an EffError whose Err wraps
-// ErrEmptyText, ErrShutdown or ErrUnknownAgent, or is a
-// *fsm.UndeclaredError; nothing else happens. docs/embedding.md, "The
+// ErrEmptyText, ErrShutdown, ErrUnknownAgent, ErrNotWaiting,
+// ErrDigestMismatch or ErrNotIdle (a compact input while the root works),
+// or is a *fsm.UndeclaredError; nothing else happens. Token usage,
+// reasoning and compaction are in usage.go, compact.go and summary.go
+// (docs/semantics.md, "Usage", "Reasoning", "Compaction"). docs/embedding.md, "The
 // kernel contract", lists the effects and limits, docs/semantics.md what every input
 // does in every state, and docs/durable.md how Recover rebuilds a tree after
 // a crash.

@@ -71,9 +71,11 @@ const (
 	TimerGrace
 	// TimerRestart ends an interjection's debounce window.
 	TimerRestart
+	// TimerApproval ends a call's wait for a decision (approval_timeout).
+	TimerApproval
 )
 
-var timerNames = [...]string{"", "watchdog", "tool_deadline", "turn_deadline", "grace", "restart"}
+var timerNames = [...]string{"", "watchdog", "tool_deadline", "turn_deadline", "grace", "restart", "approval_deadline"}
 
 func (k TimerKind) String() string {
 	if int(k) < len(timerNames) {
@@ -121,14 +123,17 @@ func (c ErrorCode) MarshalText() ([]byte, error) { return []byte(c.String()), ni
 // modified once appended; the view's capacity is clipped so appending to it
 // cannot touch the history).
 type Effect struct {
-	Kind     EffectKind    `json:"kind"`
-	Agent    AgentID       `json:"agent"`
-	Op       OpID          `json:"op,omitempty"`
-	At       time.Duration `json:"at,omitempty"`
-	Timer    TimerKind     `json:"timer,omitempty"`
-	Messages []Message     `json:"-"`
-	Call     ToolCall      `json:"call,omitzero"`
-	Life     Lifecycle     `json:"life,omitzero"`
+	Kind  EffectKind    `json:"kind"`
+	Agent AgentID       `json:"agent"`
+	Op    OpID          `json:"op,omitempty"`
+	At    time.Duration `json:"at,omitempty"`
+	Timer TimerKind     `json:"timer,omitempty"`
+	// Compact flags an EffStartLLM that is a compaction's summarising
+	// request (docs/semantics.md, "Compaction"): send it without tools.
+	Compact  bool      `json:"compact,omitempty"`
+	Messages []Message `json:"-"`
+	Call     ToolCall  `json:"call,omitzero"`
+	Life     Lifecycle `json:"life,omitzero"`
 	// EffError fields.
 	Code    ErrorCode   `json:"code,omitempty"`
 	State   fsm.State   `json:"-"`
@@ -140,6 +145,10 @@ type Effect struct {
 	// (match them with errors.Is), and an undeclared (state, trigger) pair
 	// is a *fsm.UndeclaredError (errors.As). Traces keep only Detail.
 	Err error `json:"-"`
+	// Profile names the profile of an EffStartLLM's agent ("" for none),
+	// so the host sends the request to that profile's model and offers
+	// its tools (docs/semantics.md, "Profiles").
+	Profile string `json:"profile,omitempty"`
 }
 
 // Describe prints the effect on one line.
@@ -149,6 +158,12 @@ func (e Effect) Describe() string {
 	switch e.Kind {
 	case EffStartLLM:
 		fmt.Fprintf(&b, " op=%d messages=%d", e.Op, len(e.Messages))
+		if e.Compact {
+			b.WriteString(" compact")
+		}
+		if e.Profile != "" {
+			fmt.Fprintf(&b, " profile=%s", e.Profile)
+		}
 	case EffCancelLLM, EffCancelTool:
 		fmt.Fprintf(&b, " op=%d", e.Op)
 	case EffStopTimer:

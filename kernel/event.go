@@ -52,11 +52,22 @@ const (
 	// tool runs again, any other tool call gets a tool_lost result, a
 	// cancelled op ends, and every timer is armed again.
 	EvRecover
+	// EvDecision: a person (or a host's policy) decides on call CallID of
+	// Agent, which waits for approval: Verdict approves or denies it,
+	// Digest names the arguments decided on, Text is a denial's note
+	// (docs/semantics.md, "Approvals").
+	EvDecision
+	// EvCompact: the user asks for the root's history to be compacted now
+	// (chat's /compact); Text is the focus, if any (docs/semantics.md,
+	// "Compaction").
+	EvCompact
 )
 
 var eventNames = [...]string{
 	"none", "submit", "interject", "cancel", "shutdown",
 	"llm_delta", "llm_end", "llm_error", "llm_retry", "tool_result", "timer", "recover",
+	"decision",
+	"compact",
 }
 
 func (k EventKind) String() string {
@@ -87,9 +98,14 @@ const (
 	FailureStream
 	// FailureBadResponse: the provider sent something unparseable.
 	FailureBadResponse
+	// FailureContextLength: the server refused the request as longer than
+	// the model's context window (OpenAI's context_length_exceeded and its
+	// equivalents); it leads to one compaction and one retry
+	// (docs/semantics.md, "Compaction").
+	FailureContextLength
 )
 
-var failureNames = [...]string{"", "cancelled", "rate_limit", "server", "disconnect", "stream", "bad_response"}
+var failureNames = [...]string{"", "cancelled", "rate_limit", "server", "disconnect", "stream", "bad_response", "context_length"}
 
 func (f Failure) String() string {
 	if int(f) < len(failureNames) {
@@ -146,7 +162,8 @@ type Event struct {
 	// driver's start). It must never be earlier than the previous event's:
 	// Step panics on time going backwards.
 	At time.Duration `json:"at"`
-	// Agent is the target of EvCancel.
+	// Agent is the target of EvCancel and the agent whose call an
+	// EvDecision decides.
 	Agent AgentID `json:"agent,omitempty"`
 	// Turn binds EvCancel to a turn; 0 means the current one.
 	Turn uint64 `json:"turn,omitempty"`
@@ -155,7 +172,7 @@ type Event struct {
 	// Chunk numbers EvLLMDelta chunks from 1 (0: unnumbered, never deduplicated).
 	Chunk uint32 `json:"chunk,omitempty"`
 	// Text: submitted or interjected text, a text delta, a tool's content, an
-	// error's detail, a retry's cause.
+	// error's detail, a retry's cause, a decision's note.
 	Text string `json:"text,omitempty"`
 	// Call is a tool-call fragment (EvLLMDelta).
 	Call *CallDelta `json:"call,omitempty"`
@@ -163,11 +180,23 @@ type Event struct {
 	Failure Failure `json:"failure,omitempty"`
 	// Status is how a tool ended (EvToolResult).
 	Status ToolStatus `json:"status,omitempty"`
+	// Verdict is what an EvDecision decides (beside the small fields, so
+	// it takes no room of its own in an Event).
+	Verdict Verdict `json:"verdict,omitempty"`
 	// Attempt and Delay are an EvLLMRetry's next attempt and its wait.
 	Attempt int           `json:"attempt,omitempty"`
 	Delay   time.Duration `json:"delay,omitempty"`
-	// Usage is token accounting riding on EvLLMEnd; nil when unknown.
+	// Usage is token accounting riding on EvLLMEnd; nil when the server
+	// reported none (docs/semantics.md, "Usage").
 	Usage *Usage `json:"usage,omitempty"`
+	// CallID and Digest are an EvDecision's: the call it decides on, and
+	// the digest of the arguments it decides on (kernel.Digest).
+	CallID string `json:"call_id,omitempty"`
+	Digest string `json:"digest,omitempty"`
+	// Reasoning is the model's hidden reasoning, riding on EvLLMEnd: kept
+	// with the message the end appends, never shown (docs/semantics.md,
+	// "Reasoning"); nil when there was none.
+	Reasoning *Reasoning `json:"reasoning,omitempty"`
 }
 
 // Describe prints the event on one line, for logs, goldens and panics.
@@ -203,6 +232,16 @@ func (e Event) Describe() string {
 		}
 	case EvLLMEnd:
 		fmt.Fprintf(&b, " op=%d", e.Op)
+		if e.Usage != nil {
+			fmt.Fprintf(&b, " usage(%s)", e.Usage)
+		}
+		if r := e.Reasoning; r != nil {
+			fmt.Fprintf(&b, " reasoning(%d bytes)", len(r.Text)+len(r.Details))
+		}
+	case EvCompact:
+		if e.Text != "" {
+			fmt.Fprintf(&b, " %q", e.Text)
+		}
 	case EvLLMError:
 		fmt.Fprintf(&b, " op=%d %s", e.Op, e.Failure)
 		if e.Text != "" {
@@ -217,6 +256,8 @@ func (e Event) Describe() string {
 		}
 	case EvTimer:
 		fmt.Fprintf(&b, " op=%d", e.Op)
+	case EvDecision:
+		describeDecision(&b, e)
 	}
 	return b.String()
 }
@@ -288,6 +329,12 @@ func TimerFired(at time.Duration, op OpID) Event { return Event{Kind: EvTimer, A
 // Recover is the host's restart after a crash, once the logged events have
 // been replayed.
 func Recover(at time.Duration) Event { return Event{Kind: EvRecover, At: at} }
+
+// Compact is the user asking for the root's history to be compacted now,
+// with focus (may be empty) for the summary.
+func Compact(at time.Duration, focus string) Event {
+	return Event{Kind: EvCompact, At: at, Text: focus}
+}
 
 // UnmarshalText parses an event kind name (traces are read back for replay).
 // It also reads back the "event(N)" that String writes for a kind the kernel

@@ -1,6 +1,7 @@
 package kernel_test
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -101,4 +102,46 @@ func Example_cancel() {
 	// assistant partial=true  marker=false "Roses are red,"
 	// user      partial=false marker=true  "<turn_aborted outcome=\"interrupted\" reason=\"user_cancel\" partial=\"true\">The previous turn ended before it finished; the assistant message above it was cut off. Calls without their own results did not complete.</turn_aborted>"
 	// Idle quiescent: true
+}
+
+// Example_approval is a call that waits for a person: Config.Ask names the
+// tool, its request says what it would run and the digest of its
+// arguments, and a decision naming that digest lets it start. A decision
+// for other arguments is refused and changes nothing (docs/semantics.md,
+// "Approvals").
+func Example_approval() {
+	k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits(), Ask: []string{"shell"}})
+	var llm kernel.OpID
+	for _, e := range k.Step(kernel.Submit(0, "Clean the build.")) {
+		if e.Kind == kernel.EffStartLLM {
+			llm = e.Op
+		}
+	}
+	k.Step(kernel.CallFragment(0, llm, 1, kernel.CallDelta{Index: 0, ID: "call_1", Name: "shell", Args: `{"command":"rm -rf build"}`}))
+	var digest string
+	for _, e := range k.Step(kernel.LLMEnd(time.Second, llm)) {
+		if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeApprovalRequested {
+			l := e.Life
+			digest = l.Digest
+			fmt.Printf("%s asks to run %s %s (digest %s, %v to decide)\n", k.AgentPath(l.Agent), l.Name, l.Text, l.Digest, l.Delay)
+		}
+	}
+	for _, e := range k.Step(kernel.Approve(2*time.Second, kernel.Root, "call_1", "0123456789abcdef")) {
+		if e.Kind == kernel.EffError {
+			fmt.Println("refused:", errors.Is(e.Err, kernel.ErrDigestMismatch))
+		}
+	}
+	for _, e := range k.Step(kernel.Approve(3*time.Second, kernel.Root, "call_1", digest)) {
+		switch {
+		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeApprovalResolved:
+			fmt.Println("call_1:", e.Life.Approval)
+		case e.Kind == kernel.EffStartTool:
+			fmt.Printf("start_tool %s(%s)\n", e.Call.Name, e.Call.Arguments)
+		}
+	}
+	// Output:
+	// main asks to run shell {"command":"rm -rf build"} (digest ad1686665270a1d1, 5m0s to decide)
+	// refused: true
+	// call_1: approved
+	// start_tool shell({"command":"rm -rf build"})
 }

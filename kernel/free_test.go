@@ -2,6 +2,7 @@ package kernel
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -148,5 +149,22 @@ func TestLogTextIsBounded(t *testing.T) {
 	}
 	if text > LogTextBytes || log.Oldest() == 1 {
 		t.Fatalf("the log holds %d bytes of text from seq %d; want at most %d, the oldest dropped", text, log.Oldest(), LogTextBytes)
+	}
+}
+
+// TestLogTextCountsEveryString: every string a lifecycle record carries
+// counts against LogTextBytes, so a field added later (an approval's
+// digest) cannot grow the log past its bound unseen.
+func TestLogTextCountsEveryString(t *testing.T) {
+	var l Lifecycle
+	v, want := reflect.ValueOf(&l).Elem(), 0
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.String {
+			want += i + 1
+			f.SetString(strings.Repeat("x", i+1))
+		}
+	}
+	if got := textBytes(&l); got != want {
+		t.Fatalf("textBytes counts %d bytes of a record's strings, want %d", got, want)
 	}
 }

@@ -37,6 +37,8 @@ type Kernel struct {
 	shutdown  bool
 	// idempotent holds Config.Idempotent as a set.
 	idempotent map[string]bool
+	// approvals is which calls ask (Config.Ask) and the session's grants.
+	approvals approvalPolicy
 	// scratch for subtree traversals (no allocation per cancel once warm).
 	stack []AgentID
 	order []AgentID
@@ -71,6 +73,12 @@ type op struct {
 	tkind  TimerKind
 	target OpID
 	at     time.Duration
+	// A request's: the turn of its agent it was started in, whether it is
+	// a compaction's summarising request, and how many history messages
+	// it sent (docs/semantics.md, "Usage", "Compaction").
+	turn    uint64
+	compact bool
+	sent    int
 }
 
 // New returns a kernel for one tree with an Idle root.
@@ -96,11 +104,12 @@ func New(cfg Config) (*Kernel, error) {
 			k.idempotent[name] = true
 		}
 	}
-	root := k.newAgent(nil, cfg.RootName)
+	k.approvals = newApprovalPolicy(cfg.Ask)
+	root := k.newAgent(nil, cfg.RootName, cfg.profileIndex(cfg.RootProfile))
 	root.turn = cfg.Turns
 	// The system prompt comes first, unless a resumed history brings its own.
-	if cfg.System != "" && (len(cfg.History) == 0 || cfg.History[0].Role != RoleSystem) {
-		root.history = append(root.history, Message{Role: RoleSystem, Content: cfg.System})
+	if sys := cfg.rootSystem(); sys != "" && (len(cfg.History) == 0 || cfg.History[0].Role != RoleSystem) {
+		root.history = append(root.history, Message{Role: RoleSystem, Content: sys})
 	}
 	root.history = append(root.history, cfg.History...)
 	for _, m := range cfg.History {
@@ -156,6 +165,10 @@ func (k *Kernel) Step(ev Event) []Effect {
 		k.onTimer(ev)
 	case EvRecover:
 		k.onRecover()
+	case EvDecision:
+		k.onDecision(ev)
+	case EvCompact:
+		k.onCompact(ev)
 	default:
 		k.reject(NoAgent, fmt.Errorf("unknown event kind %d", ev.Kind))
 	}
@@ -194,7 +207,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 		if kind == opTool && ev.Status != ToolCancelled {
 			k.emit(Lifecycle{Kind: LifeLate, Agent: a.id, Op: ev.Op, Text: "result after cancel dropped: " + textcut.Clip(ev.Text, 80)})
 		}
-		k.endOp(a, ev.Op, o, OpCancelled)
+		k.endOpUsage(a, ev.Op, o, OpCancelled, usageOf(ev))
 		k.startWaiting(a) // a timed-out tool's slot is free once it stopped
 		k.settleUp(a)
 		return nil, op{}
@@ -210,7 +223,7 @@ func (k *Kernel) opEnded(ev Event, kind opKind) (*agent, op) {
 	if ev.Kind == EvLLMError || (kind == opTool && ev.Status != ToolOK) {
 		end = OpFailed
 	}
-	k.endOp(a, ev.Op, o, end)
+	k.endOpUsage(a, ev.Op, o, end, usageOf(ev))
 	return a, o
 }
 
@@ -288,7 +301,14 @@ func (k *Kernel) stopTimer(id OpID) {
 }
 
 // endOp records the end of a request or tool op (I9: exactly once).
-func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
+func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) { k.endOpUsage(a, id, o, end, nil) }
+
+// endOpUsage is endOp for an op whose end reported usage u (a request's
+// stream end; nil: none).
+func (k *Kernel) endOpUsage(a *agent, id OpID, o op, end OpEnd, u *Usage) {
+	if o.kind == opLLM {
+		k.noteRequestEnd(a, o, u)
+	}
 	k.stopTimer(o.timer)
 	delete(k.ops, id)
 	a.inflight--
@@ -301,7 +321,7 @@ func (k *Kernel) endOp(a *agent, id OpID, o op, end OpEnd) {
 	if a.req == id {
 		a.req = 0
 	}
-	k.emit(Lifecycle{Kind: LifeOpEnded, Agent: a.id, Op: id, End: end})
+	k.emit(Lifecycle{Kind: LifeOpEnded, Agent: a.id, Op: id, End: end, Usage: u})
 	k.retire(a) // a finished child whose last op just ended
 }
 
@@ -361,16 +381,17 @@ func (k *Kernel) Find(name string) (AgentID, bool) {
 }
 
 // Target returns the agent an event is addressed to, before it is stepped:
-// the root for submissions and interjections, the cancel's agent, or the
-// agent owning the op a world event names. NoAgent when the event is stale
-// or malformed. Traces use it to print the agent path and state before/after.
+// the root for submissions and interjections, the cancel's or the
+// decision's agent, or the agent owning the op a world event names. NoAgent
+// when the event is stale or malformed. Traces use it to print the agent
+// path and state before/after.
 func (k *Kernel) Target(ev Event) AgentID {
 	switch ev.Kind {
-	case EvSubmit, EvInterject, EvShutdown, EvRecover:
+	case EvSubmit, EvInterject, EvShutdown, EvRecover, EvCompact:
 		return Root
-	case EvCancel:
+	case EvCancel, EvDecision:
 		if ev.Agent >= 0 && int(ev.Agent) < len(k.agents) {
-			return ev.Agent // a freed agent's too: the cancel names it
+			return ev.Agent // a freed agent's too: the input names it
 		}
 		return NoAgent
 	}

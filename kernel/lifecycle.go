@@ -38,7 +38,8 @@ const (
 	// LifeCallDropped: a tool call still being streamed when its request was
 	// cut was dropped, never started (F12). Text holds its partial arguments.
 	LifeCallDropped
-	// LifeDelegated: Agent spawned Child for call CallID (Name is the child's).
+	// LifeDelegated: Agent spawned Child for call CallID (Name is the
+	// child's, Profile its profile's when the tree has profiles).
 	LifeDelegated
 	// LifeInterjected: user text Text reached Agent; Queued tells whether it
 	// waits for the next request or submission.
@@ -67,19 +68,44 @@ const (
 	LifeRejected
 	// LifeRecovered: the kernel resolved what a crashed host had in flight
 	// (EvRecover); N is how many operations it resolved, Text says how
-	// (requests restarted, tools run again, tool calls lost).
+	// (requests restarted, tools run again, tool calls lost, approval
+	// requests asked again).
 	LifeRecovered
 	// LifeRequestWaiting: Agent's next request (its N-th of the turn) waits
 	// for one of the tree's Limits.MaxParallelRequests slots; its
-	// request_started follows when it gets one.
+	// request_started follows when it gets one. A compaction's summarising
+	// request waits too: Name is "compaction", N 0, and its
+	// compaction_started follows.
 	LifeRequestWaiting
+	// LifeApprovalRequested: call CallID of Agent (tool Name, arguments
+	// Text, their Digest) waits for a decision; Delay is how long the wait
+	// may last before it ends by itself (docs/semantics.md, "Approvals").
+	// A recovery emits it again for every wait it finds.
+	LifeApprovalRequested
+	// LifeApprovalResolved: call CallID's wait ended: Approval says how,
+	// Reason why when it was not approved, Text is a denial's note, Since
+	// is when the wait began.
+	LifeApprovalResolved
+	// LifeApprovalGranted: a decision granted tool Name for the session,
+	// with any arguments, or only arguments Text (Digest) when those are
+	// set; CallID is the call the decision named.
+	LifeApprovalGranted
+	// LifeCompactionStarted: Agent's compaction sent its summarising
+	// request Op (docs/semantics.md, "Compaction"): Name says why
+	// (threshold, context_length, requested), N is the estimate of the
+	// history in tokens, Text the focus asked for.
+	LifeCompactionStarted
+	// LifeCompacted: the compaction of request Op completed and replaced
+	// Agent's history: N messages were summarised into Text.
+	LifeCompacted
 )
 
 var lifeNames = [...]string{
 	"", "turn_started", "transition", "request_started", "delta", "retry", "op_ended",
 	"tool_started", "call_finished", "call_dropped", "delegated", "interjected",
 	"interrupted", "timed_out", "turn_ended", "late", "stale", "ignored", "rejected",
-	"recovered", "request_waiting",
+	"recovered", "request_waiting", "approval_requested", "approval_resolved", "approval_granted",
+	"compaction_started", "compacted",
 }
 
 func (k LifeKind) String() string {
@@ -145,9 +171,13 @@ const (
 	// CallLost: the tool was running when the host crashed, and it is not
 	// safe to run again: it may or may not have taken effect (tool_lost).
 	CallLost
+	// CallDenied: the call needed approval and a decision denied it.
+	CallDenied
+	// CallExpired: the call needed approval and nobody decided in time.
+	CallExpired
 )
 
-var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child", "lost"}
+var callStatusNames = [...]string{"", "ok", "error", "cancelled", "timed_out", "refused", "malformed", "child", "lost", "denied", "expired"}
 
 func (s CallStatus) String() string {
 	if int(s) < len(callStatusNames) {
@@ -179,11 +209,22 @@ type Lifecycle struct {
 	Reason  Reason        `json:"reason,omitempty"`
 	End     OpEnd         `json:"end,omitempty"`
 	Status  CallStatus    `json:"status,omitempty"`
-	N       int           `json:"n,omitempty"`
-	Queued  bool          `json:"queued,omitempty"`
-	Since   time.Duration `json:"since,omitempty"`
-	Delay   time.Duration `json:"delay,omitempty"`
-	Detail  string        `json:"detail,omitempty"`
+	// Approval is how an approval wait ended (approval_resolved).
+	Approval ApprovalEnd   `json:"approval,omitempty"`
+	N        int           `json:"n,omitempty"`
+	Queued   bool          `json:"queued,omitempty"`
+	Since    time.Duration `json:"since,omitempty"`
+	Delay    time.Duration `json:"delay,omitempty"`
+	Detail   string        `json:"detail,omitempty"`
+	// Digest is an approval record's digest of the call's arguments.
+	Digest string `json:"digest,omitempty"`
+	// Usage is a request's usage on its op_ended record (nil: it reported
+	// none) and a turn's total on turn_ended (nil: it made no request)
+	// (docs/semantics.md, "Usage").
+	Usage *Usage `json:"usage,omitempty"`
+	// Profile is a delegated child's profile (docs/semantics.md,
+	// "Profiles"); "" in a tree without profiles.
+	Profile string `json:"profile,omitempty"`
 }
 
 // Describe prints the lifecycle event on one line.
@@ -198,13 +239,20 @@ func (l Lifecycle) Describe() string {
 	case LifeRequestStarted:
 		fmt.Fprintf(&b, " op=%d n=%d", l.Op, l.N)
 	case LifeRequestWaiting:
-		fmt.Fprintf(&b, " n=%d", l.N)
+		if l.Name != "" {
+			fmt.Fprintf(&b, " %s", l.Name) // a compaction's request
+		} else {
+			fmt.Fprintf(&b, " n=%d", l.N)
+		}
 	case LifeDelta:
 		fmt.Fprintf(&b, " op=%d %q", l.Op, l.Text)
 	case LifeRetry:
 		fmt.Fprintf(&b, " op=%d attempt=%d after=%v %s", l.Op, l.N, l.Delay, l.Text)
 	case LifeOpEnded:
 		fmt.Fprintf(&b, " op=%d %s", l.Op, l.End)
+		if l.Usage != nil {
+			fmt.Fprintf(&b, " usage(%s)", l.Usage)
+		}
 	case LifeToolStarted:
 		fmt.Fprintf(&b, " op=%d call=%s %s", l.Op, l.CallID, l.Name)
 	case LifeCallFinished:
@@ -219,12 +267,17 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " call=%s %s args=%s", l.CallID, nameOrEmpty(l.Name), quoteArgs(l.Text))
 	case LifeDelegated:
 		fmt.Fprintf(&b, " child=%d %s call=%s task=%q", l.Child, l.Name, l.CallID, l.Text)
+		if l.Profile != "" {
+			fmt.Fprintf(&b, " profile=%s", l.Profile)
+		}
 	case LifeInterjected:
 		fmt.Fprintf(&b, " %q queued=%v", l.Text, l.Queued)
 	case LifeInterrupted:
 		fmt.Fprintf(&b, " turn=%d reason=%s", l.Turn, l.Reason)
 	case LifeTimedOut:
 		fmt.Fprintf(&b, " reason=%s op=%d since=%v", l.Reason, l.Op, l.Since)
+	case LifeApprovalRequested, LifeApprovalResolved, LifeApprovalGranted:
+		describeApproval(&b, l)
 	case LifeTurnEnded:
 		fmt.Fprintf(&b, " turn=%d %s", l.Turn, l.Outcome)
 		if l.Reason != ReasonNone {
@@ -236,6 +289,16 @@ func (l Lifecycle) Describe() string {
 		if l.Detail != "" {
 			fmt.Fprintf(&b, " detail=%q", l.Detail)
 		}
+		if l.Usage != nil {
+			fmt.Fprintf(&b, " usage(%s)", l.Usage)
+		}
+	case LifeCompactionStarted:
+		fmt.Fprintf(&b, " op=%d why=%s estimate=%d", l.Op, l.Name, l.N)
+		if l.Text != "" {
+			fmt.Fprintf(&b, " focus=%q", l.Text)
+		}
+	case LifeCompacted:
+		fmt.Fprintf(&b, " op=%d summarised=%d summary=%q", l.Op, l.N, l.Text)
 	default:
 		if l.Op != 0 {
 			fmt.Fprintf(&b, " op=%d", l.Op)
@@ -288,7 +351,7 @@ func newLog(capacity int) *Log {
 
 // textBytes is what an event counts against LogTextBytes.
 func textBytes(ev *Lifecycle) int {
-	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID)
+	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID) + len(ev.Digest) + len(ev.Profile)
 }
 
 // append stamps ev with the next sequence number and stores it, dropping

@@ -60,6 +60,16 @@ type Limits struct {
 	// their turn in the order they were asked for, and a request's
 	// first-token deadline starts when it really starts.
 	MaxParallelRequests int `json:"max_parallel_requests"`
+	// ApprovalTimeout bounds a call's wait for a person's decision; the
+	// turn deadline bounds it too, whichever comes first.
+	ApprovalTimeout time.Duration `json:"approval_timeout"`
+	// ContextWindow is the model's context window in tokens; 0 is unknown,
+	// and the kernel then never compacts on its own (docs/semantics.md,
+	// "Compaction").
+	ContextWindow int `json:"context_window"`
+	// CompactPercent is the compaction threshold: a request whose estimate
+	// passes this share of ContextWindow is preceded by a compaction.
+	CompactPercent int `json:"compact_percent"`
 }
 
 // LimitUnit says how a limit's value reads.
@@ -112,6 +122,9 @@ const (
 	limitMaxCalls
 	limitMaxParallelTools
 	limitMaxParallelRequests
+	limitApprovalTimeout
+	limitContextWindow
+	limitCompactPercent
 )
 
 // fieldOf is the field f of l: a duration or a count (the other nil).
@@ -145,6 +158,12 @@ func (l *Limits) fieldOf(f limitField) (*time.Duration, *int) {
 		return nil, &l.MaxParallelTools
 	case limitMaxParallelRequests:
 		return nil, &l.MaxParallelRequests
+	case limitApprovalTimeout:
+		return &l.ApprovalTimeout, nil
+	case limitContextWindow:
+		return nil, &l.ContextWindow
+	case limitCompactPercent:
+		return nil, &l.CompactPercent
 	}
 	return nil, nil
 }
@@ -161,6 +180,8 @@ const (
 	// MaxAgentsCeiling bounds MaxAgents and MaxParallelRequests (a tree
 	// streams at most one request per agent).
 	MaxAgentsCeiling = 1 << 22
+	// ContextWindowCeiling bounds ContextWindow (a billion tokens).
+	ContextWindowCeiling = 1 << 30
 	// maxDuration is the longest any deadline may be (about 292 years,
 	// the most a time.Duration holds).
 	maxDuration = int64(1<<63 - 1)
@@ -211,6 +232,15 @@ var limitTable = [...]LimitSpec{
 	{Name: "max_parallel_requests", Flag: "max-parallel-requests", Unit: UnitCount, Default: 8, Min: 1, Max: MaxAgentsCeiling,
 		Usage: "model requests one tree streams at once; the rest wait their turn in the order asked, their first-token deadline from their real start",
 		field: limitMaxParallelRequests},
+	{Name: "approval_timeout", Flag: "approval-timeout", Unit: UnitDuration, Default: int64(5 * time.Minute), Min: 1, Max: maxDuration,
+		Usage: "time a call that needs approval waits for a decision before it expires (never past the turn's deadline)",
+		field: limitApprovalTimeout},
+	{Name: "context_window", Flag: "context-window", Unit: UnitCount, Default: 0, Min: 0, Max: ContextWindowCeiling,
+		Usage: "the model's context window in tokens; past compact_percent of it a compaction runs before the request (0: unknown, no compaction on its own)",
+		field: limitContextWindow},
+	{Name: "compact_percent", Flag: "compact-percent", Unit: UnitCount, Default: 80, Min: 1, Max: 100,
+		Usage: "the share of context_window, in percent, a request's estimate may reach before a compaction runs first",
+		field: limitCompactPercent},
 }
 
 // LimitTable returns the limits' specifications in their canonical order

@@ -35,6 +35,10 @@ type Message struct {
 	Content    string     `json:"content,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
+	// Reasoning is the hidden reasoning of an assistant message, kept only
+	// to be sent back where the provider needs it (docs/semantics.md,
+	// "Reasoning"); nil when there was none.
+	Reasoning *Reasoning `json:"reasoning,omitempty"`
 
 	// Partial marks assistant text that was cut off by an interrupt,
 	// interjection, timeout or failure (F7).
@@ -47,6 +51,25 @@ type Message struct {
 	Synthetic bool `json:"synthetic,omitempty"`
 	// Interjection marks user text typed while the agent worked (F8).
 	Interjection bool `json:"interjection,omitempty"`
+	// Summary marks the user message a compaction wrote in place of the
+	// messages it summarised (docs/semantics.md, "Compaction").
+	Summary bool `json:"summary,omitempty"`
+}
+
+// Reasoning is a model's hidden reasoning as its provider sent it. The
+// kernel keeps it opaque: it never shows it, counts it towards the
+// context, and hands it back with the history, so the adapter can send it
+// back where the provider needs it (docs/semantics.md, "Reasoning").
+type Reasoning struct {
+	// Text is the reasoning's text.
+	Text string `json:"text,omitempty"`
+	// Field names the wire field Text came in (reasoning_content,
+	// reasoning), so an adapter can send it back in the same one.
+	Field string `json:"field,omitempty"`
+	// Details is a provider's structured reasoning kept verbatim
+	// (OpenRouter's reasoning_details, a JSON array whose signatures and
+	// encrypted blocks must come back unchanged).
+	Details string `json:"details,omitempty"`
 }
 
 // TranscriptError locates the first problem in a history.

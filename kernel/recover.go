@@ -21,6 +21,9 @@ import (
 //     tool_lost result and the agent goes on — never a silent re-run;
 //   - an op that was being cancelled ends lost, so an interrupted agent
 //     finishes settling;
+//   - a call waiting for approval is asked again, never decided by the
+//     restart (an approved call waiting for a slot starts when the lost
+//     ops free one: it never started);
 //
 // and then every timer still wanted is armed again at its deadline (the
 // host's clock is expected to resume from the last logged event, so the
@@ -39,7 +42,8 @@ func (k *Kernel) onRecover() {
 	for _, id := range ids {
 		count[k.recovery(k.ops[id])]++
 	}
-	k.emit(Lifecycle{Kind: LifeRecovered, Agent: Root, N: len(ids) - count[recoverTimer], Text: recoveredText(count)})
+	asks := k.waitingApprovals()
+	k.emit(Lifecycle{Kind: LifeRecovered, Agent: Root, N: len(ids) - count[recoverTimer], Text: recoveredText(count, asks)})
 	for _, id := range ids {
 		o, ok := k.ops[id]
 		if !ok || o.kind == opTimer {
@@ -52,6 +56,10 @@ func (k *Kernel) onRecover() {
 			k.startWaiting(a)
 			k.settleUp(a)
 		case recoverRestart:
+			if a.ctx.compaction != nil {
+				k.restartCompaction(a)
+				continue
+			}
 			k.keepPartial(a)
 			k.restart(a)
 		case recoverRerun:
@@ -64,6 +72,7 @@ func (k *Kernel) onRecover() {
 			}
 		}
 	}
+	k.askAgain()
 	// Arm again every timer that was set before the crash and is still
 	// wanted; timers set above (new watchdogs, tool deadlines) are already
 	// in this step's effects.
@@ -100,7 +109,7 @@ func (k *Kernel) recovery(o op) recoveryKind {
 	return recoverLost
 }
 
-func recoveredText(count [numRecoveries]int) string {
+func recoveredText(count [numRecoveries]int, asks int) string {
 	var parts []string
 	for _, p := range []struct {
 		n    int
@@ -112,6 +121,9 @@ func recoveredText(count [numRecoveries]int) string {
 		if p.n > 0 {
 			parts = append(parts, strconv.Itoa(p.n)+" "+p.what)
 		}
+	}
+	if asks > 0 {
+		parts = append(parts, approvalsText(asks))
 	}
 	if len(parts) == 0 {
 		return "nothing was in flight"

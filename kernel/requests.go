@@ -8,7 +8,8 @@ import "github.com/escapement/escapement/fsm"
 // or while others wait already, first come first served — waits, its agent
 // Streaming with no request out, until a slot frees. A cancelled request
 // holds its slot until it ends (its stream may still be winding down).
-// A waiting request is not an op: nothing runs, no deadline of its own
+// A compaction's summarising request is a request too (compact.go). A
+// waiting request is not an op: nothing runs, no deadline of its own
 // runs (its turn's does), and its first-token deadline starts when it is
 // sent.
 
@@ -23,7 +24,13 @@ func (k *Kernel) startRequest(a *agent) {
 	}
 	a.waitingReq = true
 	k.waiting = append(k.waiting, a.id)
-	k.emit(Lifecycle{Kind: LifeRequestWaiting, Agent: a.id, N: a.requests + 1})
+	l := Lifecycle{Kind: LifeRequestWaiting, Agent: a.id, N: a.requests + 1}
+	if a.ctx.compaction != nil {
+		// A compaction's summarising request: not one of the turn's
+		// numbered requests (docs/semantics.md, "Compaction").
+		l.Name, l.N = "compaction", 0
+	}
+	k.emit(l)
 }
 
 // sendWaiting sends waiting requests, in the order they were asked for,
@@ -51,4 +58,5 @@ func (k *Kernel) unqueueRequest(a *agent) {
 		}
 	}
 	a.waitingReq = false
+	a.ctx.compaction = nil // a compaction never sent leaves nothing behind
 }

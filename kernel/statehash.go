@@ -57,13 +57,14 @@ func (r *FirstSight) Call(id string) uint64 {
 
 // AppendState appends a canonical encoding of everything a future Step
 // reads — the clock, each agent's state, turn, histories, current request,
-// calls, queues, counters and deadlines, and every op and timer the kernel
-// tracks — to dst, naming ops and calls through r. Two kernels whose
-// encodings are equal answer every future event sequence alike (up to the
-// renaming). The lifecycle log and its sequence numbers are left out:
-// they record the past and no Step reads them. It is pure: it changes
-// nothing, so a model checker can hash a state to explore it once
-// (docs/semantics.md, "Exploration").
+// calls, queues, counters, deadlines and approval waits, the session's
+// approval grants, and every op and timer the kernel tracks — to dst,
+// naming ops and calls through r. Two kernels whose encodings are equal
+// answer every future event sequence alike (up to the renaming). The
+// lifecycle log and its sequence numbers are left out: they record the
+// past and no Step reads them. It is pure: it changes nothing, so a model
+// checker can hash a state to explore it once (docs/semantics.md,
+// "Exploration").
 func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 	e := stateEnc{b: dst, r: r}
 	e.dur(k.now)
@@ -91,6 +92,7 @@ func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 		e.str(n)
 		e.uint(uint64(k.instances[n]))
 	}
+	k.approvals.encode(&e)
 	// Ops: by agent, then by id (an agent's ops are started in call
 	// order, so their relative order is the same in equal states).
 	ids := k.LiveOps(nil)
@@ -103,6 +105,14 @@ func (k *Kernel) AppendState(dst []byte, r Renamer) []byte {
 		e.int(int64(o.agent))
 		e.dur(o.start)
 		e.bool(o.cancelling)
+		e.uint(o.turn)
+		e.bool(o.compact)
+		if !o.cancelling {
+			// Read only for a request that ends on its own (noteRequestEnd):
+			// a cancelled one's is dead, and two states that differ only in it
+			// answer alike.
+			e.int(int64(o.sent))
+		}
 		e.op(o.timer)
 		e.int(int64(o.call))
 		e.uint(uint64(o.tkind))
@@ -185,7 +195,12 @@ func (e *stateEnc) msg(m Message) {
 	} else {
 		e.call(m.ToolCallID)
 	}
-	e.b = append(e.b, b2u(m.Partial)|b2u(m.Marker)<<1|b2u(m.Synthetic)<<2|b2u(m.Interjection)<<3)
+	e.b = append(e.b, b2u(m.Partial)|b2u(m.Marker)<<1|b2u(m.Synthetic)<<2|b2u(m.Interjection)<<3|b2u(m.Summary)<<4|b2u(m.Reasoning != nil)<<5)
+	if r := m.Reasoning; r != nil {
+		e.str(r.Text)
+		e.str(r.Field)
+		e.str(r.Details)
+	}
 }
 
 func (e *stateEnc) agent(a *agent, retiring []AgentID) {
@@ -261,4 +276,8 @@ func (e *stateEnc) agent(a *agent, retiring []AgentID) {
 	e.int(int64(a.inflight))
 	e.int(int64(a.liveChildren))
 	e.int(int64(a.parentCall))
+	a.approval.encode(e)
+	e.appendContext(&a.ctx)
+	e.int(int64(a.profile))
+	e.int(int64(a.depthCap))
 }

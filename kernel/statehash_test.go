@@ -71,3 +71,28 @@ func TestAppendStatePure(t *testing.T) {
 		t.Fatal("a whole turn changed nothing in the encoding")
 	}
 }
+
+// TestAppendStateSeesWhatARequestSent: how many messages a request sent is
+// state while the request may still end on its own (its reported prompt
+// size then becomes the estimate's base, "Compaction"), and is left out
+// once it was cancelled, when nothing reads it: two states that differ
+// only there are one.
+func TestAppendStateSeesWhatARequestSent(t *testing.T) {
+	h := newHarness(t, nil)
+	h.submit("go")
+	id := h.req(Root)
+	base := stateOf(h.k)
+	set := func(sent int, cancelling bool) []byte {
+		o := h.k.ops[id]
+		o.sent, o.cancelling = sent, cancelling
+		h.k.ops[id] = o
+		return stateOf(h.k)
+	}
+	n := h.k.ops[id].sent
+	if bytes.Equal(set(n+1, false), base) {
+		t.Fatal("a live request's sent count does not reach the encoding")
+	}
+	if !bytes.Equal(set(n+1, true), set(n, true)) {
+		t.Fatal("a cancelled request's sent count, which nothing reads, splits states")
+	}
+}

@@ -244,6 +244,8 @@ var transitionRules = map[[2]uint8]string{
 	rowKey(fsm.Interrupted, fsm.Submit):      "interjected, for a submission",
 	rowKey(fsm.Interrupted, fsm.Interject):   "interjected, for an interjection",
 	rowKey(fsm.Interrupted, fsm.Cancel):      "ignored, for a cancel bound to the current turn",
+	rowKey(fsm.Streaming, fsm.Compact):       "compaction_started with no move into Streaming by Compact before it",
+	rowKey(fsm.Streaming, fsm.Compacted):     "compacted, with no StreamText after it (a compaction turn's completion)",
 }
 
 // stepRows is the pairs one step fired, in order.
@@ -256,9 +258,10 @@ func stepRows(s transcriptStep) []firedRow {
 		return s.beforeOf(id).state
 	}
 	var out []firedRow
-	entered := map[AgentID]bool{} // moved into Streaming; its request_started is that move's
+	entered := map[AgentID]bool{} // moved into Streaming (or compacted); its request_started is that move's
+	enteredBy := map[AgentID]fsm.Trigger{}
 	deltaRefused := false
-	for _, e := range s.effs {
+	for i, e := range s.effs {
 		if e.Kind != EffEmit {
 			continue
 		}
@@ -268,6 +271,7 @@ func stepRows(s transcriptStep) []firedRow {
 			out = append(out, firedRow{l.From, l.Trigger})
 			cur[l.Agent] = l.To
 			entered[l.Agent] = l.To == fsm.Streaming
+			enteredBy[l.Agent] = l.Trigger
 			deltaRefused = deltaRefused || l.Trigger == fsm.OutputLimit
 		case LifeIgnored:
 			if ev := s.ev; ev.Kind == EvCancel && ev.Agent == l.Agent && (ev.Turn == 0 || ev.Turn == s.beforeOf(l.Agent).turn) {
@@ -284,6 +288,16 @@ func stepRows(s transcriptStep) []firedRow {
 				out = append(out, firedRow{state(l.Agent), fsm.Restart})
 			}
 			entered[l.Agent] = false
+		case LifeCompactionStarted:
+			if !entered[l.Agent] || enteredBy[l.Agent] != fsm.Compact {
+				out = append(out, firedRow{state(l.Agent), fsm.Compact})
+			}
+			entered[l.Agent] = false
+		case LifeCompacted:
+			if !completesTurn(s.effs[i+1:], l.Agent) {
+				out = append(out, firedRow{state(l.Agent), fsm.Compacted})
+				entered[l.Agent] = true // the request it preceded is Compacted's
+			}
 		case LifeCallFinished:
 			if st := state(l.Agent); st == fsm.Tooling || st == fsm.Delegating {
 				t := fsm.ToolResult
@@ -300,6 +314,17 @@ func stepRows(s transcriptStep) []firedRow {
 		out = append([]firedRow{{fsm.Streaming, fsm.Delta}}, out...)
 	}
 	return out
+}
+
+// completesTurn reports whether effs move agent out of Streaming by
+// StreamText: the compaction record before them ended a compaction turn.
+func completesTurn(effs []Effect, agent AgentID) bool {
+	for _, e := range effs {
+		if l := e.Life; e.Kind == EffEmit && l.Kind == LifeTransition && l.Agent == agent {
+			return l.Trigger == fsm.StreamText
+		}
+	}
+	return false
 }
 
 // TestTranscriptRulesCoverTable: every row that keeps the state has a rule

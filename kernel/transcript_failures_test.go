@@ -373,9 +373,10 @@ func showsF14(r *transcriptRun) bool {
 
 // brokenPromises checks what every run must keep, whatever it claims: one
 // outcome per turn (I13), at most one cancel per op (I2), no request from an
-// interrupted agent before its next turn (F1), the turn's marker count.
+// interrupted agent before its next turn (F1), the turn's marker count, and
+// the approvals' promises (approvalPromises).
 func brokenPromises(r *transcriptRun) []error {
-	var errs []error
+	errs := approvalPromises(r)
 	ended := map[[2]uint64]int{}
 	cancels := map[OpID]int{}
 	interrupted := map[AgentID]bool{}

@@ -12,8 +12,8 @@ import (
 
 // The commands that show the kernel's state rather than step it.
 
-// state prints every agent, the live timers and whether the tree is
-// quiescent.
+// state prints every agent, the live timers, the calls waiting for
+// approval and whether the tree is quiescent.
 func (d *transcriptDriver) state(dir directive) ([]string, error) {
 	if err := dir.want(0, 0); err != nil {
 		return nil, err
@@ -55,6 +55,13 @@ func (d *transcriptDriver) state(dir directive) ([]string, error) {
 		line = "timers: " + strings.Join(parts, ", ")
 	}
 	out = append(out, line)
+	for _, w := range k.Approvals(nil) {
+		ends := "expires"
+		if !w.Expires {
+			ends = "turn deadline"
+		}
+		out = append(out, fmt.Sprintf("waiting for approval: %s call=%s %s digest=%s since=%v, %s at=%v", k.AgentPath(w.Agent), w.CallID, w.Tool, w.Digest, w.AskedAt, ends, w.EndsAt))
+	}
 	if k.Quiescent() {
 		out = append(out, "quiescent")
 	}
@@ -79,7 +86,7 @@ func (d *transcriptDriver) history(dir directive) ([]string, error) {
 		for _, f := range []struct {
 			on   bool
 			name string
-		}{{m.Partial, "partial"}, {m.Interjection, "interjection"}, {m.Marker, "marker"}, {m.Synthetic, "synthetic"}} {
+		}{{m.Partial, "partial"}, {m.Interjection, "interjection"}, {m.Marker, "marker"}, {m.Synthetic, "synthetic"}, {m.Summary, "summary"}} {
 			if f.on {
 				b.WriteString(" [" + f.name + "]")
 			}
@@ -93,7 +100,32 @@ func (d *transcriptDriver) history(dir directive) ([]string, error) {
 		for _, c := range m.ToolCalls {
 			fmt.Fprintf(&b, " call=%s %s(%s)", c.ID, c.Name, c.Arguments)
 		}
+		if r := m.Reasoning; r != nil {
+			fmt.Fprintf(&b, " reasoning(%s)=%s", r.Field, quoteText(r.Text+r.Details))
+		}
 		out = append(out, b.String())
+	}
+	return out, nil
+}
+
+// sent prints the messages of the agent's last request as the adapter gets
+// them (a compaction's summarising request among them), one a line, with
+// the request's estimate.
+func (d *transcriptDriver) sent(dir directive) ([]string, error) {
+	if err := dir.want(1, 1); err != nil {
+		return nil, err
+	}
+	id, err := d.agent(dir.arg(0))
+	if err != nil {
+		return nil, err
+	}
+	e, ok := d.started[id]
+	if !ok {
+		return nil, fmt.Errorf("%s has sent no request", dir.arg(0))
+	}
+	out := []string{fmt.Sprintf("op=%d compact=%v estimate=%d", e.Op, e.Compact, EstimateTokens(e.Messages))}
+	for i, m := range e.Messages {
+		out = append(out, fmt.Sprintf("%d %s %s", i, m.Role, quoteText(m.Content)))
 	}
 	return out, nil
 }

@@ -50,22 +50,26 @@ type transcriptCommand struct {
 // transcriptCommands lists every command. The stream commands (chunk,
 // call, end, fail, retry) answer an agent's last request, or op=N.
 var transcriptCommands = []transcriptCommand{
-	{"config", `config key=value ...  limits by their scenario names (tool_timeout=2s max_parallel_tools=1 ...), system=, child_system=, log_capacity=, idempotent=a,b; before any event`, (*transcriptDriver).configure},
+	{"config", `config key=value ...  limits by their scenario names (tool_timeout=2s max_parallel_tools=1 ...), system=, child_system=, log_capacity=, idempotent=a,b, ask=a,b (or ask=* for every tool), profiles=[{"name": ...}] (kernel.Profile as JSON), root_profile=; before any event`, (*transcriptDriver).configure},
 	{"submit", `submit "text"  the user submits to the root`, (*transcriptDriver).input},
 	{"interject", `interject "text"  the user types while the root works`, (*transcriptDriver).input},
 	{"cancel", `cancel AGENT [turn=N]  the user cancels an agent, named by path or instance name (main, main/helper, helper)`, (*transcriptDriver).cancel},
 	{"shutdown", `shutdown  the host stops`, (*transcriptDriver).input},
+	{"compact", `compact ["focus"]  the user asks for the root's history to be compacted now`, (*transcriptDriver).compact},
 	{"chunk", `chunk AGENT "text" [chunk=N] [op=N]  a text delta (chunks are numbered 1, 2, ... per request; chunk= sends a given number)`, (*transcriptDriver).chunk},
 	{"call", `call AGENT INDEX [id=] [name=] [args=] [chunk=N] [op=N]  a tool-call fragment`, (*transcriptDriver).callFragment},
-	{"end", `end AGENT [op=N]  the stream ends`, (*transcriptDriver).end},
-	{"fail", `fail AGENT FAILURE ["detail"] [op=N]  the request fails (server, rate_limit, disconnect, stream, bad_response, cancelled)`, (*transcriptDriver).fail},
+	{"end", `end AGENT [usage=P/C[/CACHED[/REASONING]]] [reasoning="text"] [field=NAME] [details="json"] [op=N]  the stream ends (with the server's usage, the model's reasoning)`, (*transcriptDriver).end},
+	{"fail", `fail AGENT FAILURE ["detail"] [op=N]  the request fails (server, rate_limit, disconnect, stream, bad_response, cancelled, context_length)`, (*transcriptDriver).fail},
 	{"retry", `retry AGENT attempt=N after=D ["cause"] [op=N]  the adapter retries the request`, (*transcriptDriver).retry},
 	{"result", `result CALL_ID STATUS ["text"]  the tool running call CALL_ID answers (ok, error, cancelled)`, (*transcriptDriver).result},
+	{"approve", `approve AGENT CALL_ID [digest=HEX] [for=args|tool]  a person approves the call (digest: the one its request showed); for= grants the tool for the session, with these arguments or any`, (*transcriptDriver).approve},
+	{"deny", `deny AGENT CALL_ID ["note"] [digest=HEX]  a person denies the call; the note reaches the model`, (*transcriptDriver).deny},
 	{"timer", `timer OP  timer OP fires now, due or not (to show stale and refused events)`, (*transcriptDriver).timer},
 	{"advance", `advance D  the clock moves D; every timer due on the way fires, in (deadline, op) order`, (*transcriptDriver).advance},
 	{"recover", `recover  the host crashes: a fresh kernel replays every event so far, then steps Recover`, (*transcriptDriver).recover},
-	{"state", `state  every agent's state, the live timers, quiescence`, (*transcriptDriver).state},
+	{"state", `state  every agent's state, the live timers, the calls waiting for approval, quiescence`, (*transcriptDriver).state},
 	{"history", `history AGENT  the agent's chat history as the model reads it, with the kernel's flags`, (*transcriptDriver).history},
+	{"sent", `sent AGENT  the messages of the agent's last request (a compaction's summarising request too), with their estimate`, (*transcriptDriver).sent},
 	{"log", `log from=N  what a subscriber starting at sequence N reads from the lifecycle log`, (*transcriptDriver).replayLog},
 }
 
@@ -81,18 +85,25 @@ type transcriptDriver struct {
 	reqs   map[AgentID]OpID // each agent's last request
 	chunks map[OpID]uint32  // the last chunk number sent per request
 	calls  map[string]OpID  // the tool op of each call id (its last start)
-	run    transcriptRun
+	// digests holds the digest each approval request showed, by agent and
+	// call id, so a decision echoes it as a host would.
+	digests map[approvalKey]string
+	// started is each agent's last EffStartLLM (its messages copied).
+	started map[AgentID]Effect
+	run     transcriptRun
 }
 
 func newTranscriptDriver(src string) *transcriptDriver {
 	return &transcriptDriver{
-		lines:  strings.Split(src, "\n"),
-		cfg:    Config{Limits: DefaultLimits()},
-		timers: map[OpID]Effect{},
-		reqs:   map[AgentID]OpID{},
-		chunks: map[OpID]uint32{},
-		calls:  map[string]OpID{},
-		run:    transcriptRun{header: headerOf(src)},
+		lines:   strings.Split(src, "\n"),
+		cfg:     Config{Limits: DefaultLimits()},
+		timers:  map[OpID]Effect{},
+		reqs:    map[AgentID]OpID{},
+		chunks:  map[OpID]uint32{},
+		calls:   map[string]OpID{},
+		digests: map[approvalKey]string{},
+		started: map[AgentID]Effect{},
+		run:     transcriptRun{header: headerOf(src)},
 	}
 }
 
@@ -170,6 +181,7 @@ func (d *transcriptDriver) input(dir directive) ([]string, error) {
 func (d *transcriptDriver) kernel() *Kernel {
 	if d.k == nil {
 		d.k = MustNew(d.cfg)
+		d.run.ask = d.cfg.Ask
 	}
 	return d.k
 }
@@ -220,12 +232,18 @@ func (d *transcriptDriver) track(e Effect) {
 	switch e.Kind {
 	case EffStartLLM:
 		d.reqs[e.Agent] = e.Op
+		e.Messages = slices.Clone(e.Messages)
+		d.started[e.Agent] = e
 	case EffStartTool:
 		d.calls[e.Call.ID] = e.Op
 	case EffSetTimer:
 		d.timers[e.Op] = e
 	case EffStopTimer:
 		delete(d.timers, e.Op)
+	case EffEmit:
+		if l := e.Life; l.Kind == LifeApprovalRequested {
+			d.digests[approvalKey{l.Agent, l.CallID}] = l.Digest
+		}
 	}
 }
 
@@ -289,8 +307,9 @@ type transcriptRun struct {
 	name       string
 	header     []string // the file's leading comment lines
 	steps      []transcriptStep
-	final      *Kernel // the kernel after the last step (a recover replaces it)
-	logReplays int     // log commands that replayed records emitted by earlier steps
+	final      *Kernel  // the kernel after the last step (a recover replaces it)
+	logReplays int      // log commands that replayed records emitted by earlier steps
+	ask        []string // the tools whose calls ask for approval (Config.Ask)
 	// held is each agent's view after the last step that held it: a
 	// finished child is freed, and its view while held is the record
 	// of it (docs/semantics.md, "Finished agents").

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -28,7 +29,7 @@ func (d *transcriptDriver) configure(dir directive) ([]string, error) {
 }
 
 func configKeys() []string {
-	keys := []string{"system", "child_system", "log_capacity", "idempotent"}
+	keys := []string{"system", "child_system", "log_capacity", "idempotent", "ask", "profiles", "root_profile"}
 	for _, s := range LimitTable() {
 		keys = append(keys, s.Name)
 	}
@@ -45,8 +46,14 @@ func (d *transcriptDriver) set(key, val string) error {
 		d.cfg.ChildSystem = val
 	case "idempotent":
 		d.cfg.Idempotent = strings.Split(val, ",")
+	case "ask":
+		d.cfg.Ask = strings.Split(val, ",")
 	case "log_capacity":
 		d.cfg.LogCapacity, err = strconv.Atoi(val)
+	case "profiles":
+		err = json.Unmarshal([]byte(val), &d.cfg.Profiles)
+	case "root_profile":
+		d.cfg.RootProfile = val
 	default:
 		err = setLimit(&d.cfg.Limits, key, val)
 	}
@@ -118,14 +125,48 @@ func (d *transcriptDriver) callFragment(dir directive) ([]string, error) {
 }
 
 func (d *transcriptDriver) end(dir directive) ([]string, error) {
-	if err := dir.want(1, 1, "op"); err != nil {
+	if err := dir.want(1, 1, "op", "usage", "reasoning", "field", "details"); err != nil {
 		return nil, err
 	}
 	op, err := d.request(dir)
 	if err != nil {
 		return nil, err
 	}
-	return d.step(LLMEnd(0, op), "")
+	ev := LLMEnd(0, op)
+	if s, ok := dir.kv["usage"]; ok {
+		if ev.Usage, err = parseUsage(s); err != nil {
+			return nil, fmt.Errorf("usage=%s: %w", s, err)
+		}
+	}
+	if text, details := dir.kv["reasoning"], dir.kv["details"]; text != "" || details != "" {
+		ev.Reasoning = &Reasoning{Text: text, Field: dir.kv["field"], Details: details}
+	}
+	return d.step(ev, "")
+}
+
+// parseUsage reads usage=PROMPT/COMPLETION[/CACHED[/REASONING]].
+func parseUsage(s string) (*Usage, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) < 2 || len(parts) > 4 {
+		return nil, fmt.Errorf("want PROMPT/COMPLETION[/CACHED[/REASONING]]")
+	}
+	var n [4]int
+	for i, p := range parts {
+		v, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, err
+		}
+		n[i] = v
+	}
+	return &Usage{PromptTokens: n[0], CompletionTokens: n[1], CachedTokens: n[2], ReasoningTokens: n[3]}, nil
+}
+
+// compact is the user asking for the root's history to be compacted.
+func (d *transcriptDriver) compact(dir directive) ([]string, error) {
+	if err := dir.want(0, 1); err != nil {
+		return nil, err
+	}
+	return d.step(Compact(0, dir.arg(0)), "")
 }
 
 func (d *transcriptDriver) fail(dir directive) ([]string, error) {

@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -23,6 +24,7 @@ type transitionCase struct {
 // grow untested.
 func TestDeclaredTransitions(t *testing.T) {
 	cases := declaredCases()
+	maps.Copy(cases, compactionCases())
 	for _, row := range fsm.Table() {
 		key := [2]fsm.State{row.From, fsm.State(row.Trigger)}
 		c, ok := cases[key]

@@ -60,6 +60,10 @@ func (k *Kernel) onInterject(ev Event) {
 	}
 	switch from {
 	case fsm.Streaming:
+		if a.ctx.compaction != nil {
+			k.interjectCompacting(a, ev.Text)
+			return
+		}
 		if a.waitingReq {
 			// Nothing was sent: the text joins the request that waits for
 			// a slot (docs/semantics.md, "Budgets and caps").
@@ -93,14 +97,24 @@ func (k *Kernel) onInterject(ev Event) {
 // startTurn moves an Idle agent into Streaming with trigger t and sends the
 // turn's first request.
 func (k *Kernel) startTurn(a *agent, t fsm.Trigger, inputs []input) {
+	if k.beginTurn(a, t, inputs) {
+		k.startRequest(a)
+	}
+}
+
+// beginTurn moves an Idle agent into Streaming with trigger t, appends the
+// inputs (none for a compaction turn) and arms the turn's deadline; false
+// when the FSM refused.
+func (k *Kernel) beginTurn(a *agent, t fsm.Trigger, inputs []input) bool {
 	if a.state != fsm.Idle {
 		panic(fmt.Sprintf("kernel: startTurn for agent %s in state %s", a.path, a.state))
 	}
 	a.turn++
 	if !k.fire(a, t) {
 		a.turn--
-		return
+		return false
 	}
+	a.ctx.newTurn()
 	a.outcome, a.reason, a.summary = OutcomeNone, ReasonNone, ""
 	a.requests, a.delegated = 0, 0
 	a.turnKids = a.turnKids[:0]
@@ -123,8 +137,12 @@ func (k *Kernel) startTurn(a *agent, t fsm.Trigger, inputs []input) {
 	if !inherited {
 		a.turnTimer = k.setTimer(a, TimerTurn, a.deadline, 0)
 	}
-	k.emit(Lifecycle{Kind: LifeTurnStarted, Agent: a.id, Text: inputs[0].text})
-	k.startRequest(a)
+	text := ""
+	if len(inputs) > 0 {
+		text = inputs[0].text
+	}
+	k.emit(Lifecycle{Kind: LifeTurnStarted, Agent: a.id, Text: text})
+	return true
 }
 
 // sendRequest sends the agent's history as the next LLM request (a slot is
@@ -133,16 +151,24 @@ func (k *Kernel) sendRequest(a *agent) {
 	if a.state != fsm.Streaming || a.req != 0 {
 		panic(fmt.Sprintf("kernel: startRequest for %s in %s with request %d live", a.path, a.state, a.req))
 	}
+	if a.ctx.compaction != nil {
+		k.sendCompaction(a) // a compaction waited for this slot
+		return
+	}
+	if k.compactFirst(a) {
+		return // a compaction runs first, or the history cannot fit
+	}
 	a.requests++
-	id := k.newOp(op{kind: opLLM, agent: a.id})
+	n := len(a.history)
+	id := k.newOp(op{kind: opLLM, agent: a.id, turn: a.turn, sent: n})
 	a.req = id
 	a.inflight++
+	a.ctx.usage.started()
 	a.reqStart, a.gotChunk, a.lastChunkNo = k.now, false, 0
 	a.text = a.text[:0]
 	a.clearDrafts()
 	a.msgBytes = 0
-	n := len(a.history)
-	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: a.history[:n:n]})
+	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: a.history[:n:n], Profile: a.profileName})
 	a.watchAt = k.now + k.cfg.FirstTokenTimeout
 	k.setOpTimer(id, k.setTimer(a, TimerWatchdog, a.watchAt, id))
 	k.emit(Lifecycle{Kind: LifeRequestStarted, Agent: a.id, Op: id, N: a.requests})
@@ -212,7 +238,9 @@ func (k *Kernel) onDelta(ev Event) {
 	}
 	if ev.Text != "" {
 		a.text = append(a.text, ev.Text...)
-		k.emit(Lifecycle{Kind: LifeDelta, Agent: a.id, Op: ev.Op, Text: ev.Text})
+		if a.ctx.compaction == nil { // a summary is published whole, when it applies
+			k.emit(Lifecycle{Kind: LifeDelta, Agent: a.id, Op: ev.Op, Text: ev.Text})
+		}
 	}
 }
 
@@ -242,7 +270,7 @@ func (a *agent) messageCost(ev Event) int {
 // the cap stays as partial text and no half-streamed call runs (F12).
 func (k *Kernel) overflow(a *agent, ev Event) {
 	if ev.Call == nil {
-		if fit := textcut.Prefix(ev.Text, k.cfg.MaxMessageBytes-a.msgBytes); fit != "" {
+		if fit := textcut.Prefix(ev.Text, k.cfg.MaxMessageBytes-a.msgBytes); fit != "" && a.ctx.compaction == nil {
 			a.msgBytes += len(fit)
 			a.text = append(a.text, fit...)
 			k.emit(Lifecycle{Kind: LifeDelta, Agent: a.id, Op: ev.Op, Text: fit})
@@ -286,6 +314,11 @@ func (k *Kernel) onLLMEnd(ev Event) {
 	if a == nil {
 		return
 	}
+	if a.ctx.compaction != nil {
+		k.completeCompaction(a, ev.Op)
+		return
+	}
+	a.ctx.compacted = false // the request a compaction preceded has answered
 	text := string(a.text)
 	open := k.finishDrafts(a, ev.Op)
 	if len(open) == 0 {
@@ -293,7 +326,7 @@ func (k *Kernel) onLLMEnd(ev Event) {
 			return
 		}
 		if text != "" {
-			a.history = append(a.history, Message{Role: RoleAssistant, Content: text})
+			a.history = append(a.history, Message{Role: RoleAssistant, Content: text, Reasoning: ev.Reasoning})
 		}
 		k.endTurn(a, OutcomeCompleted, ReasonNone, text)
 		return
@@ -318,7 +351,7 @@ func (k *Kernel) onLLMEnd(ev Event) {
 	if !k.fire(a, trigger) {
 		return
 	}
-	a.history = append(a.history, Message{Role: RoleAssistant, Content: text, ToolCalls: calls})
+	a.history = append(a.history, Message{Role: RoleAssistant, Content: text, ToolCalls: calls, Reasoning: ev.Reasoning})
 	a.open = open
 	a.pending = len(open)
 	a.nextWaiting = 0
@@ -366,16 +399,31 @@ func (k *Kernel) onLLMError(ev Event) {
 	if a == nil {
 		return
 	}
+	switch {
+	case a.ctx.compaction != nil:
+		k.compactionFailed(a, failureDetail(ev))
+		return
+	case ev.Failure == FailureContextLength:
+		k.contextRefused(a, ev)
+		return
+	}
 	if !k.fire(a, fsm.StreamFailed) {
 		return
 	}
 	text := k.keepPartial(a)
-	a.failDetail = ev.Failure.String()
-	if ev.Text != "" {
-		a.failDetail += ": " + textcut.Clip(ev.Text, maxDetail)
-	}
+	a.failDetail = failureDetail(ev)
 	k.appendMarker(a, OutcomeFailed, ReasonLLMError)
 	k.endTurn(a, OutcomeFailed, ReasonLLMError, text)
+}
+
+// failureDetail is what a turn keeps of a failed request: the failure's
+// kind, then the adapter's message clipped to maxDetail.
+func failureDetail(ev Event) string {
+	d := ev.Failure.String()
+	if ev.Text != "" {
+		d += ": " + textcut.Clip(ev.Text, maxDetail)
+	}
+	return d
 }
 
 // onLLMRetry: informational; the adapter retries before the first token.
@@ -398,6 +446,10 @@ func (k *Kernel) cutRequest(a *agent) string {
 	k.out = append(k.out, Effect{Kind: EffCancelLLM, Agent: a.id, Op: id})
 	k.graceOp(a, id)
 	a.req = 0
+	if a.ctx.compaction != nil {
+		k.dropCompaction(a) // nothing of a summary reaches the history
+		return ""
+	}
 	return k.keepPartial(a)
 }
 
@@ -430,7 +482,7 @@ func (k *Kernel) keepPartial(a *agent) string {
 
 // resume runs when every call of the last assistant message has its result.
 func (k *Kernel) resume(a *agent) {
-	if a.requests >= k.cfg.MaxRequests {
+	if a.requests >= k.maxRequests(a) {
 		if !k.fire(a, fsm.BudgetExhausted) {
 			return
 		}
@@ -448,7 +500,7 @@ func (k *Kernel) resume(a *agent) {
 
 // restart sends the request an interjection cut, once its window closed.
 func (k *Kernel) restart(a *agent) {
-	if a.requests >= k.cfg.MaxRequests {
+	if a.requests >= k.maxRequests(a) {
 		if !k.fire(a, fsm.BudgetExhausted) {
 			return
 		}
@@ -487,7 +539,8 @@ func (k *Kernel) finishTurn(a *agent, outcome Outcome, reason Reason, text strin
 	k.stopTimer(a.restartTimer)
 	a.turnTimer, a.restartTimer = 0, 0
 	a.deadline = 0
-	k.emit(Lifecycle{Kind: LifeTurnEnded, Agent: a.id, Outcome: outcome, Reason: reason, Text: text, Detail: a.failDetail})
+	total := a.ctx.usage.final()
+	k.emit(Lifecycle{Kind: LifeTurnEnded, Agent: a.id, Outcome: outcome, Reason: reason, Text: text, Detail: a.failDetail, Usage: total})
 	k.retire(a)
 	if a.parent == NoAgent {
 		if len(a.nextTurn) > 0 && !k.shutdown {
@@ -499,6 +552,7 @@ func (k *Kernel) finishTurn(a *agent, outcome Outcome, reason Reason, text strin
 	}
 	p := k.agents[a.parent]
 	p.liveChildren--
+	p.ctx.usage.child(total)
 	if p.state == fsm.Interrupted {
 		return p
 	}

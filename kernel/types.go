@@ -38,10 +38,22 @@ type Config struct {
 	// complete, valid transcript; when it starts with a system message,
 	// System must be empty or equal to it.
 	History []Message
-	// ChildSystem is every child's system prompt; none when empty.
+	// ChildSystem is every child's system prompt; none when empty. A tree
+	// with Profiles takes its children's prompts from their profiles
+	// instead, and refuses a ChildSystem.
 	ChildSystem string
+	// Profiles are the kinds of agent a delegation may name: each its own
+	// system prompt, tools, delegations and budgets (docs/semantics.md,
+	// "Profiles"). None: every child is like its parent, with ChildSystem.
+	Profiles []Profile
+	// RootProfile names the root's profile among Profiles; "" gives the
+	// root every tool and every profile to delegate to. With a profile,
+	// the root's system prompt is System when set, else the profile's.
+	RootProfile string
 	// DelegateTool is the tool name the kernel treats as a delegation;
-	// DefaultDelegateTool when empty. Its arguments are {"task": string, "name"?: string}.
+	// DefaultDelegateTool when empty. Its arguments are {"task": string,
+	// "name"?: string, "profile"?: string} (a profile is required when
+	// the tree has Profiles).
 	DelegateTool string
 	// LogCapacity is how many lifecycle events the replay log keeps; 16384 when 0.
 	LogCapacity int
@@ -53,6 +65,10 @@ type Config struct {
 	// session): its next turn is numbered Turns+1, so turn numbers in a
 	// session file and a trace never repeat.
 	Turns uint64
+	// Ask names the tools whose calls wait for a person's decision before
+	// they start; "*" names every tool (never the delegate tool). Empty:
+	// no call asks (docs/semantics.md, "Approvals").
+	Ask []string
 	// Machine is the configured agent state machine the kernel fires its
 	// transitions through; a fresh fsm.NewMachine() when nil. Configuring
 	// one costs more than the rest of New, so a host that builds many
@@ -89,15 +105,18 @@ func (c Config) Validate() error {
 	if c.LogCapacity < 1 || c.LogCapacity > 1<<24 {
 		return fmt.Errorf("log capacity must be in 1..%d, got %d", 1<<24, c.LogCapacity)
 	}
+	if err := validateAsk(c.Ask, c.DelegateTool); err != nil {
+		return err
+	}
 	if len(c.History) > 0 {
 		if err := ValidateTranscript(c.History, false); err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
-		if h := c.History[0]; h.Role == RoleSystem && c.System != "" && c.System != h.Content {
+		if h := c.History[0]; h.Role == RoleSystem && c.rootSystem() != "" && c.rootSystem() != h.Content {
 			return errors.New("system prompt differs from the history's system message")
 		}
 	}
-	return nil
+	return c.validateProfiles()
 }
 
 // Outcome is how a turn (or a child's task) ended. Exactly one per turn (I13).
@@ -175,13 +194,30 @@ const (
 	ReasonMaxCalls
 	// ReasonCrash: the host crashed while the call ran (EvRecover).
 	ReasonCrash
+	// ReasonApprovalDenied: a decision denied a call that needed approval.
+	ReasonApprovalDenied
+	// ReasonApprovalTimeout: nobody decided on a call that needed
+	// approval within Limits.ApprovalTimeout.
+	ReasonApprovalTimeout
+	// ReasonCompactionFailed: a compaction's summarising request failed or
+	// answered no summary (docs/semantics.md, "Compaction").
+	ReasonCompactionFailed
+	// ReasonContextExhausted: the next request cannot be made to fit the
+	// context window, even after a compaction.
+	ReasonContextExhausted
+	// ReasonNotInProfile: a call was refused because its agent's profile
+	// does not allow it: a tool the profile does not list, or a
+	// delegation to a profile it may not delegate to (docs/semantics.md,
+	// "Profiles").
+	ReasonNotInProfile
 )
 
 var reasonNames = [...]string{
 	"", "user_cancel", "parent_cancelled", "first_token_timeout", "stall_timeout",
 	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
 	"max_depth", "max_children", "malformed", "tool_error", "max_agents",
-	"output_limit", "max_calls", "crash",
+	"output_limit", "max_calls", "crash", "approval_denied", "approval_timeout",
+	"compaction_failed", "context_exhausted", "not_in_profile",
 }
 
 func (r Reason) String() string {
@@ -213,12 +249,6 @@ func OutcomeOf(r Reason) Outcome {
 	default:
 		return OutcomeFailed
 	}
-}
-
-// Usage is token accounting when the model reports it.
-type Usage struct {
-	PromptTokens     int `json:"prompt_tokens,omitempty"`
-	CompletionTokens int `json:"completion_tokens,omitempty"`
 }
 
 // Sentinel errors for inputs the kernel refuses (raft style). An EffError's

@@ -110,6 +110,9 @@ func invariantLoops() []BrokenLoop {
 		// limit, shows the same refusal.)
 		{"cap-max-calls-counts-runs", "I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls", CapsHold,
 			func(cfg kernel.Config) (Core, error) {
+				if cfg.MaxCalls <= 1 {
+					return KernelCore(cfg) // no slot to lose: a world of max_calls 1 runs the kernel
+				}
 				limit := `"reason":"max_calls","limit":`
 				was := limit + strconv.Itoa(cfg.MaxCalls)
 				cfg.MaxCalls--
@@ -398,39 +401,6 @@ func invariantLoops() []BrokenLoop {
 	}
 }
 
-// scenarioOnly names the loops TestOracleTeethRapid leaves to their
-// scenarios, and why: random worlds do not fit one, and the others break an
-// invariant another loop already breaks in the rapid suite. A stall
-// needs a short stall_timeout and a stream silenced after its first chunk
-// (a hang or late fault on the right agent at the right time): rapid finds
-// one in 10-30 worlds but cannot always shrink it within its time bound.
-// I5's late side is in the rapid suite through the restart loop.
-var scenarioOnly = map[string]string{
-	"I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it":                 "the same invariant is in the rapid suite through another loop; this one is held to its scenario (a timed-out tool acknowledging while a call waits is rare in random worlds)",
-	"I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls":                 "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the kernel one slot short is no valid configuration when a world draws max_calls 1)",
-	"I10: a shutdown drops the interjection queued for the turn it aborts":                                              "I10 is in the rapid suite through F7; this one is held to its scenario (a shutdown while interjections wait for the next request is rare in random worlds)",
-	"I10: an interjection is kept unflagged, as if it had been submitted":                                               "I10 is in the rapid suite through F7; this one is held to its scenario (the suite's time)",
-	"I14: the assistant message records a call under another name than the stream gave it":                              "I14 is in the rapid suite through F12; this one is held to its scenario (the suite's time)",
-	"I20: streamed text is not published to subscribers as it arrives":                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I5: the watchdog is never re-armed for a stall: a stalled stream is noticed at its first-token deadline, or never": "a stalled stream is too rare in random worlds to shrink within rapid's time bound",
-	"I5: a cancelled op is abandoned after half its grace":                                                              "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I17: a timed-out turn's marker tells the next request the user interrupted it":                                     "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I20: a failed turn's end drops the text it had streamed":                                                           "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I22: an interrupted agent whose last op is gone settles only at the next event":                                    "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I22: a child's result reaches its parent only at the next event":                                                   "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I14: a half-streamed call is dropped without its record":                                                           "I14 is in the rapid suite through F12; this one is held to its scenario (the suite's time)",
-	"I18: an interjection queued while tools run is recorded as delivered at once":                                      "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I20: a completed turn keeps an old failure's detail":                                                               "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I13: a shutdown ends a descendant's turn with reason shutdown, not parent_cancelled":                               "I13 is in the rapid suite through F6, F13 and F14; this one is held to its scenario (the suite's time)",
-	"I13: a refusal names another limit than the one reached":                                                           "I13 is in the rapid suite through F6, F13 and F14; this one is held to its scenario (the suite's time)",
-	"I2: a tool whose deadline fired is not told to stop":                                                               "I2 is in the rapid suite through F2 and F9; this one is held to its scenario (the suite's time)",
-	"I19: a delegation beyond max_children is spawned":                                                                  "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I19: a delegation beyond max_depth is spawned":                                                                     "the same invariant is in the rapid suite through another loop; this one is held to its scenario (the suite's time)",
-	"I19: no request ever waits for a slot: a fan-out streams as many requests at once as it has agents":                "a generated world rarely has max_parallel_requests (8) requests out at once; its scenario holds it",
-	"I19: a request waits while a slot is free (the loop counts one slot fewer than the tree has)":                      "a generated world rarely has max_parallel_requests (8) requests out at once; its scenario holds it",
-	"I20: an adapter's retry is not published to subscribers":                                                           "a retry needs a rate-limit fault on a request in flight; rapid finds one in a few worlds but, on a loaded machine, cannot always shrink it below 80 events within its time bound (I20 is in the rapid suite through another loop)",
-}
-
 // withConfig is the kernel run with a configuration the oracle does not
 // know of (it judges by the scenario's): a loop whose bookkeeping of a
 // limit is off.
@@ -542,16 +512,19 @@ func TestOracleCatchesInvariantLoops(t *testing.T) {
 
 // TestEveryInvariantHasTeeth: every invariant has a broken loop the oracle
 // catches it by (I6's is TestRecheckCatchesNondeterminism, I24's a broken
-// recovery).
+// recovery, I25's a broken span derivation).
 func TestEveryInvariantHasTeeth(t *testing.T) {
 	named := map[Invariant]bool{Deterministic: true}
-	for _, list := range [][]BrokenLoop{brokenLoops(), brokenInvariants(), invariantLoops()} {
+	for _, list := range [][]BrokenLoop{brokenLoops(), brokenInvariants(), invariantLoops(), profileLoops()} {
 		for _, bl := range list {
 			named[bl.Invariant] = true
 		}
 	}
 	for _, cl := range CrashLoops() { // the broken recoveries (crash_loops_test.go)
 		named[cl.Invariant] = true
+	}
+	if len(SpanLoops()) > 0 { // the broken span derivations (broken_spans_test.go)
+		named[SpansEnd] = true
 	}
 	for _, inv := range Invariants() {
 		if !named[inv] {

@@ -1,16 +1,13 @@
 package sim_test
 
 import (
-	"flag"
 	"fmt"
 	"maps"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/scenarios"
@@ -58,40 +55,68 @@ type crashCase struct {
 	events     int
 }
 
+// crashDraw is what drawCrash draws: a world, the tools a crash may run
+// again, and its crash points before they are folded into the run's length
+// (first and each of after from 0 to crashRange-1).
+type crashDraw struct {
+	s          *sim.Scenario
+	idempotent []string
+	first      int
+	after      []int
+}
+
+// drawCrashPoints draws a crashDraw.
+func drawCrashPoints(t *rapid.T, o gen.Options) crashDraw {
+	d := crashDraw{s: gen.World(o).Draw(t, "world")}
+	for _, name := range slices.Sorted(maps.Keys(d.s.Tools)) {
+		if rapid.Bool().Draw(t, "idempotent_"+name) {
+			d.idempotent = append(d.idempotent, name)
+		}
+	}
+	d.first = rapid.IntRange(0, crashRange-1).Draw(t, "crash_at")
+	for more := rapid.IntRange(0, 2).Draw(t, "more_crashes"); more > 0; more-- {
+		d.after = append(d.after, rapid.IntRange(0, crashRange-1).Draw(t, "crash_after"))
+	}
+	return d
+}
+
+// place runs d's world uncrashed with core and folds d's crash points into
+// the run's length; ref is that run. A recovery adds steps, so later crash
+// points may fall after the crashed run's end (then they do not happen);
+// the first always does. Each point was drawn from a fixed range and is
+// folded into the run's length: when shrinking changes the length, a point
+// within it stays where it was (a range that followed the length would
+// move every point).
+func (d crashDraw) place(core func(*sim.Scenario) sim.CoreFactory) (c crashCase, ref *sim.Result, err error) {
+	ref, err = sim.Run(d.s, sim.Options{Idempotent: d.idempotent, Core: coreFor(core, d.s)})
+	if err != nil {
+		return crashCase{}, nil, err
+	}
+	n := ref.Events
+	at := []int{1 + d.first%n}
+	for _, a := range d.after {
+		at = append(at, at[len(at)-1]+a%(n+1))
+	}
+	return crashCase{s: d.s, idempotent: d.idempotent, at: at, events: n}, ref, nil
+}
+
 // drawCrash draws a crashCase: crash points within the world's uncrashed
 // run, which must itself pass (a failure there is TestWorlds' business,
 // not a crash's).
 func drawCrash(t *rapid.T, o gen.Options, core func(*sim.Scenario) sim.CoreFactory) crashCase {
-	s := gen.World(o).Draw(t, "world")
-	var idempotent []string
-	for _, name := range slices.Sorted(maps.Keys(s.Tools)) {
-		if rapid.Bool().Draw(t, "idempotent_"+name) {
-			idempotent = append(idempotent, name)
-		}
-	}
-	ref, err := sim.Run(s, sim.Options{Idempotent: idempotent, Core: coreFor(core, s)})
+	c, ref, err := drawCrashPoints(t, o).place(core)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !ref.Passed {
-		t.Fatalf("the world fails before any crash: %s\nreproduce: %s", ref.Violations[0], writeFailure(s, ref))
+		t.Fatalf("the world fails before any crash: %s\nreproduce: %s", ref.Violations[0], writeFailure(c.s, ref))
 	}
-	// A recovery adds steps, so later crash points may fall after the
-	// crashed run's end (then they do not happen); the first always does.
-	// Each is drawn from a fixed range and folded into the run's length:
-	// when shrinking changes the length, a point within it stays where it
-	// was (a range that followed the length would move every point).
-	n := ref.Events
-	at := []int{1 + rapid.IntRange(0, crashRange-1).Draw(t, "crash_at")%n}
-	for more := rapid.IntRange(0, 2).Draw(t, "more_crashes"); more > 0; more-- {
-		at = append(at, at[len(at)-1]+rapid.IntRange(0, crashRange-1).Draw(t, "crash_after")%(n+1))
-	}
-	return crashCase{s: s, idempotent: idempotent, at: at, events: ref.Events}
+	return c
 }
 
 // runCrash runs a crashCase; the first crash point always falls within the
 // run, so at least one recovery is stepped.
-func runCrash(t *rapid.T, c crashCase, core func(*sim.Scenario) sim.CoreFactory) *sim.Result {
+func runCrash(t fataler, c crashCase, core func(*sim.Scenario) sim.CoreFactory) *sim.Result {
 	recoveries := 0
 	r, err := sim.Run(c.s, sim.Options{Idempotent: c.idempotent, CrashAt: c.at, Core: coreFor(core, c.s), Observe: countRecoveries(&recoveries)})
 	if err != nil {
@@ -267,70 +292,4 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return fmt.Sprintf("%d lines, the uncrashed run %d", len(al), len(bl))
-}
-
-// crashTeethOptions are the worlds TestCrashCatchesBrokenRecoveries draws:
-// smaller than TestOracleTeethRapid's (depth 2, at most 4 agents, a few
-// inputs), since every check runs a world twice (uncrashed, to place the
-// crash points, then crashed) and each broken recovery needs only a tool,
-// a stream or a child in flight at a crash.
-var crashTeethOptions = func() gen.Options {
-	o := gen.DefaultOptions(2)
-	o.MaxAgents, o.MaxInputs = 4, 4
-	return o
-}()
-
-// crashShrinkTime bounds each shrink of TestCrashCatchesBrokenRecoveries.
-const crashShrinkTime = "8s"
-
-// flagSet reports whether the command line set the flag name.
-func flagSet(name string) bool {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	return set
-}
-
-// TestCrashCatchesBrokenRecoveries: each broken recovery (sim.CrashLoops)
-// passes uncrashed worlds, and the crash property finds it — a violation of
-// the invariant that names it — within teethRounds rounds of rapid's
-// checks, and shrinks the world to a small one.
-func TestCrashCatchesBrokenRecoveries(t *testing.T) {
-	// Each counterexample shrinks for at most crashShrinkTime (unless
-	// -rapid.shrinktime or RAPID_SHRINKTIME says otherwise): these worlds
-	// are small well before it, and six shrinks at TestMain's 60s would
-	// make this the longest test of the package.
-	if os.Getenv("RAPID_SHRINKTIME") == "" && !flagSet("rapid.shrinktime") {
-		was := flag.Lookup("rapid.shrinktime").Value.String()
-		if err := flag.Set("rapid.shrinktime", crashShrinkTime); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = flag.Set("rapid.shrinktime", was) })
-	}
-	for i, cl := range sim.CrashLoops() {
-		// Names without '#' (rapid's fail-file directory rewrites it, and
-		// the cleanup below would miss it).
-		t.Run(strconv.Itoa(i+1)+"_"+string(cl.Invariant), func(t *testing.T) {
-			rec := &recordingTB{name: strings.ReplaceAll(t.Name(), "/", "_")}
-			t.Cleanup(func() { os.RemoveAll(filepath.Join("testdata", "rapid", rec.name)) })
-			start := time.Now()
-			prop := func(rt *rapid.T) {
-				c := drawCrash(rt, crashTeethOptions, cl.Core)
-				r := runCrash(rt, c, cl.Core)
-				for _, v := range r.Violations {
-					if v.Invariant == cl.Invariant {
-						scripts, replies, calls, inputs, faults := c.s.Size()
-						rt.Logf("SHRUNK agents=%d events=%d scripts=%d replies=%d calls=%d inputs=%d faults=%d crash_at=%s\n%s",
-							r.Agents, r.Events, scripts, replies, calls, inputs, faults, sim.FormatCrashAt(c.at), c.s.YAML())
-						rt.Fatalf("%s: %s", cl.Failure, v)
-					}
-				}
-			}
-			checks, agents, events, size := teethHunt(t, rec, prop, fmt.Sprintf("%s: no %s violation (crashed worlds)", cl.Failure, cl.Invariant))
-			t.Logf("%s → %s found after %d crashed worlds, shrunk to %d agent(s), %d events (scripts=%s replies=%s calls=%s inputs=%s faults=%s) in %v",
-				cl.Failure, cl.Invariant, checks, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
-			if agents > maxShrunkAgents || events > maxShrunkEvents {
-				t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", agents, events, strings.Join(rec.logs, "\n"))
-			}
-		})
-	}
 }

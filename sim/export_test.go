@@ -16,10 +16,6 @@ type BrokenLoop struct {
 	Core      CoreFactory
 }
 
-// ScenarioOnly says why random worlds do not fit a broken loop ("" when
-// they do): TestOracleTeethRapid skips it; its scenario still catches it.
-func (bl BrokenLoop) ScenarioOnly() string { return scenarioOnly[bl.Failure] }
-
 // BrokenLoops returns one broken loop per F-bug (F13 has two).
 func BrokenLoops() []BrokenLoop { return brokenLoops() }
 

@@ -388,6 +388,9 @@ limits:
   max_calls: 3
   max_parallel_tools: 8
   max_parallel_requests: 8
+  approval_timeout: "5m0s"
+  context_window: 0
+  compact_percent: 80
 agents:
   "c.d": []
   "main":

@@ -39,6 +39,14 @@ func specMoves() []move {
 	add(fsm.Streaming, fsm.StreamDelegations, fsm.Delegating, fsm.Move)
 	add(fsm.Streaming, fsm.StreamFailed, fsm.Idle, fsm.Move)
 	add(fsm.Streaming, fsm.OutputLimit, fsm.Interrupted, fsm.Move)
+	// Compaction (docs/semantics.md, "Compaction"): on demand from Idle a
+	// compaction turn streams its summary; before a request that would not
+	// fit, a compaction streams first and its completion sends the request;
+	// a history that cannot be made to fit ends the turn.
+	add(fsm.Idle, fsm.Compact, fsm.Streaming, fsm.Move)
+	add(fsm.Streaming, fsm.Compact, fsm.Streaming, fsm.Internal)
+	add(fsm.Streaming, fsm.Compacted, fsm.Streaming, fsm.Internal)
+	add(fsm.Streaming, fsm.ContextExhausted, fsm.Idle, fsm.Move)
 	// Tooling and Delegating wait for their calls' results (Delegating
 	// also for its children's outcomes); interjections wait with them; all
 	// results in, the next request goes out.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/spans"
 )
 
 // oracle checks the invariants of docs/semantics.md after every step, the
@@ -23,10 +24,13 @@ type oracle struct {
 	// limit; deadline of the chunks that only moved a stall deadline.
 	quiesce  *quiesceChecker
 	deadline *deadlineChecker
-	probes   *probeSet
-	out      []Violation
-	recent   [recentEvents]kernel.Event
-	nrecent  int
+	// spans derives the spans from every step for their checker (I25).
+	spans       SpanDeriver
+	spanChecker *spanChecker
+	probes      *probeSet
+	out         []Violation
+	recent      [recentEvents]kernel.Event
+	nrecent     int
 	// all holds the checkers checks points to: allocated with the oracle
 	// in one piece, not one by one (an oracle is built for every run).
 	all struct {
@@ -43,7 +47,8 @@ type oracle struct {
 		accounting accountingChecker
 		progress   progressChecker
 		view       viewChecker
-		checks     [15]checker
+		profile    profileChecker
+		checks     [17]checker
 	}
 }
 
@@ -86,8 +91,12 @@ const emittedRing = 1024
 
 const _ = uint(emittedRing - SimLogCapacity) // emittedRing ≥ SimLogCapacity
 
-func newOracle(c Core, cfg kernel.Config) *oracle {
+func newOracle(c Core, cfg kernel.Config, derive func(spans.Config) SpanDeriver) *oracle {
 	o := &oracle{m: newModel(c, cfg), probes: newProbeSet()}
+	if derive == nil {
+		derive = newSpans
+	}
+	o.spans = derive(spans.Config{RootName: cfg.RootName, DelegateTool: cfg.DelegateTool})
 	j := judge{o, o.m}
 	all := &o.all
 	all.stale = staleChecker{judge: j}
@@ -103,8 +112,10 @@ func newOracle(c Core, cfg kernel.Config) *oracle {
 	all.accounting = accountingChecker{judge: j}
 	all.progress = progressChecker{judge: j}
 	all.view = viewChecker{judge: j, quiet: true}
+	all.profile = profileChecker{judge: j}
 	o.quiesce = &all.quiesce
 	o.deadline = newDeadlineChecker(j)
+	o.spanChecker = newSpanChecker(j)
 	// The order is the order violations of one step are reported in.
 	all.checks = [...]checker{
 		&all.stale,
@@ -122,6 +133,8 @@ func newOracle(c Core, cfg kernel.Config) *oracle {
 		&all.accounting,
 		&all.progress,
 		&all.view,
+		o.spanChecker,
+		&all.profile,
 	}
 	o.checks = all.checks[:]
 	return o
@@ -159,11 +172,17 @@ func (o *oracle) before(ev *kernel.Event, target kernel.AgentID) {
 // after reads the step's effects and judges the step.
 func (o *oracle) after(effs []kernel.Effect) {
 	o.m.apply(effs)
-	if s := &o.m.s; s.chunkOnly {
+	s := &o.m.s
+	o.spanChecker.changes = o.spans.Step(s.ev, effs)
+	if s.chunkOnly {
 		// Most steps are a chunk of a running stream that changed nothing
 		// but that stream: its text and its stall deadline. No checker has
-		// anything to judge in it but the deadline's move.
+		// anything to judge in it but the deadline's move — and the spans,
+		// should the derivation have changed one.
 		o.deadline.lower(s.op.lastChunkAt + o.m.lim.StallTimeout)
+		if len(o.spanChecker.changes) > 0 {
+			o.spanChecker.step(s)
+		}
 		return
 	}
 	for _, c := range o.checks {

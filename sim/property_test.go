@@ -3,16 +3,11 @@ package sim_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"flag"
-	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -261,152 +256,6 @@ func TestProbesReached(t *testing.T) {
 		if counts[p] == 0 && !testing.Short() {
 			t.Errorf("probe %s never reached in %d worlds", p, n)
 		}
-	}
-}
-
-// recordingTB lets a test run rapid.Check and look at the outcome instead of
-// failing: it records errors and logs, and stops on FailNow.
-type recordingTB struct {
-	name   string
-	logs   []string
-	errs   []string
-	failed bool
-}
-
-var errFailNow = errors.New("recordingTB: FailNow")
-
-func (r *recordingTB) Helper()      {}
-func (r *recordingTB) Name() string { return r.name }
-func (r *recordingTB) Logf(format string, args ...any) {
-	r.logs = append(r.logs, fmt.Sprintf(format, args...))
-}
-func (r *recordingTB) Log(args ...any)                  { r.logs = append(r.logs, fmt.Sprint(args...)) }
-func (r *recordingTB) Skipf(format string, args ...any) { r.Logf(format, args...); panic(errFailNow) }
-func (r *recordingTB) Skip(args ...any)                 { r.Log(args...); panic(errFailNow) }
-func (r *recordingTB) SkipNow()                         { panic(errFailNow) }
-func (r *recordingTB) Errorf(format string, args ...any) {
-	r.failed = true
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-func (r *recordingTB) Error(args ...any) {
-	r.failed = true
-	r.errs = append(r.errs, fmt.Sprint(args...))
-}
-func (r *recordingTB) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	panic(errFailNow)
-}
-func (r *recordingTB) Fatal(args ...any) { r.Error(args...); panic(errFailNow) }
-func (r *recordingTB) FailNow()          { r.failed = true; panic(errFailNow) }
-func (r *recordingTB) Fail()             { r.failed = true }
-func (r *recordingTB) Failed() bool      { return r.failed }
-
-// checkRecorded runs rapid.Check against a recording TB.
-func checkRecorded(rec *recordingTB, prop func(*rapid.T)) {
-	defer func() {
-		if v := recover(); v != nil && v != errFailNow {
-			panic(v)
-		}
-	}()
-	rapid.Check(rec, prop)
-}
-
-var (
-	afterTests = regexp.MustCompile(`failed after (\d+) tests`)
-	shrunkLine = regexp.MustCompile(`^SHRUNK agents=(\d+) events=(\d+) scripts=(\d+) replies=(\d+) calls=(\d+) inputs=(\d+) faults=(\d+)`)
-)
-
-// teethHunt runs prop in up to teethRounds rounds of rapid's checks, each
-// with fresh seeds, until it fails (the rarest loop, F13, a child's
-// timeout, needed more than one round of 100 worlds in about 1 run in 40),
-// then reads rapid's report and the SHRUNK line prop logged: how many
-// checks it took and the shrunk world's size (agents, events, and the
-// line's fields). none says what was not found, for the failure.
-func teethHunt(t *testing.T, rec *recordingTB, prop func(*rapid.T), none string) (checks, agents, events int, size []string) {
-	t.Helper()
-	perRound, _ := strconv.Atoi(flag.Lookup("rapid.checks").Value.String())
-	before := 0
-	for round := 0; round < teethRounds && !rec.failed; round++ {
-		checkRecorded(rec, prop)
-		if !rec.failed {
-			before += perRound
-		}
-	}
-	if !rec.failed {
-		t.Fatalf("%s in %d checks", none, before)
-	}
-	found := afterTests.FindStringSubmatch(strings.Join(rec.errs, "\n"))
-	for _, l := range rec.logs {
-		if m := shrunkLine.FindStringSubmatch(l); m != nil {
-			size = m
-		}
-	}
-	if found == nil || size == nil {
-		t.Fatalf("could not read rapid's report:\n%s\n%s", strings.Join(rec.errs, "\n"), strings.Join(rec.logs, "\n"))
-	}
-	agents, _ = strconv.Atoi(size[1])
-	events, _ = strconv.Atoi(size[2])
-	after, _ := strconv.Atoi(found[1])
-	return before + after, agents, events, size
-}
-
-// maxShrunkAgents and maxShrunkEvents bound the counterexample a teeth
-// test's shrink must reach (TestOracleTeethRapid,
-// TestCrashCatchesBrokenRecoveries).
-const maxShrunkAgents, maxShrunkEvents = 5, 80
-
-// teethRounds bounds the search of TestOracleTeethRapid: rounds of rapid's
-// checks (100 worlds each by default).
-const teethRounds = 3
-
-// teethOptions are the worlds TestOracleTeethRapid draws: depth up to 4
-// and at most 8 agents, so a counterexample shrinks well within rapid's
-// time bound (wider fan-outs are the sweeps' and TestWorlds').
-var teethOptions = func() gen.Options {
-	o := gen.DefaultOptions(4)
-	o.MaxAgents = 8
-	return o
-}()
-
-// TestOracleTeethRapid: for every F-bug, and for every invariant no F-bug
-// breaks first, a deliberately broken agent loop runs against random
-// worlds; rapid must find a violation of the invariant that names it within
-// teethRounds rounds of checks, and shrink the world to a small one.
-func TestOracleTeethRapid(t *testing.T) {
-	for _, bl := range append(sim.BrokenLoops(), sim.InvariantLoops()...) {
-		id := bl.Failure[:strings.Index(bl.Failure, ":")]
-		t.Run(id, func(t *testing.T) {
-			if why := bl.ScenarioOnly(); why != "" {
-				t.Skip(why)
-			}
-			// Not parallel: rapid's shrinking is bounded by wall time
-			// (TestMain), so fifteen shrinks sharing two cores left some
-			// counterexamples unshrunk on a loaded machine.
-			rec := &recordingTB{name: strings.ReplaceAll(t.Name(), "/", "_")} // F13 and F13#01 apart
-			t.Cleanup(func() { os.RemoveAll(filepath.Join("testdata", "rapid", rec.name)) })
-			start := time.Now()
-			prop := func(rt *rapid.T) {
-				s := gen.World(teethOptions).Draw(rt, "world")
-				r, err := sim.Run(s, sim.Options{Core: bl.Core})
-				if err != nil {
-					rt.Fatal(err)
-				}
-				for _, v := range r.Violations {
-					if v.Invariant == bl.Invariant {
-						scripts, replies, calls, inputs, faults := s.Size()
-						rt.Logf("SHRUNK agents=%d events=%d scripts=%d replies=%d calls=%d inputs=%d faults=%d\n%s",
-							r.Agents, r.Events, scripts, replies, calls, inputs, faults, s.YAML())
-						rt.Fatalf("%s: %s", bl.Failure, v)
-					}
-				}
-			}
-			checks, agents, events, size := teethHunt(t, rec, prop, fmt.Sprintf("%s: no %s violation", bl.Failure, bl.Invariant))
-			t.Logf("%s → %s found after %d checks, shrunk to %d agent(s), %d events (scripts=%s replies=%s calls=%s inputs=%s faults=%s) in %v",
-				bl.Failure, bl.Invariant, checks, agents, events, size[3], size[4], size[5], size[6], size[7], time.Since(start).Round(time.Millisecond))
-			if agents > maxShrunkAgents || events > maxShrunkEvents {
-				t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", agents, events, strings.Join(rec.logs, "\n"))
-			}
-		})
 	}
 }
 

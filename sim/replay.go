@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
@@ -24,6 +25,8 @@ type ReplayResult struct {
 	FirstDiff int
 	Want, Got string
 	SHA256    string
+	// End is the virtual time the run ended at.
+	End time.Duration
 }
 
 // MaxTraceLine bounds one trace line when reading.
@@ -43,6 +46,13 @@ func Replay(r io.Reader) (*ReplayResult, error) { return ReplayWithin(r, Default
 // much by the simulator's count (budget.go). A limit the header leaves out
 // has its bounded default.
 func ReplayWithin(r io.Reader, memoryBudget int64) (*ReplayResult, error) {
+	return ReplayObserved(r, memoryBudget, nil)
+}
+
+// ReplayObserved is ReplayWithin with every replayed step shown to observe
+// (nil: none), as Options.Observe sees a simulated run's — a Perfetto
+// timeline of a live trace, for one (escapement sim replay --perfetto).
+func ReplayObserved(r io.Reader, memoryBudget int64, observe func(StepInfo)) (*ReplayResult, error) {
 	recorded, err := io.ReadAll(io.LimitReader(r, 1<<30))
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
@@ -53,6 +63,7 @@ func ReplayWithin(r io.Reader, memoryBudget int64) (*ReplayResult, error) {
 		return nil, err
 	}
 	var buf bytes.Buffer
+	var end time.Duration
 	switch hdr.Source {
 	case "sim":
 		s, err := Load("trace:"+hdr.Name, []byte(hdr.Scenario))
@@ -63,26 +74,31 @@ func ReplayWithin(r io.Reader, memoryBudget int64) (*ReplayResult, error) {
 		if err != nil {
 			return nil, err
 		}
-		opt.Trace, opt.Build, opt.Idempotent, opt.MemoryBudget = &buf, hdr.Build, hdr.Idempotent, memoryBudget
-		if _, err := Run(s, opt); err != nil {
+		opt.Trace, opt.Build, opt.Idempotent, opt.MemoryBudget, opt.Observe = &buf, hdr.Build, hdr.Idempotent, memoryBudget, observe
+		res, err := Run(s, opt)
+		if err != nil {
 			return nil, err
 		}
+		end = res.End
 	case "live":
-		if err := replayLive(hdr, recorded, &buf, budget{limit: memoryBudget}); err != nil {
+		if end, err = replayLive(hdr, recorded, &buf, budget{limit: memoryBudget}, observe); err != nil {
 			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("trace header: unknown source %q", hdr.Source)
 	}
-	return compareTraces(hdr, recorded, buf.Bytes()), nil
+	res := compareTraces(hdr, recorded, buf.Bytes())
+	res.End = end
+	return res, nil
 }
 
 // replayLive feeds a live trace's events to a fresh kernel, writing a new
-// trace with the same header, notes and end line, within budget b.
-func replayLive(hdr trace.Header, recorded []byte, out io.Writer, b budget) error {
+// trace with the same header, notes and end line, within budget b, and
+// showing each step to observe (nil: none). It returns the end line's time.
+func replayLive(hdr trace.Header, recorded []byte, out io.Writer, b budget, observe func(StepInfo)) (time.Duration, error) {
 	k, err := kernel.New(hdr.Config())
 	if err != nil {
-		return fmt.Errorf("trace header config: %w", err)
+		return 0, fmt.Errorf("trace header config: %w", err)
 	}
 	w := trace.NewWriter(out, hdr)
 	sc := bufio.NewScanner(bytes.NewReader(recorded))
@@ -93,43 +109,46 @@ func replayLive(hdr trace.Header, recorded []byte, out io.Writer, b budget) erro
 		line++
 		rec, err := trace.ReadRecord(sc.Bytes())
 		if err != nil {
-			return fmt.Errorf("trace line %d: %w", line, err)
+			return 0, fmt.Errorf("trace line %d: %w", line, err)
 		}
 		switch rec.Type {
 		case "step":
 			if rec.Event == nil {
-				return fmt.Errorf("trace line %d: step record without event", line)
+				return 0, fmt.Errorf("trace line %d: step record without event", line)
 			}
 			ev := *rec.Event
 			if ev.At < k.Now() {
-				return fmt.Errorf("trace line %d: time goes backwards (%v < %v)", line, ev.At, k.Now())
+				return 0, fmt.Errorf("trace line %d: time goes backwards (%v < %v)", line, ev.At, k.Now())
 			}
 			target := k.Target(ev)
 			before := k.AgentState(target)
 			effs := k.Step(ev)
 			w.Step(k, ev, target, before, effs)
+			if observe != nil {
+				observe(StepInfo{Event: ev, Target: target, Before: before, After: k.AgentState(target), Effects: effs, Core: kernelCore{k}})
+			}
 			if b.step(&ev, effs, k.NumAgents()); b.spent() {
-				return b.err(hdr.Name, line-1)
+				return 0, b.err(hdr.Name, line-1)
 			}
 		case "note":
 			at, err := parseAt(rec.At)
 			if err != nil {
-				return fmt.Errorf("trace line %d: %w", line, err)
+				return 0, fmt.Errorf("trace line %d: %w", line, err)
 			}
 			w.Note(at, rec.Note)
 		case "end":
 			at, err := parseAt(rec.At)
 			if err != nil {
-				return fmt.Errorf("trace line %d: %w", line, err)
+				return 0, fmt.Errorf("trace line %d: %w", line, err)
 			}
 			_, err = w.Close(at)
-			return err
+			return at, err
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("read trace: %w", err)
+		return 0, fmt.Errorf("read trace: %w", err)
 	}
-	return errors.New("trace has no end line (the recording was cut short)")
+	return 0, errors.New("trace has no end line (the recording was cut short)")
 }
 
 func compareTraces(hdr trace.Header, want, got []byte) *ReplayResult {

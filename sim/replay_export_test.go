@@ -2,7 +2,10 @@ package sim
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,24 +94,14 @@ func TestReplayLive(t *testing.T) {
 }
 
 // TestPerfettoSchema: the export of a depth-3 cancel scenario is valid
-// trace-event JSON with one track per agent.
+// trace-event JSON: a track per agent, a slice per derived span, nested as
+// the spans are, and the interrupts as instants.
 func TestPerfettoSchema(t *testing.T) {
-	s := byName(t, "cancel-reaches-descendants")
-	p := NewPerfetto(s.Name)
-	r := mustRun(t, s, Options{Observe: p.Observe})
-	var buf bytes.Buffer
-	if err := p.Write(&buf, r.End); err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		TraceEvents []map[string]any `json:"traceEvents"`
-	}
-	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
-		t.Fatalf("not JSON: %v", err)
-	}
+	doc := perfettoOf(t, "cancel-reaches-descendants")
 	tracks := map[float64]string{}
-	spans, instants := 0, 0
-	for i, ev := range doc.TraceEvents {
+	names := map[string]int{}
+	spans, instants, flows := 0, 0, 0
+	for i, ev := range doc {
 		for _, k := range []string{"ph", "pid", "name"} {
 			if _, ok := ev[k]; !ok {
 				t.Fatalf("event %d lacks %q: %v", i, k, ev)
@@ -130,25 +123,95 @@ func TestPerfettoSchema(t *testing.T) {
 			}
 		case "X":
 			spans++
+			names[ev["name"].(string)]++
 			if d, ok := ev["dur"].(float64); !ok || d < 0 {
 				t.Fatalf("span without a duration: %v", ev)
 			}
 		case "i":
 			instants++
+		case "s", "f":
+			flows++
 		default:
 			t.Fatalf("unexpected ph %q", ph)
 		}
 	}
-	if len(tracks) != 3 {
-		t.Fatalf("want one track per agent (3), got %v", tracks)
-	}
 	want := map[string]bool{"main": true, "main/task1": true, "main/task1/explore": true}
+	agents := map[string]bool{}
 	for _, name := range tracks {
-		if !want[name] {
+		agent, _, _ := strings.Cut(name, " (") // an agent's further tracks: "main/task1 (2)"
+		if !want[agent] {
 			t.Fatalf("unexpected track %q", name)
 		}
+		agents[agent] = true
 	}
-	if spans < 6 || instants < 3 || !strings.Contains(buf.String(), `"interrupted"`) {
-		t.Fatalf("spans=%d instants=%d", spans, instants)
+	if len(agents) != 3 {
+		t.Fatalf("want the tracks of 3 agents, got %v", tracks)
 	}
+	for _, n := range []string{"invoke_agent main", "execute_tool delegate task1", "invoke_agent task1", "execute_tool delegate explore", "invoke_agent explore"} {
+		if names[n] != 1 {
+			t.Errorf("%d slices named %q, want 1 (all: %v)", names[n], n, names)
+		}
+	}
+	if spans < 8 || instants < 3 || flows != 4 || !strings.Contains(fmt.Sprint(doc), "interrupted") {
+		t.Fatalf("spans=%d instants=%d flows=%d", spans, instants, flows)
+	}
+}
+
+// TestPerfettoNests: slices of one track nest (the format draws them as a
+// stack), each inside its own parent span's slice or none — also where an
+// agent's calls run side by side: they take tracks of their own.
+func TestPerfettoNests(t *testing.T) {
+	for _, name := range []string{"parallel-delegation-cancel", "cap-parallel-tools", "cut-request-outlives-turn", "tool-grace-holds-slot"} {
+		type slice struct {
+			from, to   float64
+			id, parent float64
+			name       string
+		}
+		byTid := map[float64][]slice{}
+		for _, ev := range perfettoOf(t, name) {
+			if ev["ph"] == "X" {
+				ts, dur, args := ev["ts"].(float64), ev["dur"].(float64), ev["args"].(map[string]any)
+				byTid[ev["tid"].(float64)] = append(byTid[ev["tid"].(float64)], slice{ts, ts + dur, args["escapement.span"].(float64), args["escapement.parent"].(float64), ev["name"].(string)})
+			}
+		}
+		tracks := 0
+		for tid, ss := range byTid {
+			tracks++
+			slices.SortFunc(ss, func(a, b slice) int {
+				return cmp.Or(cmp.Compare(a.from, b.from), cmp.Compare(b.to, a.to), cmp.Compare(a.id, b.id))
+			})
+			var open []slice
+			for _, s := range ss {
+				for len(open) > 0 && open[len(open)-1].to <= s.from && open[len(open)-1].id != s.parent {
+					open = open[:len(open)-1]
+				}
+				if len(open) > 0 && (open[len(open)-1].to < s.to || open[len(open)-1].id != s.parent) {
+					t.Errorf("%s: on track %v %s [%v, %v] is drawn inside %s [%v, %v], not its parent", name, tid, s.name, s.from, s.to, open[len(open)-1].name, open[len(open)-1].from, open[len(open)-1].to)
+				}
+				open = append(open, s)
+			}
+		}
+		if name == "parallel-delegation-cancel" && tracks < 6 {
+			t.Errorf("%s: %d tracks; three delegations side by side take three of the root's", name, tracks)
+		}
+	}
+}
+
+// perfettoOf is the trace events of the Perfetto export of a scenario.
+func perfettoOf(t *testing.T, name string) []map[string]any {
+	t.Helper()
+	s := byName(t, name)
+	p := NewPerfetto(s.Name)
+	r := mustRun(t, s, Options{Observe: p.Observe})
+	var buf bytes.Buffer
+	if err := p.Write(&buf, r.End); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	return doc.TraceEvents
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/spans"
 	"github.com/escapement/escapement/kernel/trace"
 )
 
@@ -21,6 +22,9 @@ type Options struct {
 	Trace io.Writer
 	// Core builds the agent loop under test; nil is the real kernel.
 	Core CoreFactory
+	// Spans builds the span derivation the oracle holds to I25; nil is
+	// kernel/spans (tests pass broken ones).
+	Spans func(spans.Config) SpanDeriver
 	// TimeLimit stops a run at this virtual time (default DefaultTimeLimit).
 	TimeLimit time.Duration
 	// MaxEvents stops a run after this many delivered events (default
@@ -217,7 +221,7 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	m := &Sim{
 		s: s, opt: opt, core: core,
 		w:   newWorld(s, opt.Idempotent),
-		o:   newOracle(core, cfg),
+		o:   newOracle(core, cfg, opt.Spans),
 		res: &Result{Name: s.Name, File: s.File},
 
 		factory: factory, cfg: cfg,

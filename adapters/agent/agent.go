@@ -12,6 +12,7 @@ import (
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/adapters/profiles"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/kernel"
 )
@@ -34,6 +35,9 @@ var ErrStuck = errors.New("the agent tree did not stop")
 // grace (I3), so Run is later only when something outside it is stuck.
 const stopSlack = time.Second
 
+// spansBound is how long Close waits for the last spans to be sent.
+const spansBound = 5 * time.Second
+
 // Config configures an agent.
 type Config struct {
 	// Model streams the agent's requests (required): adapters/openai, or a
@@ -47,8 +51,19 @@ type Config struct {
 	// Limits bound the tree (kernel.Limits); the zero value is
 	// kernel.DefaultLimits(). MaxDepth > 0 lets the agent delegate.
 	Limits kernel.Limits
-	// System is the root agent's system prompt.
+	// System is the root agent's system prompt (its profile's when empty
+	// and RootProfile names one).
 	System string
+	// Profiles are the kinds of agent the tree may hold
+	// (docs/semantics.md, "Profiles"): each a kernel profile — its
+	// system prompt, the tools it may call, the profiles it may delegate
+	// to, its budgets — and the model its agents run. With profiles every
+	// request offers its agent's profile's tools, and a delegate tool
+	// listing the profiles it may name.
+	Profiles []Profile
+	// RootProfile names the root's profile among Profiles; "" gives the
+	// root every tool and every profile.
+	RootProfile string
 	// Session, when set, is the session file the agent keeps: created
 	// when it does not exist (or is empty), resumed when it holds a
 	// session — its complete turns are the agent's history, and a turn a
@@ -58,6 +73,14 @@ type Config struct {
 	// Notice receives what the session tells its user (what a resume cut
 	// off or recovered); nil drops it.
 	Notice func(string)
+	// Spans, when set, exports the agent's spans — every turn, request,
+	// tool call and delegation (docs/otel.md): an adapters/otel.Exporter,
+	// which otel.NewFromEnv builds when the standard OTEL_* variables ask
+	// for one. The agent owns it: Close sends the last spans and stops it
+	// (a failure to send them is told to Notice).
+	// With a Session, a run that recovers a killed one ends the spans that
+	// one left open.
+	Spans session.Spans
 }
 
 // Agent is a root agent and the tree it grows, running live. Its methods
@@ -65,6 +88,8 @@ type Config struct {
 type Agent struct {
 	driver *live.Driver
 	sess   *session.Session // nil without Config.Session
+	spans  session.Spans    // Config.Spans without a session (the session owns it with one)
+	notice func(string)     // Config.Notice
 	grace  time.Duration
 	stop   context.CancelFunc
 	done   chan struct{} // closed when the driver's Run has returned
@@ -83,16 +108,19 @@ func New(cfg Config) (*Agent, error) {
 	if isNil(cfg.Model) {
 		return nil, errors.New("agent: Config.Model is required")
 	}
-	kcfg := kernel.Config{Limits: cfg.Limits, System: cfg.System}
+	kcfg := kernel.Config{Limits: cfg.Limits, System: cfg.System, RootProfile: cfg.RootProfile}
 	if kcfg.Limits == (kernel.Limits{}) {
 		kcfg.Limits = kernel.DefaultLimits()
 	}
-	tools, err := offered(cfg.Tools, kcfg.Limits)
+	tools, err := offered(cfg.Tools, kcfg.Limits, len(cfg.Profiles) > 0)
+	if err != nil {
+		return nil, err
+	}
+	model, err := profiled(cfg, &kcfg, tools.specs)
 	if err != nil {
 		return nil, err
 	}
 	a := &Agent{grace: kcfg.Limits.Grace, done: make(chan struct{})}
-	model := withTools(cfg.Model, tools.specs)
 	if idem, ok := cfg.Tools.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
@@ -106,23 +134,20 @@ func New(cfg Config) (*Agent, error) {
 // build makes the driver: a session's, or a plain one.
 func (a *Agent) build(cfg Config, kcfg kernel.Config, model ports.Model, tools toolbox) error {
 	if cfg.Session == "" {
-		if err := kcfg.Validate(); err != nil {
-			return err
-		}
-		d, err := live.New(live.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: a.observe})
-		a.driver = d
-		return err
+		return a.buildPlain(cfg, kcfg, model, tools)
 	}
 	sess, err := openSession(cfg.Session)
 	if err != nil {
+		stopSpans(cfg.Spans)
 		return err
 	}
 	sess.Seed(&kcfg)
 	if err := kcfg.Validate(); err != nil {
 		sess.Release()
+		stopSpans(cfg.Spans)
 		return fmt.Errorf("%s: %w", cfg.Session, err)
 	}
-	scfg := session.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: a.observe, Notice: cfg.Notice}
+	scfg := session.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: a.observe, Spans: cfg.Spans, Notice: cfg.Notice}
 	if err := sess.Start(scfg); err != nil {
 		sess.Release()
 		return err
@@ -133,6 +158,41 @@ func (a *Agent) build(cfg Config, kcfg kernel.Config, model ports.Model, tools t
 		a.current = a.recovered
 	}
 	return nil
+}
+
+// buildPlain makes a driver that keeps no session; its spans, if any,
+// belong to a conversation of their own.
+func (a *Agent) buildPlain(cfg Config, kcfg kernel.Config, model ports.Model, tools toolbox) error {
+	if err := kcfg.Validate(); err != nil {
+		stopSpans(cfg.Spans)
+		return err
+	}
+	observe := a.observe
+	a.notice = cfg.Notice
+	if a.spans = cfg.Spans; a.spans != nil {
+		a.spans.SetConversation(session.Conversation(""))
+		observe = func(st ports.Step) {
+			a.spans.Observe(st)
+			a.observe(st)
+		}
+	}
+	d, err := live.New(live.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: observe})
+	if err != nil {
+		stopSpans(cfg.Spans)
+	}
+	a.driver = d
+	return err
+}
+
+// stopSpans stops a span export, sending what has ended (waiting at most
+// spansBound).
+func stopSpans(sp session.Spans) error {
+	if sp == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), spansBound)
+	defer cancel()
+	return sp.Shutdown(ctx)
 }
 
 // openSession resumes the file at path when it holds anything, else
@@ -267,6 +327,10 @@ func (a *Agent) Close() error {
 		return fmt.Errorf("%w within %v of the end (grace %v + %v)", ErrStuck, a.grace+stopSlack, a.grace, stopSlack)
 	}
 	if a.sess == nil {
+		// As a session does: the spans' failure is told, not the run's.
+		if err := stopSpans(a.spans); err != nil && a.notice != nil {
+			a.notice(err.Error())
+		}
 		return a.runErr
 	}
 	return errors.Join(a.runErr, a.sess.Close(a.runErr))
@@ -307,9 +371,10 @@ func (noTools) Run(_ context.Context, c ports.Call) ports.ToolResult {
 }
 
 // offered is what the agent's model is offered: the tools' specs, and the
-// delegate tool when the limits let the agent delegate. A tool of the
-// delegate tool's name is refused: the kernel runs that tool itself.
-func offered(t ports.Tools, limits kernel.Limits) (toolbox, error) {
+// delegate tool when the limits let the agent delegate (with profiles the
+// router offers each profile its own). A tool of the delegate tool's name
+// is refused: the kernel runs that tool itself.
+func offered(t ports.Tools, limits kernel.Limits, withProfiles bool) (toolbox, error) {
 	tb := toolbox{Tools: t}
 	if t == nil {
 		tb.Tools = noTools{}
@@ -317,7 +382,7 @@ func offered(t ports.Tools, limits kernel.Limits) (toolbox, error) {
 	if box, ok := t.(ports.Toolbox); ok {
 		tb.specs = slices.Clone(box.Specs())
 	}
-	if limits.MaxDepth <= 0 {
+	if limits.MaxDepth <= 0 && !withProfiles {
 		return tb, nil
 	}
 	for _, s := range tb.specs {
@@ -325,8 +390,40 @@ func offered(t ports.Tools, limits kernel.Limits) (toolbox, error) {
 			return tb, fmt.Errorf("agent: a tool is named %q, the kernel's delegation tool; rename it (or set Limits.MaxDepth to 0)", s.Name)
 		}
 	}
-	tb.specs = append(tb.specs, ports.DelegateSpec(kernel.DefaultDelegateTool))
+	if !withProfiles {
+		tb.specs = append(tb.specs, ports.DelegateSpec(kernel.DefaultDelegateTool))
+	}
 	return tb, nil
+}
+
+// Profile is a kind of agent: the kernel's profile (docs/semantics.md,
+// "Profiles") and the model its agents' requests go to.
+type Profile struct {
+	kernel.Profile
+	// Model runs its agents' requests; Config.Model when nil.
+	Model ports.Model
+}
+
+// profiled is the model the driver streams from: cfg.Model offering
+// specs, or, with profiles, a router sending each request to its
+// profile's model with its profile's tools (adapters/profiles); kcfg
+// gains the profiles.
+func profiled(cfg Config, kcfg *kernel.Config, specs []ports.ToolSpec) (ports.Model, error) {
+	if len(cfg.Profiles) == 0 {
+		return withTools(cfg.Model, specs), nil
+	}
+	models := make(map[string]ports.Model, len(cfg.Profiles))
+	for _, p := range cfg.Profiles {
+		kcfg.Profiles = append(kcfg.Profiles, p.Profile)
+		if !isNil(p.Model) {
+			models[p.Name] = p.Model
+		}
+	}
+	r, err := profiles.New(*kcfg, cfg.Model, models, specs)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return r, nil
 }
 
 // withTools is model offering specs with every request.

@@ -71,8 +71,8 @@ func TestRunStreamsAndResults(t *testing.T) {
 		if streamed.String() != "It is noon." || res.Answer != "It is noon." || !res.Completed() || res.Err() != nil || res.Turn != 1 {
 			t.Errorf("streamed %q, result %+v", streamed.String(), res)
 		}
-		if !res.UsageKnown || res.Usage != (kernel.Usage{PromptTokens: 30, CompletionTokens: 5}) {
-			t.Errorf("usage %+v (known %v), want the two requests' sum", res.Usage, res.UsageKnown)
+		if !res.UsageKnown || res.Usage != (kernel.Usage{PromptTokens: 30, CompletionTokens: 5, Requests: 2}) {
+			t.Errorf("usage %+v (known %v), want the two requests' sum, both reported", res.Usage, res.UsageKnown)
 		}
 		if kinds[kernel.LifeToolStarted] != 1 || kinds[kernel.LifeTurnEnded] != 1 || kinds[kernel.LifeTurnStarted] != 1 {
 			t.Errorf("events by kind %v: want one tool start, one turn start and one turn end", kinds)
@@ -281,5 +281,53 @@ func TestEmptyPromptWithoutUnfinishedTurn(t *testing.T) {
 	a := newAgent(t, Config{Model: model})
 	if _, err := a.Run(t.Context(), "").Result(); !errors.Is(err, kernel.ErrEmptyText) {
 		t.Fatalf("an empty prompt: %v, want kernel.ErrEmptyText", err)
+	}
+}
+
+// recordingSpans records what an agent asks of its span export.
+type recordingSpans struct {
+	mu    sync.Mutex
+	calls []string // runs of one call noted once
+	conv  string
+}
+
+func (r *recordingSpans) note(what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.calls); n == 0 || r.calls[n-1] != what {
+		r.calls = append(r.calls, what)
+	}
+}
+
+func (r *recordingSpans) SetConversation(id string)      { r.note("conversation"); r.conv = id }
+func (r *recordingSpans) SetCrashTime(time.Time)         { r.note("crash") }
+func (r *recordingSpans) Replay(ports.Step)              { r.note("replay") }
+func (r *recordingSpans) Observe(ports.Step)             { r.note("observe") }
+func (r *recordingSpans) Flush(context.Context) error    { r.note("flush"); return nil }
+func (r *recordingSpans) Shutdown(context.Context) error { r.note("shutdown"); return nil }
+
+// TestSpansExported: an agent hands its span export every step, named
+// after a conversation of its own (its session's, with one), and stops it
+// at Close — with a session or without.
+func TestSpansExported(t *testing.T) {
+	model := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
+		sink.Text("hi")
+		return nil
+	})
+	for _, session := range []string{"", filepath.Join(t.TempDir(), "s.jsonl")} {
+		sp := &recordingSpans{}
+		a, err := New(Config{Model: model, Session: session, Spans: sp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, err := a.Run(t.Context(), "hello").Result(); err != nil || !res.Completed() {
+			t.Fatalf("session %q: %+v, %v", session, res, err)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(sp.calls, " "); got != "conversation observe shutdown" || len(sp.conv) != 32 {
+			t.Errorf("session %q: the span export was told %q (conversation %q), want conversation observe shutdown", session, got, sp.conv)
+		}
 	}
 }

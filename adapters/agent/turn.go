@@ -53,8 +53,11 @@ type Result struct {
 	// Detail is the cause of a turn that did not complete: a failed
 	// request's HTTP status and the server's message, the cap that was hit.
 	Detail string
-	// Usage sums the token accounting of the turn's requests, over the
-	// whole tree; UsageKnown says at least one request reported it.
+	// Usage is the turn's total as its turn_ended record carries it
+	// (docs/semantics.md, "Usage"): what the requests of the whole tree —
+	// compactions included — reported, with Requests counting them and
+	// Unreported those that reported nothing (then the sums are a lower
+	// bound). UsageKnown says at least one request reported usage.
 	Usage      kernel.Usage
 	UsageKnown bool
 }
@@ -180,11 +183,6 @@ func (t *Turn) observe(st ports.Step) {
 	if isDone(t.ended) {
 		return
 	}
-	if st.Event.Kind == kernel.EvLLMEnd && st.Event.Usage != nil {
-		t.result.Usage.PromptTokens += st.Event.Usage.PromptTokens
-		t.result.Usage.CompletionTokens += st.Event.Usage.CompletionTokens
-		t.result.UsageKnown = true
-	}
 	if !t.started {
 		// A turn the last run left, taken up from this run's first step.
 		t.started, t.from = true, len(st.Kernel.Agent(kernel.Root).History())
@@ -213,6 +211,9 @@ func (t *Turn) take(k *kernel.Kernel, l kernel.Lifecycle) {
 	t.events = append(t.events, Event{Lifecycle: l, Path: pathOf(k, l.Agent)})
 	if root && l.Kind == kernel.LifeTurnEnded {
 		t.result.Turn, t.result.Outcome, t.result.Reason, t.result.Detail = l.Turn, l.Outcome, l.Reason, l.Detail
+		if u := l.Usage; u != nil {
+			t.result.Usage, t.result.UsageKnown = *u, u.Unreported < u.Requests
+		}
 		t.result.Answer = lastAnswer(k.Agent(kernel.Root).History(), t.from)
 		t.end()
 	}

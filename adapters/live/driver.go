@@ -342,6 +342,7 @@ const (
 	inCancel
 	inInspect
 	inShutdown
+	inCompact
 )
 
 type input struct {
@@ -390,6 +391,8 @@ func (d *Driver) onInput(in input) {
 		}
 	case inCancel:
 		ev = kernel.CancelTurn(now, in.agent, in.turn)
+	case inCompact:
+		ev = kernel.Compact(now, in.text)
 	}
 	refused := d.step(ev)
 	if d.failed != nil {
@@ -458,6 +461,15 @@ func (d *Driver) Say(ctx context.Context, text string) error {
 // when they have acknowledged or been abandoned, at most Grace later.
 func (d *Driver) Cancel(ctx context.Context, agent kernel.AgentID, turn uint64) error {
 	return d.do(ctx, input{kind: inCancel, agent: agent, turn: turn})
+}
+
+// Compact asks for the root's history to be compacted now, with focus (may
+// be empty) for the summary (chat's /compact; docs/semantics.md,
+// "Compaction"). The kernel refuses it while the root works
+// (kernel.ErrNotIdle); with nothing to compact it is a recorded no-op. The
+// compaction runs as a turn of its own, whose end the Observer sees.
+func (d *Driver) Compact(ctx context.Context, focus string) error {
+	return d.do(ctx, input{kind: inCompact, text: focus})
 }
 
 // Inspect runs fn on the kernel's goroutine (read-only access to the tree),

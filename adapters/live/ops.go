@@ -157,7 +157,7 @@ func (d *Driver) send(ev kernel.Event) {
 }
 
 func (d *Driver) startStream(e *kernel.Effect) {
-	req := ports.Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages}
+	req := ports.Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages, Compaction: e.Compact, Profile: e.Profile}
 	d.spawn(req.Op, req.Agent, "", func(ctx context.Context) kernel.Event {
 		s := &streamSink{d: d, ctx: ctx, op: req.Op}
 		err := d.stream(ctx, req, s)
@@ -166,7 +166,7 @@ func (d *Driver) startStream(e *kernel.Effect) {
 			return kernel.LLMError(0, req.Op, kernel.FailureCancelled, "cancelled")
 		case err == nil:
 			ev := kernel.LLMEnd(0, req.Op)
-			ev.Usage = s.usage
+			ev.Usage, ev.Reasoning = s.usage, s.reasoning
 			return ev
 		default:
 			return kernel.LLMError(0, req.Op, failureOf(err, s.chunk), err.Error())
@@ -206,11 +206,12 @@ func (d *Driver) runTool(ctx context.Context, call ports.Call) (r ports.ToolResu
 // streamSink turns one stream's output into numbered kernel events. Only the
 // stream's goroutine calls it.
 type streamSink struct {
-	d     *Driver
-	ctx   context.Context // the op's: done once the kernel cancelled it
-	op    kernel.OpID
-	chunk uint32
-	usage *kernel.Usage
+	d         *Driver
+	ctx       context.Context // the op's: done once the kernel cancelled it
+	op        kernel.OpID
+	chunk     uint32
+	usage     *kernel.Usage
+	reasoning *kernel.Reasoning
 }
 
 func (s *streamSink) Text(text string) {
@@ -245,6 +246,9 @@ func (s *streamSink) Retry(attempt int, delay time.Duration, cause string) {
 }
 
 func (s *streamSink) Usage(u kernel.Usage) { s.usage = &u }
+
+// Reasoning keeps the model's reasoning for the stream's end event.
+func (s *streamSink) Reasoning(r kernel.Reasoning) { s.reasoning = &r }
 
 // emit sends one stream event to the loop, waiting while the loop is busy
 // (back-pressure: a fast stream cannot queue unbounded memory, and nothing

@@ -23,9 +23,12 @@
 //     Options.PingTimeout is killed; until then Run blocks, and the kernel
 //     abandons the call after its grace (its late result, if the server
 //     ever sends one, is dropped and recorded, EventLateResult).
-//   - The server crashes or its connection breaks: the call ends at once
-//     as a kernel.ToolError saying what happened (the process's exit status
-//     and the end of its stderr), and the turn goes on.
+//   - The server crashes or its connection breaks: a call it answered
+//     before it ended gets that answer (what a stdio server wrote before
+//     its process ended is read to the pipe's end); a call still without
+//     one ends at once as a kernel.ToolError saying what happened (the
+//     process's exit status and the end of its stderr), and the turn goes
+//     on.
 //   - The server stops answering: a ping every Options.PingInterval that
 //     goes unanswered for PingTimeout kills it, failing its running calls
 //     the same way.

@@ -10,11 +10,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // startRaw starts a client on one raw (misbehaving) stdio server.
@@ -225,6 +229,45 @@ func TestServerExitsBetweenCalls(t *testing.T) {
 	mustContain(t, "restart", ev.of(EventStarted)[1].Detail, "restarted after")
 }
 
+// TestServerExitsBeforeItsAnswerIsRead: a server sends a progress
+// notification, its answer, and exits; the client is still showing the
+// progress (the observer holds its reader) when it notices that the process
+// ended. The answer was written before the end, so the call gets it: the
+// server stopped after answering, not during the call. (A client that cut
+// the connection, or cancelled its calls, when the process ended lost the
+// answer: the observer waits until the session has ended and its
+// connection was cut, or 200ms.)
+func TestServerExitsBeforeItsAnswerIsRead(t *testing.T) {
+	var client atomic.Pointer[Client]
+	var once sync.Once
+	ev := newEvents()
+	c := startRaw(t, "misc", Options{Observer: func(e Event) {
+		ev.add(e)
+		if e.Kind != EventProgress {
+			return
+		}
+		once.Do(func() {
+			srv := client.Load().servers[0]
+			srv.mu.Lock()
+			sess := srv.sess
+			srv.mu.Unlock()
+			<-sess.killed // the client saw the process end
+			select {
+			case <-sess.conn.kill.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		})
+	}})
+	client.Store(c)
+	if r := c.Run(t.Context(), call("mcp__raw__progress-exit-after", `{}`)); r.Status != kernel.ToolOK || r.Content != "bye" {
+		t.Fatalf("progress-exit-after: %v %q", r.Status, r.Content)
+	}
+	mustContain(t, "stopped", ev.next(t, EventStopped).Detail, "the server process ended", "exit status 0")
+	if r := c.Run(t.Context(), call("mcp__raw__echo", `{}`)); r.Status != kernel.ToolOK || r.Content != "echoed" {
+		t.Fatalf("call after the exit: %+v", r)
+	}
+}
+
 // TestHugeResults: 8000 content blocks are cut at the output limit; a
 // 17 MiB answer (over the 16 MiB a message may have) is an error result
 // saying so, not a buffer without bound, and the server, which still
@@ -371,4 +414,78 @@ func TestLongStderrLine(t *testing.T) {
 	if !dump {
 		t.Error("the long line was not reported")
 	}
+}
+
+// hangUpServer is an in-memory server that answers its one tool's call and
+// hangs up at once: the answer, then the end of the connection.
+type hangUpServer struct{ wg sync.WaitGroup }
+
+func (h *hangUpServer) config() ServerConfig {
+	return ServerConfig{Name: "mem", File: "test.json", Type: TypeStdio, dial: h.dial}
+}
+
+func (h *hangUpServer) dial(ctx context.Context, sess *session) (sdk.Transport, error) {
+	st, ct := sdk.NewInMemoryTransports()
+	conn, err := st.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h.wg.Go(func() { serveThenHangUp(conn) })
+	return &tapTransport{inner: ct, tap: sess.tap, got: func(c *tapConn) { sess.conn = c }}, nil
+}
+
+// serveThenHangUp answers the handshake, the listing and pings, and closes
+// the connection right after answering a tools/call.
+func serveThenHangUp(conn sdk.Connection) {
+	defer conn.Close()
+	ctx := context.Background()
+	for {
+		msg, err := conn.Read(ctx)
+		if err != nil {
+			return
+		}
+		req, ok := msg.(*jsonrpc.Request)
+		if !ok || !req.ID.IsValid() {
+			continue
+		}
+		var result string
+		switch req.Method {
+		case "initialize":
+			result = `{"protocolVersion":"` + ProtocolVersion + `","capabilities":{"tools":{}},"serverInfo":{"name":"hangup","version":"1"}}`
+		case "tools/list":
+			result = `{"tools":[{"name":"bye","inputSchema":{"type":"object"}}]}`
+		case "tools/call":
+			result = `{"content":[{"type":"text","text":"bye"}]}`
+		default:
+			result = `{}`
+		}
+		if conn.Write(ctx, &jsonrpc.Response{ID: req.ID, Result: json.RawMessage(result)}) != nil || req.Method == "tools/call" {
+			return
+		}
+	}
+}
+
+// TestServerHangsUpAfterAnswering: a server that ends the connection right
+// after answering a call (the connection's end reaches the client together
+// with the answer) gives the call its answer, every time; the client then
+// reports the server stopped, and the next call starts it again. (A client
+// that cancelled its running calls when the connection ended raced the
+// answers they already had; fifty calls lost some.)
+func TestServerHangsUpAfterAnswering(t *testing.T) {
+	h := &hangUpServer{}
+	ev := newEvents()
+	c, err := Start(t.Context(), Options{Servers: []ServerConfig{h.config()}, PingInterval: -1, Observer: ev.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if r := c.Run(t.Context(), call("mcp__mem__bye", `{}`)); r.Status != kernel.ToolOK || r.Content != "bye" {
+			t.Fatalf("call %d: %v %q", i+1, r.Status, r.Content)
+		}
+		// A call sent before the client knows the server is gone may
+		// reach a server that no longer reads: the next one waits.
+		mustContain(t, "stopped", ev.next(t, EventStopped).Detail, "the connection closed")
+	}
+	c.Close()
+	h.wg.Wait()
 }

@@ -126,7 +126,7 @@ func (s *rawServer) tools() []any {
 	tools := []any{tool("echo", obj)}
 	switch s.scenario {
 	case "misc":
-		for _, name := range []string{"ask", "flood", "odd-content", "error-empty", "twice", "bigtext", "bigtext-idlast", "deep", "manyitems", "exit-after", "changed", "loud"} {
+		for _, name := range []string{"ask", "flood", "odd-content", "error-empty", "twice", "bigtext", "bigtext-idlast", "deep", "manyitems", "exit-after", "progress-exit-after", "changed", "loud"} {
 			tools = append(tools, tool(name, obj))
 		}
 	case "oddtools":
@@ -237,6 +237,10 @@ func (s *rawServer) misc(id json.RawMessage, name string, token any) {
 		s.send(map[string]any{"method": "notifications/tools/list_changed"})
 		s.result(id, text("changed"))
 	case "exit-after":
+		s.result(id, text("bye"))
+		os.Exit(0)
+	case "progress-exit-after":
+		s.send(map[string]any{"method": "notifications/progress", "params": map[string]any{"progressToken": token, "progress": 1, "message": "answering"}})
 		s.result(id, text("bye"))
 		os.Exit(0)
 	case "loud":

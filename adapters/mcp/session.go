@@ -26,6 +26,7 @@ type session struct {
 	conn     *tapConn      // stdio and in-memory: closing it ends the connection
 	proc     *proc.Process // stdio
 	stdin    *os.File      // stdio: closing it asks the server to exit
+	stdout   *pipeReader   // stdio
 	stderr   *stderrTail   // stdio
 	httpStop func()        // http: cuts every request of the session
 
@@ -39,9 +40,10 @@ type session struct {
 	watching bool   // watch runs (set by the goroutine that opens the session)
 	detail   string // how the process ended and its last stderr (set by watch)
 
-	killOnce sync.Once
-	killed   chan struct{} // closed by kill: the session is ending
-	dead     chan struct{} // closed by watch: everything of it is gone
+	retireOnce sync.Once
+	cutOnce    sync.Once
+	killed     chan struct{} // closed by retire: the session is ending
+	dead       chan struct{} // closed by watch: everything of it is gone
 }
 
 // errServerGone is the cause a running call's context is cancelled with
@@ -96,24 +98,46 @@ func (sess *session) end(p *pending) {
 // kill ends the session now, for why: every running call is cancelled
 // (its Run returns an error result saying why), the process and everything
 // it started are killed, an HTTP session's requests are cut. Only the
-// first kill's reason is kept. It does not wait; watch finishes the end.
+// first end's reason is kept. It does not wait; watch finishes the end.
 func (sess *session) kill(why error) {
-	sess.killOnce.Do(func() {
+	sess.retire(why)
+	sess.cut(true)
+}
+
+// retire ends the session for why without cutting it off: it takes no new
+// call (the server opens a new session for the next one), and its process
+// and everything it started are killed. Calls already running go on until
+// cut: an answer the server wrote before it ended may still be read.
+func (sess *session) retire(why error) {
+	sess.retireOnce.Do(func() {
 		sess.mu.Lock()
 		if sess.whyErr == nil {
 			sess.whyErr = why
 		}
-		calls := make([]context.CancelCauseFunc, 0, len(sess.calls))
-		for _, cancel := range sess.calls { // determinism: order of cancels is irrelevant
-			calls = append(calls, cancel)
-		}
+		close(sess.killed) // under mu: begin registers no call after it
 		sess.mu.Unlock()
-		close(sess.killed)
-		for _, cancel := range calls {
-			cancel(errServerGone)
-		}
 		if sess.proc != nil {
 			sess.proc.Kill()
+		}
+	})
+}
+
+// cut closes the connection (an HTTP session's requests are cut) and, with
+// cancel, cancels every running call with errServerGone. Without cancel
+// the calls end as the SDK ends them: with their answer, or with its error
+// for a connection that closed before the answer.
+func (sess *session) cut(cancel bool) {
+	sess.cutOnce.Do(func() {
+		var calls []context.CancelCauseFunc
+		if cancel {
+			sess.mu.Lock()
+			for _, c := range sess.calls { // determinism: order of cancels is irrelevant
+				calls = append(calls, c)
+			}
+			sess.mu.Unlock()
+		}
+		for _, c := range calls {
+			c(errServerGone)
 		}
 		if sess.conn != nil {
 			sess.conn.Close()
@@ -145,16 +169,24 @@ func (sess *session) watch() {
 	}
 	select {
 	case <-connDone:
-		// A server that wrote what cannot be read (a line too long) ends
-		// the connection with that error; an end of file says nothing more.
-		if connErr != nil && !errors.Is(connErr, io.EOF) && !errors.Is(connErr, io.ErrClosedPipe) {
-			sess.kill(fmt.Errorf("the connection closed: %w", connErr))
-		} else {
-			sess.kill(errors.New("the connection closed"))
-		}
+		sess.retire(connEnd(connErr))
+		// The connection was read to its end, and the SDK ended every call
+		// still waiting then: a call the server answered has its answer,
+		// the others the SDK's error. Cancelling them now would race the
+		// answers they already have.
+		sess.cut(false)
 	case <-procDone:
-		sess.kill(errors.New("the server process ended"))
-	case <-sess.killed:
+		// The process and everything it started are gone, but what it
+		// wrote before it ended may still be in the pipe: a call it
+		// answered gets that answer. The pipe is read to its end (a read
+		// that waits KillGrace for a byte fails, should a process that
+		// escaped the tree still hold it open), and the SDK then ends every
+		// call still waiting, as above.
+		sess.retire(errors.New("the server process ended"))
+		sess.stdout.drain(srv.c.opts.KillGrace)
+		<-connDone
+		sess.cut(false)
+	case <-sess.killed: // kill: retired and cut
 	}
 	if sess.httpStop != nil && sess.cs != nil {
 		// Every request is cut; this ends the SDK's side of the session.
@@ -187,6 +219,16 @@ func (sess *session) watch() {
 		srv.ended(sess, why)
 		srv.c.emit(Event{Kind: EventStopped, Server: srv.cfg.Name, Detail: why.Error()})
 	}
+}
+
+// connEnd says why a connection that closed by itself ended. A server that
+// wrote what cannot be read (a line too long) ends the connection with that
+// error; an end of file says nothing more.
+func connEnd(err error) error {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe) {
+		return fmt.Errorf("the connection closed: %w", err)
+	}
+	return errors.New("the connection closed")
 }
 
 // keepAlive pings the server every PingInterval; one that does not answer

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"sync/atomic"
+	"time"
 
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -168,4 +171,38 @@ func decodes(line []byte) error {
 	}
 	_, err := jsonrpc.DecodeMessage(line)
 	return err
+}
+
+// errPipeHeld ends the reading of a stdio server's stdout that stays open
+// after the server's process and everything it started are gone.
+var errPipeHeld = errors.New("the server's stdout stayed open after its process ended")
+
+// pipeReader reads a stdio server's stdout pipe. Once the server's process
+// has ended (drain), what it wrote is in the pipe already: a read that
+// waits longer than the drain's grace for a byte fails (errPipeHeld), so a
+// process that escaped the server's tree and still holds the pipe cannot
+// keep the session from ending. Only waiting on the pipe counts; the time
+// the client takes to decode what it read does not.
+type pipeReader struct {
+	f     *os.File
+	grace atomic.Int64 // a time.Duration; 0 until drain
+}
+
+func (r *pipeReader) Read(p []byte) (int, error) {
+	if g := time.Duration(r.grace.Load()); g > 0 {
+		_ = r.f.SetReadDeadline(time.Now().Add(g))
+	}
+	n, err := r.f.Read(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		err = errPipeHeld
+	}
+	return n, err
+}
+
+func (r *pipeReader) Close() error { return r.f.Close() }
+
+// drain bounds every read from now on, and one already waiting, by grace.
+func (r *pipeReader) drain(grace time.Duration) {
+	r.grace.Store(int64(grace))
+	_ = r.f.SetReadDeadline(time.Now().Add(grace))
 }

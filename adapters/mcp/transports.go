@@ -79,13 +79,13 @@ func dialStdio(ctx context.Context, sess *session) (sdk.Transport, error) {
 	stdinR.Close()
 	stdoutW.Close()
 	stderrW.Close()
-	sess.proc, sess.stdin = p, stdinW
+	sess.proc, sess.stdin, sess.stdout = p, stdinW, &pipeReader{f: stdoutR}
 	sess.stderr = newStderrTail(stderrR, func(line string) {
 		srv.c.emit(Event{Kind: EventStderr, Server: cfg.Name, Message: line})
 	})
 	srv.wg.Go(sess.stderr.read)
 	return &tapTransport{
-		inner: &sdk.IOTransport{Reader: newStdoutFilter(stdoutR, sess.tap, func(line string) {
+		inner: &sdk.IOTransport{Reader: newStdoutFilter(sess.stdout, sess.tap, func(line string) {
 			srv.c.emit(Event{Kind: EventStdoutNoise, Server: cfg.Name, Message: line})
 		}), Writer: stdinW},
 		tap: sess.tap,

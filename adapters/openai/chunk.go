@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/escapement/escapement/kernel"
 )
 
 // streamChunk is what the adapter reads of one chat.completion.chunk. It
@@ -26,11 +28,15 @@ type streamChunk struct {
 	XGroq json.RawMessage `json:"x_groq"`
 }
 
-// usage reads a chunk's token accounting: its usage, else x_groq's. Usage
-// is ancillary, so a shape that is not an object of numbers (a string, a
-// count given as text) is ignored — ok false — never an unparseable chunk.
-// Counts given as 12.0 are read as 12.
-func (c *streamChunk) usage() (prompt, completion int, ok bool) {
+// usage reads a chunk's token accounting: its usage, else x_groq's — the
+// input and output counts, the cached part of the input
+// (prompt_tokens_details.cached_tokens, else DeepSeek's
+// prompt_cache_hit_tokens) and the reasoning part of the output
+// (completion_tokens_details.reasoning_tokens). Usage is ancillary, so a
+// shape that is not an object of numbers (a string, a count given as text)
+// is ignored — ok false — never an unparseable chunk; so is a detail of
+// another shape. Counts given as 12.0 are read as 12.
+func (c *streamChunk) usage() (u kernel.Usage, ok bool) {
 	raw := c.Usage
 	if isNull(raw) && !isNull(c.XGroq) {
 		var g struct {
@@ -41,16 +47,44 @@ func (c *streamChunk) usage() (prompt, completion int, ok bool) {
 		}
 	}
 	if isNull(raw) {
-		return 0, 0, false
+		return kernel.Usage{}, false
 	}
-	var u struct {
-		PromptTokens     float64 `json:"prompt_tokens"`
-		CompletionTokens float64 `json:"completion_tokens"`
+	var w struct {
+		PromptTokens        float64         `json:"prompt_tokens"`
+		CompletionTokens    float64         `json:"completion_tokens"`
+		PromptDetails       json.RawMessage `json:"prompt_tokens_details"`
+		CompletionDetails   json.RawMessage `json:"completion_tokens_details"`
+		PromptCacheHitCount json.RawMessage `json:"prompt_cache_hit_tokens"`
 	}
-	if json.Unmarshal(raw, &u) != nil || !count(u.PromptTokens) || !count(u.CompletionTokens) {
-		return 0, 0, false
+	if json.Unmarshal(raw, &w) != nil || !count(w.PromptTokens) || !count(w.CompletionTokens) {
+		return kernel.Usage{}, false
 	}
-	return int(u.PromptTokens), int(u.CompletionTokens), true
+	u = kernel.Usage{PromptTokens: int(w.PromptTokens), CompletionTokens: int(w.CompletionTokens)}
+	u.CachedTokens = detail(w.PromptDetails, "cached_tokens")
+	if u.CachedTokens == 0 {
+		u.CachedTokens = number(w.PromptCacheHitCount)
+	}
+	u.ReasoningTokens = detail(w.CompletionDetails, "reasoning_tokens")
+	return u, true
+}
+
+// detail reads a count from a details object (0 when absent or of another
+// shape).
+func detail(raw json.RawMessage, key string) int {
+	var d map[string]json.RawMessage
+	if isNull(raw) || json.Unmarshal(raw, &d) != nil {
+		return 0
+	}
+	return number(d[key])
+}
+
+// number reads a count (0 when absent or not a count).
+func number(raw json.RawMessage) int {
+	var n float64
+	if isNull(raw) || json.Unmarshal(raw, &n) != nil || !count(n) {
+		return 0
+	}
+	return int(n)
 }
 
 // count reports whether a token count is one: whole or not, but within
@@ -70,6 +104,7 @@ type streamChoice struct {
 		Refusal          json.RawMessage `json:"refusal"`
 		ReasoningContent json.RawMessage `json:"reasoning_content"`
 		Reasoning        json.RawMessage `json:"reasoning"`
+		ReasoningDetails json.RawMessage `json:"reasoning_details"`
 		ToolCalls        []callFragment  `json:"tool_calls"`
 		FunctionCall     *struct {
 			Name      string          `json:"name"`

@@ -51,6 +51,10 @@ var (
 	// pays: retrying only wastes the first-token budget.
 	classQuota  = class{kernel.FailureRateLimit, false}
 	classServer = class{kernel.FailureServer, true}
+	// A request longer than the model's window fails the same way again:
+	// the kernel compacts the history and asks once more
+	// (docs/semantics.md, "Compaction").
+	classContext = class{kernel.FailureContextLength, false}
 )
 
 // statusClass classifies an HTTP error status: 429 is a rate limit, 408 and
@@ -87,17 +91,65 @@ func codeClass(s string) (c class, ok bool) {
 		return false
 	}
 	switch {
+	case has("context_length", "exceed_context_size", "context_window"):
+		return classContext, true
 	case has("quota"):
 		return classQuota, true
 	case has("rate_limit", "ratelimit", "too_many_requests") || s == "requests" || s == "tokens":
 		return classRate, true
 	case has("api_key", "auth", "permission", "forbidden", "invalid", "not_found", "notfound",
-		"unsupported", "context_length", "bad_request", "badrequest"):
+		"unsupported", "bad_request", "badrequest"):
 		return classClient, true
 	case has("server", "overload", "unavailable", "internal", "timeout", "api_error", "gateway"):
 		return classServer, true
 	}
 	return class{}, false
+}
+
+// contextLengthTexts are what servers say, in their error's message, when a
+// request is longer than the model's context window (compared in lower
+// case). Each is one server's wording, or several servers' shared one.
+var contextLengthTexts = []string{
+	"context_length_exceeded",                      // OpenAI, Groq (the code, quoted in a message)
+	"maximum context length",                       // OpenAI, vLLM, DeepSeek, OpenRouter, Mistral, LiteLLM
+	"context length exceeded",                      // generic
+	"exceeds the available context size",           // llama.cpp server
+	"exceeds the context length",                   // Ollama ("the input length exceeds the context length")
+	"exceeded max context length",                  // Ollama ("prompt too long; exceeded max context length by N tokens")
+	"prompt too long",                              // Ollama
+	"prompt is too long",                           // Anthropic
+	"longer than the maximum model length",         // vLLM ("the decoder prompt … is longer than the maximum model length")
+	"longer than the model's context length",       // Together
+	"exceeds the context window",                   // OpenAI ("your input exceeds the context window of this model")
+	"maximum prompt length",                        // xAI
+	"greater than the context length",              // LM Studio
+	"input is too long for requested model",        // Amazon Bedrock
+	"exceeds the maximum number of tokens allowed", // Google Gemini
+	"`inputs` tokens + `max_new_tokens` must be",   // Hugging Face TGI
+	"too large for model with",                     // Mistral ("… too large for model with N maximum context length")
+	"reduce the length of the messages",            // OpenAI, Groq
+}
+
+// contextLength reports whether info says the request was longer than the
+// model's context window: by its code or its type (whatever a numeric code
+// beside it says), or by its message — but never a rate limit that speaks
+// of tokens ("too many tokens, please wait").
+func contextLength(info errorInfo) bool {
+	for _, s := range []string{info.code, info.typ} {
+		if c, ok := codeClass(s); ok && c == classContext {
+			return true
+		}
+	}
+	msg := strings.ToLower(info.String())
+	if strings.Contains(msg, "rate limit") || strings.Contains(msg, "please wait") {
+		return false
+	}
+	for _, t := range contextLengthTexts {
+		if strings.Contains(msg, t) {
+			return true
+		}
+	}
+	return false
 }
 
 // errorInfo is what a server said about a failure.
@@ -273,6 +325,10 @@ func statusError(c *capture, now time.Time) *attemptError {
 	if cc, ok := info.class(); ok && cls == classRate && cc == classQuota {
 		cls = classQuota
 	}
+	if (c.status == http.StatusBadRequest || c.status == http.StatusRequestEntityTooLarge ||
+		c.status == http.StatusUnprocessableEntity) && contextLength(info) {
+		cls = classContext
+	}
 	detail := strings.TrimSpace(fmt.Sprintf("HTTP %d %s", c.status, http.StatusText(c.status)))
 	if c.status == http.StatusNotFound && !json.Valid(bytes.TrimSpace(c.body)) {
 		// No API answered (a web server's own 404 page): the base URL is
@@ -307,7 +363,10 @@ func openError(err error, c *capture, now time.Time) *attemptError {
 // (the server gave up mid-answer) and is retried.
 func eventError(info errorInfo) *attemptError {
 	cls, ok := info.class()
-	if !ok {
+	switch {
+	case contextLength(info):
+		cls = classContext
+	case !ok:
 		cls = classServer
 	}
 	return &attemptError{failure: cls.failure, retry: cls.retry, detail: "error event in stream: " + info.String()}

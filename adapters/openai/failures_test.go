@@ -110,7 +110,7 @@ func TestFailureTextSaysWhy(t *testing.T) {
 			"HTTP 403 Forbidden: Forbidden by proxy policy", kernel.FailureBadResponse, 1},
 		{"400 vLLM", http.StatusBadRequest,
 			`{"object":"error","message":"maximum context length is 4096 tokens","type":"BadRequestError","param":null,"code":400}`, nil,
-			"HTTP 400 Bad Request: maximum context length is 4096 tokens (BadRequestError)", kernel.FailureBadResponse, 1},
+			"HTTP 400 Bad Request: maximum context length is 4096 tokens (BadRequestError)", kernel.FailureContextLength, 1},
 		{"422 FastAPI", http.StatusUnprocessableEntity, `{"detail":[{"loc":["body","model"],"msg":"field required"}]}`, nil,
 			`HTTP 422 Unprocessable Entity: [{"loc":["body","model"],"msg":"field required"}]`, kernel.FailureBadResponse, 1},
 		{"400 message list", http.StatusBadRequest, `{"statusCode":400,"message":["model must be a string","messages should not be empty"]}`, nil,
@@ -192,7 +192,10 @@ func TestErrorEventsClassified(t *testing.T) {
 		{"authentication_error type", `data: {"error":{"message":"invalid x-api-key","type":"authentication_error"}}`, kernel.FailureBadResponse, 1, "invalid x-api-key (authentication_error)"},
 		{"permission_error type", `data: {"error":{"message":"no access","type":"permission_error"}}`, kernel.FailureBadResponse, 1, "no access"},
 		{"numeric 401 code", `data: {"error":{"message":"unauthorized","code":401}}`, kernel.FailureBadResponse, 1, "unauthorized (401)"},
-		{"context length", `data: {"error":{"message":"too long","code":"context_length_exceeded"}}`, kernel.FailureBadResponse, 1, "too long"},
+		// Too long for the window: its own class, never retried as is (the
+		// kernel compacts and asks again).
+		{"context length", `data: {"error":{"message":"too long","code":"context_length_exceeded"}}`, kernel.FailureContextLength, 1, "too long"},
+		{"llama.cpp context size", `data: {"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`, kernel.FailureContextLength, 1, "the request exceeds the available context size, try increasing it (400)"},
 		{"insufficient_quota", `data: {"error":{"message":"quota","type":"insufficient_quota"}}`, kernel.FailureRateLimit, 1, "quota"},
 		{"rate_limit_exceeded", `data: {"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, kernel.FailureRateLimit, 3, "slow down (rate_limit_exceeded) (gave up after 3 attempts)"},
 		{"server_error type", `data: {"error":{"message":"The server had an error","type":"server_error"}}`, kernel.FailureServer, 3, "The server had an error (server_error)"},

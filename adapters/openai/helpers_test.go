@@ -2,8 +2,11 @@ package openai_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -210,4 +213,45 @@ func runTurnObserved(t *testing.T, m ports.Model, tl ports.Tools, prompt string,
 		t.Fatal(err)
 	}
 	return end, d.Kernel()
+}
+
+// providerStream reads a recorded provider response from the shared
+// recordings beside the checkout (shared/provider-streams in a parent
+// directory: read in place, never copied into the repository). A machine
+// without them skips the test, saying so.
+func providerStream(t *testing.T, name string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "shared", "provider-streams", name)); err == nil {
+			return string(b)
+		}
+		if filepath.Dir(d) == d {
+			t.Skipf("no shared/provider-streams/%s above %s: the recordings are not on this machine", name, dir)
+		}
+	}
+}
+
+// bodyOf decodes a recorded request's raw body into a generic value.
+func bodyOf(t *testing.T, r fakeopenai.Request) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(r.Raw, &v); err != nil {
+		t.Fatalf("request %d body: %v", r.N, err)
+	}
+	return v
+}
+
+// messagesOf is a decoded body's messages.
+func messagesOf(t *testing.T, body map[string]any) []map[string]any {
+	t.Helper()
+	raw, _ := body["messages"].([]any)
+	out := make([]map[string]any, len(raw))
+	for i, m := range raw {
+		out[i], _ = m.(map[string]any)
+	}
+	return out
 }

@@ -139,8 +139,10 @@ func TestExtraFieldsIgnored(t *testing.T) {
 
 // TestOddUsageIgnored: token accounting is ancillary — counts written as
 // 12.0 are read, older Groq's x_groq.usage is read when the chunk has no
-// usage of its own, and a usage of any other shape is ignored; none of it
-// ever fails the answer it rides on.
+// usage of its own, the cached and reasoning parts are read from OpenAI's
+// details (DeepSeek's cache hits when those are absent), and a usage or a
+// detail of any other shape is ignored; none of it ever fails the answer
+// it rides on.
 func TestOddUsageIgnored(t *testing.T) {
 	for _, tc := range []struct {
 		name, chunk string
@@ -153,6 +155,14 @@ func TestOddUsageIgnored(t *testing.T) {
 		{"a number", `"usage":5`, nil},
 		{"negative", `"usage":{"prompt_tokens":-1,"completion_tokens":2}`, nil},
 		{"x_groq not an object", `"x_groq":"fast"`, nil},
+		// The breakdowns: cached input and reasoning output.
+		{"OpenAI details", `"usage":{"prompt_tokens":100,"completion_tokens":20,"prompt_tokens_details":{"cached_tokens":64,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":12}}`,
+			&kernel.Usage{PromptTokens: 100, CompletionTokens: 20, CachedTokens: 64, ReasoningTokens: 12}},
+		{"DeepSeek cache hits", `"usage":{"prompt_tokens":374,"completion_tokens":61,"prompt_cache_hit_tokens":256,"prompt_cache_miss_tokens":118}`,
+			&kernel.Usage{PromptTokens: 374, CompletionTokens: 61, CachedTokens: 256}},
+		{"details of another shape", `"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":"none","completion_tokens_details":{"reasoning_tokens":"x"}}`,
+			&kernel.Usage{PromptTokens: 5, CompletionTokens: 1}},
+		{"null details", `"usage":{"prompt_tokens":5,"completion_tokens":1,"prompt_tokens_details":null}`, &kernel.Usage{PromptTokens: 5, CompletionTokens: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {

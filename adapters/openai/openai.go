@@ -28,6 +28,7 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -100,6 +101,45 @@ type Config struct {
 	// returns ctx's error); a timer when nil (tests record the waits
 	// instead of sleeping them).
 	Sleep func(ctx context.Context, d time.Duration) error
+
+	// Model settings (docs/live.md, "Model settings").
+
+	// Temperature, when set, is sent with every request (0 included).
+	Temperature *float64
+	// MaxOutputTokens, when positive, bounds every answer, reasoning
+	// included: sent as OutputTokensField.
+	MaxOutputTokens int
+	// OutputTokensField is the field MaxOutputTokens goes in:
+	// FieldMaxTokens or FieldMaxCompletionTokens; "" picks
+	// max_completion_tokens on OpenAI's API (which refuses max_tokens for
+	// its reasoning models) and max_tokens elsewhere (what Ollama,
+	// llama.cpp and older servers read).
+	OutputTokensField string
+	// ToolChoice is sent as tool_choice with the root's requests: "auto",
+	// "none", "required" or the name of one of Tools (that tool forced);
+	// nothing when "".
+	ToolChoice string
+	// OutputSchema is the JSON Schema the root's final answer must meet:
+	// sent as response_format with the root's requests, as
+	// StructuredOutput says (escapement validates the answer either way:
+	// internal/outputschema).
+	OutputSchema json.RawMessage
+	// OutputSchemaName names the schema in response_format; "answer" when
+	// empty.
+	OutputSchemaName string
+	// StructuredOutput is how OutputSchema is sent: StructuredJSONSchema
+	// (the default), StructuredJSONObject (servers that only promise JSON)
+	// or StructuredNone (nothing sent).
+	StructuredOutput string
+	// Extra is a JSON object merged into every request body, its fields
+	// replacing the adapter's (model, messages, stream and stream_options
+	// excepted): a provider's own parameters (top_p, seed,
+	// reasoning_effort, DeepSeek's thinking, vLLM's chat_template_kwargs).
+	Extra json.RawMessage
+	// Reasoning says which of the model's reasoning goes back to the
+	// server (docs/live.md, "Reasoning"): ReasoningAuto when "",
+	// ReasoningAll or ReasoningOff.
+	Reasoning string
 }
 
 // MaxLineFor is the event-stream line bound that lets every message of at
@@ -114,6 +154,10 @@ type Model struct {
 	client *oa.Client
 	tools  []oa.Tool
 	redact *redact.Redactor
+	// What every request sends beside the messages, read from cfg once.
+	extra          map[string]json.RawMessage
+	toolChoice     any
+	responseFormat any
 }
 
 // New validates cfg and builds the client.
@@ -155,6 +199,10 @@ func New(cfg Config) (*Model, error) {
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
+	settings, err := modelSettings(&cfg)
+	if err != nil {
+		return nil, err
+	}
 	hc := cfg.HTTPClient
 	if hc == nil {
 		hc = &http.Client{}
@@ -162,7 +210,8 @@ func New(cfg Config) (*Model, error) {
 	oc := oa.DefaultConfig(cfg.APIKey)
 	oc.BaseURL = cfg.BaseURL
 	oc.HTTPClient = &capturingDoer{c: hc, maxLine: cfg.MaxLineBytes}
-	m := &Model{cfg: cfg, client: oa.NewClientWithConfig(oc), redact: redact.New(cfg.APIKey), tools: wireTools(cfg.Tools)}
+	m := &Model{cfg: cfg, client: oa.NewClientWithConfig(oc), redact: redact.New(cfg.APIKey), tools: wireTools(cfg.Tools),
+		extra: settings.extra, toolChoice: settings.toolChoice, responseFormat: settings.responseFormat}
 	return m, nil
 }
 
@@ -177,27 +226,49 @@ func wireTools(specs []ports.ToolSpec) []oa.Tool {
 	return tools
 }
 
-// wireMessages converts a kernel history into the wire messages: Role, Content,
-// ToolCalls (type "function") and ToolCallID. The kernel's flags (Partial,
-// Marker, Synthetic, Interjection) stay home; the marker's text carries
-// what the model needs to know.
-func wireMessages(msgs []kernel.Message) []oa.ChatCompletionMessage {
-	out := make([]oa.ChatCompletionMessage, 0, len(msgs))
-	for _, m := range msgs {
-		om := oa.ChatCompletionMessage{Role: string(m.Role), Content: m.Content, ToolCallID: m.ToolCallID}
-		if m.Role == kernel.RoleTool && m.Content == "" {
-			// Strict servers reject a tool message without content.
-			om.Content = "(empty)"
-		}
-		for _, c := range m.ToolCalls {
-			om.ToolCalls = append(om.ToolCalls, oa.ToolCall{
-				ID: c.ID, Type: oa.ToolTypeFunction,
-				Function: oa.FunctionCall{Name: c.Name, Arguments: c.Arguments},
-			})
-		}
-		out = append(out, om)
+// settings are the request fields Config's model settings make.
+type settings struct {
+	extra          map[string]json.RawMessage
+	toolChoice     any
+	responseFormat any
+}
+
+// modelSettings checks cfg's model settings, naming the bad one, fills in
+// their defaults and returns the request fields they make.
+func modelSettings(cfg *Config) (settings, error) {
+	var s settings
+	if t := cfg.Temperature; t != nil && (*t < 0 || *t > 2 || *t != *t) {
+		return s, fmt.Errorf("openai: temperature %v: want 0 to 2", *t)
 	}
-	return out
+	if cfg.MaxOutputTokens < 0 {
+		return s, fmt.Errorf("openai: output-token limit %d: want a positive number (0: none)", cfg.MaxOutputTokens)
+	}
+	switch cfg.OutputTokensField {
+	case "":
+		cfg.OutputTokensField = FieldMaxTokens
+		if u, err := url.Parse(cfg.BaseURL); err == nil && u.Host == "api.openai.com" {
+			cfg.OutputTokensField = FieldMaxCompletionTokens
+		}
+	case FieldMaxTokens, FieldMaxCompletionTokens:
+	default:
+		return s, fmt.Errorf("openai: output-token field %q: want %s or %s", cfg.OutputTokensField, FieldMaxTokens, FieldMaxCompletionTokens)
+	}
+	switch cfg.Reasoning {
+	case "":
+		cfg.Reasoning = ReasoningAuto
+	case ReasoningAuto, ReasoningAll, ReasoningOff:
+	default:
+		return s, fmt.Errorf("openai: reasoning %q: want %s, %s or %s", cfg.Reasoning, ReasoningAuto, ReasoningAll, ReasoningOff)
+	}
+	var err error
+	if s.extra, err = parseExtra(cfg.Extra); err != nil {
+		return s, err
+	}
+	if s.toolChoice, err = toolChoiceOf(cfg.ToolChoice, cfg.Tools); err != nil {
+		return s, err
+	}
+	s.responseFormat, err = responseFormatOf(cfg.OutputSchema, cfg.OutputSchemaName, cfg.StructuredOutput)
+	return s, err
 }
 
 // maxDetail bounds the error text of one attempt (server bodies can be

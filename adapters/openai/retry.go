@@ -17,20 +17,20 @@ import (
 // errors), waits what the server's Retry-After asks or a jittered backoff,
 // and gives up at once when that wait would end past MaxRetryWait.
 func (m *Model) Stream(ctx context.Context, req ports.Request, sink ports.Sink) error {
-	tools := m.tools
-	if req.Tools != nil {
-		tools = wireTools(req.Tools)
+	body, err := m.body(req)
+	if err != nil {
+		return ports.Fail(kernel.FailureBadResponse, fmt.Errorf("openai: building the request: %w", err))
 	}
-	creq := oa.ChatCompletionRequest{
-		Model:         m.cfg.Model,
-		Messages:      wireMessages(req.Messages),
-		Tools:         tools,
-		StreamOptions: &oa.StreamOptions{IncludeUsage: true},
-	}
+	// go-openai is given only what it checks; the body it would send is
+	// replaced by body (capturingDoer).
+	creq := oa.ChatCompletionRequest{Model: m.cfg.Model}
+	ctx = withBody(ctx, body)
 	begun := m.cfg.Now()
 	for attempt := 1; ; attempt++ {
-		started, err := m.attempt(ctx, creq, sink)
+		var thought reasoning
+		started, err := m.attempt(ctx, creq, sink, &thought)
 		if err == nil {
+			thought.deliver(sink)
 			return nil
 		}
 		if ctx.Err() != nil {

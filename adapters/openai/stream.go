@@ -29,14 +29,16 @@ const progressEvery = 250 * time.Millisecond
 // response; a body that ends without [DONE] or a finish_reason was cut off
 // (a disconnect, or a stream error once tokens arrived).
 //
-// Reasoning (reasoning_content, reasoning, "thinking" parts) is no part of
-// the answer: it is neither forwarded as text nor kept, and only reported
-// as progress, so the kernel's watchdogs see a live stream. Anything else
+// Reasoning (reasoning_content, reasoning, reasoning_details, "thinking"
+// parts) is no part of the answer: it is never forwarded as text. It is
+// reported as progress, so the kernel's watchdogs see a live stream, and
+// collected in thought (but "thinking" parts), which Stream hands the sink
+// once the attempt succeeded (docs/live.md, "Reasoning"). Anything else
 // that adds nothing — empty content, a tool-call fragment with no id, no
 // name and no arguments — is not forwarded at all: a server that streams
 // only that is silent to the watchdogs, which end the request
 // (docs/semantics.md, "Deadlines").
-func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink ports.Sink) (started bool, err error) {
+func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink ports.Sink, thought *reasoning) (started bool, err error) {
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	capt := &capture{}
@@ -104,8 +106,8 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 		if err != nil {
 			return started, &attemptError{failure: kernel.FailureBadResponse, detail: "unparseable chunk: " + err.Error()}
 		}
-		if prompt, completion, ok := chunk.usage(); ok {
-			sink.Usage(kernel.Usage{PromptTokens: prompt, CompletionTokens: completion})
+		if u, ok := chunk.usage(); ok {
+			sink.Usage(u)
 		}
 		for _, ch := range chunk.Choices {
 			if ch.Index != 0 {
@@ -116,9 +118,12 @@ func (m *Model) attempt(ctx context.Context, creq oa.ChatCompletionRequest, sink
 			if !ok {
 				return started, &attemptError{failure: kernel.FailureBadResponse, detail: "unparseable chunk: content is neither a string nor a list of parts: " + string(d.Content)}
 			}
-			if thinking || present(d.ReasoningContent) || present(d.Reasoning) {
+			if thinking || present(d.ReasoningContent) || present(d.Reasoning) || present(d.ReasoningDetails) {
 				progress()
 			}
+			thought.add(fieldReasoningContent, d.ReasoningContent)
+			thought.add(fieldReasoning, d.Reasoning)
+			thought.addDetails(d.ReasoningDetails)
 			text(content)
 			if refusal, _, _ := contentText(d.Refusal); refusal != "" {
 				text(refusal)

@@ -34,7 +34,8 @@ type captureKey struct{}
 // maxErrorBody bounds how much of an error response is kept.
 const maxErrorBody = 64 << 10
 
-// capturingDoer wraps the HTTP client. For an error status it records the
+// capturingDoer wraps the HTTP client. It sends the body the adapter built
+// (body.go) in place of go-openai's. For an error status it records the
 // status, Retry-After, the URL asked and a bounded copy of the body in the
 // attempt's capture (found through the request's context), closing the
 // connection's body (go-openai reads error bodies but never closes them).
@@ -48,6 +49,7 @@ type capturingDoer struct {
 }
 
 func (d *capturingDoer) Do(req *http.Request) (*http.Response, error) {
+	swapBody(req)
 	resp, err := d.c.Do(req)
 	if err != nil {
 		return resp, err

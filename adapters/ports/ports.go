@@ -38,13 +38,23 @@ type Request struct {
 	// Path names the agent ("main/explore") for logs.
 	Path string
 	// Messages is a read-only view of the agent's history: the adapter sends
-	// Role, Content, ToolCalls and ToolCallID and nothing else.
+	// Role, Content, ToolCalls and ToolCallID, and the reasoning its
+	// provider needs back (docs/semantics.md, "Reasoning"), nothing else.
 	Messages []kernel.Message
 	// Tools, when not nil, are the tools this request offers the model,
 	// in place of any list the Model was built with. The driver leaves it
 	// nil; adapters/agent sets it (the agent's tools, and the delegate
-	// tool when the agent may delegate). Read-only.
+	// tool when the agent may delegate), and so does adapters/profiles
+	// (its profile's). Read-only.
 	Tools []ToolSpec
+	// Compaction marks a compaction's summarising request
+	// (kernel.Effect.Compact; docs/semantics.md, "Compaction"): the adapter
+	// sends it without tools (Tools too), and its answer is the summary.
+	Compaction bool
+	// Profile names the agent's profile (kernel.Effect.Profile; "" for
+	// none), so a host with profiles sends the request to that profile's
+	// model (adapters/profiles; docs/semantics.md, "Profiles").
+	Profile string
 }
 
 // Sink receives one stream's output. Each call becomes one kernel event, in
@@ -78,6 +88,18 @@ type Sink interface {
 type ProgressSink interface {
 	Sink
 	Progress()
+}
+
+// ReasoningSink is a Sink that can also keep the model's reasoning: the
+// Model reports it once, when the stream ended normally, and the driver
+// puts it on the stream's end event, so the kernel keeps it with the
+// message that end appends and hands it back in later requests
+// (docs/semantics.md, "Reasoning"). It is never shown. A Model finds it
+// with a type assertion; a Sink without it only loses the reasoning (a
+// provider that needs it back then refuses the follow-up request).
+type ReasoningSink interface {
+	Sink
+	Reasoning(r kernel.Reasoning)
 }
 
 // FailureError is a model error that names the kernel failure class it must

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -272,20 +271,4 @@ func isSessionFile(path string) bool {
 	line, _ := bufio.NewReader(io.LimitReader(f, 64<<10)).ReadBytes('\n')
 	var r Record
 	return json.Unmarshal(line, &r) == nil && r.Type == "session"
-}
-
-// DefaultPath is where a session goes when its host names none: a new
-// file under $XDG_STATE_HOME/escapement/sessions (~/.local/state when
-// unset), named by the time and the process id.
-func DefaultPath() (string, error) {
-	dir := os.Getenv("XDG_STATE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("no --session given and no home directory for the default: %w", err)
-		}
-		dir = filepath.Join(home, ".local", "state")
-	}
-	name := time.Now().UTC().Format("20060102-150405") + "-" + strconv.Itoa(os.Getpid()) + ".jsonl"
-	return filepath.Join(dir, "escapement", "sessions", name), nil
 }

@@ -7,8 +7,8 @@ import (
 
 // observe runs on the kernel's goroutine after every Step: it writes the
 // trace (flushed: the file holds every step so far), appends the root's
-// new messages to the session file, and hands the step to the host's
-// observer.
+// new messages to the session file, and hands the step to the span export
+// and the host's observer.
 func (s *Session) observe(st ports.Step) {
 	if s.trace != nil {
 		s.trace.Step(st.Kernel, st.Event, st.Target, st.Before, st.Effects)
@@ -18,6 +18,9 @@ func (s *Session) observe(st ports.Step) {
 		}
 	}
 	s.persist(st)
+	if s.opts.Spans != nil {
+		s.opts.Spans.Observe(st)
+	}
 	if s.opts.Observer != nil {
 		s.opts.Observer(st)
 	}

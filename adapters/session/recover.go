@@ -215,7 +215,8 @@ type nopSyncer struct{}
 func (nopSyncer) Sync() error { return nil }
 
 // replay rebuilds the kernel from l, deriving the session records its run
-// wrote (want) and, when traced is asked for, its trace.
+// wrote (want) and, when traced is asked for, its trace; the span export
+// derives every replayed step.
 func (s *Session) replay(l *wal.Log, withTrace bool) (want, traced []byte, k *kernel.Kernel, err error) {
 	var mem, tbuf bytes.Buffer
 	s.file = &fileWriter{path: s.path, w: &mem, syncer: nopSyncer{}, redact: s.opts.Redact}
@@ -234,7 +235,9 @@ func (s *Session) replay(l *wal.Log, withTrace bool) (want, traced []byte, k *ke
 		tw = trace.NewWriter(redacting(&tbuf, s.opts.Redact), hdr)
 	}
 	l.Redact = s.opts.Redact // the log's lines were written through it
+	s.spansCrashedAt(l.Name)
 	k, err = l.Rebuild(func(st ports.Step) {
+		s.spansReplay(st)
 		s.persist(st)
 		if tw != nil {
 			tw.Step(st.Kernel, st.Event, st.Target, st.Before, st.Effects)

@@ -36,6 +36,11 @@ type Config struct {
 	// Observer, when set, sees every Step after the session has recorded
 	// it, on the kernel's goroutine (live.Config.Observer).
 	Observer func(ports.Step)
+	// Spans, when set, derives the run's spans and exports them
+	// (adapters/otel.Exporter; docs/otel.md): it sees every step the
+	// Observer sees, and a recovery's replayed steps before them. The
+	// session owns it from Start on (Spans says how it ends it).
+	Spans Spans
 	// Trace, when set, receives the run's kernel trace (kernel/trace
 	// format, redacted): a header when the run starts — a recovered run's
 	// is the log's, followed by the replayed steps — and every step after.
@@ -223,8 +228,18 @@ func (s *Session) Start(cfg Config) (err error) {
 		}
 	}()
 	if s.crashed != nil {
-		return s.recover(cfg)
+		err = s.recover(cfg)
+	} else {
+		err = s.startNew(cfg)
 	}
+	if err == nil {
+		s.spansStarted()
+	}
+	return err
+}
+
+// startNew starts a run from the session file: a resumed one or a new one.
+func (s *Session) startNew(cfg Config) error {
 	if err := s.openFile(cfg.ModelName); err != nil {
 		return err
 	}
@@ -334,8 +349,9 @@ func (s *Session) newDriver(cfg Config) (err error) {
 	return nil
 }
 
-// abort closes what a failed Start opened.
+// abort closes what a failed Start opened, and stops the span export.
 func (s *Session) abort() {
+	s.stopSpans()
 	if s.file != nil {
 		s.file.close()
 	}
@@ -347,8 +363,10 @@ func (s *Session) abort() {
 
 // Sync makes what was written durable — the session file and the log — from
 // any goroutine, while the driver runs: what a host does before it exits
-// at once (a second Ctrl-C). The log stays for the next Resume.
+// at once (a second Ctrl-C). The log stays for the next Resume. The spans
+// ended so far are sent, if they can be within a moment.
 func (s *Session) Sync() {
+	s.flushSpans()
 	if s.file != nil {
 		s.file.sync()
 	}
@@ -360,8 +378,11 @@ func (s *Session) Sync() {
 // Abandon closes the session file (synced, nothing written after) while the
 // driver may still run — a host that exits without waiting for it — and
 // reports the file's first error. The log stays for the next Resume, and
-// the lock is kept until Release or the process's exit.
+// the lock is kept until Release or the process's exit. The spans ended so
+// far are sent, if they can be within a moment; those still open are left
+// to the run that recovers this one.
 func (s *Session) Abandon() error {
+	s.flushSpans()
 	if s.file == nil {
 		return nil
 	}
@@ -380,8 +401,8 @@ func (s *Session) Failed() error {
 // Close ends the session once its driver's Run has returned runErr: it
 // writes the trace's end, closes the session file and the log — the log is
 // removed when the run ended cleanly (runErr nil and the file whole), else
-// kept for the next Resume — and releases the lock. It returns the first
-// error.
+// kept for the next Resume — sends the spans (Config.Spans) and stops
+// their export, and releases the lock. It returns the first error.
 func (s *Session) Close(runErr error) error {
 	if s.closed {
 		return nil
@@ -403,6 +424,7 @@ func (s *Session) Close(runErr error) error {
 	if lerr := s.closeLog(runErr == nil && ferr == nil); lerr != nil && err == nil {
 		err = fmt.Errorf("write-ahead log: %w", lerr)
 	}
+	s.stopSpans()
 	return err
 }
 

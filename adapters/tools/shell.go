@@ -108,23 +108,31 @@ func drain(pr *os.File, drained <-chan struct{}, limit time.Duration) {
 	pr.Close()
 }
 
+// track registers a running shell (running) or forgets it. A shell that
+// registers after KillAll is killed at once: it was still starting when
+// KillAll looked, or came later.
 func (b *Box) track(p *proc.Process, running bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if running {
-		b.running[p] = struct{}{}
-	} else {
+	if !running {
 		delete(b.running, p)
+		return
+	}
+	b.running[p] = struct{}{}
+	if b.killedAll {
+		p.Kill()
 	}
 }
 
 // KillAll starts the hard kill of every running shell at once (on Linux,
 // each call's helper then kills its whole tree, even after this process
-// has exited). The CLI calls it on a hard exit (a second Ctrl-C), which
-// does not wait for the kernel's graceful cancel.
+// has exited), and of every shell that starts after it. The CLI calls it on
+// a hard exit (a second Ctrl-C), which does not wait for the kernel's
+// graceful cancel.
 func (b *Box) KillAll() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.killedAll = true
 	for p := range b.running {
 		p.Kill()
 	}

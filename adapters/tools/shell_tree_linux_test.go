@@ -186,3 +186,16 @@ func TestKillAllReachesRunningShells(t *testing.T) {
 		t.Errorf("result %+v", r)
 	}
 }
+
+// TestKillAllReachesStartingShells: a shell call KillAll did not find
+// running — it was still starting (its process had begun but was not yet
+// registered), or came later — is killed as soon as it runs: KillAll is
+// the hard exit, and nothing may outlive it.
+func TestKillAllReachesStartingShells(t *testing.T) {
+	b, _ := newBox(t, true)
+	b.KillAll()
+	r := result(t, runAsync(b, context.Background(), `trap '' INT; sleep 7792 & wait`))
+	if r.Status != kernel.ToolOK || !strings.HasPrefix(r.Content, "killed by signal killed in ") {
+		t.Errorf("result %+v", r)
+	}
+}

@@ -79,8 +79,9 @@ type Box struct {
 	// file and opening it: the window in which the file can be swapped.
 	grepOpenHook func(name string)
 
-	mu      sync.Mutex
-	running map[*proc.Process]struct{} // running shells
+	mu        sync.Mutex
+	running   map[*proc.Process]struct{} // running shells
+	killedAll bool                       // KillAll ran: every shell is killed as it starts
 }
 
 // New opens the workspace. It refuses a workspace the file tools must not

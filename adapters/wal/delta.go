@@ -103,7 +103,7 @@ func (e *encoder) track(ev *kernel.Event) {
 func (e *encoder) plain(s ports.Step) bool {
 	ev := &s.Event
 	if ev.Kind != kernel.EvLLMDelta || ev.Chunk != e.next(ev.Op) || ev.Op == 0 ||
-		ev.Agent != 0 || ev.Turn != 0 || ev.Failure != 0 || ev.Status != 0 || ev.Attempt != 0 || ev.Delay != 0 || ev.Usage != nil ||
+		ev.Agent != 0 || ev.Turn != 0 || ev.Failure != 0 || ev.Status != 0 || ev.Attempt != 0 || ev.Delay != 0 || ev.Usage != nil || ev.Reasoning != nil ||
 		(ev.Call != nil && ev.Text != "") {
 		return false
 	}

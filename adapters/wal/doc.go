@@ -12,18 +12,18 @@
 //
 // # Format
 //
-// A log is a kernel/trace file (JSON Lines, format 3): a header that
+// A log is a kernel/trace file (JSON Lines, format 4): a header that
 // records the kernel configuration (trace.HeaderOf: limits, root name,
 // system prompts, the seeded history, prior turns, the idempotent tools,
-// the delegate tool, the agent cap), then one "step" line per event with
-// the effects it caused, and, when the run ended cleanly, an "end" line. A
-// streamed chunk whose step did only what every chunk does (echo its text)
-// is a "delta" record instead — its time, op and text, nothing repeated —
-// so the log grows with the text, not with about 300 bytes of framing per
-// token (delta.go). A log without an end line is the log of a process that
-// crashed; after a recovery the resumed process appends to the same file,
-// its first step the EvRecover, so a second crash replays the first
-// recovery too.
+// the tools that ask for approval, the delegate tool), then one "step" line
+// per event with the effects it caused, and, when the run ended cleanly, an
+// "end" line. A streamed chunk whose step did only what every chunk does
+// (echo its text) is a "delta" record instead — its time, op and text,
+// nothing repeated — so the log grows with the text, not with about 300
+// bytes of framing per token (delta.go). A log without an end line is the
+// log of a process that crashed; after a recovery the resumed process
+// appends to the same file, its first step the EvRecover, so a second crash
+// replays the first recovery too.
 //
 // # Write ordering and fsync
 //
@@ -46,9 +46,10 @@
 //     input, which must not vanish once the model has seen it; one fsync
 //     (about a millisecond) is small against a request's latency, and the
 //     stream's chunks, the bulk of the log, are never synced one by one;
-//   - is a user's input (submit, interjection, cancel, shutdown) or a
-//     recovery: human-rate events whose loss the user would notice (an
-//     Esc forgotten, a restarted request that was cancelled);
+//   - is a user's input (submit, interjection, cancel, compact, shutdown,
+//     an approval decision) or a recovery: human-rate events whose loss
+//     the user would notice (an Esc forgotten, a restarted request that was
+//     cancelled, an approval asked again);
 //   - ends a turn of the root: a completed answer is durable before the
 //     next prompt is shown.
 //

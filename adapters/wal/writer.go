@@ -126,7 +126,7 @@ func (w *Writer) Record(s ports.Step) error {
 // needsSync is the fsync policy (see the package doc).
 func (w *Writer) needsSync(s ports.Step) bool {
 	switch s.Event.Kind {
-	case kernel.EvSubmit, kernel.EvInterject, kernel.EvCancel, kernel.EvShutdown, kernel.EvRecover:
+	case kernel.EvSubmit, kernel.EvInterject, kernel.EvCancel, kernel.EvShutdown, kernel.EvRecover, kernel.EvCompact, kernel.EvDecision:
 		return true
 	}
 	for i := range s.Effects {

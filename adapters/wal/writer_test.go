@@ -80,3 +80,21 @@ func TestWriterCloseMarksCleanOnce(t *testing.T) {
 		t.Errorf("Record after Close: %v", err)
 	}
 }
+
+// TestUserInputsAreSynced: every user input — a compact and an approval
+// decision among them — is fsynced in its step, as docs/durable.md's sync
+// table says, and a plain chunk is not.
+func TestUserInputsAreSynced(t *testing.T) {
+	w := &Writer{}
+	for _, ev := range []kernel.Event{
+		kernel.Submit(0, "hi"), kernel.Interject(0, "and"), kernel.Cancel(0, kernel.Root), kernel.Shutdown(0),
+		kernel.Recover(0), kernel.Compact(0, ""), kernel.Deny(0, kernel.Root, "c1", "no"),
+	} {
+		if !w.needsSync(ports.Step{Event: ev}) {
+			t.Errorf("%s is not synced", ev.Kind)
+		}
+	}
+	if w.needsSync(ports.Step{Event: kernel.TextDelta(0, 1, 1, "x")}) {
+		t.Error("a plain chunk is synced")
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/escapement/escapement/adapters/wal"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/trace"
 )
 
 // toolThenStall: the first request lists the directory (an idempotent
@@ -149,6 +151,35 @@ func TestResumeRefusesADisagreeingSession(t *testing.T) {
 	after, _ := os.ReadFile(sess)
 	afterLog, _ := os.ReadFile(sess + session.LogSuffix)
 	if !bytes.Equal(after, changed) || !bytes.Equal(afterLog, log) {
+		t.Fatal("a refused resume changed the files")
+	}
+}
+
+// TestResumeRefusesAnOlderLog: a log of another trace format (left by an
+// older build) is not rebuilt under this build's rules: the resume is
+// refused naming both versions, the log and how to go on, and neither file
+// is touched (docs/durable.md, "Recovery").
+func TestResumeRefusesAnOlderLog(t *testing.T) {
+	srv, dir, sess := crashAfterTool(t)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	data, _ := os.ReadFile(sess)
+	log, _ := os.ReadFile(sess + session.LogSuffix)
+	current := `"format":` + strconv.Itoa(trace.FormatVersion) + `,`
+	older := bytes.Replace(log, []byte(current), []byte(`"format":`+strconv.Itoa(trace.FormatVersion-1)+`,`), 1)
+	if bytes.Equal(older, log) {
+		t.Fatalf("the log's header does not hold %s", current)
+	}
+	if err := os.WriteFile(sess+session.LogSuffix, older, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errb := runCLIWithInput(t, "", "chat", "--resume", sess, "--workspace", dir)
+	want := fmt.Sprintf("format %d, this build reads %d", trace.FormatVersion-1, trace.FormatVersion)
+	if code != exitUsage || !strings.Contains(errb, want) || !strings.Contains(errb, sess+session.LogSuffix+" is the write-ahead log of "+sess+"; move it away") {
+		t.Fatalf("exit %d, stderr %q", code, errb)
+	}
+	after, _ := os.ReadFile(sess)
+	afterLog, _ := os.ReadFile(sess + session.LogSuffix)
+	if !bytes.Equal(after, data) || !bytes.Equal(afterLog, older) {
 		t.Fatal("a refused resume changed the files")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,19 +13,35 @@ import (
 )
 
 // echoServer answers each request with the last user text it holds, so a
-// test can see which lines became which turns.
-func echoServer(t *testing.T) *fakeopenai.Server {
-	return endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+// test can see which lines became which turns. A text that starts with
+// "slow" streams "slowly " and answers 300ms later; one that starts with
+// "hold" streams "slowly " and answers only once release is called, or
+// never if its request is cancelled first (by an interjection): the turn is
+// surely still running when the test's next line arrives.
+func echoServer(t *testing.T) (srv *fakeopenai.Server, release func()) {
+	released := make(chan struct{})
+	var once sync.Once
+	srv = endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
 		last := r.Body.Last()
-		if strings.HasPrefix(last.Content, "slow") {
-			_ = w.Text("slowly ")
-			select {
-			case <-ctx.Done():
-			case <-time.After(300 * time.Millisecond):
-			}
+		var wait <-chan struct{} // nil: only the bound ends a slow answer
+		bound := 300 * time.Millisecond
+		switch {
+		case strings.HasPrefix(last.Content, "slow"):
+		case strings.HasPrefix(last.Content, "hold"):
+			wait, bound = released, 30*time.Second // a bound that only stops a hang
+		default:
+			_ = w.Answer(fmt.Sprintf("[%s]", last.Content), 64)
+			return
+		}
+		_ = w.Text("slowly ")
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		case <-time.After(bound):
 		}
 		_ = w.Answer(fmt.Sprintf("[%s]", last.Content), 64)
 	})
+	return srv, func() { once.Do(func() { close(released) }) }
 }
 
 // TestPipedChatQueuesLines: `printf 'a\nb\n' | escapement chat` is two
@@ -32,7 +49,7 @@ func echoServer(t *testing.T) *fakeopenai.Server {
 // interjection of the first turn, since it arrived while that turn ran).
 // With stdin not a terminal, --while-busy defaults to queue.
 func TestPipedChatQueuesLines(t *testing.T) {
-	srv := echoServer(t)
+	srv, _ := echoServer(t)
 	dir := t.TempDir()
 	code, out, errb := runCLIWithInput(t, "slow a\nb\nc\n", "chat", "--session", filepath.Join(dir, "s.jsonl"), "--workspace", dir)
 	if code != exitOK {
@@ -48,9 +65,10 @@ func TestPipedChatQueuesLines(t *testing.T) {
 	if fmt.Sprint(firsts) != "[slow a b c]" {
 		t.Errorf("requests for %v, want one per line in order", firsts)
 	}
-	// With --while-busy interject the same input joins the first turn.
-	srv2 := echoServer(t)
-	code, _, errb = runCLIWithInput(t, "slow a\nb\n", "chat", "--while-busy", "interject", "--session", filepath.Join(dir, "i.jsonl"), "--workspace", dir)
+	// With --while-busy interject the second line joins the first turn
+	// (which holds until the interjection cancels its stream).
+	srv2, _ := echoServer(t)
+	code, _, errb = runCLIWithInput(t, "hold a\nb\n", "chat", "--while-busy", "interject", "--session", filepath.Join(dir, "i.jsonl"), "--workspace", dir)
 	if code != exitOK {
 		t.Fatalf("interject: exit %d\n%s", code, errb)
 	}
@@ -73,7 +91,7 @@ func TestPipedChatQueuesLines(t *testing.T) {
 // locally and never sent; //text sends the literal /text; a line that only
 // starts with a slash (a path) is a message; /exit ends chat.
 func TestChatSlashCommands(t *testing.T) {
-	srv := echoServer(t)
+	srv, release := echoServer(t)
 	dir := t.TempDir()
 	c := startCLI(t, []string{"chat", "--session", filepath.Join(dir, "s.jsonl"), "--workspace", dir, "--while-busy", "interject"})
 	prompts := func(n int) func() bool { return func() bool { return strings.Count(c.errb.String(), "> ") >= n } }
@@ -92,10 +110,11 @@ func TestChatSlashCommands(t *testing.T) {
 	eventually(t, "the path line", func() bool { return strings.Contains(c.out.String(), "[/usr/lib is missing]") })
 	eventually(t, "the prompt", prompts(5))
 	// While a turn runs, /queue waits for it; a plain line interjects.
-	c.say("slow one")
-	eventually(t, "the slow stream", func() bool { return strings.Contains(c.out.String(), "slowly") })
+	c.say("hold one")
+	eventually(t, "the held stream", func() bool { return strings.Contains(c.out.String(), "slowly") })
 	c.say("/queue next turn")
 	eventually(t, "the queue notice", func() bool { return strings.Contains(c.errb.String(), "queued (1 waiting)") })
+	release()
 	eventually(t, "the queued turn", func() bool { return strings.Contains(c.out.String(), "[next turn]") })
 	c.say("/exit")
 	if code := c.wait(20 * time.Second); code != exitOK {
@@ -105,7 +124,7 @@ func TestChatSlashCommands(t *testing.T) {
 	for _, r := range srv.Requests() {
 		sent = append(sent, r.Body.Last().Content)
 	}
-	if fmt.Sprint(sent) != "[/etc/hosts, what is it? /usr/lib is missing slow one next turn]" {
+	if fmt.Sprint(sent) != "[/etc/hosts, what is it? /usr/lib is missing hold one next turn]" {
 		t.Errorf("sent %q", sent)
 	}
 	for _, s := range sent {

@@ -1,16 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/otel"
 	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/adapters/profiles"
 	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
@@ -43,8 +45,9 @@ func (a *app) setupLive(f *liveFlags) (_ *liveRun, err error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	key := a.apiKey()
-	kcfg := kernel.Config{Limits: f.limits, System: f.system}
+	key := a.apiKey(f.cfg.APIKeyEnv)
+	a.secrets = a.secrets.With(append(a.cfg.Secrets(), a.cfg.Keys()...)...)
+	kcfg := kernel.Config{Limits: f.limits, System: f.system, Profiles: a.cfg.KernelProfiles(), RootProfile: f.cfg.Profile}
 	sess, err := a.openSession(f, &kcfg)
 	if err != nil {
 		return nil, err
@@ -87,12 +90,12 @@ func (a *app) newLiveRun(f *liveFlags, key string, sess *session.Session) *liveR
 	return lr
 }
 
-// apiKey is $OPENAI_API_KEY, with a warning when it is too weak to be
-// redacted.
-func (a *app) apiKey() string {
-	key := os.Getenv("OPENAI_API_KEY")
+// apiKey is the variable name names (--api-key-env, $OPENAI_API_KEY by
+// default), with a warning when it is too weak to be redacted.
+func (a *app) apiKey(name string) string {
+	key := os.Getenv(name)
 	if why := redact.Weak(key); why != "" {
-		fmt.Fprintf(a.err, "escapement: OPENAI_API_KEY is not treated as a secret: %s; it is not redacted from output and files\n", why)
+		fmt.Fprintf(a.err, "escapement: %s is not treated as a secret: %s; it is not redacted from output and files\n", name, why)
 	}
 	return key
 }
@@ -145,7 +148,7 @@ func (a *app) startTools(f *liveFlags, lr *liveRun) (*mcpView, error) {
 	if err != nil {
 		return nil, err
 	}
-	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, WithholdEnv: mcpServers.secretVars(), KillGrace: f.limits.Grace / 2})
+	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, WithholdEnv: append(mcpServers.secretVars(), a.cfg.SecretVars()...), KillGrace: f.limits.Grace / 2})
 	if err != nil {
 		return nil, usageErr("--workspace: %v", err)
 	}
@@ -160,30 +163,34 @@ func (a *app) startTools(f *liveFlags, lr *liveRun) (*mcpView, error) {
 }
 
 // sessionConfig is the session's configuration: the model the flags name,
-// the tools, both redacted at the kernel's edge, and the CLI's observer.
+// the tools, both redacted at the kernel's edge, the CLI's observer, and
+// the span export the OTEL_* variables ask for (docs/otel.md), built last.
 func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Config, error) {
-	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
-	base := firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL)
-	m, err := openai.New(openai.Config{
+	model, baseURL := f.model, f.baseURL
+	m, err := profiles.Build(kcfg, openai.Config{
 		APIKey:       lr.secret,
-		BaseURL:      base,
+		BaseURL:      baseURL,
 		Model:        model,
 		Tools:        lr.box.Specs(),
 		MaxRetryWait: f.limits.FirstTokenTimeout,
 		MaxLineBytes: openai.MaxLineFor(f.limits.MaxMessageBytes),
-	})
+	}, f.cfg.APIKeyEnv, lr.a.cfg.Endpoints(), os.Getenv)
 	if err != nil {
-		return session.Config{}, usageErr("--base-url/--model: %v", err)
+		return session.Config{}, usageErr("%v", lr.a.cfg.Where(err))
 	}
 	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
-	lr.run = protocol.Run{Version: buildinfo.Version(), Model: model, Endpoint: base, Workspace: abs(f.workspace), Limits: f.limits}
+	lr.run = protocol.Run{Version: buildinfo.Version(), Model: model, Endpoint: baseURL, Workspace: abs(f.workspace), Limits: f.limits}
 	for _, spec := range lr.box.Specs() {
 		lr.run.Tools = append(lr.run.Tools, spec.Name)
 	}
 	fedModel, fedTools := edge.Redact(m, lr.box, lr.red)
-	return session.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, ModelName: model, Observer: lr.observe,
+	exp, err := otel.NewFromEnv(context.Background(), os.Getenv, otel.Config{Model: model, BaseURL: baseURL, Redact: lr.redact, OnError: func(err error) { lr.say("%v", err) }})
+	if err != nil {
+		return session.Config{}, usageErr("%v", err)
+	}
+	return session.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, ModelName: model, Observer: lr.observe, Spans: exp,
 		Redact: lr.redact, Notice: func(s string) { lr.say("%s", s) },
 		WrapFile: lr.a.wrapSession, WrapLog: lr.a.wrapLog}, nil
 }
@@ -203,6 +210,7 @@ func (lr *liveRun) start(f *liveFlags, scfg session.Config) (err error) {
 	if f.trace != "" {
 		if lr.traceOut, err = userfile.OpenOutput(f.trace, "an escapement trace", traceHeaderPrefix); err != nil {
 			lr.discardFinal()
+			scfg.Spans.Shutdown(context.Background()) // the session never owned it
 			return usageErr("--trace: %v", err)
 		}
 		scfg.Trace = lr.traceOut
@@ -271,13 +279,4 @@ func abs(dir string) string {
 		return a
 	}
 	return dir
-}
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if strings.TrimSpace(v) != "" {
-			return v
-		}
-	}
-	return ""
 }

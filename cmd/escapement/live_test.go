@@ -349,10 +349,13 @@ func TestRunSecondInterruptE2E(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	// Give the first interrupt time to be handled: the shell gets SIGINT and
-	// ignores it; it would end by itself after a minute, and SIGKILL would
-	// follow only after 5 minutes (grace/2).
-	time.Sleep(200 * time.Millisecond)
+	// The first interrupt is handled (the call is answered cancelled; the
+	// shell gets SIGINT and ignores it: it would end by itself after a
+	// minute, and SIGKILL would follow only after 5 minutes, grace/2)
+	// before the second is sent: two signals sent at once can arrive as one.
+	eventually(t, "the first interrupt's cancel", func() bool {
+		return strings.Contains(p.stderr.String(), "← shell cancelled (user_cancel)")
+	})
 	select {
 	case <-p.done:
 		t.Fatalf("exited after the first Ctrl-C (code %d); the shell ignores SIGINT and sleeps a minute", p.code)

@@ -15,6 +15,8 @@ import (
 	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/internal/userfile"
+	"github.com/escapement/escapement/kernel/spans"
+	"github.com/escapement/escapement/kernel/trace"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
 	"github.com/spf13/cobra"
@@ -315,19 +317,26 @@ func orDash(s string) string {
 }
 
 func newReplayCmd(a *app) *cobra.Command {
-	var mib int
+	var (
+		mib      int
+		perfetto string
+	)
 	cmd := &cobra.Command{
 		Use:   "replay TRACE",
 		Short: "Re-run a recorded trace and check it reproduces byte for byte",
 		Long: `Re-run what a JSONL trace recorded and compare bytes. A simulator trace
 re-runs the scenario embedded in its header; a live trace (escapement run
 --trace) feeds its recorded events to a fresh kernel. Prints the first
-differing line when they differ.
+differing line when they differ. With --perfetto the replayed run's spans
+(the ones a live run exports over OpenTelemetry) are written as a
+Perfetto/Chrome timeline, for a live trace as for a simulated one.
 
 The re-run has a memory budget (--memory-budget): a trace's header can ask
 for a tree far bigger than the file, and such a replay stops with exit 2.
 
 Exit codes: 0 identical, 1 different, 2 unreadable trace or over budget.`,
+		Example: `  escapement run "fix the test" --trace run.jsonl
+  escapement sim replay run.jsonl --perfetto run.json   # open in ui.perfetto.dev`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			budget, err := budgetBytes(mib)
@@ -338,9 +347,26 @@ Exit codes: 0 identical, 1 different, 2 unreadable trace or over budget.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			res, err := sim.ReplayWithin(bytes.NewReader(data), budget)
+			var pf *sim.Perfetto
+			var observe func(sim.StepInfo)
+			if perfetto != "" {
+				if pf, err = perfettoOf(data); err != nil {
+					return usageErr("%s: %v", args[0], err)
+				}
+				observe = pf.Observe
+			}
+			res, err := sim.ReplayObserved(bytes.NewReader(data), budget, observe)
 			if err != nil {
 				return usageErr("%s: %v", args[0], err)
+			}
+			if pf != nil {
+				var buf bytes.Buffer
+				if err := pf.Write(&buf, res.End); err != nil {
+					return err
+				}
+				if _, err := writeOut(perfetto, "", false, buf.Bytes()); err != nil {
+					return usageErr("--perfetto: %v", err)
+				}
 			}
 			if res.Identical {
 				fmt.Fprintf(a.out, "%s: %s trace of %q reproduced: %d lines identical, sha256 %s\n", args[0], res.Source, res.Name, res.Lines, res.SHA256)
@@ -350,8 +376,21 @@ Exit codes: 0 identical, 1 different, 2 unreadable trace or over budget.`,
 			return &exitError{code: exitCheckFailed}
 		},
 	}
+	cmd.Flags().StringVar(&perfetto, "perfetto", "", "write the replayed run's spans as a Perfetto/Chrome trace-event timeline to FILE")
 	memoryBudgetFlag(cmd, &mib)
 	return cmd
+}
+
+// perfettoOf starts the timeline of the run a trace recorded, configured
+// as its header says.
+func perfettoOf(data []byte) (*sim.Perfetto, error) {
+	first, _, _ := bytes.Cut(data, []byte("\n"))
+	hdr, err := trace.ReadHeader(first)
+	if err != nil {
+		return nil, err
+	}
+	cfg := hdr.Config()
+	return sim.NewPerfetto(hdr.Name).WithSpans(spans.Config{RootName: cfg.RootName, DelegateTool: cfg.DelegateTool}), nil
 }
 
 // orNothing marks a missing line in a replay diff.

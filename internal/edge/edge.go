@@ -15,8 +15,8 @@ import (
 )
 
 // A live run redacts secrets at the kernel's edge: every text that reaches
-// the kernel from the world — the model's streamed answer and tool-call
-// arguments, a tool's result, a failure's or retry's message — passes the
+// the kernel from the world — the model's streamed answer, its reasoning and
+// tool-call arguments, a tool's result, a failure's or retry's message — passes the
 // redactor first (docs/durable.md, "Secrets"). So the kernel never
 // holds a secret, and neither does anything derived from it: the requests
 // sent back to the model, the session, the trace and the write-ahead log.
@@ -103,6 +103,21 @@ func (s *edgeSink) Retry(attempt int, delay time.Duration, cause string) {
 }
 
 func (s *edgeSink) Usage(u kernel.Usage) { s.sink.Usage(u) }
+
+// Reasoning passes the model's reasoning on redacted, its text and its
+// details alike (ports.ReasoningSink): the kernel keeps it with its message
+// and sends it back to providers that need it (docs/semantics.md,
+// "Reasoning"), so it must hold no secret either. The mask holds no quote
+// or backslash, so details that were JSON stay JSON. Under a sink that
+// keeps no reasoning it is dropped, as without the edge.
+func (s *edgeSink) Reasoning(r kernel.Reasoning) {
+	rs, ok := s.sink.(ports.ReasoningSink)
+	if !ok {
+		return
+	}
+	r.Text, r.Details = s.r.Redact(r.Text), s.r.Redact(r.Details)
+	rs.Reasoning(r)
+}
 
 // flush releases what the streams held back when the stream ended.
 func (s *edgeSink) flush() {

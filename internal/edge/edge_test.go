@@ -2,6 +2,7 @@ package edge
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +47,50 @@ func TestSecretSplitAcrossChunksIsRedacted(t *testing.T) {
 	}
 	if !strings.HasPrefix(s.text.String(), "the key is ") || !strings.HasSuffix(s.text.String(), ", done") {
 		t.Errorf("text %q: want what surrounds the key kept", s.text.String())
+	}
+}
+
+// reasoningSink is a textSink that keeps reasoning too.
+type reasoningSink struct {
+	textSink
+	got []kernel.Reasoning
+}
+
+func (s *reasoningSink) Reasoning(r kernel.Reasoning) { s.got = append(s.got, r) }
+
+// TestReasoningIsRedacted: the reasoning a model hands over reaches the
+// kernel's sink with the key masked in its text and its details (which
+// stay valid JSON), its field untouched; under a sink that keeps no
+// reasoning it is dropped.
+func TestReasoningIsRedacted(t *testing.T) {
+	const key = "sk-test-0123456789abcdefXYZ"
+	model := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
+		sink.Text("ok")
+		rs, ok := sink.(ports.ReasoningSink)
+		if !ok {
+			t.Fatal("the edge's sink keeps no reasoning: a provider that needs it back would refuse the next request")
+		}
+		rs.Reasoning(kernel.Reasoning{Text: "the user's key is " + key, Field: "reasoning_content",
+			Details: `[{"type":"reasoning.text","text":"key ` + key + `"}]`})
+		return nil
+	})
+	m, _ := Redact(model, nil, redact.New(key))
+	var s reasoningSink
+	if err := m.Stream(context.Background(), ports.Request{}, &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.got) != 1 {
+		t.Fatalf("reasoning reached the sink %d times, want once", len(s.got))
+	}
+	r := s.got[0]
+	if strings.Contains(r.Text, key[:12]) || strings.Contains(r.Details, key[:12]) {
+		t.Errorf("reasoning %+v holds the key", r)
+	}
+	if !strings.HasPrefix(r.Text, "the user's key is ") || r.Field != "reasoning_content" || !json.Valid([]byte(r.Details)) {
+		t.Errorf("reasoning %+v: want the text around the key, the field and JSON details kept", r)
+	}
+	var plain textSink
+	if err := m.Stream(context.Background(), ports.Request{}, &plain); err != nil {
+		t.Fatal(err)
 	}
 }

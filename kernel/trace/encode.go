@@ -163,6 +163,10 @@ func (e *enc) event(ev *kernel.Event) {
 		e.lit(`,"status":`)
 		e.name(ev.Status.String())
 	}
+	if ev.Verdict != 0 {
+		e.lit(`,"verdict":`)
+		e.name(ev.Verdict.String())
+	}
 	if ev.Attempt != 0 {
 		e.lit(`,"attempt":`)
 		e.i64(int64(ev.Attempt))
@@ -172,21 +176,57 @@ func (e *enc) event(ev *kernel.Event) {
 		e.i64(int64(ev.Delay))
 	}
 	if u := ev.Usage; u != nil {
-		e.lit(`,"usage":{`)
+		e.lit(`,"usage":`)
+		e.usage(u)
+	}
+	if r := ev.Reasoning; r != nil {
+		e.lit(`,"reasoning":{`)
 		comma := false
-		if u.PromptTokens != 0 {
-			e.lit(`"prompt_tokens":`)
-			e.i64(int64(u.PromptTokens))
-			comma = true
-		}
-		if u.CompletionTokens != 0 {
+		for _, f := range [...]struct{ key, v string }{{`"text":`, r.Text}, {`"field":`, r.Field}, {`"details":`, r.Details}} {
+			if f.v == "" {
+				continue
+			}
 			if comma {
 				e.b = append(e.b, ',')
 			}
-			e.lit(`"completion_tokens":`)
-			e.i64(int64(u.CompletionTokens))
+			e.lit(f.key)
+			e.str(f.v)
+			comma = true
 		}
 		e.b = append(e.b, '}')
+	}
+	if ev.CallID != "" {
+		e.lit(`,"call_id":`)
+		e.str(ev.CallID)
+	}
+	if ev.Digest != "" {
+		e.lit(`,"digest":`)
+		e.str(ev.Digest)
+	}
+	e.b = append(e.b, '}')
+}
+
+// usage writes a Usage object: its nonzero counts, in field order.
+func (e *enc) usage(u *kernel.Usage) {
+	e.b = append(e.b, '{')
+	comma := false
+	for _, f := range [...]struct {
+		key string
+		n   int
+	}{
+		{`"prompt_tokens":`, u.PromptTokens}, {`"completion_tokens":`, u.CompletionTokens},
+		{`"cached_tokens":`, u.CachedTokens}, {`"reasoning_tokens":`, u.ReasoningTokens},
+		{`"requests":`, u.Requests}, {`"unreported":`, u.Unreported},
+	} {
+		if f.n == 0 {
+			continue
+		}
+		if comma {
+			e.b = append(e.b, ',')
+		}
+		e.lit(f.key)
+		e.i64(int64(f.n))
+		comma = true
 	}
 	e.b = append(e.b, '}')
 }
@@ -206,6 +246,9 @@ func (e *enc) effect(ef *kernel.Effect) {
 	if ef.Timer != 0 {
 		e.lit(`,"timer":`)
 		e.name(ef.Timer.String())
+	}
+	if ef.Compact {
+		e.lit(`,"compact":true`)
 	}
 	if ef.Call != (kernel.ToolCall{}) {
 		e.lit(`,"call":{"id":`)
@@ -227,6 +270,10 @@ func (e *enc) effect(ef *kernel.Effect) {
 	if ef.Detail != "" {
 		e.lit(`,"detail":`)
 		e.str(ef.Detail)
+	}
+	if ef.Profile != "" {
+		e.lit(`,"profile":`)
+		e.str(ef.Profile)
 	}
 	e.b = append(e.b, '}')
 }
@@ -291,6 +338,10 @@ func (e *enc) life(l *kernel.Lifecycle) {
 		e.lit(`,"status":`)
 		e.name(l.Status.String())
 	}
+	if l.Approval != 0 {
+		e.lit(`,"approval":`)
+		e.name(l.Approval.String())
+	}
 	if l.N != 0 {
 		e.lit(`,"n":`)
 		e.i64(int64(l.N))
@@ -309,6 +360,18 @@ func (e *enc) life(l *kernel.Lifecycle) {
 	if l.Detail != "" {
 		e.lit(`,"detail":`)
 		e.str(l.Detail)
+	}
+	if l.Digest != "" {
+		e.lit(`,"digest":`)
+		e.str(l.Digest)
+	}
+	if l.Usage != nil {
+		e.lit(`,"usage":`)
+		e.usage(l.Usage)
+	}
+	if l.Profile != "" {
+		e.lit(`,"profile":`)
+		e.str(l.Profile)
 	}
 	e.b = append(e.b, '}')
 }

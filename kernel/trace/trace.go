@@ -15,7 +15,24 @@
 // effect, repeating the step's head on each, for 18% more bytes to write and
 // hash on every simulated step. Format 3 writes every limit of
 // kernel.LimitTable in the header (the output caps among them) and the
-// root's prior turn count of a resumed session.
+// root's prior turn count of a resumed session. Format 4 adds approvals:
+// the header's ask list and approval_timeout limit, decision events and
+// approval records (docs/semantics.md, "Approvals"); and token usage
+// (cached and reasoning tokens on a stream's end, a request's usage on its
+// op_ended record, a turn's total on turn_ended), reasoning riding on a
+// stream's end and kept in messages, compaction (the compact event, the
+// compact flag of a summarising request, its lifecycle records, summary
+// messages) and the context_window and compact_percent limits
+// (docs/semantics.md, "Usage", "Reasoning", "Compaction"); a format-3
+// reader would rebuild such a run without them. It is also the first
+// version whose every writer puts the agent cap and max_parallel_requests
+// among the limits and may log a plain streamed chunk as a write-ahead
+// log's delta record (adapters/wal). A reader refuses every other version:
+// a file of another build is an error naming both versions, never a run
+// rebuilt wrong. A header of a tree with agent profiles records them
+// (profiles, root_profile), and a start_llm effect and a delegated record
+// name their agent's profile (docs/semantics.md, "Profiles"): fields a
+// trace without profiles leaves out.
 package trace
 
 import (
@@ -34,7 +51,7 @@ import (
 )
 
 // FormatVersion is written in every header; readers refuse other versions.
-const FormatVersion = 3
+const FormatVersion = 4
 
 // Header is the first line of a trace.
 type Header struct {
@@ -65,9 +82,16 @@ type Header struct {
 	// Turns is how many turns the resumed root had already had
 	// (kernel.Config.Turns), so a replay numbers turns the same way.
 	Turns uint64 `json:"turns,omitempty"`
+	// Ask names the tools whose calls wait for approval
+	// (kernel.Config.Ask), so a replay asks the calls the run asked.
+	Ask []string `json:"ask,omitempty"`
 	// DelegateTool is kernel.Config's, when not the default: a rebuild
 	// from a write-ahead log needs every setting that shapes the effects.
 	DelegateTool string `json:"delegate_tool,omitempty"`
+	// Profiles and RootProfile are kernel.Config's: what each agent may
+	// call and delegate to, and its system prompt, shape the run.
+	Profiles    []kernel.Profile `json:"profiles,omitempty"`
+	RootProfile string           `json:"root_profile,omitempty"`
 	// Build names the binary that wrote the trace (for reproduction notes).
 	Build string `json:"build,omitempty"`
 }
@@ -192,7 +216,7 @@ func ContinueWriter(w io.Writer, steps int) *Writer {
 // its effects — in a header, so Config can rebuild it.
 func HeaderOf(cfg kernel.Config) Header {
 	h := Header{Limits: cfg.Limits, RootName: cfg.RootName, System: cfg.System, ChildSystem: cfg.ChildSystem,
-		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns}
+		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, Ask: cfg.Ask, Profiles: cfg.Profiles, RootProfile: cfg.RootProfile}
 	if cfg.DelegateTool != kernel.DefaultDelegateTool {
 		h.DelegateTool = cfg.DelegateTool
 	}
@@ -204,7 +228,8 @@ func HeaderOf(cfg kernel.Config) Header {
 // trace's effects.
 func (h Header) Config() kernel.Config {
 	return kernel.Config{Limits: h.Limits, RootName: h.RootName, System: h.System, ChildSystem: h.ChildSystem,
-		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, DelegateTool: h.DelegateTool}
+		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, Ask: h.Ask, DelegateTool: h.DelegateTool,
+		Profiles: h.Profiles, RootProfile: h.RootProfile}
 }
 
 // appendHeader appends h as encoding/json writes it with HTML escaping off
@@ -272,9 +297,25 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 		e.lit(`,"turns":`)
 		e.u64(h.Turns)
 	}
+	if len(h.Ask) > 0 {
+		e.lit(`,"ask":`)
+		if err := e.json(h.Ask); err != nil {
+			return b, err
+		}
+	}
 	if h.DelegateTool != "" {
 		e.lit(`,"delegate_tool":`)
 		e.str(h.DelegateTool)
+	}
+	if len(h.Profiles) > 0 {
+		e.lit(`,"profiles":`)
+		if err := e.json(h.Profiles); err != nil {
+			return b, err
+		}
+	}
+	if h.RootProfile != "" {
+		e.lit(`,"root_profile":`)
+		e.str(h.RootProfile)
 	}
 	if h.Build != "" {
 		e.lit(`,"build":`)

@@ -30,6 +30,9 @@ func TestEventRoundTrip(t *testing.T) {
 		kernel.LLMRetry(9, 7, 2, time.Second, "429"),
 		kernel.ToolResult(10, 9, kernel.ToolCancelled, ""),
 		kernel.TimerFired(11, 12),
+		kernel.Approve(12, 3, "call_1", "ad1686665270a1d1"),
+		kernel.Deny(13, 0, "c#2", "use \"staging\""),
+		kernel.Decide(14, 1, "c", "ffff", kernel.VerdictApproveTool, ""),
 	}
 	k := kernel.MustNew(kernel.Config{Limits: kernel.DefaultLimits()})
 	for _, ev := range evs {
@@ -202,7 +205,10 @@ func TestContinueWriter(t *testing.T) {
 func TestHeaderConfigRoundTrip(t *testing.T) {
 	cfg := kernel.Config{Limits: kernel.DefaultLimits(), RootName: "boss", System: "sys", ChildSystem: "child",
 		History:    []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}, {Role: kernel.RoleAssistant, Content: "hello"}},
-		Idempotent: []string{"read_file", "grep"}, Turns: 3, DelegateTool: "spawn"}
+		Idempotent: []string{"read_file", "grep"}, Turns: 3, DelegateTool: "spawn",
+		Profiles: []kernel.Profile{{Name: "lead", Description: "leads", System: "You lead.", Tools: []string{"grep"}, Delegates: []string{"lead", "any"}, MaxRequests: 3, MaxChildren: 2, MaxDepth: 1},
+			{Name: "any", AllTools: true}},
+		RootProfile: "lead"}
 	cfg.MaxRequests, cfg.MaxAgents, cfg.MaxParallelRequests = 7, 9, 3
 	var buf bytes.Buffer
 	w := NewWriter(&buf, HeaderOf(cfg))
@@ -226,7 +232,7 @@ func TestHeaderConfigRoundTrip(t *testing.T) {
 // TestHeaderLimitsDefault: a limit a header does not name — one written
 // before the limit existed, or edited out — reads as its (bounded) default.
 func TestHeaderLimitsDefault(t *testing.T) {
-	hdr, err := ReadHeader([]byte(`{"type":"header","format":3,"source":"live","name":"old","limits":{"grace":5}}`))
+	hdr, err := ReadHeader([]byte(`{"type":"header","format":` + strconv.Itoa(FormatVersion) + `,"source":"live","name":"old","limits":{"grace":5}}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,9 @@ func World(o Options) *rapid.Generator[*sim.Scenario] {
 	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
 		s := script.Draw(t, "script")
 		s.Inputs = inputs(s, o).Draw(t, "inputs")
+		// Drawn last, so every draw before it (and so every world it
+		// leaves at the default) stays what it was.
+		s.Limits.MaxParallelRequests = pick(t, []int{8, 8, 8, 1, 2}, "max_parallel_requests")
 		return s
 	})
 }
