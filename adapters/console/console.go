@@ -1,9 +1,10 @@
 // Package console shows a live run to a person, from its protocol events
 // (adapters/protocol): the root's answer streams to Out, the tree's
 // activity — tool calls with their arguments, each call's end with a
-// failed tool's reason or a shell's exit status, delegations, retries,
-// timeouts, MCP servers' progress — and a turn's end that did not complete
-// go to Err, one line each (docs/live.md, "What run prints").
+// failed tool's reason or a shell's exit status, delegations with the
+// child's profile, calls waiting for approval and their ends, compactions,
+// retries, timeouts, MCP servers' progress — and a turn's end that did not
+// complete go to Err, one line each (docs/live.md, "What run prints").
 //
 // Everything shown passes Redact. On a terminal every control character is
 // escaped (internal/termtext): tool and agent names, arguments, errors and
@@ -53,8 +54,11 @@ type Console struct {
 	heldBack string // the end of the answer not printed yet
 }
 
-// isRoot says the event is the root agent's (its path has no parent).
-func isRoot(ev *protocol.Event) bool { return ev.Agent != "" && !strings.Contains(ev.Agent, "/") }
+// isRoot says the event is the root agent's (its path has no parent; an
+// agent named by its id, "#7", is a sub-agent).
+func isRoot(ev *protocol.Event) bool {
+	return ev.Agent != "" && !strings.Contains(ev.Agent, "/") && !strings.HasPrefix(ev.Agent, "#")
+}
 
 // Show shows one event.
 func (c *Console) Show(ev protocol.Event) {
@@ -130,9 +134,21 @@ func activity(ev *protocol.Event) string {
 	case protocol.TypeRetry:
 		return at + fmt.Sprintf("retry %d in %v: %s", ev.Attempt, time.Duration(ev.DelayMS)*time.Millisecond, clip(ev.Cause, 160))
 	case protocol.TypeRequestWaiting:
+		if ev.Compaction {
+			return at + "its compaction waits for a request slot (--max-parallel-requests)"
+		}
 		return at + "waits for a request slot (--max-parallel-requests)"
 	case protocol.TypeDelegated:
+		if ev.Profile != "" {
+			return at + fmt.Sprintf("delegate → %s (profile %s): %s", ev.Child, ev.Profile, clip(ev.Task, 160))
+		}
 		return at + fmt.Sprintf("delegate → %s: %s", ev.Child, clip(ev.Task, 160))
+	case protocol.TypeApprovalRequested, protocol.TypeApprovalResolved:
+		return at + approval(ev)
+	case protocol.TypeCompactionStarted:
+		return at + fmt.Sprintf("compacting its history (%s, about %d tokens)", ev.Why, ev.Estimate)
+	case protocol.TypeCompacted:
+		return at + fmt.Sprintf("compacted: %d messages summarised", ev.Summarised)
 	case protocol.TypeCallFinished:
 		return at + callFinished(ev)
 	case protocol.TypeCallDropped:
@@ -172,7 +188,28 @@ func callFinished(ev *protocol.Event) string {
 		first = strings.TrimPrefix(strings.TrimPrefix(first, "error: "), ev.Tool+": ")
 		return fmt.Sprintf("← %s error: %s", ev.Tool, clip(first, 160))
 	}
+	if ev.Reason == "" {
+		return fmt.Sprintf("← %s %s", ev.Tool, ev.Status)
+	}
 	return fmt.Sprintf("← %s %s (%s)", ev.Tool, ev.Status, ev.Reason)
+}
+
+// approval says a call waits for a person's decision, or how its wait
+// ended.
+func approval(ev *protocol.Event) string {
+	if ev.Type == protocol.TypeApprovalRequested {
+		ends := "then it expires"
+		if !ev.Expires {
+			ends = "until the turn's deadline"
+		}
+		return fmt.Sprintf("%s %s waits for approval (call %s, digest %s; %v, %s)", ev.Tool, clip(ev.Arguments, 160), ev.CallID, ev.Digest,
+			time.Duration(ev.EndsInMS)*time.Millisecond, ends)
+	}
+	line := fmt.Sprintf("%s %s (call %s)", ev.Tool, ev.Approval, ev.CallID)
+	if ev.Note != "" {
+		line += ": " + clip(ev.Note, 160)
+	}
+	return line
 }
 
 // mcpLine shows an MCP server's event: a call's progress, a server's start

@@ -23,6 +23,7 @@ var turn = []protocol.Event{
 	{Type: protocol.TypeToolStarted, Agent: "main", Tool: "read_file", Arguments: "{\"path\":\n\"x\"}"},
 	{Type: protocol.TypeCallFinished, Agent: "main", Tool: "read_file", Status: "error", Reason: "tool_error", Result: "error: read_file: x: no such file or directory\nmore"},
 	{Type: protocol.TypeDelegated, Agent: "main", Child: "main/h", Task: "find"},
+	{Type: protocol.TypeDelegated, Agent: "main", Child: "main/scout", Profile: "scout", Task: "look"},
 	{Type: protocol.TypeDelta, Agent: "main/h", Text: "child text"},
 	{Type: protocol.TypeCallFinished, Agent: "main/h", Tool: "shell", Status: "ok", Result: "exit status 3 in 5ms\noutput:\nboom\n"},
 	{Type: protocol.TypeCallFinished, Agent: "main", Tool: "delegate", Status: "child", Child: "main/h", Outcome: "completed"},
@@ -44,6 +45,7 @@ func TestShow(t *testing.T) {
 	want := "[main] read_file {\"path\": \"x\"}\n" +
 		"[main] ← read_file error: x: no such file or directory\n" +
 		"[main] delegate → main/h: find\n" +
+		"[main] delegate → main/scout (profile scout): look\n" +
 		"[main/h] ← shell exit 3\n" +
 		"[main] ← main/h: completed\n" +
 		"[main] ← slow timed_out (tool_timeout)\n"
@@ -84,5 +86,30 @@ func TestAnswerHoldsBackTheKey(t *testing.T) {
 	)
 	if out != "key: [redacted] \\x1b[2J\n" {
 		t.Errorf("stdout %q", out)
+	}
+}
+
+// TestApprovalsAndCompactions: a call waiting for approval says what waits
+// and how to answer it (the call id, the digest) and when it ends; its end
+// says how, with a denial's note; a compaction says why and what it did; a
+// sub-agent named by its id ("#3") is not the root.
+func TestApprovalsAndCompactions(t *testing.T) {
+	out, errs := show(&Console{},
+		protocol.Event{Type: protocol.TypeApprovalRequested, Agent: "main/h", Tool: "shell", Arguments: `{"cmd":"rm x"}`, CallID: "c1", Digest: "0123456789abcdef", EndsInMS: 300000, Expires: true},
+		protocol.Event{Type: protocol.TypeApprovalResolved, Agent: "main/h", Tool: "shell", CallID: "c1", Approval: "denied", Note: "not that"},
+		protocol.Event{Type: protocol.TypeCallFinished, Agent: "main/h", Tool: "shell", Status: "denied", Reason: "approval_denied"},
+		protocol.Event{Type: protocol.TypeRequestWaiting, Agent: "main/h", Compaction: true},
+		protocol.Event{Type: protocol.TypeCompactionStarted, Agent: "main/h", Why: "threshold", Estimate: 170},
+		protocol.Event{Type: protocol.TypeCompacted, Agent: "main/h", Summarised: 12},
+		protocol.Event{Type: protocol.TypeDelta, Agent: "#3", Text: "not the answer"},
+	)
+	want := "[main/h] shell {\"cmd\":\"rm x\"} waits for approval (call c1, digest 0123456789abcdef; 5m0s, then it expires)\n" +
+		"[main/h] shell denied (call c1): not that\n" +
+		"[main/h] ← shell denied (approval_denied)\n" +
+		"[main/h] its compaction waits for a request slot (--max-parallel-requests)\n" +
+		"[main/h] compacting its history (threshold, about 170 tokens)\n" +
+		"[main/h] compacted: 12 messages summarised\n"
+	if out != "" || errs != want {
+		t.Errorf("stdout %q\nstderr\n%s\nwant\n%s", out, errs, want)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // Version is the protocol's version (docs/protocol.md, "Versions"): the
 // started event carries it. It goes up whenever an event type or a field
 // is added, removed or changes meaning.
-const Version = 1
+const Version = 2
 
 // TextCap bounds the tool arguments and results an event carries, in
 // bytes: a longer one is cut at a character boundary and the event's
@@ -33,6 +33,7 @@ type Event struct {
 	Version   string           `json:"version"`
 	Model     string           `json:"model"`
 	Endpoint  string           `json:"endpoint"`
+	Profiles  []string         `json:"profiles"`
 	Session   string           `json:"session"`
 	Resumed   bool             `json:"resumed"`
 	Workspace string           `json:"workspace"`
@@ -40,39 +41,48 @@ type Event struct {
 	Limits    map[string]int64 `json:"limits"`
 
 	// lifecycle events
-	Agent       string `json:"agent"` // the agent's path: "main", "main/explore"
-	Turn        uint64 `json:"turn"`
-	Op          uint64 `json:"op"`
-	N           int    `json:"n"`
-	Text        string `json:"text"`
-	From        string `json:"from"`
-	Trigger     string `json:"trigger"`
-	To          string `json:"to"`
-	State       string `json:"state"`
-	Attempt     int    `json:"attempt"`
-	DelayMS     int64  `json:"delay_ms"`
-	Cause       string `json:"cause"`
-	OpKind      string `json:"op_kind"`
-	End         string `json:"end"`
-	Usage       *Usage `json:"usage"`
-	CallID      string `json:"call_id"`
-	Tool        string `json:"tool"`
-	Arguments   string `json:"arguments"`
-	Result      string `json:"result"`
-	Truncated   bool   `json:"truncated"`
-	Status      string `json:"status"`
-	Reason      string `json:"reason"`
-	Outcome     string `json:"outcome"`
-	Detail      string `json:"detail"`
-	Child       string `json:"child"`
-	Name        string `json:"name"`
-	Task        string `json:"task"`
-	Queued      bool   `json:"queued"`
-	SinceMS     int64  `json:"since_ms"`
-	Approval    string `json:"approval"`
-	Note        string `json:"note"`
-	Digest      string `json:"digest"`
-	ExpiresInMS int64  `json:"expires_in_ms"`
+	Agent      string `json:"agent"` // the agent's path: "main", "main/explore"
+	Turn       uint64 `json:"turn"`
+	Op         uint64 `json:"op"`
+	N          int    `json:"n"`
+	Text       string `json:"text"`
+	From       string `json:"from"`
+	Trigger    string `json:"trigger"`
+	To         string `json:"to"`
+	State      string `json:"state"`
+	Attempt    int    `json:"attempt"`
+	DelayMS    int64  `json:"delay_ms"`
+	Cause      string `json:"cause"`
+	OpKind     string `json:"op_kind"`
+	End        string `json:"end"`
+	Usage      *Usage `json:"usage"`
+	CallID     string `json:"call_id"`
+	Tool       string `json:"tool"`
+	Arguments  string `json:"arguments"`
+	Result     string `json:"result"`
+	Truncated  bool   `json:"truncated"`
+	Status     string `json:"status"`
+	Reason     string `json:"reason"`
+	Outcome    string `json:"outcome"`
+	Detail     string `json:"detail"`
+	Child      string `json:"child"`
+	Name       string `json:"name"`
+	Task       string `json:"task"`
+	Queued     bool   `json:"queued"`
+	SinceMS    int64  `json:"since_ms"`
+	Approval   string `json:"approval"`
+	Note       string `json:"note"`
+	Digest     string `json:"digest"`
+	EndsInMS   int64  `json:"ends_in_ms"`
+	Expires    bool   `json:"expires"`
+	WaitedMS   int64  `json:"waited_ms"`
+	Profile    string `json:"profile"`
+	Compaction bool   `json:"compaction"`
+	Why        string `json:"why"`
+	Estimate   int    `json:"estimate"`
+	Focus      string `json:"focus"`
+	Summarised int    `json:"summarised"`
+	Summary    string `json:"summary"`
 
 	// mcp
 	MCPEvent  string   `json:"event"`
@@ -146,6 +156,8 @@ const (
 	TypeApprovalRequested = "approval_requested"
 	TypeApprovalResolved  = "approval_resolved"
 	TypeApprovalGranted   = "approval_granted"
+	TypeCompactionStarted = "compaction_started"
+	TypeCompacted         = "compacted"
 	TypeMCP               = "mcp"
 	TypeError             = "error"
 	TypeResult            = "result"
@@ -173,10 +185,10 @@ func n(name string) field { return field{name: name, nullable: true} }
 // the order they are written. docs/protocol.md and schema.json say the
 // same (tests hold both to it).
 var shapes = map[string][]field{
-	TypeStarted:           {f("protocol"), f("version"), f("model"), f("endpoint"), f("session"), f("resumed"), f("workspace"), f("tools"), f("limits")},
+	TypeStarted:           {f("protocol"), f("version"), f("model"), f("endpoint"), n("profile"), f("profiles"), f("session"), f("resumed"), f("workspace"), f("tools"), f("limits")},
 	TypeTurnStarted:       {fAgent, fTurn, f("text")},
 	TypeTransition:        {fAgent, fTurn, f("from"), f("trigger"), f("to")},
-	TypeRequestWaiting:    {fAgent, fTurn, f("n")},
+	TypeRequestWaiting:    {fAgent, fTurn, n("n"), f("compaction")},
 	TypeRequestStarted:    {fAgent, fTurn, fOp, f("n")},
 	TypeDelta:             {fAgent, fTurn, fOp, f("text")},
 	TypeRetry:             {fAgent, fTurn, fOp, f("attempt"), f("delay_ms"), f("cause")},
@@ -184,19 +196,21 @@ var shapes = map[string][]field{
 	TypeToolStarted:       {fAgent, fTurn, fOp, f("call_id"), f("tool"), f("arguments"), f("truncated")},
 	TypeCallFinished:      {fAgent, fTurn, n("op"), f("call_id"), f("tool"), f("status"), n("reason"), f("result"), f("truncated"), n("child"), n("outcome")},
 	TypeCallDropped:       {fAgent, fTurn, f("call_id"), f("tool"), f("arguments"), f("truncated")},
-	TypeDelegated:         {fAgent, fTurn, f("child"), f("call_id"), f("name"), f("task")},
+	TypeDelegated:         {fAgent, fTurn, f("child"), f("call_id"), f("name"), n("profile"), f("task")},
 	TypeInterjected:       {fAgent, fTurn, f("text"), f("queued")},
 	TypeInterrupted:       {fAgent, fTurn, f("reason")},
 	TypeTimedOut:          {fAgent, fTurn, f("reason"), n("op"), f("since_ms")},
 	TypeTurnEnded:         {fAgent, fTurn, f("outcome"), n("reason"), f("text"), n("detail"), f("usage")},
 	TypeLate:              {fAgent, fTurn, n("op"), f("text")},
-	TypeStale:             {n("agent"), fTurn, n("op"), f("text")},
+	TypeStale:             {n("agent"), fTurn, n("op"), n("call_id"), f("text")},
 	TypeIgnored:           {fAgent, fTurn, f("text")},
 	TypeRejected:          {fAgent, fTurn, n("state"), n("trigger"), f("text")},
 	TypeRecovered:         {fAgent, fTurn, f("n"), f("text")},
-	TypeApprovalRequested: {fAgent, fTurn, f("call_id"), f("tool"), f("arguments"), f("truncated"), f("digest"), f("expires_in_ms")},
-	TypeApprovalResolved:  {fAgent, fTurn, f("call_id"), f("tool"), f("approval"), n("reason"), n("note"), f("digest")},
+	TypeApprovalRequested: {fAgent, fTurn, f("call_id"), f("tool"), f("arguments"), f("truncated"), f("digest"), f("ends_in_ms"), f("expires")},
+	TypeApprovalResolved:  {fAgent, fTurn, f("call_id"), f("tool"), f("approval"), n("reason"), n("note"), f("digest"), f("waited_ms")},
 	TypeApprovalGranted:   {fAgent, fTurn, f("call_id"), f("tool"), n("arguments"), n("digest")},
+	TypeCompactionStarted: {fAgent, fTurn, fOp, f("why"), f("estimate"), n("focus")},
+	TypeCompacted:         {fAgent, fTurn, fOp, f("summarised"), f("summary"), f("truncated")},
 	TypeMCP:               {f("event"), f("server"), n("agent"), n("tool"), n("op"), n("progress"), n("total"), n("message"), n("detail"), n("request_id")},
 	TypeError:             {f("source"), n("line"), f("message")},
 	TypeResult:            {n("outcome"), n("reason"), n("detail"), f("answer"), f("turns"), f("requests"), f("usage"), f("duration_ms"), f("session"), f("resume")},

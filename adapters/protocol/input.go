@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/escapement/escapement/internal/textcut"
+	"github.com/escapement/escapement/kernel"
 )
 
 // What an input line asks for (docs/protocol.md, "Input").
@@ -41,8 +42,8 @@ type Input struct {
 	// tree's only one).
 	Agent string
 	// CallID, Digest, For and Note are a decision's: the call it decides,
-	// the digest of the arguments approved, what an approval grants
-	// besides ("args", "tool" or ""), a denial's note.
+	// the digest of the arguments approved (or denied: optional), what an
+	// approval grants besides ("args", "tool" or ""), a denial's note.
 	CallID, Digest, For, Note string
 }
 
@@ -53,7 +54,7 @@ var inputKeys = map[string][]string{
 	InputQueue:     nil,
 	InputCancel:    {"agent"},
 	InputApprove:   {"digest", "agent", "for"},
-	InputDeny:      {"note", "agent"},
+	InputDeny:      {"note", "digest", "agent"},
 }
 
 // ErrInput is wrapped by every error ParseInput returns.
@@ -132,6 +133,56 @@ func (in *Input) check() error {
 		return inputErr(`"for" is "args" or "tool", not %q`, in.For)
 	}
 	return nil
+}
+
+// verdicts are the kernel's verdict of each decision line: its verb and
+// what an approval grants besides.
+var verdicts = map[[2]string]kernel.Verdict{
+	{InputApprove, ""}: kernel.VerdictApprove, {InputApprove, "args"}: kernel.VerdictApproveArgs,
+	{InputApprove, "tool"}: kernel.VerdictApproveTool, {InputDeny, ""}: kernel.VerdictDeny,
+}
+
+// Decision is the kernel's decision (kernel.EvDecision, its time left for
+// the driver to stamp) that an approve or deny line asks for, addressed to
+// the agent whose call it decides (docs/protocol.md, "Input"): the agent
+// the line names, else the one agent whose call of that id waits, else
+// the root — the kernel then says whether that call's wait has ended
+// (stale) or it never asked. Call ids are unique per agent only: a bare
+// id that calls of two agents wait under is refused. k is read, never
+// stepped (call it on the kernel's goroutine: the driver's Inspect).
+func (in Input) Decision(k *kernel.Kernel) (kernel.Event, error) {
+	v, ok := verdicts[[2]string{in.Kind, in.For}]
+	if !ok {
+		return kernel.Event{}, inputErr("%s is no decision", in.Kind)
+	}
+	agent, err := in.decided(k)
+	if err != nil {
+		return kernel.Event{}, err
+	}
+	return kernel.Decide(0, agent, in.CallID, in.Digest, v, in.Note), nil
+}
+
+// decided is the agent whose call a decision names.
+func (in Input) decided(k *kernel.Kernel) (kernel.AgentID, error) {
+	if in.Agent != "" {
+		id, ok := k.Find(in.Agent)
+		if !ok {
+			return kernel.NoAgent, inputErr("no agent %q is running (a call of an agent that has finished waits no more)", in.Agent)
+		}
+		return id, nil
+	}
+	var waits []string
+	agent := kernel.Root
+	for _, w := range k.Approvals(nil) {
+		if w.CallID == in.CallID {
+			agent = w.Agent
+			waits = append(waits, k.AgentPath(w.Agent))
+		}
+	}
+	if len(waits) > 1 {
+		return kernel.NoAgent, inputErr("calls of %s wait under the call id %q: name the agent (\"agent\": \"…\")", strings.Join(waits, " and "), in.CallID)
+	}
+	return agent, nil
 }
 
 // str reads raw into dst: a string that is not blank.

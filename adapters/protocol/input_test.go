@@ -26,6 +26,7 @@ func TestParseInputIsTheSchema(t *testing.T) {
 		{`{"approve":"c1","digest":"0123456789abcdef","agent":"main/a","for":"tool"}`, protocol.Input{Kind: "approve", CallID: "c1", Digest: "0123456789abcdef", Agent: "main/a", For: "tool"}},
 		{`{"deny":"c1","note":"not that file"}`, protocol.Input{Kind: "deny", CallID: "c1", Note: "not that file"}},
 		{`{"deny":"c1","note":""}`, protocol.Input{Kind: "deny", CallID: "c1"}},
+		{`{"deny":"c1","digest":"0123456789abcdef","agent":"main/a"}`, protocol.Input{Kind: "deny", CallID: "c1", Digest: "0123456789abcdef", Agent: "main/a"}},
 	}
 	for _, tc := range good {
 		got, err := protocol.ParseInput([]byte(tc.line))

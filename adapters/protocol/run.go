@@ -12,9 +12,13 @@ import (
 type Run struct {
 	// Version is the escapement build's version.
 	Version string
-	// Model and Endpoint are the model's name and the API root it is
-	// asked at (Endpoint keeps no credentials: see EndpointOf).
+	// Model and Endpoint are the root's model's name and the API root it
+	// is asked at (Endpoint keeps no credentials: see EndpointOf).
 	Model, Endpoint string
+	// Profile is the root's profile ("" for none); Profiles are the names
+	// of every profile the tree may run (docs/config.md).
+	Profile  string
+	Profiles []string
 	// Session is the session file's path; Resumed says the run continues
 	// it (--resume).
 	Session string
@@ -38,9 +42,9 @@ func Started(r Run) Event {
 		}
 		limits[spec.Name] = v
 	}
-	tools := append([]string{}, r.Tools...)
+	tools, profiles := append([]string{}, r.Tools...), append([]string{}, r.Profiles...)
 	return Event{Type: TypeStarted, Protocol: Version, Version: r.Version, Model: r.Model, Endpoint: EndpointOf(r.Endpoint),
-		Session: r.Session, Resumed: r.Resumed, Workspace: r.Workspace, Tools: tools, Limits: limits}
+		Profile: r.Profile, Profiles: profiles, Session: r.Session, Resumed: r.Resumed, Workspace: r.Workspace, Tools: tools, Limits: limits}
 }
 
 // EndpointOf is an API root without what could be a credential: its
@@ -57,8 +61,9 @@ func EndpointOf(raw string) string {
 
 // Result is the event a run closes with: how its last root turn ended
 // (null outcome when no turn ended), that turn's answer, what the run did
-// (its root turns, its requests and their usage), how long it took, and
-// how to continue its session. Its duration is the time since NewView.
+// (its root turns and their usage, the model requests it made,
+// compactions included), how long it took, and how to continue its
+// session. Its duration is the time since NewView.
 func (v *View) Result(session string) Event {
 	ev := Event{Type: TypeResult, Turns: v.turns, Requests: v.requests, DurationMS: ms(time.Since(v.start)), Session: session, Resume: ResumeCommand(session)}
 	total := v.total

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ import (
 // protocol's and the toolchain's; --version the first.
 func TestVersion(t *testing.T) {
 	code, out, errb := runCLI(t, "version")
-	if code != exitOK || !regexp.MustCompile(`^escapement \S+\nprotocol 1\ngo\S+ \S+/\S+\n$`).MatchString(out) {
+	if code != exitOK || !regexp.MustCompile(`^escapement \S+\nprotocol `+strconv.Itoa(protocol.Version)+`\ngo\S+ \S+/\S+\n$`).MatchString(out) {
 		t.Errorf("version: exit %d %q %q", code, out, errb)
 	}
 	first, _, _ := strings.Cut(out, "\n")
