@@ -127,36 +127,7 @@ func (c *Console) redact(s string) string {
 // activity is the Err line for an event of the tree's activity ("" for one
 // that is not shown).
 func activity(ev *protocol.Event) string {
-	at := "[" + ev.Agent + "] "
 	switch ev.Type {
-	case protocol.TypeToolStarted:
-		return at + ev.Tool + " " + clip(ev.Arguments, 160)
-	case protocol.TypeRetry:
-		return at + fmt.Sprintf("retry %d in %v: %s", ev.Attempt, time.Duration(ev.DelayMS)*time.Millisecond, clip(ev.Cause, 160))
-	case protocol.TypeRequestWaiting:
-		if ev.Compaction {
-			return at + "its compaction waits for a request slot (--max-parallel-requests)"
-		}
-		return at + "waits for a request slot (--max-parallel-requests)"
-	case protocol.TypeDelegated:
-		if ev.Profile != "" {
-			return at + fmt.Sprintf("delegate → %s (profile %s): %s", ev.Child, ev.Profile, clip(ev.Task, 160))
-		}
-		return at + fmt.Sprintf("delegate → %s: %s", ev.Child, clip(ev.Task, 160))
-	case protocol.TypeApprovalRequested, protocol.TypeApprovalResolved:
-		return at + approval(ev)
-	case protocol.TypeCompactionStarted:
-		return at + fmt.Sprintf("compacting its history (%s, about %d tokens)", ev.Why, ev.Estimate)
-	case protocol.TypeCompacted:
-		return at + fmt.Sprintf("compacted: %d messages summarised", ev.Summarised)
-	case protocol.TypeCallFinished:
-		return at + callFinished(ev)
-	case protocol.TypeCallDropped:
-		return at + "dropped half-streamed call " + ev.Tool
-	case protocol.TypeTimedOut:
-		return at + ev.Reason
-	case protocol.TypeRecovered:
-		return at + "recovered after a crash: " + ev.Text
 	case protocol.TypeMCP:
 		return mcpLine(ev)
 	case protocol.TypeError:
@@ -165,8 +136,59 @@ func activity(ev *protocol.Event) string {
 		if ev.Session != "" && ev.Session != os.DevNull {
 			return "escapement: continue this session with: " + ev.Resume + ` "…"`
 		}
+		return ""
+	}
+	if line := agentActivity(ev); line != "" {
+		return "[" + ev.Agent + "] " + line
 	}
 	return ""
+}
+
+// agentActivity is what an agent did, for its line ("" for an event that
+// is not shown).
+func agentActivity(ev *protocol.Event) string {
+	switch ev.Type {
+	case protocol.TypeToolStarted:
+		return ev.Tool + " " + clip(ev.Arguments, 160)
+	case protocol.TypeRetry:
+		return fmt.Sprintf("retry %d in %v: %s", ev.Attempt, time.Duration(ev.DelayMS)*time.Millisecond, clip(ev.Cause, 160))
+	case protocol.TypeRequestWaiting:
+		return waiting(ev)
+	case protocol.TypeDelegated:
+		return delegated(ev)
+	case protocol.TypeApprovalRequested, protocol.TypeApprovalResolved:
+		return approval(ev)
+	case protocol.TypeCompactionStarted:
+		return fmt.Sprintf("compacting its history (%s, about %d tokens)", ev.Why, ev.Estimate)
+	case protocol.TypeCompacted:
+		return fmt.Sprintf("compacted: %d messages summarised", ev.Summarised)
+	case protocol.TypeCallFinished:
+		return callFinished(ev)
+	case protocol.TypeCallDropped:
+		return "dropped half-streamed call " + ev.Tool
+	case protocol.TypeTimedOut:
+		return ev.Reason
+	case protocol.TypeRecovered:
+		return "recovered after a crash: " + ev.Text
+	}
+	return ""
+}
+
+// waiting says a request waits for a slot: the agent's, or its
+// compaction's.
+func waiting(ev *protocol.Event) string {
+	if ev.Compaction {
+		return "its compaction waits for a request slot (--max-parallel-requests)"
+	}
+	return "waits for a request slot (--max-parallel-requests)"
+}
+
+// delegated names the child spawned, with its profile.
+func delegated(ev *protocol.Event) string {
+	if ev.Profile != "" {
+		return fmt.Sprintf("delegate → %s (profile %s): %s", ev.Child, ev.Profile, clip(ev.Task, 160))
+	}
+	return fmt.Sprintf("delegate → %s: %s", ev.Child, clip(ev.Task, 160))
 }
 
 // callFinished says how a call ended: a delegation's outcome, a shell's

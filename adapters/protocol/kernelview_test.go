@@ -2,6 +2,7 @@ package protocol_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -257,4 +258,39 @@ func TestDecisionOfAnInputLine(t *testing.T) {
 		t.Error("a cancel made a decision")
 	}
 	kv.lines()
+}
+
+// decider is a Decider on a kernelView: Decide steps the decision.
+type decider struct{ kv *kernelView }
+
+func (d decider) Inspect(_ context.Context, fn func(*kernel.Kernel)) error {
+	fn(d.kv.k)
+	return nil
+}
+
+func (d decider) Decide(_ context.Context, agent kernel.AgentID, callID, digest string, v kernel.Verdict, note string) error {
+	d.kv.do(kernel.Decide(0, agent, callID, digest, v, note))
+	return nil
+}
+
+// TestDecideHandsTheDecisionOn: Decide addresses a line's decision on the
+// decider's kernel and hands it on — a denial with its note reaches the
+// waiting call — and refuses a line it cannot address without handing
+// anything on.
+func TestDecideHandsTheDecisionOn(t *testing.T) {
+	kv := newKernelView(t, kernel.Config{Limits: kernel.DefaultLimits(), Ask: []string{"shell"}})
+	kv.do(kernel.Submit(0, "go"))
+	kv.answer(kernel.Root, "", nil, kernel.CallDelta{Index: 0, ID: "s1", Name: "shell", Args: `{"cmd":"ls"}`})
+	in, _ := protocol.ParseInput([]byte(`{"deny":"s1","agent":"main/gone"}`))
+	if err := protocol.Decide(context.Background(), decider{kv}, in); !errors.Is(err, protocol.ErrInput) {
+		t.Errorf("a decision for no running agent: %v", err)
+	}
+	in, _ = protocol.ParseInput([]byte(`{"deny":"s1","note":"not now"}`))
+	if err := protocol.Decide(context.Background(), decider{kv}, in); err != nil {
+		t.Fatal(err)
+	}
+	evs := kv.lines()
+	if r := find(evs, protocol.TypeApprovalResolved, nil); len(r) != 1 || r[0].Approval != "denied" || r[0].Note != "not now" {
+		t.Errorf("approval_resolved: %+v", r)
+	}
 }

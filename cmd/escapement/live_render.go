@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/escapement/escapement/adapters/console"
@@ -34,7 +33,7 @@ type liveRun struct {
 	traceOut  *userfile.Output // --trace; nil without
 	grace     time.Duration
 	whileBusy string
-	state     turnState
+	state     headless.Turns // the root's turns, as the observer saw them
 	notify    chan struct{}
 	intr      *interrupts
 	flags     *liveFlags
@@ -45,23 +44,6 @@ type liveRun struct {
 	final  *userfile.Replacement // -o; nil without
 	view   *protocol.View        // the kernel's goroutine's while the driver runs
 	events []protocol.Event      // the kernel's goroutine's
-}
-
-// turnState is the root's turn as the observer last saw it; the command's
-// goroutine reads it when notified (coalesced, so the kernel's goroutine
-// never blocks on the command's).
-type turnState struct {
-	mu    sync.Mutex
-	busy  bool
-	turn  uint64
-	ended uint64 // turns ended so far
-	last  kernel.Lifecycle
-}
-
-func (s *turnState) get() (busy bool, turn, ended uint64, last kernel.Lifecycle) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.busy, s.turn, s.ended, s.last
 }
 
 // say prints one notice on stderr, redacted, its control characters
@@ -87,38 +69,12 @@ func (lr *liveRun) observe(s ports.Step) {
 	for _, ev := range lr.events {
 		lr.emit(ev)
 	}
-	if lr.state.update(s.Effects) {
+	if lr.state.Update(s.Effects) {
 		select {
 		case lr.notify <- struct{}{}:
 		default: // a notification is already pending
 		}
 	}
-}
-
-// update follows the root's turns through effects; changed says one started
-// or ended.
-func (st *turnState) update(effects []kernel.Effect) (changed bool) {
-	for i := range effects {
-		e := &effects[i]
-		if e.Kind != kernel.EffEmit || e.Life.Agent != kernel.Root {
-			continue
-		}
-		switch e.Life.Kind {
-		case kernel.LifeTurnStarted:
-			st.mu.Lock()
-			st.busy, st.turn = true, e.Life.Turn
-			st.mu.Unlock()
-			changed = true
-		case kernel.LifeTurnEnded:
-			st.mu.Lock()
-			st.busy = false
-			st.ended++
-			st.last = e.Life
-			st.mu.Unlock()
-			changed = true
-		}
-	}
-	return changed
 }
 
 // emit shows one event: with --json, as a protocol line on stdout (and a

@@ -65,7 +65,7 @@ func (lr *liveRun) repl(ctx context.Context, once bool, prompt string) error {
 	if prompt != "" && !r.submit(ctx, prompt) {
 		return &exitError{code: exitCheckFailed}
 	}
-	if busy, _, _, _ := lr.state.get(); !busy { // a recovered turn may still run
+	if busy, _, _, _ := lr.state.Get(); !busy { // a recovered turn may still run
 		r.prompt()
 	}
 	for {
@@ -114,7 +114,7 @@ func (r *repl) inputEnded() (done bool, err error) {
 	if r.inputErr != nil {
 		r.lr.say("%v; no more input is read", r.inputErr)
 	}
-	if busy, _, _, _ := r.lr.state.get(); !busy && len(r.queue) == 0 {
+	if busy, _, _, _ := r.lr.state.Get(); !busy && len(r.queue) == 0 {
 		if r.once && !r.started {
 			return true, usageErr("stdin ended without a message to run (--input-format json: a line such as {\"message\": \"…\"})")
 		}
@@ -127,7 +127,7 @@ func (r *repl) inputEnded() (done bool, err error) {
 // ends (after a SIGTERM, or at the end of input), or the prompt shows.
 func (r *repl) turnEnded(ctx context.Context) (done bool, err error) {
 	lr := r.lr
-	busy, _, ended, last := lr.state.get()
+	busy, _, ended, last := lr.state.Get()
 	if busy || ended == r.seenEnded {
 		return false, nil
 	}
@@ -162,7 +162,7 @@ func (r *repl) refuse(line lineread.Line) {
 	if r.lr.enc != nil {
 		_ = r.lr.enc.Encode(protocol.ErrorEvent(protocol.SourceInput, line.N, fmt.Sprintf("%d bytes, over the %d MiB a line may hold", line.Size, lineread.MaxLine>>20)))
 	}
-	if busy, _, _, _ := r.lr.state.get(); !busy {
+	if busy, _, _, _ := r.lr.state.Get(); !busy {
 		r.prompt()
 	}
 }
@@ -185,7 +185,7 @@ func (r *repl) end() error {
 // line handles one line of input; done means chat ends with err.
 func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 	text := strings.TrimSpace(line)
-	busy, turn, _, _ := r.lr.state.get()
+	busy, turn, _, _ := r.lr.state.Get()
 	switch {
 	case text == "":
 		return false, nil
@@ -318,7 +318,7 @@ func (r *repl) cancel(ctx context.Context, turn uint64) {
 // itself on one that follows a cancel or a shutdown).
 func (r *repl) signal(ctx context.Context, sig os.Signal) (done bool, err error) {
 	lr := r.lr
-	busy, turn, _, _ := lr.state.get()
+	busy, turn, _, _ := lr.state.Get()
 	if sig == syscall.SIGTERM || sig == syscall.SIGPIPE {
 		r.terminating = true
 		r.queue = nil
@@ -349,7 +349,7 @@ func (r *repl) protocolInput(ctx context.Context, line lineread.Line) (done bool
 		return false, nil
 	}
 	in, err := protocol.ParseInput([]byte(line.Text))
-	busy, turn, _, _ := r.lr.state.get()
+	busy, turn, _, _ := r.lr.state.Get()
 	switch {
 	case err != nil:
 	case in.Kind == protocol.InputMessage || in.Kind == protocol.InputInterject:
@@ -365,14 +365,23 @@ func (r *repl) protocolInput(ctx context.Context, line lineread.Line) (done bool
 		r.enqueue(ctx, in.Text, busy)
 	case in.Kind == protocol.InputCancel:
 		err = r.cancelInput(ctx, in.Agent, busy, turn)
-	default:
-		err = errors.New("no tool call waits for approval: this escapement asks for none")
+	default: // approve, deny
+		err = r.decide(ctx, in)
 	}
 	if err != nil {
 		r.refused++
 		r.lr.inputError(line.N, err)
 	}
 	return false, nil
+}
+
+// decide hands a decision on a call waiting for approval to the driver,
+// once it takes them (protocol.Decider); until then no call asks.
+func (r *repl) decide(ctx context.Context, in protocol.Input) error {
+	if d, ok := any(r.lr.driver).(protocol.Decider); ok {
+		return protocol.Decide(ctx, d, in)
+	}
+	return errors.New("no tool call waits for approval: this escapement asks for none")
 }
 
 // cancelInput cancels the root's running turn, or the agent path names.

@@ -217,10 +217,7 @@ func (lr *liveRun) stopped(runErr error) error {
 func (lr *liveRun) submitLost(ctx context.Context) {
 	if err := lr.sess.Resubmit(ctx); err != nil {
 		lr.say("%v", err)
-		lr.state.mu.Lock()
-		lr.state.busy = false
-		lr.state.ended++ // the command stops waiting for it
-		lr.state.mu.Unlock()
+		lr.state.GiveUp()
 		select {
 		case lr.notify <- struct{}{}:
 		default:
@@ -246,7 +243,7 @@ func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
 	jsonIn := lr.flags.inputFormat == "json"
 	lr.whileBusy = busyInterject // a message while the turn runs joins it
 	return lr.serve(ctx, func(ctx context.Context) error {
-		if busy, _, _, _ := lr.state.get(); busy {
+		if busy, _, _, _ := lr.state.Get(); busy {
 			signalled, err := lr.await(ctx, 0)
 			if prompt == "" && !jsonIn || signalled {
 				return err
@@ -265,7 +262,7 @@ func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
 
 // turn submits prompt and waits for its end.
 func (lr *liveRun) turn(ctx context.Context, prompt string) error {
-	_, _, ended, _ := lr.state.get()
+	_, _, ended, _ := lr.state.Get()
 	if err := lr.driver.Submit(ctx, prompt); err != nil {
 		return &exitError{code: exitCheckFailed, err: err}
 	}
@@ -282,7 +279,7 @@ func (lr *liveRun) await(ctx context.Context, ended uint64) (signalled bool, err
 	for {
 		select {
 		case <-lr.notify:
-			if _, _, n, last := lr.state.get(); n > ended {
+			if _, _, n, last := lr.state.Get(); n > ended {
 				return signalled, outcomeErr(last)
 			}
 		case sig := <-lr.intr.soft:
@@ -309,7 +306,7 @@ func (lr *liveRun) interrupt(ctx context.Context, sig os.Signal) error {
 	if sig == syscall.SIGTERM || sig == syscall.SIGPIPE {
 		err = lr.driver.Shutdown(ctx)
 	} else {
-		_, turn, _, _ := lr.state.get()
+		_, turn, _, _ := lr.state.Get()
 		err = lr.driver.Cancel(ctx, kernel.Root, turn)
 	}
 	if err != nil && !errors.Is(err, live.ErrStopped) {

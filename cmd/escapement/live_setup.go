@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -181,7 +182,13 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Conf
 	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
-	lr.run = protocol.Run{Version: buildinfo.Version(), Model: model, Endpoint: baseURL, Workspace: abs(f.workspace), Limits: f.limits}
+	lr.run = protocol.Run{Version: buildinfo.Version(), Model: model, Endpoint: baseURL, Profile: kcfg.RootProfile, Workspace: abs(f.workspace), Limits: f.limits}
+	for _, e := range lr.a.cfg.Endpoints() { // a root profile may name its own model
+		lr.run.Profiles = append(lr.run.Profiles, e.Profile)
+		if e.Profile == kcfg.RootProfile {
+			lr.run.Model, lr.run.Endpoint = cmp.Or(e.Model, model), cmp.Or(e.BaseURL, baseURL)
+		}
+	}
 	for _, spec := range lr.box.Specs() {
 		lr.run.Tools = append(lr.run.Tools, spec.Name)
 	}
@@ -226,7 +233,7 @@ func (lr *liveRun) start(f *liveFlags, scfg session.Config) (err error) {
 	lr.run.Session, lr.run.Resumed = lr.sess.Path(), f.resume != ""
 	lr.emit(protocol.Started(lr.run))
 	if u, ok := lr.sess.Unfinished(); ok {
-		lr.state.busy, lr.state.turn = true, u.Turn
+		lr.state.Running(u.Turn)
 	}
 	return nil
 }

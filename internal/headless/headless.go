@@ -2,8 +2,9 @@
 // its edges for scripts (docs/cli.md, "Headless habits"): a standard
 // output that notices when its reader has gone (`escapement run … | head`)
 // so the run can be shut down cleanly instead of dying mid-turn, the
-// prompt read from stdin (`echo hi | escapement run`), and a run's final
-// answer written to a file (`-o FILE`).
+// prompt read from stdin (`echo hi | escapement run`), a run's final
+// answer written to a file (`-o FILE`), and the root's turns followed for
+// the command that waits for them.
 package headless
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/internal/lineread"
 	"github.com/escapement/escapement/internal/userfile"
+	"github.com/escapement/escapement/kernel"
 )
 
 // Writer serialises writes from several goroutines (a run's answers and
@@ -106,4 +108,64 @@ func WriteFinal(r *userfile.Replacement, redact func(string) string, view *proto
 		note = fmt.Sprintf("the file that was there is kept as %s", kept)
 	}
 	return note, err
+}
+
+// Turns follows the root's turns through the steps of a live run: the
+// driver's observer updates it on the kernel's goroutine (Update), and the
+// command's goroutine reads it when notified (Get), so the kernel's
+// goroutine never waits for the command's.
+type Turns struct {
+	mu    sync.Mutex
+	busy  bool
+	turn  uint64
+	ended uint64 // root turns ended so far
+	last  kernel.Lifecycle
+}
+
+// Get says whether a root turn runs, its number, how many have ended and
+// the last one's turn_ended record.
+func (s *Turns) Get() (busy bool, turn, ended uint64, last kernel.Lifecycle) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy, s.turn, s.ended, s.last
+}
+
+// Update follows the root's turns through a step's effects; changed says
+// one started or ended.
+func (s *Turns) Update(effects []kernel.Effect) (changed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range effects {
+		e := &effects[i]
+		if e.Kind != kernel.EffEmit || e.Life.Agent != kernel.Root {
+			continue
+		}
+		switch e.Life.Kind {
+		case kernel.LifeTurnStarted:
+			s.busy, s.turn = true, e.Life.Turn
+			changed = true
+		case kernel.LifeTurnEnded:
+			s.busy, s.last = false, e.Life
+			s.ended++
+			changed = true
+		}
+	}
+	return changed
+}
+
+// Running says turn runs before any step has said so: a crashed run's,
+// which the session continues once the driver runs.
+func (s *Turns) Running(turn uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy, s.turn = true, turn
+}
+
+// GiveUp stops waiting for the running turn: it counts as ended (a crashed
+// run's turn whose prompt could not be submitted again).
+func (s *Turns) GiveUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy = false
+	s.ended++
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/escapement/escapement/kernel"
 )
 
 // TestPrompt: the argument, else stdin when "-" or when nothing else can
@@ -62,5 +64,31 @@ func TestWriterNoticesItsReaderGone(t *testing.T) {
 	}
 	if n, err := out.Write([]byte("dropped")); n != 7 || err != nil || !out.Closed() {
 		t.Errorf("a write after: %d %v", n, err)
+	}
+}
+
+// TestTurns: the root's turn_started and turn_ended records move Turns; a
+// sub-agent's and other records do not; Running and GiveUp stand for a
+// crashed run's turn.
+func TestTurns(t *testing.T) {
+	var s Turns
+	emit := func(l kernel.Lifecycle) []kernel.Effect { return []kernel.Effect{{Kind: kernel.EffEmit, Life: l}} }
+	if s.Update(emit(kernel.Lifecycle{Kind: kernel.LifeTurnStarted, Agent: 1, Turn: 1})) {
+		t.Error("a sub-agent's turn moved the root's")
+	}
+	if !s.Update(emit(kernel.Lifecycle{Kind: kernel.LifeTurnStarted, Agent: kernel.Root, Turn: 3})) {
+		t.Error("the root's turn start was not seen")
+	}
+	if busy, turn, ended, _ := s.Get(); !busy || turn != 3 || ended != 0 {
+		t.Errorf("after the start: %v %d %d", busy, turn, ended)
+	}
+	s.Update(emit(kernel.Lifecycle{Kind: kernel.LifeTurnEnded, Agent: kernel.Root, Turn: 3, Outcome: kernel.OutcomeCompleted}))
+	if busy, _, ended, last := s.Get(); busy || ended != 1 || last.Outcome != kernel.OutcomeCompleted {
+		t.Errorf("after the end: %v %d %+v", busy, ended, last)
+	}
+	s.Running(4)
+	s.GiveUp()
+	if busy, turn, ended, _ := s.Get(); busy || turn != 4 || ended != 2 {
+		t.Errorf("a crashed turn given up: %v %d %d", busy, turn, ended)
 	}
 }
