@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -39,7 +38,7 @@ func TestNoTerminalQueries(t *testing.T) {
 		tty := openPTY(t)
 		cmd := exec.Command(bin, args...)
 		cmd.Dir = dir
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TERM=xterm-256color", "COLORTERM=truecolor", "OPENAI_BASE_URL=" + srv.BaseURL()}
+		cmd.Env = binEnv(dir, "TERM=xterm-256color", "COLORTERM=truecolor", "OPENAI_BASE_URL="+srv.BaseURL())
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty.slave, tty.slave, tty.slave
 		// The terminal is its controlling terminal, its process group in
 		// the foreground, as a shell's command's is (a program asks only

@@ -138,7 +138,7 @@ func TestClosedStdoutIsAShutdown(t *testing.T) {
 	dir := t.TempDir()
 	sess := filepath.Join(dir, "s.jsonl")
 	cmd := exec.Command(bin, "run", "count forever", "--session", sess, "--workspace", dir)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "OPENAI_BASE_URL=" + srv.BaseURL()}
+	cmd.Env = binEnv(dir, "OPENAI_BASE_URL="+srv.BaseURL())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

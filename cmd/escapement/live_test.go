@@ -27,14 +27,25 @@ import (
 
 const testKey = "sk-e2e-DO-NOT-LEAK-4f9c2a7b"
 
-// TestMain removes the binary the end-to-end tests built.
+// TestMain makes the environment the tests' own (hermeticEnv), and
+// removes the binary the end-to-end tests built.
 func TestMain(m *testing.M) {
+	envDir, err := os.MkdirTemp("", "escapement-env-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	goEnv = hermeticEnv(envDir)
 	code := m.Run()
+	os.RemoveAll(envDir)
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}
 	os.Exit(code)
 }
+
+// goEnv is the environment the tests were started with: go build's.
+var goEnv []string
 
 // built is the CLI binary, built once per test run (the end-to-end tests
 // run the real binary: real signals, real process groups, real exit codes).
@@ -61,7 +72,9 @@ func buildBinary(t *testing.T) string {
 			return
 		}
 		built.bin = filepath.Join(built.dir, "escapement")
-		if out, err := exec.Command(goBin, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+		build := exec.Command(goBin, "build", "-o", built.bin, ".")
+		build.Env = goEnv
+		if out, err := build.CombinedOutput(); err != nil {
 			built.err = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
@@ -109,10 +122,7 @@ func startBinaryEnv(t *testing.T, bin string, srv *fakeopenai.Server, dir string
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state"),
-		"OPENAI_API_KEY=" + testKey, "OPENAI_BASE_URL=" + srv.BaseURL(),
-	}, env...)
+	cmd.Env = binEnv(dir, append([]string{"OPENAI_API_KEY=" + testKey, "OPENAI_BASE_URL=" + srv.BaseURL()}, env...)...)
 	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	var err error

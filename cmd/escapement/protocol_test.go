@@ -275,7 +275,7 @@ func TestREADMEConsumer(t *testing.T) {
 	dir := t.TempDir()
 	cmd := exec.Command("sh", "-c", string(m[1]))
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + filepath.Dir(bin) + ":" + filepath.Dir(jq) + ":/usr/bin:/bin", "HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state"), "OPENAI_BASE_URL=" + srv.BaseURL()}
+	cmd.Env = binEnv(dir, "PATH="+filepath.Dir(bin)+":"+filepath.Dir(jq)+":/usr/bin:/bin", "OPENAI_BASE_URL="+srv.BaseURL())
 	out, err := cmd.Output()
 	if err != nil || !regexp.MustCompile(`^completed: main.go and util.go \(10\+\d+ tokens\)\n`).Match(out) {
 		t.Errorf("the consumer printed %q (%v)", out, err)
