@@ -12,7 +12,9 @@
 // and results (capped at TextCap, redacted), and token usage on each
 // request's end and each turn's end. A run opens with Started and closes
 // with Result. An Encoder numbers the events and writes them, one line
-// each; ParseInput reads an input line. The JSON Schema of both directions
+// each; ParseInput reads an input line, and an approve or deny line's
+// Decision is the kernel's decision, which Decide hands to a Decider (the
+// live driver, once it takes decisions). The JSON Schema of both directions
 // is embedded (Schema, InputSchema) and every line the CLI's end-to-end
 // tests print is validated against it.
 //
