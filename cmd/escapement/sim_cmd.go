@@ -8,9 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/escapement/escapement/adapters/protocol"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel/spans"
 	"github.com/escapement/escapement/kernel/trace"
@@ -400,3 +403,18 @@ func orNothing(s string) string {
 
 // buildInfo names this binary in trace headers.
 func buildInfo() string { return "escapement" }
+
+// clip puts s on one line and cuts it to at most n bytes, at a rune
+// boundary, marking the cut.
+func clip(s string, n int) string {
+	return textcut.Clip(strings.ReplaceAll(s, "\n", " "), n)
+}
+
+// inputError says on stderr, and as an error event with --json, that
+// input line n was not acted on, and why.
+func (lr *liveRun) inputError(n int, err error) {
+	lr.say("stdin line %d: %v; it was not acted on", n, err)
+	if lr.enc != nil {
+		_ = lr.enc.Encode(protocol.ErrorEvent(protocol.SourceInput, n, err.Error()))
+	}
+}
