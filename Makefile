@@ -47,7 +47,7 @@ demo:
 # Fuzz targets, a few seconds each (CI runs this; set FUZZTIME for longer).
 FUZZTIME ?= 8s
 fuzz:
-	$(GO) test ./sim -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
+	$(GO) test ./sim/scenario -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
 	$(GO) test ./kernel -run '^$$' -fuzz '^FuzzAppendJSONString$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
 	$(GO) test ./sim -run '^$$' -fuzz '^FuzzWorld$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 50x
 

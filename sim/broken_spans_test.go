@@ -4,8 +4,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/spans"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // SpanLoop is a deliberately broken span derivation: kernel/spans with one
@@ -136,7 +138,7 @@ func (e *spanEdit) endAtTurnEnd(c spans.Change) []spans.Change {
 // step and which the derivation did not end.
 func (e *spanEdit) flushTurnEnds() []spans.Change {
 	var out []spans.Change
-	for _, a := range sortedKeys(e.turnEnds) {
+	for _, a := range keys.Sorted(e.turnEnds) {
 		sp := e.turns[a]
 		if sp == nil {
 			continue
@@ -158,7 +160,7 @@ func (e *spanEdit) flushTurnEnds() []spans.Change {
 func TestOracleCatchesSpanLoops(t *testing.T) {
 	for _, sl := range SpanLoops() {
 		t.Run(sl.Name, func(t *testing.T) {
-			var s *Scenario
+			var s *scenario.Scenario
 			if strings.Contains(sl.Scenario, "\n") {
 				s = mustLoad(t, sl.Scenario)
 			} else {

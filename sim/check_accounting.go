@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -141,7 +142,7 @@ func (c *accountingChecker) finish() {
 	for _, op := range c.m.live {
 		c.violate(OpsAccounted, op.agent, "op %d started at %v never ended", op.id, op.start)
 	}
-	for _, id := range sortedKeys(c.m.timers) {
+	for _, id := range keys.Sorted(c.m.timers) {
 		c.violate(OpsAccounted, kernel.NoAgent, "timer %d survives the run", id)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 )
@@ -118,7 +119,7 @@ func (c *userTextChecker) userText(s *stepObs, i int) {
 }
 
 func (c *userTextChecker) finish() {
-	for _, text := range sortedKeys(c.given) {
+	for _, text := range keys.Sorted(c.given) {
 		if n, want := c.seen[text], c.given[text]; n < want-c.excused[text] {
 			c.violate(UserTextOnce, kernel.Root, "user text %q appears %d times, given %d", text, n, want)
 		}

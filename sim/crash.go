@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
@@ -306,7 +307,7 @@ func (w *world) lose(now time.Duration, op *worldOp) string {
 // turn's max_requests refused changes the story too.
 func (w *world) recovered(c Core) []string {
 	var changed []string
-	for _, id := range sortedKeys(w.again) {
+	for _, id := range keys.Sorted(w.again) {
 		changed = append(changed, fmt.Sprintf("%s: request %d is not asked again: its turn had spent max_requests", c.AgentPath(id), w.again[id].id))
 	}
 	clear(w.again)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestTurnTimeoutSettlingInItsStep: an interjection cancels the stream just
@@ -21,7 +22,7 @@ func TestTurnTimeoutSettlingInItsStep(t *testing.T) {
 	if !r.Passed {
 		t.Fatalf("violations: %v", r.Violations)
 	}
-	if got := r.Outcomes[RootScript]; got != "timed_out" || r.QuiescentAt.String() != "3s" {
+	if got := r.Outcomes[scenario.RootScript]; got != "timed_out" || r.QuiescentAt.String() != "3s" {
 		t.Fatalf("outcome %s, quiescent at %v; want timed_out at 3s", got, r.QuiescentAt)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // This file is what an explorer (sim/explore) needs of a run beyond Step:
@@ -156,7 +157,7 @@ func (m *Sim) StepDue(d Due) bool {
 // Schedule queues one more user input at in.At (not before now), as if
 // the scenario had listed it; it counts as activity for the liveness bound
 // from then on. It returns the input's index.
-func (m *Sim) Schedule(in Input) int {
+func (m *Sim) Schedule(in scenario.Input) int {
 	if in.At < m.now {
 		panic(fmt.Sprintf("sim: input scheduled at %v, before now=%v", in.At, m.now))
 	}
@@ -168,7 +169,7 @@ func (m *Sim) Schedule(in Input) int {
 }
 
 // Inputs returns the run's inputs: the scenario's and those Schedule added.
-func (m *Sim) Inputs() []Input { return m.inputs }
+func (m *Sim) Inputs() []scenario.Input { return m.inputs }
 
 // schedule replays Scenario.Schedule: at each instant where two or more
 // live items are due, the next pick says which goes first.

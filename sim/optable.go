@@ -1,6 +1,9 @@
 package sim
 
-import "github.com/escapement/escapement/kernel"
+import (
+	"github.com/escapement/escapement/internal/keys"
+	"github.com/escapement/escapement/kernel"
+)
 
 // opTable maps op ids to what the oracle saw of those ops. The kernel
 // numbers its ops 1, 2, 3, …, so ids below denseOps live in a slice (a
@@ -46,5 +49,5 @@ func (t *opTable) ids() []kernel.OpID {
 			out = append(out, kernel.OpID(id))
 		}
 	}
-	return append(out, sortedKeys(t.far)...) // every far id is above the dense ones
+	return append(out, keys.Sorted(t.far)...) // every far id is above the dense ones
 }

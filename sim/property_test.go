@@ -14,6 +14,7 @@ import (
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
 )
 
@@ -33,7 +34,7 @@ func failureDir() string {
 }
 
 // writeFailure saves the world and returns the command that reproduces it.
-func writeFailure(s *sim.Scenario, r *sim.Result) string {
+func writeFailure(s *scenario.Scenario, r *sim.Result) string {
 	y := s.YAML()
 	sum := sha256.Sum256(y)
 	c := s.Clone()
@@ -129,12 +130,12 @@ func stateMachine(depth int) func(*rapid.T) {
 			return kind + strconv.Itoa(texts)
 		}
 		t.Repeat(map[string]func(*rapid.T){
-			"submit":    func(t *rapid.T) { m.Input(sim.Input{Submit: text("s")}) },
-			"interject": func(t *rapid.T) { m.Input(sim.Input{Interject: text("i")}) },
+			"submit":    func(t *rapid.T) { m.Input(scenario.Input{Submit: text("s")}) },
+			"interject": func(t *rapid.T) { m.Input(scenario.Input{Interject: text("i")}) },
 			"cancel": func(t *rapid.T) {
 				n := m.Core().NumAgents()
 				id := rapid.IntRange(0, n-1).Draw(t, "agent")
-				in := sim.Input{Cancel: m.Core().AgentPath(kernelID(id))}
+				in := scenario.Input{Cancel: m.Core().AgentPath(kernelID(id))}
 				if rapid.IntRange(0, 3).Draw(t, "bound") == 0 {
 					// A cancel bound to a turn — the current one, an
 					// ended one, or one not started yet (F14).
@@ -147,7 +148,7 @@ func stateMachine(depth int) func(*rapid.T) {
 				if rapid.IntRange(0, 19).Draw(t, "rare") != 0 {
 					t.Skip("shutdown is rare: it ends the session")
 				}
-				m.Input(sim.Input{Shutdown: true})
+				m.Input(scenario.Input{Shutdown: true})
 			},
 			"crash": func(t *rapid.T) {
 				if rapid.IntRange(0, 4).Draw(t, "rare") != 0 {

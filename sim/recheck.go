@@ -1,13 +1,17 @@
 package sim
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/escapement/escapement/sim/scenario"
+)
 
 // Recheck runs s a second time with opts (its Trace and Observe dropped)
 // and, when the trace differs from first's, adds an I6 violation to first
 // (which then no longer passes): a core that consults anything but its
 // events — the wall clock, a global counter, a map's iteration order — shows
 // up as two traces of one scenario and seed.
-func Recheck(s *Scenario, opts Options, first *Result) error {
+func Recheck(s *scenario.Scenario, opts Options, first *Result) error {
 	opts.Trace, opts.Observe = nil, nil
 	again, err := Run(s.Clone(), opts)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // ReplayResult says whether a trace reproduced byte for byte.
@@ -66,7 +67,7 @@ func ReplayObserved(r io.Reader, memoryBudget int64, observe func(StepInfo)) (*R
 	var end time.Duration
 	switch hdr.Source {
 	case "sim":
-		s, err := Load("trace:"+hdr.Name, []byte(hdr.Scenario))
+		s, err := scenario.Load("trace:"+hdr.Name, []byte(hdr.Scenario))
 		if err != nil {
 			return nil, fmt.Errorf("trace header scenario: %w", err)
 		}

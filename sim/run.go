@@ -13,6 +13,7 @@ import (
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/spans"
 	"github.com/escapement/escapement/kernel/trace"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // Options tune a run. The zero value runs the real kernel and keeps only the
@@ -165,7 +166,7 @@ type Result struct {
 // Advance and Input. It is not safe for concurrent use and starts no
 // goroutines.
 type Sim struct {
-	s    *Scenario
+	s    *scenario.Scenario
 	opt  Options
 	core Core
 	w    *world
@@ -173,7 +174,7 @@ type Sim struct {
 	tw   *trace.Writer
 	perm *permuter
 	// inputs are the scenario's inputs and those Schedule added.
-	inputs []Input
+	inputs []scenario.Input
 	// sched replays Scenario.Schedule (nil when it is empty).
 	sched *schedule
 	res   *Result
@@ -195,7 +196,7 @@ type Sim struct {
 }
 
 // New prepares a run of s: the scenario's inputs and faults are queued.
-func New(s *Scenario, opt Options) (*Sim, error) {
+func New(s *scenario.Scenario, opt Options) (*Sim, error) {
 	if opt.TimeLimit == 0 {
 		opt.TimeLimit = DefaultTimeLimit
 	}
@@ -234,7 +235,7 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 		}
 		hdr := trace.Header{
 			Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
-			Limits: s.Limits, RootName: RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
+			Limits: s.Limits, RootName: scenario.RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
 		}
 		hdr.Options = headerOptions(opt)
 		m.tw = trace.NewWriter(out, hdr)
@@ -261,7 +262,7 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 // Run runs one scenario to quiescence (or the limits) and checks every
 // invariant after every step. The returned error is for failures of the run
 // itself (a bad core, a trace that cannot be written), not for violations.
-func Run(s *Scenario, opt Options) (*Result, error) {
+func Run(s *scenario.Scenario, opt Options) (*Result, error) {
 	m, err := New(s, opt)
 	if err != nil {
 		return nil, err
@@ -404,7 +405,7 @@ func (m *Sim) Advance(d time.Duration) {
 
 // Input delivers a user input now (the state-machine test's actions). The
 // input counts as activity for the liveness bound.
-func (m *Sim) Input(in Input) {
+func (m *Sim) Input(in scenario.Input) {
 	ev, note := inputEvent(in, m.core, m.o.m)
 	m.o.activity(m.now)
 	if note != "" {
@@ -512,7 +513,7 @@ func (m *Sim) Finish() (*Result, error) {
 // inputEvent turns a scripted input into a kernel event, resolving a cancel's
 // agent at the moment it is pressed (one the core has freed too: the press
 // names it, and the core answers it as for any finished agent).
-func inputEvent(in Input, c Core, m *model) (kernel.Event, string) {
+func inputEvent(in scenario.Input, c Core, m *model) (kernel.Event, string) {
 	switch {
 	case in.Submit != "":
 		return kernel.Submit(0, in.Submit), ""

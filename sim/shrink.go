@@ -1,50 +1,12 @@
 package sim
 
 import (
-	"maps"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/escapement/escapement/internal/keys"
+	"github.com/escapement/escapement/sim/scenario"
 )
-
-// Clone returns a copy of s whose scripts, calls, tools, faults, inputs and
-// expectation maps can be changed freely (a shrinker or generator does).
-// Call.Args values are shared: nothing changes them after loading.
-func (s *Scenario) Clone() *Scenario {
-	c := *s
-	c.Agents = make(map[string]Script, len(s.Agents))
-	for name, script := range s.Agents { // determinism: a copy, entry by entry
-		cp := make(Script, len(script))
-		for i, r := range script {
-			r.Calls = append([]Call(nil), r.Calls...)
-			cp[i] = r
-		}
-		c.Agents[name] = cp
-	}
-	c.Tools = maps.Clone(s.Tools)
-	if c.Tools == nil {
-		c.Tools = map[string]ToolSpec{}
-	}
-	c.Faults = append([]Fault(nil), s.Faults...)
-	c.Inputs = append([]Input(nil), s.Inputs...)
-	c.Expect.Outcomes = maps.Clone(s.Expect.Outcomes)
-	c.Expect.LLMRequests = maps.Clone(s.Expect.LLMRequests)
-	c.Expect.History = maps.Clone(s.Expect.History)
-	c.Expect.ScheduleDependent = slices.Clone(s.Expect.ScheduleDependent)
-	return &c
-}
-
-// Size is what the shrinker minimises, roughly in order of importance.
-func (s *Scenario) Size() (scripts, replies, calls, inputs, faults int) {
-	for _, script := range s.Agents { // determinism: sums
-		scripts++
-		replies += len(script)
-		for _, r := range script {
-			calls += len(r.Calls)
-		}
-	}
-	return scripts, replies, calls, len(s.Inputs), len(s.Faults)
-}
 
 // Shrink looks for a smaller scenario for which fails still returns true:
 // greedy delta debugging over the scenario value (drop inputs, faults,
@@ -52,9 +14,9 @@ func (s *Scenario) Size() (scripts, replies, calls, inputs, faults int) {
 // repeated until no step helps or budget runs of fails are spent. It is what
 // a sweep uses on the worlds it finds failing (rapid shrinks inside its own
 // checks; a sweep draws worlds from seeds instead). s is not modified.
-func Shrink(s *Scenario, fails func(*Scenario) bool, budget int) *Scenario {
+func Shrink(s *scenario.Scenario, fails func(*scenario.Scenario) bool, budget int) *scenario.Scenario {
 	best := s.Clone()
-	try := func(c *Scenario) bool {
+	try := func(c *scenario.Scenario) bool {
 		if budget <= 0 || c.Validate() != nil {
 			return false
 		}
@@ -77,7 +39,7 @@ func Shrink(s *Scenario, fails func(*Scenario) bool, budget int) *Scenario {
 			c.Faults = append(c.Faults[:i], c.Faults[i+1:]...)
 			progress = try(c) || progress
 		}
-		for _, name := range sortedKeys(best.Agents) {
+		for _, name := range keys.Sorted(best.Agents) {
 			for r := len(best.Agents[name]) - 1; r >= 0; r-- {
 				if r >= len(best.Agents[name]) {
 					continue
@@ -108,18 +70,18 @@ func Shrink(s *Scenario, fails func(*Scenario) bool, budget int) *Scenario {
 		}
 		// Scripts and tools nobody refers to any more go; tools get faster
 		// and simpler.
-		if c := pruneUnreferenced(best); c != nil {
+		if c := best.Pruned(); c != nil {
 			progress = try(c) || progress
 		}
-		for _, name := range sortedKeys(best.Tools) {
+		for _, name := range keys.Sorted(best.Tools) {
 			t := best.Tools[name]
-			var simpler []ToolSpec
+			var simpler []scenario.ToolSpec
 			if t.Duration > 10*time.Millisecond {
 				half := t
 				half.Duration /= 2
 				simpler = append(simpler, half)
 			}
-			if plain := (ToolSpec{Duration: t.Duration, Result: t.Result}); plain != t {
+			if plain := (scenario.ToolSpec{Duration: t.Duration, Result: t.Result}); plain != t {
 				simpler = append(simpler, plain)
 			}
 			for _, st := range simpler {
@@ -133,57 +95,4 @@ func Shrink(s *Scenario, fails func(*Scenario) bool, budget int) *Scenario {
 		}
 	}
 	return best
-}
-
-// pruneUnreferenced drops scripts no delegation names and tools no call or
-// fault names (the root script stays); nil when there is nothing to drop.
-func pruneUnreferenced(s *Scenario) *Scenario {
-	usedScripts := map[string]bool{RootScript: true}
-	usedTools := map[string]bool{}
-	for _, script := range s.Agents { // determinism: building sets
-		for _, r := range script {
-			for _, c := range r.Calls {
-				usedScripts[c.Delegate] = true
-				usedTools[c.Tool] = true
-			}
-		}
-	}
-	// Every agent reference (a fault's agent, a cancel's target, an
-	// expectation's key) keeps the scripts it names.
-	refs := []string{}
-	for _, f := range s.Faults {
-		refs = append(refs, f.Agent)
-		usedTools[f.Tool] = true
-	}
-	for _, in := range s.Inputs {
-		if in.Cancel != "" {
-			refs = append(refs, in.Cancel)
-		}
-	}
-	refs = append(refs, slices.Collect(maps.Keys(s.Expect.Outcomes))...)
-	refs = append(refs, slices.Collect(maps.Keys(s.Expect.LLMRequests))...)
-	refs = append(refs, slices.Collect(maps.Keys(s.Expect.History))...)
-	for _, ref := range refs {
-		for _, name := range refScripts(ref) {
-			usedScripts[name] = true
-		}
-	}
-	c := s.Clone()
-	changed := false
-	for _, name := range sortedKeys(c.Agents) {
-		if !usedScripts[name] {
-			delete(c.Agents, name)
-			changed = true
-		}
-	}
-	for _, name := range sortedKeys(c.Tools) {
-		if !usedTools[name] {
-			delete(c.Tools, name)
-			changed = true
-		}
-	}
-	if !changed {
-		return nil
-	}
-	return c
 }

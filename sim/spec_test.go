@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
 )
 
@@ -101,7 +103,7 @@ func TestOracleMachineIsTheTable(t *testing.T) {
 			return tab
 		},
 	}
-	for _, name := range sortedKeys(edits) {
+	for _, name := range keys.Sorted(edits) {
 		if d := machineDiff(specMoves(), edits[name](fsm.Table())); len(d) != 1 {
 			t.Errorf("%s: want one difference, got %q", name, d)
 		} else {
@@ -294,7 +296,7 @@ func TestInvariantsCheckedOnce(t *testing.T) {
 		})
 	}
 	for _, s := range invariantTable {
-		got := sortedKeys(where[s.inv])
+		got := keys.Sorted(where[s.inv])
 		if len(got) != 1 || got[0] != s.checker {
 			t.Errorf("%s is reported from %v, want only %s", s.inv, got, s.checker)
 		}
@@ -398,7 +400,7 @@ func TestLimitAndOutcomeBounds(t *testing.T) {
 		{"grace: 2s", "interrupted", ""},
 	} {
 		src := "name: b\nlimits: {" + c.limits + "}\nagents: {main: []}\nexpect:\n  outcomes: {main: " + c.outcome + "}\n"
-		_, err := Load("b.yaml", []byte(src))
+		_, err := scenario.Load("b.yaml", []byte(src))
 		switch {
 		case c.err == "" && err != nil:
 			t.Errorf("%s / %s: refused: %v", c.limits, c.outcome, err)

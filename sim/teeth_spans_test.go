@@ -5,6 +5,7 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestSpanTeethRapid: each broken span derivation runs over the real kernel
@@ -21,7 +22,7 @@ func TestSpanTeethRapid(t *testing.T) {
 				t.Skip(why)
 			}
 			t.Parallel()
-			run := func(s *sim.Scenario) *sim.Result {
+			run := func(s *scenario.Scenario) *sim.Result {
 				r, err := sim.Run(s, sim.Options{Spans: sl.Derive})
 				if err != nil {
 					t.Fatalf("%s: %v\n%s", sl.Failure, err, s.YAML())
@@ -32,7 +33,7 @@ func TestSpanTeethRapid(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: no world of seeds 1..%d fails with %s first", sl.Failure, teethSeeds, sim.SpansEnd)
 			}
-			shrunk := sim.Shrink(g.Example(seed), func(s *sim.Scenario) bool { return caughtFirst(run(s), sim.SpansEnd) }, teethShrinkBudget)
+			shrunk := sim.Shrink(g.Example(seed), func(s *scenario.Scenario) bool { return caughtFirst(run(s), sim.SpansEnd) }, teethShrinkBudget)
 			r := run(shrunk)
 			if !caughtFirst(r, sim.SpansEnd) {
 				t.Fatalf("%s: the shrunk world no longer fails with %s first: %v\n%s", sl.Failure, sim.SpansEnd, r.Violations, shrunk.YAML())

@@ -17,6 +17,7 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/explore"
+	"github.com/escapement/escapement/sim/scenario"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -126,8 +127,8 @@ interrupted (SIGINT or SIGTERM; the counts so far are printed).`,
 
 // exploreItem is one exploration to run.
 type exploreItem struct {
-	s        *sim.Scenario
-	alphabet []sim.Input
+	s        *scenario.Scenario
+	alphabet []scenario.Input
 	rep      *explore.Report
 	err      error
 	took     time.Duration // wall clock of its exploration

@@ -16,6 +16,7 @@ import (
 	"github.com/escapement/escapement/kernel/trace"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 	"github.com/spf13/cobra"
 )
 
@@ -101,9 +102,9 @@ func invariantRange() string {
 	return first + "–" + last + live
 }
 
-func (a *app) loadScenarios(paths []string) ([]*sim.Scenario, error) {
+func (a *app) loadScenarios(paths []string) ([]*scenario.Scenario, error) {
 	if len(paths) == 0 {
-		return sim.LoadFS(scenarios.FS, ".", "scenarios (embedded)")
+		return scenario.LoadFS(scenarios.FS, ".", "scenarios (embedded)")
 	}
 	return loadScenarioPaths(paths)
 }
@@ -201,7 +202,7 @@ func (a *app) runSim(paths []string, f simFlags) error {
 	return nil
 }
 
-func (a *app) runScenario(s *sim.Scenario, f simFlags, many bool) (*sim.Result, error) {
+func (a *app) runScenario(s *scenario.Scenario, f simFlags, many bool) (*sim.Result, error) {
 	var traceBuf bytes.Buffer
 	budget, _ := budgetBytes(f.memoryBudget) // checked in runSim
 	opts := sim.Options{Permute: f.permute, Build: buildInfo(), Idempotent: f.idempotent, MemoryBudget: budget}

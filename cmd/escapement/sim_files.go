@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/escapement/escapement/internal/userfile"
-	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -21,18 +21,18 @@ const maxTraceBytes = 1 << 30
 // reads each file through userfile: a FIFO, a device such as /dev/zero or a
 // file past sim.MaxScenarioBytes is refused, naming the file, instead of
 // hanging or filling memory. Names must be unique across everything loaded.
-func loadScenarioPaths(paths []string) ([]*sim.Scenario, error) {
+func loadScenarioPaths(paths []string) ([]*scenario.Scenario, error) {
 	type loaded struct {
-		s    *sim.Scenario
+		s    *scenario.Scenario
 		data []byte
 	}
 	var all []loaded
 	load := func(file string) error {
-		data, err := userfile.Read(file, sim.MaxScenarioBytes)
+		data, err := userfile.Read(file, scenario.MaxScenarioBytes)
 		if err != nil {
-			return &sim.LoadError{File: file, Msg: strings.TrimPrefix(err.Error(), file+": ")}
+			return &scenario.LoadError{File: file, Msg: strings.TrimPrefix(err.Error(), file+": ")}
 		}
-		s, err := sim.Load(file, data)
+		s, err := scenario.Load(file, data)
 		if err != nil {
 			return err
 		}
@@ -42,7 +42,7 @@ func loadScenarioPaths(paths []string) ([]*sim.Scenario, error) {
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
-			return nil, &sim.LoadError{File: p, Msg: err.Error()}
+			return nil, &scenario.LoadError{File: p, Msg: err.Error()}
 		}
 		if !st.IsDir() {
 			if err := load(p); err != nil {
@@ -52,7 +52,7 @@ func loadScenarioPaths(paths []string) ([]*sim.Scenario, error) {
 		}
 		entries, err := os.ReadDir(p)
 		if err != nil {
-			return nil, &sim.LoadError{File: p, Msg: err.Error()}
+			return nil, &scenario.LoadError{File: p, Msg: err.Error()}
 		}
 		var names []string
 		for _, e := range entries {
@@ -61,7 +61,7 @@ func loadScenarioPaths(paths []string) ([]*sim.Scenario, error) {
 			}
 		}
 		if len(names) == 0 {
-			return nil, &sim.LoadError{File: p, Msg: "no *.yaml scenario files"}
+			return nil, &scenario.LoadError{File: p, Msg: "no *.yaml scenario files"}
 		}
 		sort.Strings(names)
 		for _, n := range names {
@@ -71,10 +71,10 @@ func loadScenarioPaths(paths []string) ([]*sim.Scenario, error) {
 		}
 	}
 	seen := map[string]string{}
-	out := make([]*sim.Scenario, 0, len(all))
+	out := make([]*scenario.Scenario, 0, len(all))
 	for _, l := range all {
 		if prev, dup := seen[l.s.Name]; dup {
-			return nil, &sim.LoadError{File: l.s.File, Line: nameLine(l.data), Msg: fmt.Sprintf("name: %q is already used by %s", l.s.Name, prev)}
+			return nil, &scenario.LoadError{File: l.s.File, Line: nameLine(l.data), Msg: fmt.Sprintf("name: %q is already used by %s", l.s.Name, prev)}
 		}
 		seen[l.s.Name] = l.s.File
 		out = append(out, l.s)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // The brute-force check of exploration (docs/semantics.md,
@@ -54,7 +55,7 @@ func verdict(res *sim.Result) string {
 type choice struct {
 	queue bool
 	pick  int
-	in    sim.Input
+	in    scenario.Input
 	moved bool
 }
 
@@ -69,7 +70,7 @@ type brute struct {
 
 // bruteForce enumerates s; it fails t when the scope holds more than
 // limit schedules.
-func bruteForce(t *testing.T, s *sim.Scenario, opt Options, limit int) *census {
+func bruteForce(t *testing.T, s *scenario.Scenario, opt Options, limit int) *census {
 	t.Helper()
 	x, err := newExplorer(s, opt)
 	if err != nil {
@@ -244,7 +245,7 @@ func (b *brute) placements(st *bstate, due []sim.Due) []choice {
 }
 
 // explored runs the explorer on s and takes its census.
-func explored(t *testing.T, s *sim.Scenario, opt Options) (*census, *Report) {
+func explored(t *testing.T, s *scenario.Scenario, opt Options) (*census, *Report) {
 	t.Helper()
 	x, err := newExplorer(s, opt)
 	if err != nil {
@@ -311,7 +312,7 @@ func diffCensus(got, want *census) []string {
 // bruteCase is one small world.
 type bruteCase struct {
 	name string
-	s    *sim.Scenario
+	s    *scenario.Scenario
 	opt  Options
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestExploreFailsAFailingExpectation: a scenario whose expectation fails
@@ -31,9 +32,9 @@ func TestExploreFailsAFailingExpectation(t *testing.T) {
 
 // reproduces: the scenario v wrote, read back from its YAML, fails the
 // expectation name under a plain run.
-func reproduces(t *testing.T, v *Violation, name string) *sim.Scenario {
+func reproduces(t *testing.T, v *Violation, name string) *scenario.Scenario {
 	t.Helper()
-	s, err := sim.Load(v.Scenario.Name+".yaml", v.Scenario.YAML())
+	s, err := scenario.Load(v.Scenario.Name+".yaml", v.Scenario.YAML())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // The depth-first search over schedules (docs/semantics.md, "Exploration").
@@ -16,9 +17,9 @@ import (
 // after that event is delivered, so each order is reached one way).
 type move struct {
 	place bool
-	pick  int       // deliver: index into Due()
-	in    sim.Input // place: the input, its At the chosen instant
-	moved bool      // place: away from its instant (docs/semantics.md, "Exploration")
+	pick  int            // deliver: index into Due()
+	in    scenario.Input // place: the input, its At the chosen instant
+	moved bool           // place: away from its instant (docs/semantics.md, "Exploration")
 }
 
 // run is a simulation at the end of a schedule, with the explorer's own
@@ -49,9 +50,9 @@ type node struct {
 }
 
 type explorer struct {
-	s *sim.Scenario // the scenario explored, its inputs and expectations
+	s *scenario.Scenario // the scenario explored, its inputs and expectations
 	// start is s without inputs: every run starts from it.
-	start   *sim.Scenario
+	start   *scenario.Scenario
 	opt     Options
 	rep     *Report
 	visited map[[16]byte]seen

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // scenarioOf writes the schedule path as a scenario a plain run
@@ -13,10 +14,10 @@ import (
 // or more were (found by running the file and matching each delivery of
 // the path by its identity). It returns nil when the path cannot be
 // written so (it then is not a reproduction).
-func (x *explorer) scenarioOf(path []move, v sim.Violation) *sim.Scenario {
+func (x *explorer) scenarioOf(path []move, v sim.Violation) *scenario.Scenario {
 	c := x.s.Clone()
 	c.Inputs = nil
-	c.Expect = sim.Expect{}
+	c.Expect = scenario.Expect{}
 	if v.Invariant == sim.Expectation {
 		// The expectations required on every schedule; those that hold
 		// on some only are not this schedule's to meet.
@@ -65,7 +66,7 @@ func (x *explorer) scenarioOf(path []move, v sim.Violation) *sim.Scenario {
 
 // breaks reports that a plain run of c breaks the invariant of v (for an
 // expectation: the same expectation).
-func (x *explorer) breaks(c *sim.Scenario, v sim.Violation) bool {
+func (x *explorer) breaks(c *scenario.Scenario, v sim.Violation) bool {
 	if c == nil || c.Validate() != nil {
 		return false
 	}
@@ -96,7 +97,7 @@ func (x *explorer) shrink() *Violation {
 		return v
 	}
 	if inv != sim.Expectation {
-		c = sim.Shrink(c, func(s *sim.Scenario) bool { return x.breaks(s, found) }, x.opt.ShrinkBudget)
+		c = sim.Shrink(c, func(s *scenario.Scenario) bool { return x.breaks(s, found) }, x.opt.ShrinkBudget)
 	}
 	// An expectation is the scenario's own, on its inputs at their
 	// instants: only the order of same-instant events is made plainer

@@ -22,6 +22,7 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
 )
 
@@ -105,14 +106,14 @@ func (p Plan) SeedList() []int {
 // Generator is the world generator of a plan (one per worker: each call to
 // Example builds its own state, but a generator per goroutine keeps that
 // obviously true).
-func (p Plan) Generator() *rapid.Generator[*sim.Scenario] {
+func (p Plan) Generator() *rapid.Generator[*scenario.Scenario] {
 	return gen.World(gen.DefaultOptions(p.Depth))
 }
 
 // CrashOptions are the options of seed's world s crashed once, after its
 // k-th step: worlds of even seeds declare every tool idempotent (a
 // recovery runs them again), odd seeds none (a recovery reports them lost).
-func CrashOptions(seed, k int, s *sim.Scenario, core sim.CoreFactory) sim.Options {
+func CrashOptions(seed, k int, s *scenario.Scenario, core sim.CoreFactory) sim.Options {
 	opt := sim.Options{Core: core, CrashAt: []int{k}}
 	if seed%2 == 0 {
 		// determinism: sorted
@@ -151,7 +152,7 @@ type World struct {
 	Probes     map[sim.Probe]int
 	Violations []sim.Violation
 	// Shrunk is the smallest failing world found (nil when it passed).
-	Shrunk *sim.Scenario
+	Shrunk *scenario.Scenario
 	// ShrunkAgents and ShrunkEvents size the shrunk world's run.
 	ShrunkAgents, ShrunkEvents int
 	// SimFlags are the flags `escapement sim` needs to run the shrunk
@@ -172,7 +173,7 @@ const ShrinkBudget = 400
 // run. core is the agent loop under test (nil: the kernel, its runs of
 // this world sharing one state machine; a worker running many worlds
 // passes sim.SequentialKernelCore to share one across them all).
-func RunWorld(g *rapid.Generator[*sim.Scenario], p Plan, seed int, core sim.CoreFactory) (World, error) {
+func RunWorld(g *rapid.Generator[*scenario.Scenario], p Plan, seed int, core sim.CoreFactory) (World, error) {
 	if core == nil {
 		core = sim.SequentialKernelCore()
 	}
@@ -213,7 +214,7 @@ func RunWorld(g *rapid.Generator[*sim.Scenario], p Plan, seed int, core sim.Core
 		return w, nil
 	}
 	inv := w.Violations[0].Invariant
-	failsSame := func(c *sim.Scenario) bool {
+	failsSame := func(c *scenario.Scenario) bool {
 		rr, err := sim.Run(c, opt)
 		if err != nil {
 			return false

@@ -7,6 +7,7 @@ import (
 	"github.com/escapement/escapement/internal/simtest"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 func TestSeedListShards(t *testing.T) {
@@ -177,7 +178,7 @@ func TestFailingWorldIsShrunk(t *testing.T) {
 		if s2+r2+c2 >= s1+r1+c1 && s1+r1+c1 > 3 {
 			t.Fatalf("not shrunk: %d+%d+%d from %d+%d+%d", s2, r2, c2, s1, r1, c1)
 		}
-		back, err := sim.Load("shrunk.yaml", w.Shrunk.YAML())
+		back, err := scenario.Load("shrunk.yaml", w.Shrunk.YAML())
 		if err != nil {
 			t.Fatalf("shrunk world does not load: %v", err)
 		}

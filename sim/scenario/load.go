@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	"bytes"
@@ -115,7 +115,7 @@ func load(file string, data []byte) (*Scenario, *yaml.Node, error) {
 	if err := d.value(root, scenarioPlan(), nil, reflect.ValueOf(s).Elem()); err != nil {
 		return nil, nil, err
 	}
-	s.applyDefaults()
+	s.FillDefaults()
 	if err := s.Validate(); err != nil {
 		var le *LoadError
 		if errors.As(err, &le) {

@@ -1,7 +1,6 @@
-package sim
+package scenario
 
 import (
-	"cmp"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -256,11 +256,11 @@ const (
 	DefaultLateDelay  = 5 * time.Second
 )
 
-// applyDefaults fills zero fields with documented defaults: those the
-// format's tags give, and the faults' that depend on the fault's kind.
-// Limits are filled by the loader (a zero limit there is an explicit,
-// invalid value).
-func (s *Scenario) applyDefaults() {
+// FillDefaults fills zero fields with documented defaults, as Load does:
+// those the format's tags give, and the faults' that depend on the fault's
+// kind (for a scenario built in code). Limits are filled by the loader (a
+// zero limit there is an explicit, invalid value).
+func (s *Scenario) FillDefaults() {
 	fillDefaults(scenarioPlan(), reflect.ValueOf(s).Elem())
 	for i := range s.Faults {
 		f := &s.Faults[i]
@@ -323,7 +323,7 @@ func (s *Scenario) checkAgentRef(ref string) error {
 			}
 		}
 		if _, ok := s.Agents[base]; !ok {
-			return fmt.Errorf("agent %q: no script named %q defines it (scripts: %s)", ref, base, strings.Join(sortedKeys(s.Agents), ", "))
+			return fmt.Errorf("agent %q: no script named %q defines it (scripts: %s)", ref, base, strings.Join(keys.Sorted(s.Agents), ", "))
 		}
 	}
 	return nil
@@ -362,19 +362,6 @@ func faultList() string {
 		b = append(b, string(k))
 	}
 	return strings.Join(b, ", ")
-}
-
-// sortedKeys returns a map's keys in order: map iteration order must never
-// reach an output (I6).
-func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
-	// slices.Sorted(maps.Keys(m)) grows its slice from nothing; the
-	// oracle and the canonical YAML call this on every run.
-	keys := make([]K, 0, len(m))
-	for k := range m { // determinism: sorted below
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // KernelConfig is the kernel configuration a run of s uses.

@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -103,9 +104,9 @@ func (s *Scenario) checkRefs() *LoadError {
 	if _, ok := s.Agents[RootScript]; !ok {
 		return fieldErr(keyPath("agents"), "the root script %q is missing", RootScript)
 	}
-	tools := strings.Join(sortedKeys(s.Tools), ", ")
-	scripts := strings.Join(sortedKeys(s.Agents), ", ")
-	for _, name := range sortedKeys(s.Agents) {
+	tools := strings.Join(keys.Sorted(s.Tools), ", ")
+	scripts := strings.Join(keys.Sorted(s.Agents), ", ")
+	for _, name := range keys.Sorted(s.Agents) {
 		if len(name) > kernel.MaxNameBytes {
 			// The kernel clips a child's name to this: a longer script
 			// could never be delegated to by its name.
@@ -184,9 +185,9 @@ func (s *Scenario) checkRefs() *LoadError {
 		name string
 		refs []string
 	}{
-		{"outcomes", sortedKeys(e.Outcomes)},
-		{"llm_requests", sortedKeys(e.LLMRequests)},
-		{"history", sortedKeys(e.History)},
+		{"outcomes", keys.Sorted(e.Outcomes)},
+		{"llm_requests", keys.Sorted(e.LLMRequests)},
+		{"history", keys.Sorted(e.History)},
 	} {
 		for _, ref := range sec.refs {
 			if err := s.checkAgentRef(ref); err != nil {

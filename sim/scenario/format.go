@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	"encoding/json"
@@ -76,7 +76,7 @@ type typePlan struct {
 	values reflect.Type // kMap: a slice of its values (the emitter sorts them)
 	fields []fieldPlan  // kStruct, kLimits
 	known  string       // the fields' names, sorted, for "unknown field" messages
-	// defaults: a field below has a default (applyDefaults walks only there).
+	// defaults: a field below has a default (FillDefaults walks only there).
 	defaults bool
 }
 

@@ -1,18 +1,18 @@
-package sim_test
+package scenario_test
 
 import (
 	"testing"
 
 	"github.com/escapement/escapement/scenarios"
-	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // benchWorlds are what the emitter renders in practice: the embedded suite,
 // and generated depth-6 worlds as a sweep draws them.
-func benchWorlds(tb testing.TB) (suite, generated []*sim.Scenario) {
+func benchWorlds(tb testing.TB) (suite, generated []*scenario.Scenario) {
 	tb.Helper()
-	suite, err := sim.LoadFS(scenarios.FS, ".", "scenarios")
+	suite, err := scenario.LoadFS(scenarios.FS, ".", "scenarios")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func BenchmarkScenarioYAML(b *testing.B) {
 	suite, generated := benchWorlds(b)
 	for _, set := range []struct {
 		name string
-		ss   []*sim.Scenario
+		ss   []*scenario.Scenario
 	}{{"suite", suite}, {"generated", generated}} {
 		b.Run(set.name, func(b *testing.B) {
 			b.ReportAllocs()
