@@ -7,6 +7,7 @@ import (
 	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/spans"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -23,7 +24,7 @@ type SpanLoop struct {
 	// CrashAt crashes the host after these steps (Options.CrashAt).
 	CrashAt []int
 	Failure string
-	Derive  func(spans.Config) SpanDeriver
+	Derive  func(spans.Config) oracle.SpanDeriver
 }
 
 // ScenarioOnly says why random worlds do not fit a loop ("" when they do).
@@ -97,8 +98,8 @@ type spanEdit struct {
 	turns    map[kernel.AgentID]*spans.Span
 }
 
-func editing(edit func(e *spanEdit, c spans.Change) []spans.Change) func(spans.Config) SpanDeriver {
-	return func(cfg spans.Config) SpanDeriver {
+func editing(edit func(e *spanEdit, c spans.Change) []spans.Change) func(spans.Config) oracle.SpanDeriver {
+	return func(cfg spans.Config) oracle.SpanDeriver {
 		return &spanEdit{inner: spans.New(cfg), edit: edit, turnEnds: map[kernel.AgentID]bool{}, early: map[spans.ID]bool{}, turns: map[kernel.AgentID]*spans.Span{}}
 	}
 }
@@ -176,8 +177,8 @@ func TestOracleCatchesSpanLoops(t *testing.T) {
 			if res.Passed || ExitCode([]*Result{res}) != 1 {
 				t.Fatalf("%s: the oracle did not catch it", sl.Failure)
 			}
-			if got := res.Violations[0]; got.Invariant != SpansEnd {
-				t.Fatalf("%s: first violation is %s, want %s\nall: %v", sl.Failure, got, SpansEnd, res.Violations)
+			if got := res.Violations[0]; got.Invariant != oracle.SpansEnd {
+				t.Fatalf("%s: first violation is %s, want %s\nall: %v", sl.Failure, got, oracle.SpansEnd, res.Violations)
 			}
 			t.Logf("%s → %s", sl.Failure, res.Violations[0])
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 	"github.com/escapement/escapement/sim/sweep"
 	"pgregory.net/rapid"
@@ -244,7 +245,7 @@ func TestCrashEveryStepScenarios(t *testing.T) {
 // docs/semantics.md, "Finished agents").
 func runTree(t *testing.T, s *scenario.Scenario, opt sim.Options) (*sim.Result, string) {
 	t.Helper()
-	var held []sim.View
+	var held []oracle.View
 	observe := opt.Observe
 	opt.Observe = func(si sim.StepInfo) {
 		if observe != nil {
@@ -252,7 +253,7 @@ func runTree(t *testing.T, s *scenario.Scenario, opt sim.Options) (*sim.Result, 
 		}
 		for id := range si.Core.NumAgents() {
 			if id == len(held) {
-				held = append(held, sim.View{})
+				held = append(held, oracle.View{})
 			}
 			if v := si.Core.View(kernel.AgentID(id)); !v.Freed {
 				held[id] = v

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -45,7 +46,7 @@ func TestLateTurnTimeoutOfAnEndedTurn(t *testing.T) {
 	})
 	r := mustRun(t, s, Options{Core: core})
 	for _, v := range r.Violations {
-		if v.Invariant == DeadlinesOnTime && strings.Contains(v.Detail, "turn timeout at 3s") {
+		if v.Invariant == oracle.DeadlinesOnTime && strings.Contains(v.Detail, "turn timeout at 3s") {
 			return
 		}
 	}

@@ -1,8 +1,12 @@
 // Package sim is escapement's deterministic simulator: a virtual clock with
 // an event queue ordered by (virtual time, insertion sequence), a scripted
-// world (models, tools, faults, user inputs), the invariant oracle checked
-// after every step (docs/semantics.md), and JSON Lines traces with their
-// SHA-256. It runs scenarios in the format of sim/scenario.
+// world (models, tools, faults, user inputs), and JSON Lines traces with
+// their SHA-256. It runs scenarios in the format of sim/scenario, and hands
+// every step to the oracle of sim/oracle, which checks the invariants of
+// docs/semantics.md after each: the engine publishes each step's event
+// and effects and, through Core (an oracle.Tree), what the agent loop
+// shows of its agents; it checks itself only what needs the engine — a run
+// twice (I6, Recheck) and a crashed host rebuilt from its log (I24).
 //
 // Nothing here reads the wall clock, uses global randomness, starts a
 // goroutine or lets map order reach an output: every random choice comes from

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -32,7 +33,7 @@ func TestExpectVerdicts(t *testing.T) {
 	}
 	var tagged []string
 	for _, v := range res.Violations {
-		if v.Invariant != Expectation || !strings.HasPrefix(v.Detail, v.Expect+": ") {
+		if v.Invariant != oracle.Expectation || !strings.HasPrefix(v.Detail, v.Expect+": ") {
 			t.Errorf("violation %v tagged %q", v, v.Expect)
 		}
 		tagged = append(tagged, v.Expect)

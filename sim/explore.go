@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim/scenario"
 )
@@ -92,7 +93,7 @@ func (m *Sim) Due() []Due {
 		switch it.kind {
 		case itemInput:
 			d.Kind = DueInput
-			d.Event, _ = inputEvent(m.inputs[it.index], m.core, m.o.m)
+			d.Event, _ = inputEvent(m.inputs[it.index], m.o)
 			if d.Event.Kind != kernel.EventNone && d.Event.Kind != kernel.EvShutdown {
 				d.Target = m.core.Target(d.Event)
 			}
@@ -164,7 +165,7 @@ func (m *Sim) Schedule(in scenario.Input) int {
 	m.inputs = append(m.inputs, in)
 	i := len(m.inputs) - 1
 	m.w.q.push(item{at: in.At, kind: itemInput, index: i})
-	m.o.activity(in.At)
+	m.o.Activity(in.At)
 	return i
 }
 
@@ -360,6 +361,36 @@ func (m *Sim) itemEnc(it *item, r *kernel.FirstSight) []byte {
 		ie.flags(in.Shutdown)
 	}
 	return ie.b
+}
+
+// AppendExpectState appends to dst what the scenario's expectations,
+// judged at the end of the run, will read of the run's past — beyond its
+// state (AppendState), which holds every outcome and history they read:
+// for each llm_requests expectation, the requests its agent made so far
+// (counted to one past the number expected: every larger count fails
+// alike); for quiescent_by, whether the tree is quiescent now, and whether
+// it became so, or delivered its last event, after the bound. An explorer
+// that prunes on a state adds this, so two schedules whose expectations
+// could still end differently never merge (docs/semantics.md,
+// "Exploration").
+func (m *Sim) AppendExpectState(dst []byte) []byte {
+	e := m.s.Expect
+	enc := kernelEnc{b: dst}
+	for _, ref := range keys.Sorted(e.LLMRequests) {
+		got := int64(-1) // not there (yet)
+		if id, ok := m.o.Find(ref); ok {
+			got = 0
+			if asked, seen := m.o.Asked(id); seen {
+				got = int64(min(asked, e.LLMRequests[ref]+1))
+			}
+		}
+		enc.int(got)
+	}
+	if by := e.QuiescentBy; by > 0 {
+		quiet, since := m.o.Quiet()
+		enc.flags(quiet, quiet && since > by, m.res.End > by)
+	}
+	return enc.b
 }
 
 type kernelEnc struct{ b []byte }

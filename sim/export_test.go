@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -13,7 +14,7 @@ import (
 type BrokenLoop struct {
 	Scenario  string
 	Failure   string
-	Invariant Invariant
+	Invariant oracle.Invariant
 	Core      CoreFactory
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
 )
@@ -239,7 +240,7 @@ func TestProbesReached(t *testing.T) {
 		n = 400
 	}
 	g := gen.World(gen.DefaultOptions(6))
-	counts := map[sim.Probe]int{}
+	counts := map[oracle.Probe]int{}
 	for seed := 0; seed < n; seed++ {
 		r, err := sim.Run(g.Example(seed), sim.Options{})
 		if err != nil {
@@ -252,7 +253,7 @@ func TestProbesReached(t *testing.T) {
 			counts[p] += c
 		}
 	}
-	for _, p := range sim.Probes() {
+	for _, p := range oracle.Probes() {
 		t.Logf("%-28s %d", p, counts[p])
 		if counts[p] == 0 && !testing.Short() {
 			t.Errorf("probe %s never reached in %d worlds", p, n)

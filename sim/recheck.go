@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -18,7 +19,7 @@ func Recheck(s *scenario.Scenario, opts Options, first *Result) error {
 		return fmt.Errorf("recheck of %s: %w", s.Name, err)
 	}
 	if again.TraceSHA256 != first.TraceSHA256 {
-		first.Violations = append(first.Violations, Violation{Invariant: Deterministic, At: first.End,
+		first.Violations = append(first.Violations, oracle.Violation{Invariant: oracle.Deterministic, At: first.End,
 			Detail: fmt.Sprintf("the same scenario and seed gave two traces: %s then %s", first.TraceSHA256, again.TraceSHA256)})
 		first.Passed = false
 	}

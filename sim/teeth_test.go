@@ -7,6 +7,7 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -59,7 +60,7 @@ func teethFind(catches func(seed int) bool) (int, bool) {
 
 // caughtFirst reports whether r's first violation is inv: a broken loop
 // must be named by its own invariant, not by another it trips on the way.
-func caughtFirst(r *sim.Result, inv sim.Invariant) bool {
+func caughtFirst(r *sim.Result, inv oracle.Invariant) bool {
 	return r != nil && len(r.Violations) > 0 && r.Violations[0].Invariant == inv
 }
 

@@ -91,6 +91,12 @@ type world struct {
 	idempotent []string
 }
 
+// callKey names a call: the agent whose message made it, and its id.
+type callKey struct {
+	agent kernel.AgentID
+	id    string
+}
+
 func newWorld(s *scenario.Scenario, idempotent []string) *world {
 	src := rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)
 	w := &world{
@@ -355,15 +361,6 @@ func (w *world) crash(now time.Duration, c Core) []string {
 	return changed
 }
 
-// matches reports whether the agent is what a fault or input names: its
-// path, its instance name, or (for a bare name) its script.
-func matches(v View, ref string) bool {
-	if v.Path == ref || v.Name == ref {
-		return true
-	}
-	return !strings.ContainsAny(ref, "/#") && v.Script == ref
-}
-
 // faultFits reports whether fault f can hit an op of this kind (and tool).
 func faultFits(f scenario.Fault, tool bool, toolName string) bool {
 	switch f.Fault {
@@ -387,7 +384,7 @@ func (w *world) takeArmed(c Core, agent kernel.AgentID, tool bool, toolName stri
 	v := c.View(agent)
 	for i, fi := range w.armed {
 		f := w.s.Faults[fi]
-		if matches(v, f.Agent) && faultFits(f, tool, toolName) {
+		if v.Matches(f.Agent) && faultFits(f, tool, toolName) {
 			w.armed = append(w.armed[:i], w.armed[i+1:]...)
 			return fi
 		}
@@ -406,7 +403,7 @@ func (w *world) activate(now time.Duration, c Core, fi int) string {
 		if op.cancelled || (op.tool && op.finished) || (!op.tool && op.done) || (best != nil && op.id > best.id) {
 			continue
 		}
-		if !matches(c.View(op.agent), f.Agent) || !faultFits(f, op.tool, op.name) {
+		if !c.View(op.agent).Matches(f.Agent) || !faultFits(f, op.tool, op.name) {
 			continue
 		}
 		if f.Fault == scenario.FaultRateLimit && (op.next > 0 || op.attempt > 0) {

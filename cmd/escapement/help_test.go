@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/spf13/cobra"
 )
 
@@ -57,7 +57,7 @@ func TestSimHelpNamesEveryInvariant(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	invs := sim.Invariants()
+	invs := oracle.Invariants()
 	numbered := 0
 	for _, inv := range invs {
 		if strings.HasPrefix(string(inv), "I") {

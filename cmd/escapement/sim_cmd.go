@@ -16,6 +16,7 @@ import (
 	"github.com/escapement/escapement/kernel/trace"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 	"github.com/spf13/cobra"
 )
@@ -89,9 +90,9 @@ Exit codes: 0 every scenario passed, 1 an expectation or invariant failed,
 func invariantRange() string {
 	var first, last string
 	live := ""
-	for _, inv := range sim.Invariants() {
+	for _, inv := range oracle.Invariants() {
 		switch {
-		case inv == sim.Liveness:
+		case inv == oracle.Liveness:
 			live = " and liveness"
 		case first == "":
 			first, last = string(inv), string(inv)
@@ -111,18 +112,18 @@ func (a *app) loadScenarios(paths []string) ([]*scenario.Scenario, error) {
 
 // jsonResult is the --json shape (the CLI's contract, docs/scenarios.md).
 type jsonResult struct {
-	Name        string            `json:"name"`
-	Passed      bool              `json:"passed"`
-	Violations  []sim.Violation   `json:"violations"`
-	Outcomes    map[string]string `json:"outcomes"`
-	LLMRequests map[string]int    `json:"llm_requests"`
-	QuiescentAt string            `json:"quiescent_at"`
-	Events      int               `json:"events"`
-	TraceSHA256 string            `json:"trace_sha256"`
+	Name        string             `json:"name"`
+	Passed      bool               `json:"passed"`
+	Violations  []oracle.Violation `json:"violations"`
+	Outcomes    map[string]string  `json:"outcomes"`
+	LLMRequests map[string]int     `json:"llm_requests"`
+	QuiescentAt string             `json:"quiescent_at"`
+	Events      int                `json:"events"`
+	TraceSHA256 string             `json:"trace_sha256"`
 	// Crashes and CrashChanged are there only for a run with --crash-at
 	// (docs/semantics.md, "Expectations under a crash").
-	Crashes      []jsonCrash     `json:"crashes,omitempty"`
-	CrashChanged []sim.Violation `json:"crash_changed,omitempty"`
+	Crashes      []jsonCrash        `json:"crashes,omitempty"`
+	CrashChanged []oracle.Violation `json:"crash_changed,omitempty"`
 }
 
 // jsonCrash is one crash of a --crash-at run and how it changed the story.
@@ -178,7 +179,7 @@ func (a *app) runSim(paths []string, f simFlags) error {
 		enc := json.NewEncoder(a.out)
 		for _, r := range results {
 			if r.Violations == nil {
-				r.Violations = []sim.Violation{}
+				r.Violations = []oracle.Violation{}
 			}
 			if err := enc.Encode(jsonResult{Name: r.Name, Passed: r.Passed, Violations: r.Violations, Outcomes: r.Outcomes,
 				LLMRequests: r.LLMRequests, QuiescentAt: r.QuiescentAt.String(), Events: r.Events, TraceSHA256: r.TraceSHA256,

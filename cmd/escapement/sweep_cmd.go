@@ -15,6 +15,7 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/sweep"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -197,7 +198,7 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 		shard = fmt.Sprintf(", shards %v of %d", s.ShardsMerged, p.Shards)
 	}
 	unreached, skipped := s.Unreached(), s.Skipped()
-	required := len(sim.Probes()) - len(skipped)
+	required := len(oracle.Probes()) - len(skipped)
 	skippedText := ""
 	if len(skipped) > 0 {
 		skippedText = fmt.Sprintf(" (%d skipped: they need deeper worlds than depth %d)", len(skipped), p.Depth)
@@ -216,7 +217,7 @@ func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
 		required-len(unreached), required, skippedText, s.Digest[:16])
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROBE\tREACHED")
-	for _, pr := range sim.Probes() {
+	for _, pr := range oracle.Probes() {
 		mark := ""
 		switch {
 		case sweep.Skips(p, pr):

@@ -9,6 +9,7 @@ import (
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -29,12 +30,12 @@ type census struct {
 	ends   map[[16]byte][]string // the verdicts seen at each end state
 	// broken: invariants broken (the enumeration goes on; the explorer
 	// stops at the first).
-	broken    map[sim.Invariant]bool
+	broken    map[oracle.Invariant]bool
 	schedules int
 }
 
 func newCensus() *census {
-	return &census{states: map[[16]byte]bool{}, ends: map[[16]byte][]string{}, broken: map[sim.Invariant]bool{}}
+	return &census{states: map[[16]byte]bool{}, ends: map[[16]byte][]string{}, broken: map[oracle.Invariant]bool{}}
 }
 
 // verdict writes what an end's result says: the end-of-run violations
@@ -177,7 +178,7 @@ func (b *brute) walk(t *testing.T, path []choice, st *bstate) {
 		}
 		b.c.schedules++
 		for _, v := range res.Violations {
-			if v.Invariant != sim.Expectation {
+			if v.Invariant != oracle.Expectation {
 				b.c.broken[v.Invariant] = true
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -23,7 +24,7 @@ func TestExploreFailsAFailingExpectation(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := rep.Violation
-		if v == nil || v.First.Invariant != sim.Expectation || v.First.Expect != "outcomes.slow" || rep.Passed() {
+		if v == nil || v.First.Invariant != oracle.Expectation || v.First.Expect != "outcomes.slow" || rep.Passed() {
 			t.Fatalf("moved=%d: explore passed or named something else: %+v", moved, rep)
 		}
 		reproduces(t, v, "outcomes.slow")
@@ -43,7 +44,7 @@ func reproduces(t *testing.T, v *Violation, name string) *scenario.Scenario {
 		t.Fatal(err)
 	}
 	for _, got := range res.Violations {
-		if got.Invariant == sim.Expectation && got.Expect == name {
+		if got.Invariant == oracle.Expectation && got.Expect == name {
 			return s
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -128,7 +129,7 @@ func (r *Report) Passed() bool { return r.Violation == nil && len(r.Unmet()) == 
 // schedule.
 type Violation struct {
 	// First is the first violation the oracle reported.
-	First sim.Violation
+	First oracle.Violation
 	// Scenario reproduces it with `escapement sim FILE`: the inputs where
 	// the schedule placed them, Schedule the order of same-instant events,
 	// shrunk. Its Expect holds the expectations required on every

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -67,7 +68,7 @@ type explorer struct {
 	// that keep its inputs at their instants).
 	judged  bool
 	ticks   int
-	found   *sim.Violation
+	found   *oracle.Violation
 	foundAt []move
 	err     error
 	// In tests: onVisit sees every state the search explores from (it
@@ -294,7 +295,7 @@ func (x *explorer) end(key [16]byte) {
 		x.tally(res)
 	}
 	for _, v := range res.Violations {
-		if v.Invariant == sim.Expectation && (!scripted || x.dependent(v.Expect)) {
+		if v.Invariant == oracle.Expectation && (!scripted || x.dependent(v.Expect)) {
 			continue // not this schedule's to meet, or counted, not required
 		}
 		x.report(v)
@@ -343,7 +344,7 @@ func (x *explorer) tick() {
 	}
 }
 
-func (x *explorer) report(v sim.Violation) {
+func (x *explorer) report(v oracle.Violation) {
 	if x.found == nil {
 		x.found = &v
 		x.foundAt = slices.Clone(x.path)

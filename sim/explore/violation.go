@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -14,11 +15,11 @@ import (
 // or more were (found by running the file and matching each delivery of
 // the path by its identity). It returns nil when the path cannot be
 // written so (it then is not a reproduction).
-func (x *explorer) scenarioOf(path []move, v sim.Violation) *scenario.Scenario {
+func (x *explorer) scenarioOf(path []move, v oracle.Violation) *scenario.Scenario {
 	c := x.s.Clone()
 	c.Inputs = nil
 	c.Expect = scenario.Expect{}
-	if v.Invariant == sim.Expectation {
+	if v.Invariant == oracle.Expectation {
 		// The expectations required on every schedule; those that hold
 		// on some only are not this schedule's to meet.
 		c.Expect = x.s.Expect.Required()
@@ -66,7 +67,7 @@ func (x *explorer) scenarioOf(path []move, v sim.Violation) *scenario.Scenario {
 
 // breaks reports that a plain run of c breaks the invariant of v (for an
 // expectation: the same expectation).
-func (x *explorer) breaks(c *scenario.Scenario, v sim.Violation) bool {
+func (x *explorer) breaks(c *scenario.Scenario, v oracle.Violation) bool {
 	if c == nil || c.Validate() != nil {
 		return false
 	}
@@ -96,7 +97,7 @@ func (x *explorer) shrink() *Violation {
 		v.Scenario = c
 		return v
 	}
-	if inv != sim.Expectation {
+	if inv != oracle.Expectation {
 		c = sim.Shrink(c, func(s *scenario.Scenario) bool { return x.breaks(s, found) }, x.opt.ShrinkBudget)
 	}
 	// An expectation is the scenario's own, on its inputs at their
@@ -117,7 +118,7 @@ func (x *explorer) shrink() *Violation {
 		c.Schedule = c.Schedule[:len(c.Schedule)-1]
 	}
 	c.About = fmt.Sprintf("found by escapement sim explore: %s (%s)", inv, inv.Statement())
-	if inv == sim.Expectation {
+	if inv == oracle.Expectation {
 		c.About = fmt.Sprintf("found by escapement sim explore: the expectation %s fails on this schedule", found.Expect)
 	}
 	v.Scenario = c

@@ -329,6 +329,17 @@ func (s *Scenario) checkAgentRef(ref string) error {
 	return nil
 }
 
+// RefMatches reports whether an agent reference of a scenario (a fault's
+// agent, a cancel's target, an expectation's key) names the agent with
+// this path, instance name and script: its path, its instance name, or —
+// a bare name, with no / or # — its script (docs/scenarios.md).
+func RefMatches(ref, path, name, script string) bool {
+	if path == ref || name == ref {
+		return true
+	}
+	return !strings.ContainsAny(ref, "/#") && script == ref
+}
+
 // refScripts is the script names an agent reference (script, name#2, or a
 // path main/task1#2/explore) mentions.
 func refScripts(ref string) []string {

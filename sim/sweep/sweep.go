@@ -22,6 +22,7 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
 )
@@ -149,8 +150,8 @@ type World struct {
 	Seed       int
 	Events     int
 	Hash       string
-	Probes     map[sim.Probe]int
-	Violations []sim.Violation
+	Probes     map[oracle.Probe]int
+	Violations []oracle.Violation
 	// Shrunk is the smallest failing world found (nil when it passed).
 	Shrunk *scenario.Scenario
 	// ShrunkAgents and ShrunkEvents size the shrunk world's run.
@@ -278,7 +279,7 @@ type Summary struct {
 // NewSummary starts an empty summary for p.
 func NewSummary(p Plan) *Summary {
 	s := &Summary{Plan: p, Probes: map[string]int{}, Digest: strings.Repeat("0", 64), ShardsMerged: []int{p.Shard}}
-	for _, pr := range sim.Probes() {
+	for _, pr := range oracle.Probes() {
 		s.Probes[string(pr)] = 0
 	}
 	return s
@@ -319,7 +320,7 @@ func (s *Summary) Add(w World, file string) {
 // (sim.Probe.MinDepth) is skipped instead, never required.
 func (s *Summary) Unreached() []string {
 	var out []string
-	for _, p := range sim.Probes() {
+	for _, p := range oracle.Probes() {
 		if s.Probes[string(p)] == 0 && !Skips(s.Plan, p) {
 			out = append(out, string(p))
 		}
@@ -331,7 +332,7 @@ func (s *Summary) Unreached() []string {
 // order (Skips).
 func (s *Summary) Skipped() []string {
 	var out []string
-	for _, p := range sim.Probes() {
+	for _, p := range oracle.Probes() {
 		if Skips(s.Plan, p) {
 			out = append(out, string(p))
 		}
@@ -341,7 +342,7 @@ func (s *Summary) Skipped() []string {
 
 // Skips reports whether p's worlds are too shallow to reach probe pr:
 // it needs a delegation chain deeper than the plan's depth.
-func Skips(p Plan, pr sim.Probe) bool { return pr.MinDepth() > p.Depth }
+func Skips(p Plan, pr oracle.Probe) bool { return pr.MinDepth() > p.Depth }
 
 // Complete reports whether every shard of the plan, and so every world, is
 // in the summary.

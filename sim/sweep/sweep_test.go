@@ -7,6 +7,7 @@ import (
 	"github.com/escapement/escapement/internal/simtest"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -149,7 +150,7 @@ func markerless(cfg kernel.Config) (sim.Core, error) {
 
 type stripMarkers struct{ sim.Core }
 
-func (s stripMarkers) View(id kernel.AgentID) sim.View {
+func (s stripMarkers) View(id kernel.AgentID) oracle.View {
 	v := s.Core.View(id)
 	v.History = slices.DeleteFunc(slices.Clone(v.History), func(m kernel.Message) bool { return m.Marker })
 	return v
@@ -215,7 +216,7 @@ func TestProbesRequiredWhereReachable(t *testing.T) {
 		}
 		for _, pr := range s.Skipped() {
 			if s.Probes[pr] > 0 {
-				t.Errorf("depth %d: probe %s is skipped (it needs depth %d) but was reached %d times", depth, pr, sim.Probe(pr).MinDepth(), s.Probes[pr])
+				t.Errorf("depth %d: probe %s is skipped (it needs depth %d) but was reached %d times", depth, pr, oracle.Probe(pr).MinDepth(), s.Probes[pr])
 			}
 		}
 		if want := depth < 4; (len(s.Skipped()) > 0) != want {
