@@ -19,8 +19,14 @@ type agent struct {
 	name     string // instance name, unique in the tree
 	script   string // the name the parent asked for
 	path     string // main/task1/explore
-	state    fsm.State
-	history  []Message
+	// profile is the agent's index in Config.Profiles (noProfile: none),
+	// profileName its name; depthCap is the deepest its descendants may
+	// sit: max_depth, tightened by the profiles on its path (profile.go).
+	profile     int
+	profileName string
+	depthCap    int
+	state       fsm.State
+	history     []Message
 	// usedIDs holds every tool call id in history, so ids stay unique (F11)
 	// even when a model reuses "call_0" in every message.
 	usedIDs map[string]struct{}
@@ -140,12 +146,14 @@ func (a *agent) claimID(id string) string {
 	return id
 }
 
-func (k *Kernel) newAgent(parent *agent, script string) *agent {
+func (k *Kernel) newAgent(parent *agent, script string, profile int) *agent {
 	a := &agent{
 		id:         AgentID(len(k.agents)),
 		parent:     NoAgent,
 		script:     script,
 		parentCall: -1,
+		profile:    profile,
+		depthCap:   k.cfg.MaxDepth,
 	}
 	n := k.instances[script] + 1
 	k.instances[script] = n
@@ -160,6 +168,11 @@ func (k *Kernel) newAgent(parent *agent, script string) *agent {
 		a.path = parent.path + "/" + a.name
 		parent.children = append(parent.children, a.id)
 		parent.turnKids = append(parent.turnKids, a.id)
+		a.depthCap = parent.depthCap
+	}
+	if p := k.profileOf(a); p != nil {
+		a.profileName = p.Name
+		a.depthCap = depthCap(a.depthCap, a.depth, p)
 	}
 	k.agents = append(k.agents, a)
 	k.held++

@@ -59,6 +59,9 @@ func (k *Kernel) judgeCall(a *agent, c ToolCall, spawns int) callPlan {
 		return malformedCall("tool call has no name")
 	}
 	if c.Name != k.cfg.DelegateTool {
+		if p, ok := k.judgeTool(a, c.Name); !ok { // profile.go
+			return p
+		}
 		if !json.Valid([]byte(c.Arguments)) {
 			return malformedCall("arguments are not valid JSON: " + textcut.Clip(c.Arguments, 200))
 		}
@@ -67,19 +70,27 @@ func (k *Kernel) judgeCall(a *agent, c ToolCall, spawns int) callPlan {
 	var args delegateArgs
 	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil || strings.TrimSpace(args.Task) == "" {
 		detail := "delegate needs {\"task\": string, \"name\"?: string}"
+		if len(k.cfg.Profiles) > 0 {
+			detail = "delegate needs {\"task\": string, \"profile\": string, \"name\"?: string}"
+		}
 		if err != nil {
 			detail += ": " + err.Error()
 		}
 		return malformedCall(detail)
 	}
+	profile, p, ok := k.judgeProfile(a, args.Profile) // profile.go
+	if !ok {
+		return p
+	}
 	switch {
-	case a.depth+1 > k.cfg.MaxDepth:
-		return refusal(ReasonMaxDepth, k.cfg.MaxDepth)
-	case a.delegated+spawns >= k.cfg.MaxChildren:
-		return refusal(ReasonMaxChildren, k.cfg.MaxChildren)
+	case a.depth+1 > a.depthCap:
+		return refusal(ReasonMaxDepth, a.depthCap)
+	case a.delegated+spawns >= k.maxChildren(a):
+		return refusal(ReasonMaxChildren, k.maxChildren(a))
 	case k.held+spawns >= k.cfg.MaxAgents: // the agents it holds at once (free.go)
 		return refusal(ReasonMaxAgents, k.cfg.MaxAgents)
 	}
+	args.index = profile
 	return callPlan{status: CallOK, spawn: &args}
 }
 
@@ -143,10 +154,13 @@ func (k *Kernel) startWaiting(a *agent) {
 // history (it is answered as malformed, never run).
 const NamelessCall = "missing_name"
 
-// delegateArgs is the delegate tool's argument object.
+// delegateArgs is the delegate tool's argument object; index is the
+// profile it resolves to (noProfile: none).
 type delegateArgs struct {
-	Task string `json:"task"`
-	Name string `json:"name"`
+	Task    string `json:"task"`
+	Name    string `json:"name"`
+	Profile string `json:"profile"`
+	index   int
 }
 
 // spawn starts the child a delegation asked for (planCalls checked its
@@ -160,14 +174,18 @@ func (k *Kernel) spawn(a *agent, i int, args delegateArgs) {
 		panic(fmt.Sprintf("kernel: %s delegating in state %s", a.path, a.state))
 	}
 	a.delegated++
-	child := k.newAgent(a, sanitizeName(args.Name))
+	child := k.newAgent(a, sanitizeName(args.Name), args.index)
 	child.parentCall = int32(i)
 	a.open[i].child = child.id
 	a.liveChildren++
-	if k.cfg.ChildSystem != "" {
-		child.history = append(child.history, Message{Role: RoleSystem, Content: k.cfg.ChildSystem})
+	system := k.cfg.ChildSystem
+	if p := k.profileOf(child); p != nil {
+		system = p.System
 	}
-	k.emit(Lifecycle{Kind: LifeDelegated, Agent: a.id, Child: child.id, CallID: c.ID, Name: child.name, Text: args.Task})
+	if system != "" {
+		child.history = append(child.history, Message{Role: RoleSystem, Content: system})
+	}
+	k.emit(Lifecycle{Kind: LifeDelegated, Agent: a.id, Child: child.id, CallID: c.ID, Name: child.name, Text: args.Task, Profile: child.profileName})
 	k.startTurn(child, fsm.Submit, []input{{text: args.Task}})
 }
 

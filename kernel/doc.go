@@ -29,6 +29,9 @@
 //     exactly once; repeated cancels are coalesced (F8, F14).
 //   - Deadlines: the watchdog of a request watches only that stream's silence;
 //     a child's turn deadline never exceeds its parent's (F4).
+//   - Profiles: a delegation names its child's profile; a call outside the
+//     caller's profile is refused and never runs, and a child never gets a
+//     tool its parent lacks (profile.go).
 //   - A call of a tool Config.Ask names waits for a decision (EvDecision,
 //     bound to its agent, call and the Digest of its arguments) before it
 //     starts; the wait ends once — approved, denied, expired or withdrawn

@@ -145,6 +145,10 @@ type Effect struct {
 	// (match them with errors.Is), and an undeclared (state, trigger) pair
 	// is a *fsm.UndeclaredError (errors.As). Traces keep only Detail.
 	Err error `json:"-"`
+	// Profile names the profile of an EffStartLLM's agent ("" for none),
+	// so the host sends the request to that profile's model and offers
+	// its tools (docs/semantics.md, "Profiles").
+	Profile string `json:"profile,omitempty"`
 }
 
 // Describe prints the effect on one line.
@@ -156,6 +160,9 @@ func (e Effect) Describe() string {
 		fmt.Fprintf(&b, " op=%d messages=%d", e.Op, len(e.Messages))
 		if e.Compact {
 			b.WriteString(" compact")
+		}
+		if e.Profile != "" {
+			fmt.Fprintf(&b, " profile=%s", e.Profile)
 		}
 	case EffCancelLLM, EffCancelTool:
 		fmt.Fprintf(&b, " op=%d", e.Op)

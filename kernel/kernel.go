@@ -105,11 +105,11 @@ func New(cfg Config) (*Kernel, error) {
 		}
 	}
 	k.approvals = newApprovalPolicy(cfg.Ask)
-	root := k.newAgent(nil, cfg.RootName)
+	root := k.newAgent(nil, cfg.RootName, cfg.profileIndex(cfg.RootProfile))
 	root.turn = cfg.Turns
 	// The system prompt comes first, unless a resumed history brings its own.
-	if cfg.System != "" && (len(cfg.History) == 0 || cfg.History[0].Role != RoleSystem) {
-		root.history = append(root.history, Message{Role: RoleSystem, Content: cfg.System})
+	if sys := cfg.rootSystem(); sys != "" && (len(cfg.History) == 0 || cfg.History[0].Role != RoleSystem) {
+		root.history = append(root.history, Message{Role: RoleSystem, Content: sys})
 	}
 	root.history = append(root.history, cfg.History...)
 	for _, m := range cfg.History {

@@ -38,7 +38,8 @@ const (
 	// LifeCallDropped: a tool call still being streamed when its request was
 	// cut was dropped, never started (F12). Text holds its partial arguments.
 	LifeCallDropped
-	// LifeDelegated: Agent spawned Child for call CallID (Name is the child's).
+	// LifeDelegated: Agent spawned Child for call CallID (Name is the
+	// child's, Profile its profile's when the tree has profiles).
 	LifeDelegated
 	// LifeInterjected: user text Text reached Agent; Queued tells whether it
 	// waits for the next request or submission.
@@ -221,6 +222,9 @@ type Lifecycle struct {
 	// none) and a turn's total on turn_ended (nil: it made no request)
 	// (docs/semantics.md, "Usage").
 	Usage *Usage `json:"usage,omitempty"`
+	// Profile is a delegated child's profile (docs/semantics.md,
+	// "Profiles"); "" in a tree without profiles.
+	Profile string `json:"profile,omitempty"`
 }
 
 // Describe prints the lifecycle event on one line.
@@ -263,6 +267,9 @@ func (l Lifecycle) Describe() string {
 		fmt.Fprintf(&b, " call=%s %s args=%s", l.CallID, nameOrEmpty(l.Name), quoteArgs(l.Text))
 	case LifeDelegated:
 		fmt.Fprintf(&b, " child=%d %s call=%s task=%q", l.Child, l.Name, l.CallID, l.Text)
+		if l.Profile != "" {
+			fmt.Fprintf(&b, " profile=%s", l.Profile)
+		}
 	case LifeInterjected:
 		fmt.Fprintf(&b, " %q queued=%v", l.Text, l.Queued)
 	case LifeInterrupted:
@@ -344,7 +351,7 @@ func newLog(capacity int) *Log {
 
 // textBytes is what an event counts against LogTextBytes.
 func textBytes(ev *Lifecycle) int {
-	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID) + len(ev.Digest)
+	return len(ev.Text) + len(ev.Detail) + len(ev.Name) + len(ev.CallID) + len(ev.Digest) + len(ev.Profile)
 }
 
 // append stamps ev with the next sequence number and stores it, dropping

@@ -278,4 +278,6 @@ func (e *stateEnc) agent(a *agent, retiring []AgentID) {
 	e.int(int64(a.parentCall))
 	a.approval.encode(e)
 	e.appendContext(&a.ctx)
+	e.int(int64(a.profile))
+	e.int(int64(a.depthCap))
 }

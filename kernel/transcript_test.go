@@ -50,7 +50,7 @@ type transcriptCommand struct {
 // transcriptCommands lists every command. The stream commands (chunk,
 // call, end, fail, retry) answer an agent's last request, or op=N.
 var transcriptCommands = []transcriptCommand{
-	{"config", `config key=value ...  limits by their scenario names (tool_timeout=2s max_parallel_tools=1 ...), system=, child_system=, log_capacity=, idempotent=a,b, ask=a,b (or ask=* for every tool); before any event`, (*transcriptDriver).configure},
+	{"config", `config key=value ...  limits by their scenario names (tool_timeout=2s max_parallel_tools=1 ...), system=, child_system=, log_capacity=, idempotent=a,b, ask=a,b (or ask=* for every tool), profiles=[{"name": ...}] (kernel.Profile as JSON), root_profile=; before any event`, (*transcriptDriver).configure},
 	{"submit", `submit "text"  the user submits to the root`, (*transcriptDriver).input},
 	{"interject", `interject "text"  the user types while the root works`, (*transcriptDriver).input},
 	{"cancel", `cancel AGENT [turn=N]  the user cancels an agent, named by path or instance name (main, main/helper, helper)`, (*transcriptDriver).cancel},

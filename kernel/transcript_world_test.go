@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -28,7 +29,7 @@ func (d *transcriptDriver) configure(dir directive) ([]string, error) {
 }
 
 func configKeys() []string {
-	keys := []string{"system", "child_system", "log_capacity", "idempotent", "ask"}
+	keys := []string{"system", "child_system", "log_capacity", "idempotent", "ask", "profiles", "root_profile"}
 	for _, s := range LimitTable() {
 		keys = append(keys, s.Name)
 	}
@@ -49,6 +50,10 @@ func (d *transcriptDriver) set(key, val string) error {
 		d.cfg.Ask = strings.Split(val, ",")
 	case "log_capacity":
 		d.cfg.LogCapacity, err = strconv.Atoi(val)
+	case "profiles":
+		err = json.Unmarshal([]byte(val), &d.cfg.Profiles)
+	case "root_profile":
+		d.cfg.RootProfile = val
 	default:
 		err = setLimit(&d.cfg.Limits, key, val)
 	}

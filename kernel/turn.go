@@ -168,7 +168,7 @@ func (k *Kernel) sendRequest(a *agent) {
 	a.text = a.text[:0]
 	a.clearDrafts()
 	a.msgBytes = 0
-	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: a.history[:n:n]})
+	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: a.history[:n:n], Profile: a.profileName})
 	a.watchAt = k.now + k.cfg.FirstTokenTimeout
 	k.setOpTimer(id, k.setTimer(a, TimerWatchdog, a.watchAt, id))
 	k.emit(Lifecycle{Kind: LifeRequestStarted, Agent: a.id, Op: id, N: a.requests})
@@ -482,7 +482,7 @@ func (k *Kernel) keepPartial(a *agent) string {
 
 // resume runs when every call of the last assistant message has its result.
 func (k *Kernel) resume(a *agent) {
-	if a.requests >= k.cfg.MaxRequests {
+	if a.requests >= k.maxRequests(a) {
 		if !k.fire(a, fsm.BudgetExhausted) {
 			return
 		}
@@ -500,7 +500,7 @@ func (k *Kernel) resume(a *agent) {
 
 // restart sends the request an interjection cut, once its window closed.
 func (k *Kernel) restart(a *agent) {
-	if a.requests >= k.cfg.MaxRequests {
+	if a.requests >= k.maxRequests(a) {
 		if !k.fire(a, fsm.BudgetExhausted) {
 			return
 		}

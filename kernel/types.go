@@ -38,10 +38,22 @@ type Config struct {
 	// complete, valid transcript; when it starts with a system message,
 	// System must be empty or equal to it.
 	History []Message
-	// ChildSystem is every child's system prompt; none when empty.
+	// ChildSystem is every child's system prompt; none when empty. A tree
+	// with Profiles takes its children's prompts from their profiles
+	// instead, and refuses a ChildSystem.
 	ChildSystem string
+	// Profiles are the kinds of agent a delegation may name: each its own
+	// system prompt, tools, delegations and budgets (docs/semantics.md,
+	// "Profiles"). None: every child is like its parent, with ChildSystem.
+	Profiles []Profile
+	// RootProfile names the root's profile among Profiles; "" gives the
+	// root every tool and every profile to delegate to. With a profile,
+	// the root's system prompt is System when set, else the profile's.
+	RootProfile string
 	// DelegateTool is the tool name the kernel treats as a delegation;
-	// DefaultDelegateTool when empty. Its arguments are {"task": string, "name"?: string}.
+	// DefaultDelegateTool when empty. Its arguments are {"task": string,
+	// "name"?: string, "profile"?: string} (a profile is required when
+	// the tree has Profiles).
 	DelegateTool string
 	// LogCapacity is how many lifecycle events the replay log keeps; 16384 when 0.
 	LogCapacity int
@@ -100,11 +112,11 @@ func (c Config) Validate() error {
 		if err := ValidateTranscript(c.History, false); err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
-		if h := c.History[0]; h.Role == RoleSystem && c.System != "" && c.System != h.Content {
+		if h := c.History[0]; h.Role == RoleSystem && c.rootSystem() != "" && c.rootSystem() != h.Content {
 			return errors.New("system prompt differs from the history's system message")
 		}
 	}
-	return nil
+	return c.validateProfiles()
 }
 
 // Outcome is how a turn (or a child's task) ended. Exactly one per turn (I13).
@@ -193,6 +205,11 @@ const (
 	// ReasonContextExhausted: the next request cannot be made to fit the
 	// context window, even after a compaction.
 	ReasonContextExhausted
+	// ReasonNotInProfile: a call was refused because its agent's profile
+	// does not allow it: a tool the profile does not list, or a
+	// delegation to a profile it may not delegate to (docs/semantics.md,
+	// "Profiles").
+	ReasonNotInProfile
 )
 
 var reasonNames = [...]string{
@@ -200,7 +217,7 @@ var reasonNames = [...]string{
 	"tool_timeout", "turn_timeout", "budget", "shutdown", "llm_error",
 	"max_depth", "max_children", "malformed", "tool_error", "max_agents",
 	"output_limit", "max_calls", "crash", "approval_denied", "approval_timeout",
-	"compaction_failed", "context_exhausted",
+	"compaction_failed", "context_exhausted", "not_in_profile",
 }
 
 func (r Reason) String() string {

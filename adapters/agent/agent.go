@@ -12,6 +12,7 @@ import (
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/adapters/profiles"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/kernel"
 )
@@ -50,8 +51,19 @@ type Config struct {
 	// Limits bound the tree (kernel.Limits); the zero value is
 	// kernel.DefaultLimits(). MaxDepth > 0 lets the agent delegate.
 	Limits kernel.Limits
-	// System is the root agent's system prompt.
+	// System is the root agent's system prompt (its profile's when empty
+	// and RootProfile names one).
 	System string
+	// Profiles are the kinds of agent the tree may hold
+	// (docs/semantics.md, "Profiles"): each a kernel profile — its
+	// system prompt, the tools it may call, the profiles it may delegate
+	// to, its budgets — and the model its agents run. With profiles every
+	// request offers its agent's profile's tools, and a delegate tool
+	// listing the profiles it may name.
+	Profiles []Profile
+	// RootProfile names the root's profile among Profiles; "" gives the
+	// root every tool and every profile.
+	RootProfile string
 	// Session, when set, is the session file the agent keeps: created
 	// when it does not exist (or is empty), resumed when it holds a
 	// session — its complete turns are the agent's history, and a turn a
@@ -96,16 +108,19 @@ func New(cfg Config) (*Agent, error) {
 	if isNil(cfg.Model) {
 		return nil, errors.New("agent: Config.Model is required")
 	}
-	kcfg := kernel.Config{Limits: cfg.Limits, System: cfg.System}
+	kcfg := kernel.Config{Limits: cfg.Limits, System: cfg.System, RootProfile: cfg.RootProfile}
 	if kcfg.Limits == (kernel.Limits{}) {
 		kcfg.Limits = kernel.DefaultLimits()
 	}
-	tools, err := offered(cfg.Tools, kcfg.Limits)
+	tools, err := offered(cfg.Tools, kcfg.Limits, len(cfg.Profiles) > 0)
+	if err != nil {
+		return nil, err
+	}
+	model, err := profiled(cfg, &kcfg, tools.specs)
 	if err != nil {
 		return nil, err
 	}
 	a := &Agent{grace: kcfg.Limits.Grace, done: make(chan struct{})}
-	model := withTools(cfg.Model, tools.specs)
 	if idem, ok := cfg.Tools.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
@@ -356,9 +371,10 @@ func (noTools) Run(_ context.Context, c ports.Call) ports.ToolResult {
 }
 
 // offered is what the agent's model is offered: the tools' specs, and the
-// delegate tool when the limits let the agent delegate. A tool of the
-// delegate tool's name is refused: the kernel runs that tool itself.
-func offered(t ports.Tools, limits kernel.Limits) (toolbox, error) {
+// delegate tool when the limits let the agent delegate (with profiles the
+// router offers each profile its own). A tool of the delegate tool's name
+// is refused: the kernel runs that tool itself.
+func offered(t ports.Tools, limits kernel.Limits, withProfiles bool) (toolbox, error) {
 	tb := toolbox{Tools: t}
 	if t == nil {
 		tb.Tools = noTools{}
@@ -366,7 +382,7 @@ func offered(t ports.Tools, limits kernel.Limits) (toolbox, error) {
 	if box, ok := t.(ports.Toolbox); ok {
 		tb.specs = slices.Clone(box.Specs())
 	}
-	if limits.MaxDepth <= 0 {
+	if limits.MaxDepth <= 0 && !withProfiles {
 		return tb, nil
 	}
 	for _, s := range tb.specs {
@@ -374,8 +390,40 @@ func offered(t ports.Tools, limits kernel.Limits) (toolbox, error) {
 			return tb, fmt.Errorf("agent: a tool is named %q, the kernel's delegation tool; rename it (or set Limits.MaxDepth to 0)", s.Name)
 		}
 	}
-	tb.specs = append(tb.specs, ports.DelegateSpec(kernel.DefaultDelegateTool))
+	if !withProfiles {
+		tb.specs = append(tb.specs, ports.DelegateSpec(kernel.DefaultDelegateTool))
+	}
 	return tb, nil
+}
+
+// Profile is a kind of agent: the kernel's profile (docs/semantics.md,
+// "Profiles") and the model its agents' requests go to.
+type Profile struct {
+	kernel.Profile
+	// Model runs its agents' requests; Config.Model when nil.
+	Model ports.Model
+}
+
+// profiled is the model the driver streams from: cfg.Model offering
+// specs, or, with profiles, a router sending each request to its
+// profile's model with its profile's tools (adapters/profiles); kcfg
+// gains the profiles.
+func profiled(cfg Config, kcfg *kernel.Config, specs []ports.ToolSpec) (ports.Model, error) {
+	if len(cfg.Profiles) == 0 {
+		return withTools(cfg.Model, specs), nil
+	}
+	models := make(map[string]ports.Model, len(cfg.Profiles))
+	for _, p := range cfg.Profiles {
+		kcfg.Profiles = append(kcfg.Profiles, p.Profile)
+		if !isNil(p.Model) {
+			models[p.Name] = p.Model
+		}
+	}
+	r, err := profiles.New(*kcfg, cfg.Model, models, specs)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	return r, nil
 }
 
 // withTools is model offering specs with every request.

@@ -17,6 +17,10 @@
 //
 // An agent may delegate — the kernel's delegate tool is offered to its
 // model — when its limits allow sub-agents (MaxDepth > 0, the default).
+// With Config.Profiles each kind of agent has its own system prompt,
+// model, tools and budgets (docs/semantics.md, "Profiles"): a delegation
+// names the profile of the sub-agent it starts, and each request offers
+// its agent's profile's tools only (adapters/profiles).
 // With Config.Session the agent keeps a durable session (adapters/session):
 // the transcript in a file, every event in a write-ahead log beside it;
 // a new agent on the same file resumes it, and a turn a killed process

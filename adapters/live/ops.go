@@ -157,7 +157,7 @@ func (d *Driver) send(ev kernel.Event) {
 }
 
 func (d *Driver) startStream(e *kernel.Effect) {
-	req := ports.Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages, Compaction: e.Compact}
+	req := ports.Request{Op: e.Op, Agent: e.Agent, Path: d.path(e.Agent), Messages: e.Messages, Compaction: e.Compact, Profile: e.Profile}
 	d.spawn(req.Op, req.Agent, "", func(ctx context.Context) kernel.Event {
 		s := &streamSink{d: d, ctx: ctx, op: req.Op}
 		err := d.stream(ctx, req, s)

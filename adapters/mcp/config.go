@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/escapement/escapement/adapters/proc"
+	"github.com/escapement/escapement/internal/envexpand"
 )
 
 // Transport kinds of a server.
@@ -54,7 +55,7 @@ type ServerConfig struct {
 	// from every result, error and event it produces, and the CLI from
 	// everything it prints or writes. LoadConfig sets it to every value a
 	// ${NAME} reference expanded to, except the variables that name the
-	// user's places and locale rather than a credential (placeVar).
+	// user's places and locale rather than a credential (envexpand.PlaceVar).
 	Secrets []string
 	// SecretVars names the variables whose values are in Secrets. No stdio
 	// server inherits them from escapement's environment (the server they
@@ -369,8 +370,8 @@ func (p *configParser) expanded(path string) (out, raw string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	out, err = expand(raw, p.lookup, func(name, value string) {
-		if !placeVar(name) {
+	out, err = envexpand.Expand(raw, p.lookup, refuseAPIKey, func(name, value string) {
+		if !envexpand.PlaceVar(name) {
 			p.secrets = append(p.secrets, value)
 			p.secretVars = append(p.secretVars, name)
 		}
@@ -381,72 +382,14 @@ func (p *configParser) expanded(path string) (out, raw string, err error) {
 	return out, raw, nil
 }
 
-// placeVar reports whether a variable names one of the user's places or
-// their locale rather than a credential (HOME, USER, PWD, TMPDIR, LANG,
-// XDG_*_HOME, …): its value, often written into args ("${HOME}/notes"),
-// is shown in paths everywhere and is not a secret.
-func placeVar(name string) bool {
-	switch name {
-	case "HOME", "USER", "USERNAME", "LOGNAME", "PWD", "OLDPWD", "TMPDIR", "TMP", "TEMP", "SHELL", "PATH",
-		"LANG", "LANGUAGE", "TERM", "TZ", "HOSTNAME", "USERPROFILE", "APPDATA", "LOCALAPPDATA":
-		return true
+// refuseAPIKey refuses a reference to the model's API key: it goes only
+// into the Authorization header of the model's requests, never to an MCP
+// server.
+func refuseAPIKey(name string) error {
+	if name == proc.APIKeyVar {
+		return fmt.Errorf("${%s}: the model's API key is never passed to an MCP server (it goes only into the Authorization header of the model's requests)", name)
 	}
-	return (strings.HasPrefix(name, "XDG_") || strings.HasPrefix(name, "LC_")) && !proc.Secret(name)
-}
-
-// expand replaces ${NAME} and ${NAME:-default} in s, calling used with
-// each variable whose value was put in (a default is the file's own text
-// and is not reported). A lone "$" or "$NAME" without braces is kept as
-// it is (a shell in args may want it).
-func expand(s string, lookup func(string) (string, bool), used func(name, value string)) (string, error) {
-	var b strings.Builder
-	for {
-		i := strings.Index(s, "${")
-		if i < 0 {
-			b.WriteString(s)
-			return b.String(), nil
-		}
-		b.WriteString(s[:i])
-		end := strings.IndexByte(s[i:], '}')
-		if end < 0 {
-			return "", fmt.Errorf("unclosed ${ in %q", s)
-		}
-		ref := s[i+2 : i+end]
-		name, def, hasDef := strings.Cut(ref, ":-")
-		if !validVarName(name) {
-			return "", fmt.Errorf("${%s}: %q is not a variable name", ref, name)
-		}
-		if name == proc.APIKeyVar {
-			return "", fmt.Errorf("${%s}: the model's API key is never passed to an MCP server (it goes only into the Authorization header of the model's requests)", name)
-		}
-		v, ok := lookup(name)
-		switch {
-		case ok && v != "":
-			b.WriteString(v)
-			used(name, v)
-		case hasDef:
-			b.WriteString(def)
-		case ok:
-		default:
-			return "", fmt.Errorf("${%s}: the variable %s is not set (write ${%s:-default} for a default)", ref, name, name)
-		}
-		s = s[i+end+1:]
-	}
-}
-
-func validVarName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		switch {
-		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
-		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return true
+	return nil
 }
 
 func join(path, key string) string {

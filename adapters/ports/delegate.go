@@ -2,6 +2,7 @@ package ports
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/escapement/escapement/kernel"
 )
@@ -34,4 +35,58 @@ type Toolbox interface {
 	Tools
 	// Specs lists the tools Run runs, each name once.
 	Specs() []ToolSpec
+}
+
+// ProfileChoice is a profile a delegating model may name: its name and
+// its one line (kernel.Profile's Name and Description).
+type ProfileChoice struct {
+	Name        string
+	Description string
+}
+
+// DelegateSpecFor is the delegation tool's spec for an agent that may
+// delegate to profiles (docs/semantics.md, "Profiles"): its arguments
+// gain a required "profile", an enum of the profiles' names, and the
+// description lists each with its line, so the model sees what each
+// sub-agent is for. With no profiles it is DelegateSpec.
+func DelegateSpecFor(name string, profiles []ProfileChoice) ToolSpec {
+	spec := DelegateSpec(name)
+	if len(profiles) == 0 {
+		return spec
+	}
+	var lines strings.Builder
+	lines.WriteString("which kind of sub-agent runs the task (its instructions, model and tools):")
+	names := make([]string, len(profiles))
+	for i, p := range profiles {
+		names[i] = p.Name
+		lines.WriteString("\n- " + p.Name)
+		if d := strings.TrimSpace(p.Description); d != "" {
+			lines.WriteString(": " + d)
+		}
+	}
+	type str struct {
+		Type        string   `json:"type"`
+		Description string   `json:"description"`
+		Enum        []string `json:"enum,omitempty"`
+	}
+	schema := struct {
+		Type       string `json:"type"`
+		Properties struct {
+			Task    str `json:"task"`
+			Profile str `json:"profile"`
+			Name    str `json:"name"`
+		} `json:"properties"`
+		Required             []string `json:"required"`
+		AdditionalProperties bool     `json:"additionalProperties"`
+	}{Type: "object", Required: []string{"task", "profile"}}
+	schema.Properties.Task = str{Type: "string", Description: "what the sub-agent must do, with everything it needs to know"}
+	schema.Properties.Profile = str{Type: "string", Description: lines.String(), Enum: names}
+	schema.Properties.Name = str{Type: "string", Description: "a short name for the sub-agent"}
+	b, err := json.Marshal(schema)
+	if err != nil {
+		panic(err) // strings and slices of strings always marshal
+	}
+	spec.Parameters = b
+	spec.Description = "Hand a self-contained task to a sub-agent of one of the profiles below, with its own context; its typed result (outcome, summary) comes back as this call's result. Sub-agents can run in parallel."
+	return spec
 }

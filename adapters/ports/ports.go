@@ -44,12 +44,17 @@ type Request struct {
 	// Tools, when not nil, are the tools this request offers the model,
 	// in place of any list the Model was built with. The driver leaves it
 	// nil; adapters/agent sets it (the agent's tools, and the delegate
-	// tool when the agent may delegate). Read-only.
+	// tool when the agent may delegate), and so does adapters/profiles
+	// (its profile's). Read-only.
 	Tools []ToolSpec
 	// Compaction marks a compaction's summarising request
 	// (kernel.Effect.Compact; docs/semantics.md, "Compaction"): the adapter
 	// sends it without tools (Tools too), and its answer is the summary.
 	Compaction bool
+	// Profile names the agent's profile (kernel.Effect.Profile; "" for
+	// none), so a host with profiles sends the request to that profile's
+	// model (adapters/profiles; docs/semantics.md, "Profiles").
+	Profile string
 }
 
 // Sink receives one stream's output. Each call becomes one kernel event, in

@@ -2,6 +2,7 @@ package ports
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/escapement/escapement/kernel"
@@ -29,5 +30,34 @@ func TestDelegateSpec(t *testing.T) {
 	spec.Parameters[0] = 'x'
 	if DelegateSchema()[0] != '{' {
 		t.Error("a caller's change to its schema reached the next caller")
+	}
+}
+
+// TestDelegateSpecForProfiles: an agent that may delegate to profiles is
+// offered a schema that requires one of them by name (an enum) and tells
+// the model each one's line; without profiles the spec is DelegateSpec's.
+func TestDelegateSpecForProfiles(t *testing.T) {
+	spec := DelegateSpecFor("", []ProfileChoice{{Name: "reviewer", Description: "reads code and reports problems"}, {Name: "coder"}})
+	var schema struct {
+		Properties struct {
+			Profile struct {
+				Description string   `json:"description"`
+				Enum        []string `json:"enum"`
+			} `json:"profile"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	if err := json.Unmarshal(spec.Parameters, &schema); err != nil {
+		t.Fatal(err)
+	}
+	p := schema.Properties.Profile
+	if len(p.Enum) != 2 || p.Enum[0] != "reviewer" || p.Enum[1] != "coder" || len(schema.Required) != 2 || schema.Required[1] != "profile" {
+		t.Fatalf("schema %s: want profile required, an enum of reviewer and coder", spec.Parameters)
+	}
+	if !strings.Contains(p.Description, "- reviewer: reads code and reports problems") || !strings.Contains(p.Description, "- coder") {
+		t.Errorf("the profile's description %q does not list each profile with its line", p.Description)
+	}
+	if plain := DelegateSpecFor("", nil); string(plain.Parameters) != string(DelegateSchema()) {
+		t.Errorf("without profiles the schema is %s", plain.Parameters)
 	}
 }

@@ -4,14 +4,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/escapement/escapement/adapters/config"
 	"github.com/escapement/escapement/adapters/openai"
 	toolproc "github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/kernel"
 	"github.com/spf13/cobra"
 )
-
-// defaultModel is used when neither --model nor $OPENAI_MODEL names one.
-const defaultModel = "gpt-4o-mini"
 
 // What chat does with a line typed while a turn runs (--while-busy).
 const (
@@ -34,6 +32,7 @@ type liveFlags struct {
 	baseURL    string
 	whileBusy  string // chat only; "" until resolved from stdin
 	limits     kernel.Limits
+	cfg        config.Flags // --config, --trust-project, --profile, --api-key-env
 }
 
 func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
@@ -50,8 +49,9 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
 	registerMCPFlags(fl, f)
 	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools and MCP servers although it looks secret (a name containing KEY, SECRET, TOKEN, PASSWORD, PASSWD, PWD, CREDENTIAL, AUTH or the word PAT; a value that is a URL with a password); repeatable; never OPENAI_API_KEY")
-	fl.StringVar(&f.model, "model", "", "model name (default $OPENAI_MODEL, else "+defaultModel+")")
-	fl.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root (default $OPENAI_BASE_URL, else "+openai.DefaultBaseURL+")")
+	fl.StringVar(&f.model, "model", "gpt-4o-mini", "model name ($OPENAI_MODEL too, below $ESCAPEMENT_MODEL)")
+	fl.StringVar(&f.baseURL, "base-url", openai.DefaultBaseURL, "OpenAI-compatible API root ($OPENAI_BASE_URL too, below $ESCAPEMENT_BASE_URL)")
+	f.cfg.Register(fl)
 	f.limits = kernel.DefaultLimits()
 	for _, spec := range kernel.LimitTable() {
 		if p := spec.DurationPtr(&f.limits); p != nil {
@@ -61,6 +61,13 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 			fl.IntVar(p, spec.Flag, *p, spec.Usage)
 		}
 	}
+}
+
+// configOptions: a file may set any flag of run and chat (docs/config.md).
+func (a *app) configOptions(cmd *cobra.Command) config.Options {
+	all := &cobra.Command{}
+	(&liveFlags{}).register(all, true)
+	return config.CLI(cmd.Flags(), a.err, all.Flags(), cmd.Root().PersistentFlags())
 }
 
 // validate names the flag of the first bad value.

@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
-	"time"
 
 	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/adapters/otel"
 	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/adapters/profiles"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/edge"
@@ -43,8 +40,9 @@ func (a *app) setupLive(f *liveFlags) (_ *liveRun, err error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	key := a.apiKey()
-	kcfg := kernel.Config{Limits: f.limits, System: f.system}
+	key := a.apiKey(f.cfg.APIKeyEnv)
+	a.secrets = a.secrets.With(append(a.cfg.Secrets(), a.cfg.Keys()...)...)
+	kcfg := kernel.Config{Limits: f.limits, System: f.system, Profiles: a.cfg.KernelProfiles(), RootProfile: f.cfg.Profile}
 	sess, err := a.openSession(f, &kcfg)
 	if err != nil {
 		return nil, err
@@ -73,12 +71,12 @@ func (a *app) setupLive(f *liveFlags) (_ *liveRun, err error) {
 	return lr, nil
 }
 
-// apiKey is $OPENAI_API_KEY, with a warning when it is too weak to be
-// redacted.
-func (a *app) apiKey() string {
-	key := os.Getenv("OPENAI_API_KEY")
+// apiKey is the variable name names (--api-key-env, $OPENAI_API_KEY by
+// default), with a warning when it is too weak to be redacted.
+func (a *app) apiKey(name string) string {
+	key := os.Getenv(name)
 	if why := redact.Weak(key); why != "" {
-		fmt.Fprintf(a.err, "escapement: OPENAI_API_KEY is not treated as a secret: %s; it is not redacted from output and files\n", why)
+		fmt.Fprintf(a.err, "escapement: %s is not treated as a secret: %s; it is not redacted from output and files\n", name, why)
 	}
 	return key
 }
@@ -105,7 +103,7 @@ func (a *app) openSession(f *liveFlags, kcfg *kernel.Config) (*session.Session, 
 	path := f.session
 	if path == "" {
 		var err error
-		if path, err = defaultSessionPath(); err != nil {
+		if path, err = session.DefaultPath(); err != nil {
 			return nil, usageErr("%v", err)
 		}
 	}
@@ -131,7 +129,7 @@ func (a *app) startTools(f *liveFlags, lr *liveRun) (*mcpView, error) {
 	if err != nil {
 		return nil, err
 	}
-	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, WithholdEnv: mcpServers.secretVars(), KillGrace: f.limits.Grace / 2})
+	box, err := newTools(tools.Config{Workspace: f.workspace, AllowShell: f.allowShell, PassEnv: f.toolEnv, WithholdEnv: append(mcpServers.secretVars(), a.cfg.SecretVars()...), KillGrace: f.limits.Grace / 2})
 	if err != nil {
 		return nil, usageErr("--workspace: %v", err)
 	}
@@ -149,18 +147,17 @@ func (a *app) startTools(f *liveFlags, lr *liveRun) (*mcpView, error) {
 // the tools, both redacted at the kernel's edge, the CLI's observer, and
 // the span export the OTEL_* variables ask for (docs/otel.md), built last.
 func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Config, error) {
-	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
-	baseURL := firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL)
-	m, err := openai.New(openai.Config{
+	model, baseURL := f.model, f.baseURL
+	m, err := profiles.Build(kcfg, openai.Config{
 		APIKey:       lr.secret,
 		BaseURL:      baseURL,
 		Model:        model,
 		Tools:        lr.box.Specs(),
 		MaxRetryWait: f.limits.FirstTokenTimeout,
 		MaxLineBytes: openai.MaxLineFor(f.limits.MaxMessageBytes),
-	})
+	}, f.cfg.APIKeyEnv, lr.a.cfg.Endpoints(), os.Getenv)
 	if err != nil {
-		return session.Config{}, usageErr("--base-url/--model: %v", err)
+		return session.Config{}, usageErr("%v", lr.a.cfg.Where(err))
 	}
 	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
@@ -227,30 +224,6 @@ func (a *app) whileBusy(flag string) string {
 	return busyQueue
 }
 
-// defaultSessionPath is where a session goes without --session:
-// $XDG_STATE_HOME/escapement/sessions (~/.local/state when unset).
-func defaultSessionPath() (string, error) {
-	dir := os.Getenv("XDG_STATE_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("no --session given and no home directory for the default: %w", err)
-		}
-		dir = filepath.Join(home, ".local", "state")
-	}
-	name := time.Now().UTC().Format("20060102-150405") + "-" + strconv.Itoa(os.Getpid()) + ".jsonl"
-	return filepath.Join(dir, "escapement", "sessions", name), nil
-}
-
 // traceHeaderPrefix starts every trace (kernel/trace writes the header's
 // fields in a fixed order).
 const traceHeaderPrefix = `{"type":"header",`
-
-func firstNonEmpty(s ...string) string {
-	for _, v := range s {
-		if strings.TrimSpace(v) != "" {
-			return v
-		}
-	}
-	return ""
-}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/escapement/escapement/adapters/config"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/redact"
@@ -80,6 +81,7 @@ type app struct {
 	// session is the session a live command runs (adapters/session), its
 	// lock held until the command has returned.
 	session *session.Session
+	cfg     *config.Config // where each flag's value came from, the profiles (adapters/config)
 }
 
 // run is main without os.Exit: the process's own hard exit and signals.
@@ -164,7 +166,10 @@ real OpenAI-compatible endpoints.
 Exit codes: 0 ok, 1 a check failed, 2 usage or input error, 130 interrupted.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) (err error) {
+			if a.cfg, err = config.Resolve(cmd.Flags(), a.configOptions(cmd)); err != nil {
+				return usageErr("%v", err)
+			}
 			return a.setupLogging()
 		},
 	}
@@ -173,7 +178,7 @@ Exit codes: 0 ok, 1 a check failed, 2 usage or input error, 130 interrupted.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageErr("%v", err)
 	})
-	root.AddCommand(newFSMCmd(a), newSimCmd(a), newRunCmd(a), newChatCmd(a))
+	root.AddCommand(newFSMCmd(a), newSimCmd(a), newRunCmd(a), newChatCmd(a), newConfigCmd(a))
 	return root
 }
 

@@ -271,6 +271,10 @@ func (e *enc) effect(ef *kernel.Effect) {
 		e.lit(`,"detail":`)
 		e.str(ef.Detail)
 	}
+	if ef.Profile != "" {
+		e.lit(`,"profile":`)
+		e.str(ef.Profile)
+	}
 	e.b = append(e.b, '}')
 }
 
@@ -364,6 +368,10 @@ func (e *enc) life(l *kernel.Lifecycle) {
 	if l.Usage != nil {
 		e.lit(`,"usage":`)
 		e.usage(l.Usage)
+	}
+	if l.Profile != "" {
+		e.lit(`,"profile":`)
+		e.str(l.Profile)
 	}
 	e.b = append(e.b, '}')
 }

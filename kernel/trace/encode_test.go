@@ -124,18 +124,20 @@ func TestEncoderMatchesJSON(t *testing.T) {
 		{Kind: kernel.EvCompact, At: 11, Text: odd},
 	}
 	effs := []kernel.Effect{
-		{Kind: kernel.EffStartTool, Agent: 1, Op: 2, At: 3, Timer: kernel.TimerTool, Call: kernel.ToolCall{ID: odd}, Code: kernel.ErrCodeBadInput, Detail: odd},
+		{Kind: kernel.EffStartTool, Agent: 1, Op: 2, At: 3, Timer: kernel.TimerTool, Call: kernel.ToolCall{ID: odd}, Code: kernel.ErrCodeBadInput, Detail: odd, Profile: odd},
 		{Kind: kernel.EffEmit, Agent: -1, Life: kernel.Lifecycle{Seq: 1, At: 2, Kind: kernel.LifeCallFinished, Agent: 4, Turn: 5, Op: 6, Child: 7, CallID: odd, Name: odd, Text: odd,
 			From: 1, To: 2, Trigger: 3, Outcome: 2, Reason: 3, End: 1, Status: 4, N: 5, Queued: true, Since: 6, Delay: 7, Detail: odd, Digest: odd, Approval: kernel.ApprovalWithdrawn,
-			Usage: &kernel.Usage{PromptTokens: 1, CachedTokens: 1, Requests: 2, Unreported: 1}}},
+			Usage: &kernel.Usage{PromptTokens: 1, CachedTokens: 1, Requests: 2, Unreported: 1}, Profile: odd}},
 		{Kind: kernel.EffEmit, Agent: 0, Life: kernel.Lifecycle{Seq: 2, Kind: kernel.LifeOpEnded, Usage: &kernel.Usage{}}},
 		{Kind: kernel.EffStartLLM, Agent: 0, Op: 3, Compact: true},
+		{Kind: kernel.EffStartLLM, Agent: 0, Op: 4, Profile: odd},
 	}
 	var edge bytes.Buffer
 	hdr := trace.Header{Source: "live", Name: odd, Seed: 1 << 63, Scenario: odd, Options: map[string]string{"b": odd, "a": "<&>"},
 		Limits: kernel.Limits{Grace: -1, FirstTokenTimeout: 2, StallTimeout: 3, ToolTimeout: 4, TurnTimeout: 5, Debounce: 6, MaxDepth: 7, MaxChildren: 8, MaxRequests: 1 << 40, MaxMessageBytes: 9, MaxCalls: 10, MaxParallelTools: 11,
 			MaxAgents: 12, MaxParallelRequests: 13, ApprovalTimeout: 14, ContextWindow: 15, CompactPercent: 16},
 		RootName: odd, System: odd, ChildSystem: odd, Build: odd, Idempotent: []string{odd, "grep"}, Turns: 1 << 40, Ask: []string{odd, "*"}, DelegateTool: odd,
+		Profiles: []kernel.Profile{{Name: odd, Description: odd, System: odd, Tools: []string{odd}, Delegates: []string{odd}, MaxRequests: 1, MaxChildren: 2, MaxDepth: 3}, {Name: "all", AllTools: true}}, RootProfile: odd,
 		History: []kernel.Message{{Role: "user", Content: odd}, {Role: "assistant", ToolCalls: []kernel.ToolCall{{ID: "c1", Name: "grep", Arguments: odd}},
 			Reasoning: &kernel.Reasoning{Text: odd, Field: "reasoning_content"}}, {Role: "user", Content: odd, Summary: true}}}
 	w := trace.NewWriter(&edge, hdr)

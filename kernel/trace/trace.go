@@ -29,7 +29,10 @@
 // among the limits and may log a plain streamed chunk as a write-ahead
 // log's delta record (adapters/wal). A reader refuses every other version:
 // a file of another build is an error naming both versions, never a run
-// rebuilt wrong.
+// rebuilt wrong. A header of a tree with agent profiles records them
+// (profiles, root_profile), and a start_llm effect and a delegated record
+// name their agent's profile (docs/semantics.md, "Profiles"): fields a
+// trace without profiles leaves out.
 package trace
 
 import (
@@ -85,6 +88,10 @@ type Header struct {
 	// DelegateTool is kernel.Config's, when not the default: a rebuild
 	// from a write-ahead log needs every setting that shapes the effects.
 	DelegateTool string `json:"delegate_tool,omitempty"`
+	// Profiles and RootProfile are kernel.Config's: what each agent may
+	// call and delegate to, and its system prompt, shape the run.
+	Profiles    []kernel.Profile `json:"profiles,omitempty"`
+	RootProfile string           `json:"root_profile,omitempty"`
 	// Build names the binary that wrote the trace (for reproduction notes).
 	Build string `json:"build,omitempty"`
 }
@@ -209,7 +216,7 @@ func ContinueWriter(w io.Writer, steps int) *Writer {
 // its effects — in a header, so Config can rebuild it.
 func HeaderOf(cfg kernel.Config) Header {
 	h := Header{Limits: cfg.Limits, RootName: cfg.RootName, System: cfg.System, ChildSystem: cfg.ChildSystem,
-		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, Ask: cfg.Ask}
+		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, Ask: cfg.Ask, Profiles: cfg.Profiles, RootProfile: cfg.RootProfile}
 	if cfg.DelegateTool != kernel.DefaultDelegateTool {
 		h.DelegateTool = cfg.DelegateTool
 	}
@@ -221,7 +228,8 @@ func HeaderOf(cfg kernel.Config) Header {
 // trace's effects.
 func (h Header) Config() kernel.Config {
 	return kernel.Config{Limits: h.Limits, RootName: h.RootName, System: h.System, ChildSystem: h.ChildSystem,
-		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, Ask: h.Ask, DelegateTool: h.DelegateTool}
+		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, Ask: h.Ask, DelegateTool: h.DelegateTool,
+		Profiles: h.Profiles, RootProfile: h.RootProfile}
 }
 
 // appendHeader appends h as encoding/json writes it with HTML escaping off
@@ -298,6 +306,16 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 	if h.DelegateTool != "" {
 		e.lit(`,"delegate_tool":`)
 		e.str(h.DelegateTool)
+	}
+	if len(h.Profiles) > 0 {
+		e.lit(`,"profiles":`)
+		if err := e.json(h.Profiles); err != nil {
+			return b, err
+		}
+	}
+	if h.RootProfile != "" {
+		e.lit(`,"root_profile":`)
+		e.str(h.RootProfile)
 	}
 	if h.Build != "" {
 		e.lit(`,"build":`)

@@ -205,7 +205,10 @@ func TestContinueWriter(t *testing.T) {
 func TestHeaderConfigRoundTrip(t *testing.T) {
 	cfg := kernel.Config{Limits: kernel.DefaultLimits(), RootName: "boss", System: "sys", ChildSystem: "child",
 		History:    []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}, {Role: kernel.RoleAssistant, Content: "hello"}},
-		Idempotent: []string{"read_file", "grep"}, Turns: 3, DelegateTool: "spawn"}
+		Idempotent: []string{"read_file", "grep"}, Turns: 3, DelegateTool: "spawn",
+		Profiles: []kernel.Profile{{Name: "lead", Description: "leads", System: "You lead.", Tools: []string{"grep"}, Delegates: []string{"lead", "any"}, MaxRequests: 3, MaxChildren: 2, MaxDepth: 1},
+			{Name: "any", AllTools: true}},
+		RootProfile: "lead"}
 	cfg.MaxRequests, cfg.MaxAgents, cfg.MaxParallelRequests = 7, 9, 3
 	var buf bytes.Buffer
 	w := NewWriter(&buf, HeaderOf(cfg))

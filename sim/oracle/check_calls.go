@@ -33,8 +33,8 @@ func (c *callChecker) step(s *stepObs) {
 		e, n := &s.effs[i], &s.notes[i]
 		switch e.Kind {
 		case kernel.EffStartLLM:
-			if n.count > lim.MaxRequests {
-				c.violate(RequestBudget, e.Agent, "request %d is request %d of its turn (max_requests %d)", e.Op, n.count, lim.MaxRequests)
+			if max := c.m.maxRequests(n.a); n.count > max {
+				c.violate(RequestBudget, e.Agent, "request %d is request %d of its turn (max_requests %d)", e.Op, n.count, max)
 			}
 			c.oneStream(e)
 			c.requestSlot(e, n)
@@ -113,14 +113,18 @@ func (c *callChecker) oneStream(e *kernel.Effect) {
 }
 
 // spawned: a delegation stays within its parent's max_children for the
-// turn, max_depth, and the tree's max_agents.
+// turn, max_depth (tightened by the profiles above it), and the tree's
+// max_agents.
 func (c *callChecker) spawned(l *kernel.Lifecycle, n *note) {
-	lim := c.m.lim
-	if n.count > lim.MaxChildren {
-		c.violate(RequestBudget, l.Agent, "child %d of one turn spawned (max_children %d)", n.count, lim.MaxChildren)
+	parent := c.m.agent(l.Agent)
+	if parent == nil {
+		return
 	}
-	if ch := c.m.agent(l.Child); ch != nil && ch.depth > lim.MaxDepth {
-		c.violate(RequestBudget, l.Child, "spawned at depth %d (max_depth %d)", ch.depth, lim.MaxDepth)
+	if max := c.m.maxChildren(parent); n.count > max {
+		c.violate(RequestBudget, l.Agent, "child %d of one turn spawned (max_children %d)", n.count, max)
+	}
+	if ch := c.m.agent(l.Child); ch != nil && ch.depth > parent.depthCap {
+		c.violate(RequestBudget, l.Child, "spawned at depth %d (max_depth %d)", ch.depth, parent.depthCap)
 	}
 	if k := c.m.held(); k > c.m.maxAgents {
 		c.violate(RequestBudget, l.Child, "the tree holds %d agents (max_agents %d)", k, c.m.maxAgents)
@@ -271,9 +275,11 @@ func (c *callChecker) capped(op *opObs) {
 			why = "only " + strconv.Itoa(running) + " call(s) before it run: a call that never ran took a slot"
 		case c.m.malformedCall(a, op, i):
 			why = "it is malformed, which it must be told first"
-		case call.Name == c.m.delegateTool && a.depth+1 > lim.MaxDepth:
+		case c.m.outsideProfile(a, op, i):
+			why = "its agent's profile does not allow it, which it must be told first"
+		case call.Name == c.m.delegateTool && a.depth+1 > a.depthCap:
 			why = "it is a delegation past max_depth, which it must be told first"
-		case call.Name == c.m.delegateTool && a.t.spawned-spawnedHere+spawned >= lim.MaxChildren:
+		case call.Name == c.m.delegateTool && a.t.spawned-spawnedHere+spawned >= c.m.maxChildren(a):
 			why = "it is a delegation past max_children, which it must be told first"
 		case call.Name == c.m.delegateTool && c.m.c.NumAgents()-spawnedHere+spawned >= c.m.maxAgents:
 			why = "it is a delegation past max_agents, which it must be told first"

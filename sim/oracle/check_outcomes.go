@@ -97,7 +97,7 @@ func (c *outcomeChecker) turnEnd(e *turnEndObs) {
 	case kernel.ReasonLLMError:
 		ok = f.llmFailed
 	case kernel.ReasonBudget:
-		ok = f.requests >= c.m.lim.MaxRequests
+		ok = f.requests >= c.m.maxRequests(e.a)
 	case kernel.ReasonOutputLimit:
 		op := c.m.ops.get(f.lastReq)
 		ok = op != nil && op.overCapped
@@ -154,9 +154,11 @@ func (c *outcomeChecker) callResult(r *callFinObs) {
 		// The limit must really be reached, as the model counts it.
 		switch l.Reason {
 		case kernel.ReasonMaxDepth:
-			ok = a.depth+1 > c.m.lim.MaxDepth
+			ok = a.depth+1 > a.depthCap
 		case kernel.ReasonMaxChildren:
-			ok = f.spawned >= c.m.lim.MaxChildren
+			ok = f.spawned >= c.m.maxChildren(a)
+		case kernel.ReasonNotInProfile:
+			ok = c.m.outsideProfile(a, c.m.ops.get(f.lastReq), callIndex(a, l.CallID))
 		case kernel.ReasonMaxAgents:
 			ok = c.m.held() >= c.m.maxAgents
 		case kernel.ReasonMaxCalls:
@@ -212,10 +214,10 @@ func (c *outcomeChecker) toolContent(o *msgObs) {
 		return
 	}
 	switch {
-	case l.Status == kernel.CallRefused && r.Limit != c.limit(l.Reason):
-		c.violate(TypedOutcomes, o.a.id, "refusal of call %s names limit %d; %s is %d", o.m.ToolCallID, r.Limit, l.Reason, c.limit(l.Reason))
-	case l.Status == kernel.CallMalformed && r.Error == "":
-		c.violate(TypedOutcomes, o.a.id, "malformed call %s is not told what is wrong", o.m.ToolCallID)
+	case l.Status == kernel.CallRefused && r.Limit != c.limit(o.a, l.Reason):
+		c.violate(TypedOutcomes, o.a.id, "refusal of call %s names limit %d; %s is %d", o.m.ToolCallID, r.Limit, l.Reason, c.limit(o.a, l.Reason))
+	case (l.Status == kernel.CallMalformed || l.Reason == kernel.ReasonNotInProfile) && r.Error == "":
+		c.violate(TypedOutcomes, o.a.id, "%s call %s is not told what is wrong", l.Status, o.m.ToolCallID)
 	}
 }
 
@@ -231,13 +233,17 @@ func resultType(status kernel.CallStatus) string {
 	return "tool_error"
 }
 
-// limit is the configured value of the limit a refusal names.
-func (c *outcomeChecker) limit(r kernel.Reason) int {
+// limit is the value of the limit a refusal of a's names: the one that
+// applies to a (its profile's, docs/semantics.md "Profiles"); 0 for a
+// refusal that names none (not_in_profile).
+func (c *outcomeChecker) limit(a *agentObs, r kernel.Reason) int {
 	switch r {
 	case kernel.ReasonMaxDepth:
-		return c.m.lim.MaxDepth
+		return a.depthCap
 	case kernel.ReasonMaxChildren:
-		return c.m.lim.MaxChildren
+		return c.m.maxChildren(a)
+	case kernel.ReasonNotInProfile:
+		return 0
 	case kernel.ReasonMaxAgents:
 		return c.m.maxAgents
 	case kernel.ReasonMaxCalls:
@@ -254,23 +260,32 @@ func (m *model) malformedCall(a *agentObs, req *opObs, i int) bool {
 		return false
 	}
 	call := a.lastCalls[i]
-	if req != nil {
-		for _, fr := range req.frags {
-			if fr.name == "" && string(fr.args) == call.Arguments {
-				return true // streamed without a name
-			}
-		}
-	}
-	if !json.Valid([]byte(call.Arguments)) {
+	if nameless(req, call) {
 		return true
 	}
 	if call.Name != m.delegateTool {
-		return false
+		// A tool outside the agent's profile is refused first, whatever
+		// its arguments (docs/semantics.md, "Profiles").
+		return m.mayCall(a, call.Name) && !json.Valid([]byte(call.Arguments))
 	}
 	var args struct {
-		Task string `json:"task"`
+		Task    string `json:"task"`
+		Profile string `json:"profile"`
 	}
-	return json.Unmarshal([]byte(call.Arguments), &args) != nil || strings.TrimSpace(args.Task) == ""
+	return json.Unmarshal([]byte(call.Arguments), &args) != nil || strings.TrimSpace(args.Task) == "" || m.badProfile(args.Profile)
+}
+
+// nameless reports whether call, delivered by request req, was streamed
+// without a name.
+func nameless(req *opObs, call kernel.ToolCall) bool {
+	if req != nil {
+		for _, fr := range req.frags {
+			if fr.name == "" && string(fr.args) == call.Arguments {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // callIndex is the position of call callID among the calls of a's last

@@ -42,6 +42,7 @@ const (
 	ViewsTellTruth          Invariant = "I23"
 	RebuildsExactly         Invariant = "I24"
 	SpansEnd                Invariant = "I25"
+	ProfileTools            Invariant = "I26"
 	Liveness                Invariant = "liveness"
 
 	// RunLimit is no invariant: the run hit its event budget.
@@ -86,6 +87,7 @@ var invariantTable = [...]invariantSpec{
 	{ViewsTellTruth, "what the kernel reports of an agent (its last outcome, reason and summary, its children, its turn's requests, deadline and abort reason, its ops in flight and live children, whether it was freed) and of the tree (quiescence, which agent a path or name finds) is what the oracle observed", "sim/oracle/check_views.go"},
 	{RebuildsExactly, "a host rebuilt after a crash from the events it logged replays every logged step exactly as logged and holds the tree the crashed host held (every agent's view, the lifecycle log, quiescence)", "sim/crash.go"},
 	{SpansEnd, "every span derived from the steps (an agent's turn, a request, a tool op, a delegation) starts in the step what it stands for starts, under its parent (a root turn's under none, a child's turn under the delegation that spawned it, the rest under their agent's turn), and ends exactly once, in the step the last of what it stands for and the spans under it ends, whatever ended it, with the error.type and typed reason of what did", "sim/oracle/check_spans.go"},
+	{ProfileTools, "an agent acts within its profile: no tool starts that its profile does not list, a child is spawned only with the profile its delegation names and only one its parent's profile may delegate to, it starts with that profile's system prompt, and every request carries its agent's profile", "sim/oracle/check_profiles.go"},
 	{Liveness, "after the last input or fault every tree is idle within 2×grace + turn_timeout + debounce, and at the end of the run", "sim/oracle/check_quiesce.go"},
 	{RunLimit, "(a run limit, not an invariant) the run delivered as many events as it may", "sim/oracle/report.go"},
 	{Expectation, "(not an invariant) an expectation of the scenario holds", "sim/oracle/expect.go"},

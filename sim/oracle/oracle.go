@@ -51,7 +51,8 @@ type Oracle struct {
 		accounting accountingChecker
 		progress   progressChecker
 		view       viewChecker
-		checks     [16]checker
+		profile    profileChecker
+		checks     [17]checker
 	}
 }
 
@@ -115,6 +116,7 @@ func New(t Tree, cfg kernel.Config, derive func(spans.Config) SpanDeriver) *Orac
 	all.accounting = accountingChecker{judge: j}
 	all.progress = progressChecker{judge: j}
 	all.view = viewChecker{judge: j, quiet: true}
+	all.profile = profileChecker{judge: j}
 	o.quiesce = &all.quiesce
 	o.deadline = newDeadlineChecker(j)
 	o.spanChecker = newSpanChecker(j)
@@ -136,6 +138,7 @@ func New(t Tree, cfg kernel.Config, derive func(spans.Config) SpanDeriver) *Orac
 		&all.progress,
 		&all.view,
 		o.spanChecker,
+		&all.profile,
 	}
 	o.checks = all.checks[:]
 	return o

@@ -79,6 +79,7 @@ func (m *model) apply(effs []kernel.Effect) {
 		m.refresh(s.dirty[i])
 		m.noteFinished(m.agents[s.dirty[i]])
 	}
+	m.profiled()
 	quiet := m.busy == 0 && len(m.live) == 0 && len(m.timers) == 0
 	if quiet && !m.quiet {
 		m.quietAt = m.now
@@ -328,6 +329,7 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		m.touch(l.Child)
 		c := m.observe(l.Child)
 		c.kid, c.via = a.t.spawned, callKey{a.id, l.CallID}
+		m.spawning = append(m.spawning, l.Child) // its profile: m.profiled
 		a.kids = append(a.kids, l.Child)
 		n.count = a.t.spawned
 	}

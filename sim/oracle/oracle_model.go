@@ -59,6 +59,13 @@ type model struct {
 	// waiting are the agents whose next request waits for a slot, in the
 	// order their request_waiting records came.
 	waiting []kernel.AgentID
+	// profiles are the configured profiles (check_profiles.go); rootSystem
+	// and childSystem the system prompts of the root and of a child in a
+	// tree without profiles; spawning the children spawned in this step,
+	// whose profiles are read once their parents' histories are.
+	profiles                []kernel.Profile
+	rootSystem, childSystem string
+	spawning                []kernel.AgentID
 }
 
 // agentObs is what the model knows of one agent.
@@ -127,6 +134,12 @@ type agentObs struct {
 	finishing, freed, viewFreed bool
 	// waitingReq: its next request waits for a slot (m.waiting holds it).
 	waitingReq bool
+	// profile is its profile's index in model.profiles (-1: none) as its
+	// delegation named it, profileName that name; depthCap is the deepest
+	// its descendants may sit (docs/semantics.md, "Profiles").
+	profile     int
+	profileName string
+	depthCap    int
 }
 
 // asked is how many requests the agent's model was asked, a request a
@@ -277,8 +290,20 @@ func newModel(c Tree, cfg kernel.Config) *model {
 		timers:       make(map[kernel.OpID]timerObs),
 		calls:        make(map[callKey]*callObs),
 		quiet:        true, // a new tree runs nothing
+		profiles:     ownProfiles(cfg.Profiles),
+		rootSystem:   cfg.System,
+		childSystem:  cfg.ChildSystem,
 	}
-	m.observe(kernel.Root)
+	root := m.observe(kernel.Root)
+	root.profile, root.profileName, root.depthCap = profileOf(cfg.Profiles, cfg.RootProfile), cfg.RootProfile, cfg.MaxDepth
+	if p := m.profileOf(root); p != nil {
+		if p.MaxDepth > 0 {
+			root.depthCap = min(root.depthCap, p.MaxDepth)
+		}
+		if m.rootSystem == "" {
+			m.rootSystem = p.System
+		}
+	}
 	return m
 }
 
@@ -296,7 +321,7 @@ func (m *model) observe(id kernel.AgentID) *agentObs {
 	// State and turn start at Idle and 0: the first read of the view
 	// records how the agent got where it is.
 	a := &agentObs{id: id, parent: v.Parent, path: v.Path, name: v.Name, depth: depthOf(v.Path),
-		open: map[string]bool{}, ids: map[string]struct{}{}}
+		open: map[string]bool{}, ids: map[string]struct{}{}, profile: -1}
 	m.agents[id] = a
 	return a
 }

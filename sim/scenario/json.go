@@ -68,7 +68,8 @@ func appendArgsJSON(b []byte, m map[string]any) ([]byte, error) {
 }
 
 // Wire is the call as the simulated model streams it: the function name
-// and the arguments' JSON (a delegation's {"task":…,"name":…} included).
+// and the arguments' JSON (a delegation's {"task":…,"name":…,"profile":…}
+// included).
 // It panics on arguments Validate refused.
 func (c Call) Wire() (name, args string) {
 	if c.Delegate != "" {
@@ -76,6 +77,9 @@ func (c Call) Wire() (name, args string) {
 		b := appendJSONHTML([]byte(`{"task":`), c.Prompt)
 		if !c.Nameless {
 			b = appendJSONHTML(append(b, `,"name":`...), c.Delegate)
+		}
+		if c.Profile != "" {
+			b = appendJSONHTML(append(b, `,"profile":`...), c.Profile)
 		}
 		return "delegate", string(append(b, '}'))
 	}

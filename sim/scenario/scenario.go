@@ -26,8 +26,12 @@ type Scenario struct {
 	// Agents maps a script name to its replies; the root's script is "main".
 	Agents map[string]Script   `scenario:"agents,keys=name"`
 	Tools  map[string]ToolSpec `scenario:"tools,omitempty,keys=tool"`
-	Faults []Fault             `scenario:"faults,omitempty"`
-	Inputs []Input             `scenario:"inputs,omitempty"`
+	// Profiles are the agent profiles a delegation may name, by name
+	// (profiles.go); RootProfile the root's.
+	Profiles    map[string]ProfileSpec `scenario:"profiles,omitempty,keys=name"`
+	RootProfile string                 `scenario:"root_profile,omitempty"`
+	Faults      []Fault                `scenario:"faults,omitempty"`
+	Inputs      []Input                `scenario:"inputs,omitempty"`
 	// Schedule fixes the order of events due at one instant: at each
 	// instant where two or more are due, in turn, the index of the one
 	// delivered first among them, in queue order (inputs by their index,
@@ -101,6 +105,9 @@ type Call struct {
 	// Delegate names the script of a child agent; Prompt is its task.
 	Delegate string `scenario:"delegate,omitempty"`
 	Prompt   string `scenario:"prompt,omitempty"`
+	// Profile names the child's profile (docs/semantics.md, "Profiles");
+	// one the scenario lacks exercises the kernel's answer to it.
+	Profile string `scenario:"profile,omitempty"`
 	// Nameless sends a delegation without its optional name, as a model
 	// may; the kernel names such a child NamelessScript, so Delegate must
 	// be that script (docs/semantics.md, "Scripts").
@@ -377,5 +384,5 @@ func faultList() string {
 
 // KernelConfig is the kernel configuration a run of s uses.
 func (s *Scenario) KernelConfig() kernel.Config {
-	return kernel.Config{Limits: s.Limits, RootName: RootScript}
+	return kernel.Config{Limits: s.Limits, RootName: RootScript, Profiles: s.kernelProfiles(), RootProfile: s.RootProfile}
 }

@@ -122,8 +122,8 @@ func (s *Scenario) checkRefs() *LoadError {
 					if _, ok := s.Tools[c.Tool]; !ok {
 						return fieldErr(at, "unknown tool %q (tools: %s)", c.Tool, tools)
 					}
-					if c.Prompt != "" || c.Nameless {
-						return fieldErr(at, "prompt and nameless belong to delegate calls")
+					if c.Prompt != "" || c.Nameless || c.Profile != "" {
+						return fieldErr(at, "prompt, profile and nameless belong to delegate calls")
 					}
 				default:
 					if _, ok := s.Agents[c.Delegate]; !ok {
@@ -141,6 +141,9 @@ func (s *Scenario) checkRefs() *LoadError {
 				}
 			}
 		}
+	}
+	if err := s.checkProfiles(); err != nil { // profiles.go
+		return err
 	}
 	for i, f := range s.Faults {
 		at := keyPath("faults").index(i)
