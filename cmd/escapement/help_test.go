@@ -51,7 +51,7 @@ func TestExploreHelpDefaults(t *testing.T) {
 }
 
 // TestSimHelpNamesEveryInvariant: sim --help names the oracle's invariants
-// from the first to the last in sim.Invariants().
+// from the first to the last in oracle.Invariants().
 func TestSimHelpNamesEveryInvariant(t *testing.T) {
 	code, out, _ := runCLI(t, "sim", "--help")
 	if code != exitOK {

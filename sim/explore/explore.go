@@ -84,7 +84,7 @@ type Report struct {
 	Stopped string
 	// Violation is the first one found (nil: none); the exploration stops
 	// there. An expectation not marked schedule-dependent that fails on a
-	// schedule is one (invariant sim.Expectation).
+	// schedule is one (invariant oracle.Expectation).
 	Violation *Violation
 	// Expectations tell, for each of the scenario's expectations, on how
 	// many of the Schedules it held.

@@ -42,7 +42,7 @@ func (x *explorer) apart(r *run, d, e sim.Due) bool {
 
 // outputCapReachable reports a reply whose message could reach
 // max_message_bytes: its text, and each call's id, name and arguments as
-// the simulated model streams them (sim.Call.Wire) plus the kernel's
+// the simulated model streams them (scenario.Call.Wire) plus the kernel's
 // per-call overhead (both counted generously: 64 bytes a call, 64 a
 // message).
 func outputCapReachable(s *scenario.Scenario) bool {

@@ -42,7 +42,7 @@ type tables struct {
 	levels   [MaxDepth + 1]string          // scripts_l<level>
 	scripts  [MaxDepth + 1][2]scriptLabels // by level and slot
 	tools    [3]toolLabels
-	faults   []faultLabels // by the index of sim.FaultKinds()
+	faults   []faultLabels // by the index of scenario.FaultKinds()
 	episodes [16]episodeLabels
 }
 

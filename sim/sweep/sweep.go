@@ -317,7 +317,7 @@ func (s *Summary) Add(w World, file string) {
 
 // Unreached lists the probes the plan's worlds can reach and never did,
 // in report order: a probe that needs deeper worlds than the plan draws
-// (sim.Probe.MinDepth) is skipped instead, never required.
+// (oracle.Probe.MinDepth) is skipped instead, never required.
 func (s *Summary) Unreached() []string {
 	var out []string
 	for _, p := range oracle.Probes() {

@@ -194,7 +194,7 @@ func TestFailingWorldIsShrunk(t *testing.T) {
 }
 
 // TestProbesRequiredWhereReachable: a sweep requires a probe only where
-// its worlds can reach it (sim.Probe.MinDepth). At every depth from 0 to
+// its worlds can reach it (oracle.Probe.MinDepth). At every depth from 0 to
 // 4, a default-sized sweep (1000 worlds) reaches every probe it requires,
 // so it passes without violations, and never reaches one it skips — a
 // skipped probe reached would be a MinDepth set too deep, hiding a probe
