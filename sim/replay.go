@@ -33,6 +33,9 @@ type ReplayResult struct {
 // MaxTraceLine bounds one trace line when reading.
 const MaxTraceLine = 16 << 20
 
+// MaxTraceBytes bounds a trace Replay reads.
+const MaxTraceBytes = 1 << 30
+
 // Replay re-runs what a trace recorded and compares the bytes. A simulator
 // trace names its scenario (embedded in the header), which is run again with
 // the same options; a live trace is replayed by feeding its recorded events
@@ -54,7 +57,7 @@ func ReplayWithin(r io.Reader, memoryBudget int64) (*ReplayResult, error) {
 // (nil: none), as Options.Observe sees a simulated run's — a Perfetto
 // timeline of a live trace, for one (escapement sim replay --perfetto).
 func ReplayObserved(r io.Reader, memoryBudget int64, observe func(StepInfo)) (*ReplayResult, error) {
-	recorded, err := io.ReadAll(io.LimitReader(r, 1<<30))
+	recorded, err := io.ReadAll(io.LimitReader(r, MaxTraceBytes))
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/internal/keys"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/escapement/escapement/sim/scenario"
 )
 
@@ -95,4 +96,26 @@ func Shrink(s *scenario.Scenario, fails func(*scenario.Scenario) bool, budget in
 		}
 	}
 	return best
+}
+
+// Breaks reports whether a run of s with opt breaks what v broke: v's
+// invariant, and for an expectation the same expectation (a smaller world
+// that fails another expectation fails for another reason). A scenario
+// that is nil, does not validate or does not run breaks nothing. It is the
+// check a shrinker keeps true on the way down (Shrink): sim explore's and
+// sim sweep's alike.
+func Breaks(s *scenario.Scenario, opt Options, v oracle.Violation) bool {
+	if s == nil || s.Validate() != nil {
+		return false
+	}
+	res, err := Run(s, opt)
+	if err != nil {
+		return false
+	}
+	for _, got := range res.Violations {
+		if got.Invariant == v.Invariant && got.Expect == v.Expect {
+			return true
+		}
+	}
+	return false
 }

@@ -195,7 +195,7 @@ func TestSimDuplicateNamesAcrossPaths(t *testing.T) {
 	a := writeFile(t, dir, "a.yaml", "name: same\n"+body)
 	b := writeFile(t, dir, "b.yaml", "# a comment\nname: same\n"+body)
 	code, _, errb := runCLI(t, "sim", a, b)
-	if code != exitUsage || !strings.Contains(errb, b+":2: name: \"same\" is already used by "+a) {
+	if code != exitUsage || !strings.Contains(errb, b+":2:7: name: \"same\" is already used by "+a) {
 		t.Fatalf("exit %d, stderr %q", code, errb)
 	}
 }

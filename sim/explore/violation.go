@@ -65,22 +65,9 @@ func (x *explorer) scenarioOf(path []move, v oracle.Violation) *scenario.Scenari
 	return c
 }
 
-// breaks reports that a plain run of c breaks the invariant of v (for an
-// expectation: the same expectation).
+// breaks reports that a plain run of c breaks what v broke (sim.Breaks).
 func (x *explorer) breaks(c *scenario.Scenario, v oracle.Violation) bool {
-	if c == nil || c.Validate() != nil {
-		return false
-	}
-	res, err := sim.Run(c, sim.Options{Core: x.opt.Core})
-	if err != nil {
-		return false
-	}
-	for _, got := range res.Violations {
-		if got.Invariant == v.Invariant && got.Expect == v.Expect {
-			return true
-		}
-	}
-	return false
+	return sim.Breaks(c, sim.Options{Core: x.opt.Core}, v)
 }
 
 // shrink turns the violating path into a small scenario: the schedule up

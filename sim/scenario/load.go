@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
 	"go.yaml.in/yaml/v3"
 )
@@ -64,13 +65,25 @@ const MaxScenarioBytes = 4 << 20
 // values a file writes out (see decoder.budget).
 const aliasSlack = 10_000
 
-// LoadFile reads and validates one scenario file.
+// LoadFile reads and validates one scenario file (read as LoadPaths reads
+// one).
 func LoadFile(file string) (*Scenario, error) {
-	data, err := os.ReadFile(file)
+	data, err := readFile(file)
 	if err != nil {
-		return nil, &LoadError{File: file, Msg: err.Error()}
+		return nil, err
 	}
 	return Load(file, data)
+}
+
+// readFile reads a scenario file a user names: a FIFO, a device such as
+// /dev/zero or a file past MaxScenarioBytes is refused, naming it, instead
+// of hanging or filling memory (internal/userfile).
+func readFile(file string) ([]byte, error) {
+	data, err := userfile.Read(file, MaxScenarioBytes)
+	if err != nil {
+		return nil, &LoadError{File: file, Msg: strings.TrimPrefix(err.Error(), file+": ")}
+	}
+	return data, nil
 }
 
 // Load parses and validates one scenario. file is used in error messages.
@@ -180,8 +193,11 @@ func syntaxError(file string, text []byte, err error) error {
 	return &LoadError{File: file, Line: line, Col: col, Msg: "YAML syntax: " + msg}
 }
 
-// LoadPaths loads scenario files and directories (every *.yaml and *.yml in
-// a directory, in name order). Names must be unique across everything loaded.
+// LoadPaths loads scenario files and directories (every *.yaml and *.yml
+// directly in a directory, in name order). Names must be unique across
+// everything loaded. Each file is read as a file a user names: a FIFO, a
+// device such as /dev/zero or a file past MaxScenarioBytes is refused,
+// naming it, instead of hanging or filling memory (readFile).
 func LoadPaths(paths []string) ([]*Scenario, error) {
 	var u unique
 	for _, p := range paths {
@@ -190,16 +206,17 @@ func LoadPaths(paths []string) ([]*Scenario, error) {
 			return nil, &LoadError{File: p, Msg: err.Error()}
 		}
 		if !info.IsDir() {
-			data, err := os.ReadFile(p)
+			data, err := readFile(p)
 			if err != nil {
-				return nil, &LoadError{File: p, Msg: err.Error()}
+				return nil, err
 			}
 			if err := u.add(load(p, data)); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		if err := u.addFS(os.DirFS(p), ".", p); err != nil {
+		fsys := os.DirFS(p)
+		if err := u.addDir(fsys, ".", p, func(name string) ([]byte, error) { return readFile(filepath.Join(p, name)) }); err != nil {
 			return nil, err
 		}
 	}
@@ -210,7 +227,14 @@ func LoadPaths(paths []string) ([]*Scenario, error) {
 // display prefixes file names in messages.
 func LoadFS(fsys fs.FS, dir, display string) ([]*Scenario, error) {
 	var u unique
-	if err := u.addFS(fsys, dir, display); err != nil {
+	read := func(name string) ([]byte, error) {
+		data, err := fs.ReadFile(fsys, path.Join(dir, name))
+		if err != nil {
+			return nil, &LoadError{File: filepath.Join(display, name), Msg: err.Error()}
+		}
+		return data, nil
+	}
+	if err := u.addDir(fsys, dir, display, read); err != nil {
 		return nil, err
 	}
 	return u.out, nil
@@ -237,7 +261,9 @@ func (u *unique) add(s *Scenario, name *yaml.Node, err error) error {
 	return nil
 }
 
-func (u *unique) addFS(fsys fs.FS, dir, display string) error {
+// addDir loads the scenario files of dir in fsys, in name order, each
+// read by read (given its name in dir); display names dir in messages.
+func (u *unique) addDir(fsys fs.FS, dir, display string, read func(name string) ([]byte, error)) error {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return &LoadError{File: display, Msg: err.Error()}
@@ -253,12 +279,11 @@ func (u *unique) addFS(fsys fs.FS, dir, display string) error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		file := filepath.Join(display, n)
-		data, err := fs.ReadFile(fsys, path.Join(dir, n))
+		data, err := read(n)
 		if err != nil {
-			return &LoadError{File: file, Msg: err.Error()}
+			return err
 		}
-		if err := u.add(load(file, data)); err != nil {
+		if err := u.add(load(filepath.Join(display, n), data)); err != nil {
 			return err
 		}
 	}
