@@ -36,29 +36,12 @@ func (c *accountingChecker) step(s *stepObs) {
 				c.violate(OpsAccounted, e.Agent, "stop of timer %d, which is not set", e.Op)
 			}
 		case kernel.EffEmit:
-			if e.Life.Kind != kernel.LifeOpEnded {
-				continue
-			}
-			l := &e.Life
-			switch {
-			case n.op == nil:
-				c.violate(OpsAccounted, l.Agent, "op %d ended but was never started", l.Op)
-				continue
-			case n.bad:
-				c.violate(OpsAccounted, l.Agent, "op %d ended twice", l.Op)
-				continue
-			}
-			if n.op == s.op && s.answer {
+			if e.Life.Kind == kernel.LifeOpEnded && c.opEnded(s, &e.Life, n) {
 				answered = true
-			}
-			if want, why := c.expectedEnd(s, n.op); want == kernel.OpEndNone {
-				c.violate(OpEndsTruthful, l.Agent, "op %d ended %s in a step that neither answered it nor ran out a grace (%s)", l.Op, l.End, s.ev.Kind)
-			} else if l.End != want {
-				c.violate(OpEndsTruthful, l.Agent, "op %d ended %s, but %s: %s", l.Op, l.End, why, want)
 			}
 		}
 	}
-	if !s.final && s.stale == notStale {
+	if s.stale == notStale {
 		c.late(s)
 	}
 	if s.answer && !answered {
@@ -67,11 +50,26 @@ func (c *accountingChecker) step(s *stepObs) {
 	if s.is(kernel.EvRecover) {
 		c.recovered(s)
 	}
-	for _, op := range s.lost {
-		if op.end != kernel.OpLost {
-			c.violate(OpEndsTruthful, op.agent, "op %d was in flight at the crash and the recovery did not resolve it", op.id)
-		}
+}
+
+// opEnded judges an op's end: an op started and not ended before, ended
+// as the step says it must. It reports the end of the op the step
+// answered.
+func (c *accountingChecker) opEnded(s *stepObs, l *kernel.Lifecycle, n *note) bool {
+	switch {
+	case n.op == nil:
+		c.violate(OpsAccounted, l.Agent, "op %d ended but was never started", l.Op)
+		return false
+	case n.bad:
+		c.violate(OpsAccounted, l.Agent, "op %d ended twice", l.Op)
+		return false
 	}
+	if want, why := c.expectedEnd(s, n.op); want == kernel.OpEndNone {
+		c.violate(OpEndsTruthful, l.Agent, "op %d ended %s in a step that neither answered it nor ran out a grace (%s)", l.Op, l.End, s.ev.Kind)
+	} else if l.End != want {
+		c.violate(OpEndsTruthful, l.Agent, "op %d ended %s, but %s: %s", l.Op, l.End, why, want)
+	}
+	return n.op == s.op && s.answer
 }
 
 // late: the answer to a cancel ends its op quietly — a request's end or
@@ -99,9 +97,20 @@ func (c *accountingChecker) late(s *stepObs) {
 	}
 }
 
-// recovered: a recovery announces itself first, with the number of ops it
-// resolves (every one in flight at the crash).
+// recovered: a recovery announces itself (announced) and resolves every
+// op in flight at the crash (s.lost).
 func (c *accountingChecker) recovered(s *stepObs) {
+	c.announced(s)
+	for _, op := range s.lost {
+		if op.end != kernel.OpLost {
+			c.violate(OpEndsTruthful, op.agent, "op %d was in flight at the crash and the recovery did not resolve it", op.id)
+		}
+	}
+}
+
+// announced: a recovery announces itself first, with the number of ops it
+// resolves (every one in flight at the crash).
+func (c *accountingChecker) announced(s *stepObs) {
 	for i := range s.effs {
 		if e := &s.effs[i]; e.Kind == kernel.EffEmit {
 			if e.Life.Kind != kernel.LifeRecovered || e.Life.N != len(s.lost) {
@@ -121,20 +130,27 @@ func (c *accountingChecker) expectedEnd(s *stepObs, op *opObs) (kernel.OpEnd, st
 		return kernel.OpLost, "the host crashed while it ran"
 	case s.is(kernel.EvRecover):
 		return kernel.OpEndNone, ""
-	case op == s.op && s.answer && op.cancels > 0:
-		return kernel.OpCancelled, "its answer came after its cancel"
-	case op == s.op && s.answer && op.tool && op.result == kernel.ToolOK:
-		return kernel.OpCompleted, "its tool answered ok"
-	case op == s.op && s.answer && op.tool:
-		return kernel.OpFailed, "its tool answered " + op.result.String()
-	case op == s.op && s.answer && s.ev.Kind == kernel.EvLLMEnd:
-		return kernel.OpCompleted, "its stream ended"
 	case op == s.op && s.answer:
-		return kernel.OpFailed, "its stream failed"
+		return answerEnd(s, op)
 	case s.timerSet && s.timer.kind == kernel.TimerGrace && op.cancels > 0:
 		return kernel.OpAbandoned, "a grace ran out"
 	}
 	return kernel.OpEndNone, ""
+}
+
+// answerEnd is how the answer of the step ends op, and why.
+func answerEnd(s *stepObs, op *opObs) (kernel.OpEnd, string) {
+	switch {
+	case op.cancels > 0:
+		return kernel.OpCancelled, "its answer came after its cancel"
+	case op.tool && op.result == kernel.ToolOK:
+		return kernel.OpCompleted, "its tool answered ok"
+	case op.tool:
+		return kernel.OpFailed, "its tool answered " + op.result.String()
+	case s.ev.Kind == kernel.EvLLMEnd:
+		return kernel.OpCompleted, "its stream ended"
+	}
+	return kernel.OpFailed, "its stream failed"
 }
 
 func (c *accountingChecker) finish() {

@@ -28,23 +28,8 @@ import (
 type callChecker struct{ judge }
 
 func (c *callChecker) step(s *stepObs) {
-	lim := c.m.lim
 	for i := range s.effs {
-		e, n := &s.effs[i], &s.notes[i]
-		switch e.Kind {
-		case kernel.EffStartLLM:
-			if max := c.m.maxRequests(n.a); n.count > max {
-				c.violate(RequestBudget, e.Agent, "request %d is request %d of its turn (max_requests %d)", e.Op, n.count, max)
-			}
-			c.oneStream(e)
-			c.requestSlot(e, n)
-		case kernel.EffStartTool:
-			c.toolStart(e, n)
-		case kernel.EffEmit:
-			if e.Life.Kind == kernel.LifeDelegated {
-				c.spawned(&e.Life, n)
-			}
-		}
+		c.effect(&s.effs[i], &s.notes[i])
 	}
 	for _, op := range s.cutOps {
 		c.dropped(s, op)
@@ -54,26 +39,54 @@ func (c *callChecker) step(s *stepObs) {
 		c.capped(op)
 	}
 	if op := s.capCut; op != nil {
-		if a := c.m.agents[op.agent]; op.cancels == 0 || a.t.abortReason != kernel.ReasonOutputLimit {
-			c.violate(CapsHold, op.agent, "a chunk took the message past max_message_bytes (%d) and the stream was not cut with reason output_limit", lim.MaxMessageBytes)
-		}
+		c.outputCut(op)
 	}
 	for _, id := range s.dirty {
-		if a := c.m.agents[id]; a.state == fsm.Tooling || a.state == fsm.Delegating {
-			c.waiting(a)
-		}
+		c.waitingIfCalling(c.m.agents[id])
 	}
 	// A tool op that ended frees a slot even in a step that changed
 	// nothing else of its agent (a cancelled tool's acknowledgement, an
 	// abandonment): its agent is judged too.
 	for i := range s.effs {
 		if n := &s.notes[i]; s.effs[i].Kind == kernel.EffEmit && s.effs[i].Life.Kind == kernel.LifeOpEnded && n.op != nil && n.op.tool {
-			if a := c.m.agents[n.op.agent]; a.state == fsm.Tooling || a.state == fsm.Delegating {
-				c.waiting(a)
-			}
+			c.waitingIfCalling(c.m.agents[n.op.agent])
 		}
 	}
 	c.waitingForSlots()
+}
+
+// effect judges what one effect starts: a request, a tool, a child.
+func (c *callChecker) effect(e *kernel.Effect, n *note) {
+	switch e.Kind {
+	case kernel.EffStartLLM:
+		if max := c.m.maxRequests(n.a); n.count > max {
+			c.violate(RequestBudget, e.Agent, "request %d is request %d of its turn (max_requests %d)", e.Op, n.count, max)
+		}
+		c.oneStream(e)
+		c.requestSlot(e, n)
+	case kernel.EffStartTool:
+		c.toolStart(e, n)
+	case kernel.EffEmit:
+		if e.Life.Kind == kernel.LifeDelegated {
+			c.spawned(&e.Life, n)
+		}
+	}
+}
+
+// outputCut: a chunk that took a message past max_message_bytes cut its
+// stream, with reason output_limit.
+func (c *callChecker) outputCut(op *opObs) {
+	if a := c.m.agents[op.agent]; op.cancels == 0 || a.t.abortReason != kernel.ReasonOutputLimit {
+		c.violate(CapsHold, op.agent, "a chunk took the message past max_message_bytes (%d) and the stream was not cut with reason output_limit", c.m.lim.MaxMessageBytes)
+	}
+}
+
+// waitingIfCalling judges the calls a waits for, while it runs tools or
+// children (waiting).
+func (c *callChecker) waitingIfCalling(a *agentObs) {
+	if a.state == fsm.Tooling || a.state == fsm.Delegating {
+		c.waiting(a)
+	}
 }
 
 // requestSlot: a request starts within the tree's max_parallel_requests,
@@ -256,7 +269,7 @@ func (c *callChecker) capped(op *opObs) {
 	running, spawned := 0, 0
 	for i, call := range a.lastCalls {
 		f := c.m.calls[callKey{a.id, call.ID}]
-		if f == nil || (f.l.Status != kernel.CallMalformed && f.l.Status != kernel.CallRefused) {
+		if runs(f) {
 			if running++; running > lim.MaxCalls {
 				c.violate(CapsHold, a.id, "call %s is call %d of its message to run (max_calls %d)", call.ID, running, lim.MaxCalls)
 				return
@@ -269,24 +282,39 @@ func (c *callChecker) capped(op *opObs) {
 		if f.l.Reason != kernel.ReasonMaxCalls {
 			continue
 		}
-		why := ""
-		switch {
-		case running < lim.MaxCalls:
-			why = "only " + strconv.Itoa(running) + " call(s) before it run: a call that never ran took a slot"
-		case c.m.malformedCall(a, op, i):
-			why = "it is malformed, which it must be told first"
-		case c.m.outsideProfile(a, op, i):
-			why = "its agent's profile does not allow it, which it must be told first"
-		case call.Name == c.m.delegateTool && a.depth+1 > a.depthCap:
-			why = "it is a delegation past max_depth, which it must be told first"
-		case call.Name == c.m.delegateTool && a.t.spawned-spawnedHere+spawned >= c.m.maxChildren(a):
-			why = "it is a delegation past max_children, which it must be told first"
-		case call.Name == c.m.delegateTool && c.m.c.NumAgents()-spawnedHere+spawned >= c.m.maxAgents:
-			why = "it is a delegation past max_agents, which it must be told first"
-		}
-		if why != "" {
+		if why := c.refusedWrongly(a, op, i, running, spawned-spawnedHere); why != "" {
 			c.violate(CapsHold, a.id, "call %s was refused max_calls (%d), but %s", call.ID, lim.MaxCalls, why)
 			return
 		}
 	}
+}
+
+// runs reports a call that was not refused nor malformed.
+func runs(f *callObs) bool {
+	return f == nil || (f.l.Status != kernel.CallMalformed && f.l.Status != kernel.CallRefused)
+}
+
+// refusedWrongly says why call i of a's last message, refused max_calls
+// after running calls before it ran (and spawned children, less those
+// its message spawned), should have been run or told something else first
+// ("": it was refused rightly).
+func (c *callChecker) refusedWrongly(a *agentObs, op *opObs, i, running, spawned int) string {
+	delegation := a.lastCalls[i].Name == c.m.delegateTool
+	switch {
+	case running < c.m.lim.MaxCalls:
+		return "only " + strconv.Itoa(running) + " call(s) before it run: a call that never ran took a slot"
+	case c.m.malformedCall(a, op, i):
+		return "it is malformed, which it must be told first"
+	case c.m.outsideProfile(a, op, i):
+		return "its agent's profile does not allow it, which it must be told first"
+	case !delegation:
+		return ""
+	case a.depth+1 > a.depthCap:
+		return "it is a delegation past max_depth, which it must be told first"
+	case a.t.spawned+spawned >= c.m.maxChildren(a):
+		return "it is a delegation past max_children, which it must be told first"
+	case c.m.c.NumAgents()+spawned >= c.m.maxAgents:
+		return "it is a delegation past max_agents, which it must be told first"
+	}
+	return ""
 }

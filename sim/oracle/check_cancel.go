@@ -25,19 +25,7 @@ func (c *cancelChecker) step(s *stepObs) {
 		c.noOp(s)
 	}
 	for i := range s.effs {
-		e, n := &s.effs[i], &s.notes[i]
-		switch {
-		case e.Kind == kernel.EffCancelLLM || e.Kind == kernel.EffCancelTool:
-			if n.bad {
-				c.violate(CancelReachesSubtree, e.Agent, "cancel for op %d, which is not in flight", e.Op)
-			} else if n.count > 1 {
-				c.violate(CancelReachesSubtree, e.Agent, "op %d cancelled %d times (exactly one cancel per op)", e.Op, n.count)
-			}
-		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeInterrupted && n.bad:
-			c.violate(IdempotentInterrupts, e.Agent, "turn %d interrupted twice", e.Life.Turn)
-		case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTimedOut && e.Life.Reason == kernel.ReasonToolTimeout && n.op != nil && n.op.cancels == 0:
-			c.violate(CancelReachesSubtree, e.Agent, "tool op %d timed out and got no cancel", n.op.id)
-		}
+		c.effect(&s.effs[i], &s.notes[i])
 	}
 	for _, o := range s.msgs {
 		if o.m.Marker && o.markers > 1 {
@@ -50,13 +38,37 @@ func (c *cancelChecker) step(s *stepObs) {
 	// Whatever aborted a subtree, every op still in flight in it got its
 	// cancel in this same step.
 	for _, id := range s.entered {
-		if p := c.m.agent(id).parent; p != kernel.NoAgent && slices.Contains(s.entered, p) {
-			continue // aborted with its parent: the parent's subtree covers it
+		if p := c.m.agent(id).parent; p == kernel.NoAgent || !slices.Contains(s.entered, p) {
+			c.allCancelled(id) // else aborted with its parent: the parent's subtree covers it
 		}
-		for _, op := range c.m.live {
-			if op.cancels == 0 && c.m.descends(op.agent, id) {
-				c.violate(CancelReachesSubtree, op.agent, "op %d in flight under the aborted %s got no cancel", op.id, c.m.agent(id).path)
-			}
+	}
+}
+
+// effect judges the cancels and interrupts of one effect: each op in
+// flight cancelled once, each turn interrupted once, a timed-out tool
+// cancelled.
+func (c *cancelChecker) effect(e *kernel.Effect, n *note) {
+	switch {
+	case e.Kind == kernel.EffCancelLLM || e.Kind == kernel.EffCancelTool:
+		if n.bad {
+			c.violate(CancelReachesSubtree, e.Agent, "cancel for op %d, which is not in flight", e.Op)
+		} else if n.count > 1 {
+			c.violate(CancelReachesSubtree, e.Agent, "op %d cancelled %d times (exactly one cancel per op)", e.Op, n.count)
+		}
+	case e.Kind != kernel.EffEmit:
+	case e.Life.Kind == kernel.LifeInterrupted && n.bad:
+		c.violate(IdempotentInterrupts, e.Agent, "turn %d interrupted twice", e.Life.Turn)
+	case e.Life.Kind == kernel.LifeTimedOut && e.Life.Reason == kernel.ReasonToolTimeout && n.op != nil && n.op.cancels == 0:
+		c.violate(CancelReachesSubtree, e.Agent, "tool op %d timed out and got no cancel", n.op.id)
+	}
+}
+
+// allCancelled: every op in flight under the aborted agent id got its
+// cancel.
+func (c *cancelChecker) allCancelled(id kernel.AgentID) {
+	for _, op := range c.m.live {
+		if op.cancels == 0 && c.m.descends(op.agent, id) {
+			c.violate(CancelReachesSubtree, op.agent, "op %d in flight under the aborted %s got no cancel", op.id, c.m.agent(id).path)
 		}
 	}
 }

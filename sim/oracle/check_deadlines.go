@@ -132,29 +132,7 @@ func (c *deadlineChecker) step(s *stepObs) {
 		c.lower(c.restartDue)
 	}
 	for i := range s.effs {
-		e, n := &s.effs[i], &s.notes[i]
-		switch e.Kind {
-		case kernel.EffStartLLM:
-			c.lower(now + lim.FirstTokenTimeout)
-			if e.Agent == kernel.Root && c.restarting {
-				c.restarting = false
-				if now < c.restartDue {
-					c.violate(DeadlinesOnTime, kernel.Root, "the request an interjection cut restarted at %v, before its debounce ended (%v)", now, c.restartDue)
-				}
-			}
-		case kernel.EffStartTool:
-			c.lower(now + lim.ToolTimeout)
-		case kernel.EffCancelLLM, kernel.EffCancelTool:
-			if n.count == 1 {
-				c.lower(now + lim.Grace)
-			}
-		case kernel.EffSetTimer:
-			if e.Timer == kernel.TimerTurn {
-				c.childTimer(e)
-			}
-		case kernel.EffEmit:
-			c.life(&e.Life, n)
-		}
+		c.effect(&s.effs[i], &s.notes[i])
 	}
 	if op := s.op; op != nil && !op.tool && op.gotChunk {
 		c.lower(op.lastChunkAt + lim.StallTimeout)
@@ -164,42 +142,83 @@ func (c *deadlineChecker) step(s *stepObs) {
 	}
 }
 
-func (c *deadlineChecker) life(l *kernel.Lifecycle, n *note) {
+// effect notes the deadline an effect arms, and judges the timers and
+// records it sets.
+func (c *deadlineChecker) effect(e *kernel.Effect, n *note) {
 	now, lim := c.m.now, c.m.lim
+	switch e.Kind {
+	case kernel.EffStartLLM:
+		c.lower(now + lim.FirstTokenTimeout)
+		if e.Agent == kernel.Root && c.restarting {
+			c.restarting = false
+			if now < c.restartDue {
+				c.violate(DeadlinesOnTime, kernel.Root, "the request an interjection cut restarted at %v, before its debounce ended (%v)", now, c.restartDue)
+			}
+		}
+	case kernel.EffStartTool:
+		c.lower(now + lim.ToolTimeout)
+	case kernel.EffCancelLLM, kernel.EffCancelTool:
+		if n.count == 1 {
+			c.lower(now + lim.Grace)
+		}
+	case kernel.EffSetTimer:
+		if e.Timer == kernel.TimerTurn {
+			c.childTimer(e)
+		}
+	case kernel.EffEmit:
+		c.life(&e.Life, n)
+	}
+}
+
+func (c *deadlineChecker) life(l *kernel.Lifecycle, n *note) {
 	switch l.Kind {
 	case kernel.LifeTimedOut:
 		c.timeout(l, n.op)
 	case kernel.LifeOpEnded:
 		if op := n.op; l.End == kernel.OpAbandoned && op != nil && !n.bad {
-			switch {
-			case op.cancels == 0:
-				c.violate(DeadlinesOnTime, op.agent, "op %d abandoned, but it was never cancelled", op.id)
-			case now < op.cancelAt+lim.Grace:
-				c.violate(DeadlinesOnTime, op.agent, "op %d abandoned %v after its cancel; grace is %v", op.id, now-op.cancelAt, lim.Grace)
-			}
+			c.abandoned(op)
 		}
 	case kernel.LifeRequestWaiting:
 		// The restart came on time and waits for a request slot
 		// (docs/semantics.md, "Budgets and caps").
-		if l.Agent == kernel.Root && c.restarting {
-			c.restarting = false
-			if now < c.restartDue {
-				c.violate(DeadlinesOnTime, kernel.Root, "the request an interjection cut was asked for again at %v, before its debounce ended (%v)", now, c.restartDue)
-			}
+		if l.Agent == kernel.Root {
+			c.restarted("the request an interjection cut was asked for again at %v, before its debounce ended (%v)", true)
 		}
 	case kernel.LifeTurnStarted:
 		c.lower(c.due(l.Agent))
 	case kernel.LifeTurnEnded:
-		if l.Agent == kernel.Root && c.restarting {
-			c.restarting = false
-			if l.Reason == kernel.ReasonBudget && now < c.restartDue {
-				c.violate(DeadlinesOnTime, kernel.Root, "the turn ran out of budget at %v, before the interjection's debounce ended (%v)", now, c.restartDue)
-			}
+		if l.Agent == kernel.Root {
+			c.restarted("the turn ran out of budget at %v, before the interjection's debounce ended (%v)", l.Reason == kernel.ReasonBudget)
 		}
 	case kernel.LifeInterrupted:
 		if l.Agent == kernel.Root {
 			c.restarting = false
 		}
+	}
+}
+
+// restarted ends the wait for the restart of the root's request an
+// interjection cut; judged (told as format with the time and the due
+// time), it must not come before its debounce ended.
+func (c *deadlineChecker) restarted(format string, judged bool) {
+	if !c.restarting {
+		return
+	}
+	c.restarting = false
+	if now := c.m.now; judged && now < c.restartDue {
+		c.violate(DeadlinesOnTime, kernel.Root, format, now, c.restartDue)
+	}
+}
+
+// abandoned: an op is abandoned only once its grace after its cancel ran
+// out.
+func (c *deadlineChecker) abandoned(op *opObs) {
+	now, grace := c.m.now, c.m.lim.Grace
+	switch {
+	case op.cancels == 0:
+		c.violate(DeadlinesOnTime, op.agent, "op %d abandoned, but it was never cancelled", op.id)
+	case now < op.cancelAt+grace:
+		c.violate(DeadlinesOnTime, op.agent, "op %d abandoned %v after its cancel; grace is %v", op.id, now-op.cancelAt, grace)
 	}
 }
 
@@ -224,34 +243,63 @@ func (c *deadlineChecker) rearm(s *stepObs) {
 }
 
 // timeout: a timeout never fires before its deadline (the late side is
-// scan's).
+// scan's), and says when the silence or wait it judged began.
 func (c *deadlineChecker) timeout(l *kernel.Lifecycle, op *opObs) {
-	now, lim := c.m.now, c.m.lim
-	// An op cancelled before this step has no deadline left but its grace.
-	cancelled := op != nil && op.cancels > 0 && op.cancelAt < now
 	switch l.Reason {
 	case kernel.ReasonFirstTokenTimeout:
-		if op == nil || op.tool || op.gotChunk || cancelled || now < op.start+lim.FirstTokenTimeout {
+		if !c.firstTokenDue(op) {
 			c.violate(DeadlinesOnTime, l.Agent, "first-token timeout not justified: the request %s", c.story(op))
 		}
 	case kernel.ReasonStallTimeout:
-		if op == nil || op.tool || !op.gotChunk || cancelled || now < op.lastChunkAt+lim.StallTimeout {
+		if !c.stallDue(op) {
 			c.violate(DeadlinesOnTime, l.Agent, "stall timeout not justified: the request %s", c.story(op))
 		}
 	case kernel.ReasonToolTimeout:
-		if op == nil || !op.tool || op.terminal || cancelled || now < op.start+lim.ToolTimeout {
+		if !c.toolDue(op) {
 			c.violate(DeadlinesOnTime, l.Agent, "tool timeout not justified: the tool %s", c.story(op))
 		}
 	case kernel.ReasonTurnTimeout:
-		d := c.due(l.Agent)
-		if a := c.m.agent(l.Agent); d == 0 && a != nil && a.endedTurn == l.Turn && a.endedStep == c.m.s.n {
-			d = a.endedDeadline // the turn settled in the step its deadline fired
-		}
-		if d == 0 || now < d {
-			c.violate(DeadlinesOnTime, l.Agent, "turn timeout at %v; the turn's deadline is %v", now, d)
-		}
+		c.turnTimeout(l)
 	}
-	// The record says when the silence or wait it judged began.
+	c.since(l, op)
+}
+
+// cancelledBefore reports an op cancelled before this step: it has no
+// deadline left but its grace.
+func (c *deadlineChecker) cancelledBefore(op *opObs) bool {
+	return op.cancels > 0 && op.cancelAt < c.m.now
+}
+
+// firstTokenDue: the request is live, has no chunk yet and its first-token
+// window has passed.
+func (c *deadlineChecker) firstTokenDue(op *opObs) bool {
+	return op != nil && !op.tool && !op.gotChunk && !c.cancelledBefore(op) && c.m.now >= op.start+c.m.lim.FirstTokenTimeout
+}
+
+// stallDue: the request is live, has had a chunk, and the stall window
+// since its last one has passed.
+func (c *deadlineChecker) stallDue(op *opObs) bool {
+	return op != nil && !op.tool && op.gotChunk && !c.cancelledBefore(op) && c.m.now >= op.lastChunkAt+c.m.lim.StallTimeout
+}
+
+// toolDue: the tool is live, has not answered, and its window has passed.
+func (c *deadlineChecker) toolDue(op *opObs) bool {
+	return op != nil && op.tool && !op.terminal && !c.cancelledBefore(op) && c.m.now >= op.start+c.m.lim.ToolTimeout
+}
+
+// turnTimeout: a turn times out at its deadline, not before.
+func (c *deadlineChecker) turnTimeout(l *kernel.Lifecycle) {
+	d := c.due(l.Agent)
+	if a := c.m.agent(l.Agent); d == 0 && a != nil && a.endedTurn == l.Turn && a.endedStep == c.m.s.n {
+		d = a.endedDeadline // the turn settled in the step its deadline fired
+	}
+	if now := c.m.now; d == 0 || now < d {
+		c.violate(DeadlinesOnTime, l.Agent, "turn timeout at %v; the turn's deadline is %v", now, d)
+	}
+}
+
+// since: the record says when the silence or wait it judged began.
+func (c *deadlineChecker) since(l *kernel.Lifecycle, op *opObs) {
 	var since time.Duration
 	switch {
 	case l.Reason == kernel.ReasonTurnTimeout:

@@ -39,35 +39,38 @@ func (c *freezeChecker) step(s *stepObs) {
 	}
 	for i := range s.effs {
 		e := &s.effs[i]
-		switch e.Kind {
-		case kernel.EffStartLLM:
+		switch {
+		case e.Kind == kernel.EffStartLLM:
 			if c.isFrozen(e.Agent) {
 				c.violate(NoRequestAfterInterrupt, e.Agent, "LLM request %d after an interrupt of its subtree, before the user submitted again", e.Op)
 			}
-		case kernel.EffEmit:
-			l := &e.Life
-			switch l.Kind {
-			case kernel.LifeTransition:
-				if l.Agent == kernel.Root && l.From == fsm.Idle && l.To == fsm.Streaming && c.isFrozen(kernel.Root) {
-					if user || c.pending > 0 {
-						c.set(kernel.Root, false)
-						c.pending = 0
-					} else {
-						c.violate(NoRequestAfterInterrupt, kernel.Root, "a new turn started after an interrupt without user input (%s)", s.ev.Kind)
-					}
-				}
-				if l.To == fsm.Interrupted {
-					for _, x := range c.m.agents {
-						if x != nil && c.m.descends(x.id, l.Agent) {
-							c.set(x.id, true)
-						}
-					}
-				}
-			case kernel.LifeDelegated:
-				if c.isFrozen(l.Agent) || s.notes[i].was == fsm.Interrupted {
-					c.set(l.Child, true)
-					c.violate(NoRequestAfterInterrupt, l.Child, "child spawned under an interrupted parent")
-				}
+		case e.Kind != kernel.EffEmit:
+		case e.Life.Kind == kernel.LifeTransition:
+			c.transition(s, &e.Life, user)
+		case e.Life.Kind == kernel.LifeDelegated:
+			if l := &e.Life; c.isFrozen(l.Agent) || s.notes[i].was == fsm.Interrupted {
+				c.set(l.Child, true)
+				c.violate(NoRequestAfterInterrupt, l.Child, "child spawned under an interrupted parent")
+			}
+		}
+	}
+}
+
+// transition: an interrupt freezes the agent's subtree; only the user's
+// input thaws it, by starting the root's next turn.
+func (c *freezeChecker) transition(s *stepObs, l *kernel.Lifecycle, user bool) {
+	if l.Agent == kernel.Root && l.From == fsm.Idle && l.To == fsm.Streaming && c.isFrozen(kernel.Root) {
+		if user || c.pending > 0 {
+			c.set(kernel.Root, false)
+			c.pending = 0
+		} else {
+			c.violate(NoRequestAfterInterrupt, kernel.Root, "a new turn started after an interrupt without user input (%s)", s.ev.Kind)
+		}
+	}
+	if l.To == fsm.Interrupted {
+		for _, x := range c.m.agents {
+			if x != nil && c.m.descends(x.id, l.Agent) {
+				c.set(x.id, true)
 			}
 		}
 	}

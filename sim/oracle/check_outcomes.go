@@ -20,19 +20,8 @@ type outcomeChecker struct{ judge }
 
 func (c *outcomeChecker) step(s *stepObs) {
 	for i := range s.effs {
-		e := &s.effs[i]
-		if e.Kind != kernel.EffEmit {
-			continue
-		}
-		switch l := &e.Life; l.Kind {
-		case kernel.LifeTurnStarted:
-			if s.notes[i].bad {
-				c.violate(TypedOutcomes, l.Agent, "turn %d started again", l.Turn)
-			}
-		case kernel.LifeTimedOut:
-			if !l.Reason.IsTimeout() {
-				c.violate(TypedOutcomes, l.Agent, "timeout with non-timeout reason %q", l.Reason)
-			}
+		if e := &s.effs[i]; e.Kind == kernel.EffEmit {
+			c.record(&e.Life, &s.notes[i])
 		}
 	}
 	for i := range s.turnEnds {
@@ -48,23 +37,43 @@ func (c *outcomeChecker) step(s *stepObs) {
 	}
 	// After the step's histories were read: an aborted turn left exactly
 	// one marker, the transcript's record of its typed outcome (F6).
-	for _, e := range s.turnEnds {
-		if e.second || e.l.Outcome == kernel.OutcomeCompleted {
-			continue
+	for i := range s.turnEnds {
+		c.oneMarker(&s.turnEnds[i])
+	}
+}
+
+// record judges a lifecycle record of the step: a turn started twice, a
+// timeout whose reason is no timeout's.
+func (c *outcomeChecker) record(l *kernel.Lifecycle, n *note) {
+	switch l.Kind {
+	case kernel.LifeTurnStarted:
+		if n.bad {
+			c.violate(TypedOutcomes, l.Agent, "turn %d started again", l.Turn)
 		}
-		if a := e.a; a.markerTurn != e.l.Turn || a.markers != 1 {
-			n := 0
-			if a.markerTurn == e.l.Turn {
-				n = a.markers
-			}
-			c.violate(TypedOutcomes, a.id, "turn %d ended %s but left %d marker(s) in its history, want 1", e.l.Turn, e.l.Outcome, n)
+	case kernel.LifeTimedOut:
+		if !l.Reason.IsTimeout() {
+			c.violate(TypedOutcomes, l.Agent, "timeout with non-timeout reason %q", l.Reason)
 		}
+	}
+}
+
+// oneMarker: a turn that did not complete left exactly one marker.
+func (c *outcomeChecker) oneMarker(e *turnEndObs) {
+	if e.second || e.l.Outcome == kernel.OutcomeCompleted {
+		return
+	}
+	if a := e.a; a.markerTurn != e.l.Turn || a.markers != 1 {
+		n := 0
+		if a.markerTurn == e.l.Turn {
+			n = a.markers
+		}
+		c.violate(TypedOutcomes, a.id, "turn %d ended %s but left %d marker(s) in its history, want 1", e.l.Turn, e.l.Outcome, n)
 	}
 }
 
 // turnEnd judges a turn_ended event by the facts of its turn.
 func (c *outcomeChecker) turnEnd(e *turnEndObs) {
-	l, f := e.l, &e.facts
+	l := e.l
 	if e.second {
 		c.violate(TypedOutcomes, l.Agent, "turn %d has a second terminal outcome (%s)", l.Turn, l.Outcome)
 		return
@@ -78,33 +87,39 @@ func (c *outcomeChecker) turnEnd(e *turnEndObs) {
 	if kernel.OutcomeOf(l.Reason) != l.Outcome {
 		c.violate(TypedOutcomes, l.Agent, "outcome %s with reason %q", l.Outcome, l.Reason)
 	}
-	ok := false
+	if !c.endJustified(e) {
+		c.violate(TypedOutcomes, l.Agent, "turn %d ended %s with reason %q, which nothing in the run justifies", l.Turn, l.Outcome, l.Reason)
+	}
+}
+
+// endJustified reports whether the facts of a turn justify the reason it
+// ended with.
+func (c *outcomeChecker) endJustified(e *turnEndObs) bool {
+	l, f := e.l, &e.facts
 	switch l.Reason {
 	case kernel.ReasonNone:
 		op := c.m.ops.get(f.lastReq)
-		ok = op != nil && op.endedOK
+		return op != nil && op.endedOK
 	case kernel.ReasonUserCancel:
-		ok = f.userCancelled
+		return f.userCancelled
 	case kernel.ReasonParentCancelled:
-		ok = f.parentAborted
+		return f.parentAborted
 	case kernel.ReasonFirstTokenTimeout, kernel.ReasonStallTimeout, kernel.ReasonTurnTimeout:
-		ok = f.timedOut == l.Reason
+		return f.timedOut == l.Reason
 	case kernel.ReasonShutdown:
 		// The shutdown aborts the root's turn; a working descendant is
 		// aborted with it, reason parent_cancelled (docs/semantics.md,
 		// "Outcomes and reasons").
-		ok = c.m.shutdown && l.Agent == kernel.Root
+		return c.m.shutdown && l.Agent == kernel.Root
 	case kernel.ReasonLLMError:
-		ok = f.llmFailed
+		return f.llmFailed
 	case kernel.ReasonBudget:
-		ok = f.requests >= c.m.maxRequests(e.a)
+		return f.requests >= c.m.maxRequests(e.a)
 	case kernel.ReasonOutputLimit:
 		op := c.m.ops.get(f.lastReq)
-		ok = op != nil && op.overCapped
+		return op != nil && op.overCapped
 	}
-	if !ok {
-		c.violate(TypedOutcomes, l.Agent, "turn %d ended %s with reason %q, which nothing in the run justifies", l.Turn, l.Outcome, l.Reason)
-	}
+	return false
 }
 
 // childOutcome compares a delegation's result with how the child's turn
@@ -118,61 +133,97 @@ func (c *outcomeChecker) childOutcome(l *kernel.Lifecycle, child *agentObs, end 
 
 // callResult judges a call_finished event against what the run shows.
 func (c *outcomeChecker) callResult(r *callFinObs) {
-	l, a, f, op := r.l, r.a, &r.facts, r.op
+	l := r.l
 	if r.f.n > 1 {
 		c.violate(TypedOutcomes, l.Agent, "call %s has %d terminal results", l.CallID, r.f.n)
 		return
 	}
-	ok := false
-	switch l.Status {
-	case kernel.CallChild:
-		if child, spawned := a.delegated[l.CallID]; !spawned || child != l.Child {
-			c.violate(TypedOutcomes, l.Agent, "call %s reports the result of agent %d, which was not spawned for it", l.CallID, l.Child)
-			return
-		}
-		if kernel.OutcomeOf(l.Reason) != l.Outcome {
-			c.violate(TypedOutcomes, l.Agent, "call %s: child outcome %s with reason %q", l.CallID, l.Outcome, l.Reason)
-			return
-		}
-		if r.childEnded {
-			c.childOutcome(l, r.child, r.childEnd)
-		}
+	if l.Status == kernel.CallChild {
+		c.childResult(r)
 		return
-	case kernel.CallCancelled:
-		ok = f.interrupted && l.Reason == f.abortReason && !l.Reason.IsTimeout()
-	case kernel.CallTimedOut:
-		if l.Reason == kernel.ReasonToolTimeout {
-			ok = op != nil && op.timedOut
-		} else {
-			ok = f.interrupted && l.Reason == f.abortReason && l.Reason.IsTimeout()
-		}
-	case kernel.CallOK:
-		ok = l.Reason == kernel.ReasonNone && op != nil && op.tool && op.terminal && op.cancels == 0 && op.result == kernel.ToolOK
-	case kernel.CallError:
-		ok = l.Reason == kernel.ReasonToolError && op != nil && op.tool && op.terminal && op.cancels == 0 && op.result != kernel.ToolOK
-	case kernel.CallRefused:
-		// The limit must really be reached, as the model counts it.
-		switch l.Reason {
-		case kernel.ReasonMaxDepth:
-			ok = a.depth+1 > a.depthCap
-		case kernel.ReasonMaxChildren:
-			ok = f.spawned >= c.m.maxChildren(a)
-		case kernel.ReasonNotInProfile:
-			ok = c.m.outsideProfile(a, c.m.ops.get(f.lastReq), callIndex(a, l.CallID))
-		case kernel.ReasonMaxAgents:
-			ok = c.m.held() >= c.m.maxAgents
-		case kernel.ReasonMaxCalls:
-			ok = callIndex(a, l.CallID) >= c.m.lim.MaxCalls
-		}
-	case kernel.CallMalformed:
-		ok = l.Reason == kernel.ReasonMalformed && c.m.malformedCall(a, c.m.ops.get(f.lastReq), callIndex(a, l.CallID))
-	case kernel.CallLost:
-		// A crash lost the tool, and it is not safe to run again.
-		ok = l.Reason == kernel.ReasonCrash && op != nil && op.tool && op.end == kernel.OpLost && !slices.Contains(c.m.idempotent, l.Name)
 	}
-	if !ok {
+	if !c.justified(r) {
 		c.violate(TypedOutcomes, l.Agent, "call %s ended %s with reason %q, which nothing in the run justifies", l.CallID, l.Status, l.Reason)
 	}
+}
+
+// childResult judges a delegation's result: its child, spawned for the
+// call, and the outcome the child's turn ended with.
+func (c *outcomeChecker) childResult(r *callFinObs) {
+	l := r.l
+	if child, spawned := r.a.delegated[l.CallID]; !spawned || child != l.Child {
+		c.violate(TypedOutcomes, l.Agent, "call %s reports the result of agent %d, which was not spawned for it", l.CallID, l.Child)
+		return
+	}
+	if kernel.OutcomeOf(l.Reason) != l.Outcome {
+		c.violate(TypedOutcomes, l.Agent, "call %s: child outcome %s with reason %q", l.CallID, l.Outcome, l.Reason)
+		return
+	}
+	if r.childEnded {
+		c.childOutcome(l, r.child, r.childEnd)
+	}
+}
+
+// justified reports whether the run justifies a tool call's result: its
+// status and reason are what happened to the call, its op and its turn.
+func (c *outcomeChecker) justified(r *callFinObs) bool {
+	l, f, op := r.l, &r.facts, r.op
+	switch l.Status {
+	case kernel.CallCancelled:
+		return abortedBy(f, l.Reason) && !l.Reason.IsTimeout()
+	case kernel.CallTimedOut:
+		if l.Reason == kernel.ReasonToolTimeout {
+			return op != nil && op.timedOut
+		}
+		return abortedBy(f, l.Reason) && l.Reason.IsTimeout()
+	case kernel.CallOK:
+		return l.Reason == kernel.ReasonNone && answered(op, true)
+	case kernel.CallError:
+		return l.Reason == kernel.ReasonToolError && answered(op, false)
+	case kernel.CallRefused:
+		return c.refusalJustified(r)
+	case kernel.CallMalformed:
+		return l.Reason == kernel.ReasonMalformed && c.m.malformedCall(r.a, c.m.ops.get(f.lastReq), callIndex(r.a, l.CallID))
+	case kernel.CallLost:
+		return c.lostJustified(r)
+	}
+	return false
+}
+
+// abortedBy reports a turn aborted for reason.
+func abortedBy(f *turnFacts, reason kernel.Reason) bool {
+	return f.interrupted && reason == f.abortReason
+}
+
+// answered reports a tool op that ended by its own answer, uncancelled,
+// successful or not as ok says.
+func answered(op *opObs, ok bool) bool {
+	return op != nil && op.tool && op.terminal && op.cancels == 0 && (op.result == kernel.ToolOK) == ok
+}
+
+// lostJustified: a crash lost the tool, and it is not safe to run again.
+func (c *outcomeChecker) lostJustified(r *callFinObs) bool {
+	op := r.op
+	return r.l.Reason == kernel.ReasonCrash && op != nil && op.tool && op.end == kernel.OpLost && !slices.Contains(c.m.idempotent, r.l.Name)
+}
+
+// refusalJustified: the limit a refusal names is really reached, as the
+// model counts it.
+func (c *outcomeChecker) refusalJustified(r *callFinObs) bool {
+	l, a, f := r.l, r.a, &r.facts
+	switch l.Reason {
+	case kernel.ReasonMaxDepth:
+		return a.depth+1 > a.depthCap
+	case kernel.ReasonMaxChildren:
+		return f.spawned >= c.m.maxChildren(a)
+	case kernel.ReasonNotInProfile:
+		return c.m.outsideProfile(a, c.m.ops.get(f.lastReq), callIndex(a, l.CallID))
+	case kernel.ReasonMaxAgents:
+		return c.m.held() >= c.m.maxAgents
+	case kernel.ReasonMaxCalls:
+		return callIndex(a, l.CallID) >= c.m.lim.MaxCalls
+	}
+	return false
 }
 
 // toolContent: the tool message a model reads says what the lifecycle says
@@ -186,11 +237,11 @@ func (c *outcomeChecker) toolContent(o *msgObs) {
 	l := &f.l
 	// The kernel flags what it wrote itself: every result but a tool's own
 	// answer, and a child's written by an abort before the child ended.
-	own := l.Status == kernel.CallOK || l.Status == kernel.CallError || (l.Status == kernel.CallChild && !f.early)
-	if o.m.Synthetic == own {
+	toolsOwn := l.Status == kernel.CallOK || l.Status == kernel.CallError
+	if own := toolsOwn || (l.Status == kernel.CallChild && !f.early); o.m.Synthetic == own {
 		c.violate(TypedOutcomes, o.a.id, "the result of call %s (%s) is flagged synthetic=%v", o.m.ToolCallID, l.Status, o.m.Synthetic)
 	}
-	if l.Status == kernel.CallOK || l.Status == kernel.CallError {
+	if toolsOwn {
 		return // the tool's own text
 	}
 	if !f.parsed {
@@ -201,14 +252,13 @@ func (c *outcomeChecker) toolContent(o *msgObs) {
 		c.violate(TypedOutcomes, o.a.id, "result of call %s is not written as docs/semantics.md (\"Results\") writes it: %s: %.80q", o.m.ToolCallID, why, o.m.Content)
 		return
 	}
-	r := &f.content
-	var bad bool
-	if l.Status == kernel.CallChild {
-		bad = r.Type != "agent_result" || r.Outcome != l.Outcome.String() || r.Reason != l.Reason.String()
-	} else {
-		bad = r.Type != resultType(l.Status) || r.Status != l.Status.String() || r.Reason != l.Reason.String()
-	}
-	if bad {
+	c.structured(o, l, &f.content)
+}
+
+// structured: the structured result of a call the kernel wrote says how
+// the call ended, and a refusal or a malformed call says why.
+func (c *outcomeChecker) structured(o *msgObs, l *kernel.Lifecycle, r *resultContent) {
+	if !resultSays(r, l) {
 		c.violate(TypedOutcomes, o.a.id, "result of call %s reads %s/%s%s/%q, but the call ended %s/%s/%q",
 			o.m.ToolCallID, r.Type, r.Status, r.Outcome, r.Reason, l.Status, l.Outcome, l.Reason)
 		return
@@ -219,6 +269,15 @@ func (c *outcomeChecker) toolContent(o *msgObs) {
 	case (l.Status == kernel.CallMalformed || l.Reason == kernel.ReasonNotInProfile) && r.Error == "":
 		c.violate(TypedOutcomes, o.a.id, "%s call %s is not told what is wrong", l.Status, o.m.ToolCallID)
 	}
+}
+
+// resultSays reports whether a structured result names the type, status
+// or outcome, and reason of the call's end.
+func resultSays(r *resultContent, l *kernel.Lifecycle) bool {
+	if l.Status == kernel.CallChild {
+		return r.Type == "agent_result" && r.Outcome == l.Outcome.String() && r.Reason == l.Reason.String()
+	}
+	return r.Type == resultType(l.Status) && r.Status == l.Status.String() && r.Reason == l.Reason.String()
 }
 
 // resultType is the type of the structured result of a call that ended

@@ -19,14 +19,7 @@ func (c *progressChecker) step(s *stepObs) {
 		return
 	}
 	for _, id := range s.dirty {
-		switch a := c.m.agents[id]; a.state {
-		case fsm.Tooling, fsm.Delegating:
-			if len(a.lastCalls) > 0 && c.allAnswered(a) {
-				c.violate(NoWaitingForNothing, id, "every call of its last message has its result, and it is still %s", a.state)
-			}
-		case fsm.Interrupted:
-			c.unsettled(a)
-		}
+		c.agent(c.m.agents[id])
 	}
 	// An op's end names its agent only as progress: an Interrupted agent
 	// whose last op ended here is judged too.
@@ -41,6 +34,19 @@ func (c *progressChecker) step(s *stepObs) {
 		if a := e.a; !e.second && a.via.id != "" && c.m.calls[a.via] == nil {
 			c.violate(NoWaitingForNothing, a.via.agent, "%s ended its turn, and call %s it was spawned for has no result", a.path, a.via.id)
 		}
+	}
+}
+
+// agent: an agent the step named does not wait for calls that all have
+// their results, nor stay Interrupted with nothing left.
+func (c *progressChecker) agent(a *agentObs) {
+	switch a.state {
+	case fsm.Tooling, fsm.Delegating:
+		if len(a.lastCalls) > 0 && c.allAnswered(a) {
+			c.violate(NoWaitingForNothing, a.id, "every call of its last message has its result, and it is still %s", a.state)
+		}
+	case fsm.Interrupted:
+		c.unsettled(a)
 	}
 }
 

@@ -117,36 +117,13 @@ func (c *spanChecker) step(s *stepObs) {
 	}
 	for i := range s.effs {
 		if l := &s.effs[i].Life; s.effs[i].Kind == kernel.EffEmit {
-			switch l.Kind {
-			case kernel.LifeInterrupted:
-				c.aborted = append(c.aborted, *l)
-			case kernel.LifeTimedOut:
-				c.deadline = append(c.deadline, *l)
-			}
+			c.why(l)
 		}
 	}
 	// In the order of the effects: a turn may end and the next start in
 	// one step, and an op may start in a step something else ends.
 	for i := range s.effs {
-		e := &s.effs[i]
-		switch {
-		case e.Kind == kernel.EffStartLLM:
-			c.start(spanWant{kind: spans.KindChat, agent: e.Agent, op: e.Op})
-		case e.Kind == kernel.EffStartTool:
-			c.start(spanWant{kind: spans.KindTool, agent: e.Agent, op: e.Op, call: e.Call.ID})
-		case e.Kind == kernel.EffCancelLLM || e.Kind == kernel.EffCancelTool:
-			if o := c.ops[e.Op]; o != nil && !o.cancelled {
-				o.cancelled = true
-				c.cut = append(c.cut, o)
-			}
-		case e.Kind != kernel.EffEmit:
-		case e.Life.Kind == kernel.LifeTurnStarted:
-			c.start(spanWant{kind: spans.KindAgent, agent: e.Life.Agent})
-		case e.Life.Kind == kernel.LifeDelegated:
-			c.start(spanWant{kind: spans.KindDelegation, agent: e.Life.Agent, call: e.Life.CallID, child: e.Life.Child})
-		default:
-			c.life(s, &e.Life)
-		}
+		c.effect(s, &s.effs[i])
 	}
 	// A cancel says why in its step: a tool's deadline, else its agent's
 	// abort (nothing for an interjection's cut).
@@ -154,12 +131,7 @@ func (c *spanChecker) step(s *stepObs) {
 		o.cancelReason = c.cancelReason(o)
 	}
 	for i := range c.changes {
-		switch ch := &c.changes[i]; {
-		case ch.Kind == spans.Started && !c.used[i]:
-			c.violate(SpansEnd, ch.Span.Agent, "span %d (%s) started for no %s the step started", ch.Span.ID, ch.Span.Name(), ch.Span.Kind)
-		case ch.Kind == spans.Evented && c.obs(ch.Span.ID) == nil:
-			c.violate(SpansEnd, ch.Span.Agent, "span %d (%s) got event %s while not open", ch.Span.ID, ch.Span.Name(), ch.Event.Kind)
-		}
+		c.unexplained(i)
 	}
 	for i := range c.changes {
 		if ch := &c.changes[i]; ch.Kind == spans.Ended {
@@ -169,6 +141,50 @@ func (c *spanChecker) step(s *stepObs) {
 	c.overdue(s.ev.At)
 	c.cut, c.own = c.cut[:0], c.own[:0]
 	c.aborted, c.deadline = c.aborted[:0], c.deadline[:0]
+}
+
+// why notes the records that say why ops are cancelled: an abort, a
+// deadline.
+func (c *spanChecker) why(l *kernel.Lifecycle) {
+	switch l.Kind {
+	case kernel.LifeInterrupted:
+		c.aborted = append(c.aborted, *l)
+	case kernel.LifeTimedOut:
+		c.deadline = append(c.deadline, *l)
+	}
+}
+
+// effect reads what one effect starts, cancels or ends.
+func (c *spanChecker) effect(s *stepObs, e *kernel.Effect) {
+	switch {
+	case e.Kind == kernel.EffStartLLM:
+		c.start(spanWant{kind: spans.KindChat, agent: e.Agent, op: e.Op})
+	case e.Kind == kernel.EffStartTool:
+		c.start(spanWant{kind: spans.KindTool, agent: e.Agent, op: e.Op, call: e.Call.ID})
+	case e.Kind == kernel.EffCancelLLM || e.Kind == kernel.EffCancelTool:
+		if o := c.ops[e.Op]; o != nil && !o.cancelled {
+			o.cancelled = true
+			c.cut = append(c.cut, o)
+		}
+	case e.Kind != kernel.EffEmit:
+	case e.Life.Kind == kernel.LifeTurnStarted:
+		c.start(spanWant{kind: spans.KindAgent, agent: e.Life.Agent})
+	case e.Life.Kind == kernel.LifeDelegated:
+		c.start(spanWant{kind: spans.KindDelegation, agent: e.Life.Agent, call: e.Life.CallID, child: e.Life.Child})
+	default:
+		c.life(s, &e.Life)
+	}
+}
+
+// unexplained: change i of the derivation starts a span for nothing the
+// step started, or adds an event to a span not open.
+func (c *spanChecker) unexplained(i int) {
+	switch ch := &c.changes[i]; {
+	case ch.Kind == spans.Started && !c.used[i]:
+		c.violate(SpansEnd, ch.Span.Agent, "span %d (%s) started for no %s the step started", ch.Span.ID, ch.Span.Name(), ch.Span.Kind)
+	case ch.Kind == spans.Evented && c.obs(ch.Span.ID) == nil:
+		c.violate(SpansEnd, ch.Span.Agent, "span %d (%s) got event %s while not open", ch.Span.ID, ch.Span.Name(), ch.Event.Kind)
+	}
 }
 
 // start: the step started what w says; the derivation must have started

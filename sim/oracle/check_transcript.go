@@ -49,79 +49,105 @@ func (c *transcriptChecker) request(e *kernel.Effect) {
 // results. It returns the index of the first problem and what it is ("":
 // valid). TestTranscriptRulesAgree holds kernel.ValidateTranscript to it.
 func validTranscript(msgs []kernel.Message, openTail bool) (int, string) {
-	ids := make(map[string]bool)
-	var open []kernel.ToolCall // calls of the last assistant message
-	var answered []bool
-	openAt := -1
-	unanswered := func() int {
-		n := 0
-		for _, a := range answered {
-			if !a {
-				n++
-			}
-		}
-		return n
-	}
+	t := transcript{ids: make(map[string]bool), openAt: -1}
 	for i, m := range msgs {
-		if open != nil && m.Role != kernel.RoleTool {
-			if n := unanswered(); n > 0 {
-				return i, fmt.Sprintf("%d call(s) of message %d have no result before this %s message", n, openAt, m.Role)
-			}
-			open, answered = nil, nil
-		}
-		switch m.Role {
-		case kernel.RoleSystem:
-			if i != 0 {
-				return i, "a system message after the start"
-			}
-		case kernel.RoleUser:
-			if m.Content == "" {
-				return i, "an empty user message"
-			}
-		case kernel.RoleAssistant:
-			if m.Content == "" && len(m.ToolCalls) == 0 {
-				return i, "an empty assistant message"
-			}
-			if len(m.ToolCalls) == 0 {
-				continue
-			}
-			open, answered, openAt = m.ToolCalls, make([]bool, len(m.ToolCalls)), i
-			for _, tc := range m.ToolCalls {
-				switch {
-				case tc.ID == "":
-					return i, "a tool call without an id"
-				case tc.Name == "":
-					return i, "tool call " + tc.ID + " without a name"
-				case ids[tc.ID]:
-					return i, "tool call id " + tc.ID + " used twice"
-				}
-				ids[tc.ID] = true
-			}
-		case kernel.RoleTool:
-			if open == nil {
-				return i, fmt.Sprintf("a result for %q follows no assistant message with calls", m.ToolCallID)
-			}
-			k := -1
-			for j, tc := range open {
-				if tc.ID == m.ToolCallID {
-					k = j
-				}
-			}
-			switch {
-			case k < 0:
-				return i, fmt.Sprintf("a result for %q, which is not a call of message %d", m.ToolCallID, openAt)
-			case answered[k]:
-				return i, "call " + m.ToolCallID + " answered twice"
-			}
-			answered[k] = true
-		default:
-			return i, fmt.Sprintf("unknown role %q", m.Role)
+		if why := t.next(i, m); why != "" {
+			return i, why
 		}
 	}
-	if open != nil && !openTail {
-		if n := unanswered(); n > 0 {
-			return len(msgs), fmt.Sprintf("%d call(s) of message %d have no result", n, openAt)
+	if t.open != nil && !openTail {
+		if n := t.unanswered(); n > 0 {
+			return len(msgs), fmt.Sprintf("%d call(s) of message %d have no result", n, t.openAt)
 		}
 	}
 	return -1, ""
+}
+
+// transcript is validTranscript's reading so far.
+type transcript struct {
+	ids      map[string]bool
+	open     []kernel.ToolCall // calls of the last assistant message
+	answered []bool
+	openAt   int
+}
+
+func (t *transcript) unanswered() int {
+	n := 0
+	for _, a := range t.answered {
+		if !a {
+			n++
+		}
+	}
+	return n
+}
+
+// next reads message i: what is wrong with it ("": nothing).
+func (t *transcript) next(i int, m kernel.Message) string {
+	if t.open != nil && m.Role != kernel.RoleTool {
+		if n := t.unanswered(); n > 0 {
+			return fmt.Sprintf("%d call(s) of message %d have no result before this %s message", n, t.openAt, m.Role)
+		}
+		t.open, t.answered = nil, nil
+	}
+	switch m.Role {
+	case kernel.RoleSystem:
+		if i != 0 {
+			return "a system message after the start"
+		}
+	case kernel.RoleUser:
+		if m.Content == "" {
+			return "an empty user message"
+		}
+	case kernel.RoleAssistant:
+		return t.assistant(i, m)
+	case kernel.RoleTool:
+		return t.result(m)
+	default:
+		return fmt.Sprintf("unknown role %q", m.Role)
+	}
+	return ""
+}
+
+// assistant reads an assistant message and opens its calls.
+func (t *transcript) assistant(i int, m kernel.Message) string {
+	if m.Content == "" && len(m.ToolCalls) == 0 {
+		return "an empty assistant message"
+	}
+	if len(m.ToolCalls) == 0 {
+		return ""
+	}
+	t.open, t.answered, t.openAt = m.ToolCalls, make([]bool, len(m.ToolCalls)), i
+	for _, tc := range m.ToolCalls {
+		switch {
+		case tc.ID == "":
+			return "a tool call without an id"
+		case tc.Name == "":
+			return "tool call " + tc.ID + " without a name"
+		case t.ids[tc.ID]:
+			return "tool call id " + tc.ID + " used twice"
+		}
+		t.ids[tc.ID] = true
+	}
+	return ""
+}
+
+// result reads a tool message: it answers an open call, once.
+func (t *transcript) result(m kernel.Message) string {
+	if t.open == nil {
+		return fmt.Sprintf("a result for %q follows no assistant message with calls", m.ToolCallID)
+	}
+	k := -1
+	for j, tc := range t.open {
+		if tc.ID == m.ToolCallID {
+			k = j
+		}
+	}
+	switch {
+	case k < 0:
+		return fmt.Sprintf("a result for %q, which is not a call of message %d", m.ToolCallID, t.openAt)
+	case t.answered[k]:
+		return "call " + m.ToolCallID + " answered twice"
+	}
+	t.answered[k] = true
+	return ""
 }

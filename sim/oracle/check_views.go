@@ -37,13 +37,16 @@ func (c *viewChecker) agent(a *agentObs) {
 	switch {
 	case a.freed && !a.viewFreed:
 		c.violate(ViewsTellTruth, a.id, "is still held: it finished (its turn and its ops ended) before this step, so it should be freed")
-		return
 	case !a.freed && a.viewFreed:
 		c.violate(ViewsTellTruth, a.id, "reports itself freed, but it has not finished before this step")
-		return
-	case a.freed:
-		return
+	case !a.freed:
+		c.held(a)
 	}
+}
+
+// held: the view of an agent the core holds says what the oracle saw of
+// it (the first difference is told).
+func (c *viewChecker) held(a *agentObs) {
 	v := &a.view
 	out, reason, summary := kernel.OutcomeNone, kernel.ReasonNone, ""
 	if a.endedTurn > 0 && a.endedTurn == a.startedTurn {

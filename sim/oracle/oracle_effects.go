@@ -20,55 +20,7 @@ func (m *model) apply(effs []kernel.Effect) {
 		m.touch(s.target) // a stale event must not have changed it
 	}
 	for i := range effs {
-		e, n := &effs[i], &s.notes[i]
-		// Agents named by structural effects are read below. Progress (a
-		// chunk, a retry, a timer) cannot change an agent's state or
-		// history, so it does not force a read.
-		if e.Agent >= 0 && !progressOnly(e) {
-			m.touch(e.Agent)
-		}
-		switch e.Kind {
-		case kernel.EffError:
-			s.rejected = true
-		case kernel.EffStartLLM:
-			a := m.observe(e.Agent)
-			a.t.requests++
-			a.llmRequests++
-			if m.restarts(e.Agent) {
-				a.restarts++
-				a.t.restarts++
-			}
-			a.t.lastReq = e.Op
-			a.liveOps++
-			a.started = a.started[:0]
-			n.a, n.count = a, a.t.requests
-			n.firstWaiting = kernel.NoAgent
-			if len(m.waiting) > 0 {
-				n.firstWaiting = m.waiting[0]
-			}
-			m.unwait(a)
-			n.op, n.bad = m.startOp(e, false)
-			n.liveRequests = m.liveRequests()
-		case kernel.EffStartTool:
-			m.startTool(e, n)
-		case kernel.EffCancelLLM, kernel.EffCancelTool:
-			m.cancelOp(e, n)
-		case kernel.EffSetTimer:
-			m.timers[e.Op] = timerObs{kind: e.Timer, agent: e.Agent, at: e.At}
-		case kernel.EffStopTimer:
-			t, ok := m.timers[e.Op]
-			if !ok {
-				n.bad = true
-			} else {
-				if s.stoppedAt == nil {
-					s.stoppedAt = make(map[kernel.OpID]time.Duration)
-				}
-				s.stoppedAt[e.Op] = t.at
-			}
-			delete(m.timers, e.Op)
-		case kernel.EffEmit:
-			m.life(&e.Life, n)
-		}
+		m.effect(&effs[i], &s.notes[i])
 	}
 	s.chunkOnly = s.op != nil && s.ev.Kind == kernel.EvLLMDelta && s.capCut == nil && len(s.dirty) == 0 && chunkEffects(s)
 	// Only agents named by this step (its target, its effects) are read:
@@ -85,6 +37,68 @@ func (m *model) apply(effs []kernel.Effect) {
 		m.quietAt = m.now
 	}
 	m.quiet = quiet
+}
+
+// effect reads one effect of the step, noting in n what the checkers need.
+func (m *model) effect(e *kernel.Effect, n *note) {
+	// Agents named by structural effects are read below. Progress (a
+	// chunk, a retry, a timer) cannot change an agent's state or
+	// history, so it does not force a read.
+	if e.Agent >= 0 && !progressOnly(e) {
+		m.touch(e.Agent)
+	}
+	switch e.Kind {
+	case kernel.EffError:
+		m.s.rejected = true
+	case kernel.EffStartLLM:
+		m.startLLM(e, n)
+	case kernel.EffStartTool:
+		m.startTool(e, n)
+	case kernel.EffCancelLLM, kernel.EffCancelTool:
+		m.cancelOp(e, n)
+	case kernel.EffSetTimer:
+		m.timers[e.Op] = timerObs{kind: e.Timer, agent: e.Agent, at: e.At}
+	case kernel.EffStopTimer:
+		m.stopTimer(e, n)
+	case kernel.EffEmit:
+		m.life(&e.Life, n)
+	}
+}
+
+// startLLM reads a request started.
+func (m *model) startLLM(e *kernel.Effect, n *note) {
+	a := m.observe(e.Agent)
+	a.t.requests++
+	a.llmRequests++
+	if m.restarts(e.Agent) {
+		a.restarts++
+		a.t.restarts++
+	}
+	a.t.lastReq = e.Op
+	a.liveOps++
+	a.started = a.started[:0]
+	n.a, n.count = a, a.t.requests
+	n.firstWaiting = kernel.NoAgent
+	if len(m.waiting) > 0 {
+		n.firstWaiting = m.waiting[0]
+	}
+	m.unwait(a)
+	n.op, n.bad = m.startOp(e, false)
+	n.liveRequests = m.liveRequests()
+}
+
+// stopTimer reads a timer stopped (n.bad: one not set).
+func (m *model) stopTimer(e *kernel.Effect, n *note) {
+	t, ok := m.timers[e.Op]
+	if !ok {
+		n.bad = true
+	} else {
+		if m.s.stoppedAt == nil {
+			m.s.stoppedAt = make(map[kernel.OpID]time.Duration)
+		}
+		m.s.stoppedAt[e.Op] = t.at
+	}
+	delete(m.timers, e.Op)
 }
 
 // chunkEffects reports whether a chunk's effects were only its delta
@@ -207,59 +221,19 @@ func (m *model) cancelOp(e *kernel.Effect, n *note) {
 
 // life reads one lifecycle event.
 func (m *model) life(l *kernel.Lifecycle, n *note) {
-	h := lifeHash(*l)
-	if len(m.emitted) < emittedRing {
-		m.emitted = append(m.emitted, h)
-	} else {
-		m.emitted[m.nEmitted%emittedRing] = h
-	}
-	m.nEmitted++
+	m.emit(l)
 	if l.Agent < 0 {
 		return
 	}
-	s := &m.s
 	a := m.observe(l.Agent)
 	n.a = a
 	switch l.Kind {
 	case kernel.LifeTransition:
-		for int(l.Agent) >= len(s.trans) {
-			s.trans = append(s.trans, nil)
-		}
-		if len(s.trans[l.Agent]) == 0 {
-			s.transUsed = append(s.transUsed, l.Agent)
-		}
-		s.trans[l.Agent] = append(s.trans[l.Agent], *l)
-		if l.To == fsm.Interrupted {
-			m.entered(a)
-		}
+		m.transition(l, a)
 	case kernel.LifeOpEnded:
-		op := m.ops.get(l.Op)
-		n.op = op
-		switch {
-		case op == nil, op.ended:
-			n.bad = true
-		default:
-			op.ended, op.end = true, l.End
-			owner := m.agents[op.agent]
-			owner.liveOps--
-			if op.tool {
-				owner.liveTools--
-			}
-			m.noteFinished(owner) // a finished child whose last op ended
-			if i := slices.Index(m.live, op); i >= 0 {
-				m.live = slices.Delete(m.live, i, i+1)
-			}
-		}
+		m.opEnded(l, n)
 	case kernel.LifeTimedOut:
-		op := m.ops.get(l.Op)
-		n.op = op
-		if l.Reason == kernel.ReasonToolTimeout {
-			if op != nil {
-				op.timedOut = true
-			}
-		} else if l.Reason.IsTimeout() {
-			a.t.timedOut = l.Reason
-		}
+		m.timedOut(l, n, a)
 	case kernel.LifeRequestWaiting:
 		n.bad = a.waitingReq
 		if !a.waitingReq {
@@ -267,72 +241,158 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 			m.waiting = append(m.waiting, a.id)
 		}
 	case kernel.LifeInterrupted:
-		m.unwait(a) // an aborted turn's waiting request is never sent
-		n.bad = a.t.interrupted && a.t.turn == l.Turn
-		a.t.interrupted, a.t.abortReason = true, l.Reason
-		// The abort cuts the request that ran when the step began (its
-		// cancel may come before or after this record).
-		if op := m.ops.get(a.t.lastReq); op != nil && !op.tool && !op.terminal && !op.ended && (op.cancels == 0 || op.cancelStep == s.n) {
-			a.t.cut = string(op.text)
-			m.cut(op, "its abort")
-		}
+		m.interrupted(l, n, a)
 	case kernel.LifeTurnStarted:
-		n.bad = l.Turn <= a.startedTurn
-		a.startedTurn = l.Turn
-		a.t = turnFacts{turn: l.Turn, start: m.now}
-		// A child's deadline is the earlier of its own and its parent's.
-		a.deadline = m.now + m.lim.TurnTimeout
-		if p := m.agent(a.parent); p != nil && p.deadline > 0 && p.deadline < a.deadline {
-			a.deadline = p.deadline
-		}
-		s.started = append(s.started, a)
+		m.turnStarted(l, n, a)
 	case kernel.LifeTurnEnded:
-		if l.Outcome == kernel.OutcomeBudgetExhausted && a.t.restarts > 0 {
-			m.crashSpent(a, l.Turn)
-		}
-		e := turnEndObs{l: l, a: a, second: a.endedTurn == l.Turn && l.Turn != 0, facts: a.t, owed: a.owed}
-		a.owed = nil
-		if !e.second {
-			a.endedDeadline, a.endedStep, a.deadline = a.deadline, m.s.n, 0
-			a.endedTurn = l.Turn
-			a.end = turnEnd{turn: l.Turn, outcome: l.Outcome, reason: l.Reason, text: l.Text, detail: l.Detail}
-		}
-		s.turnEnds = append(s.turnEnds, e)
+		m.turnEnded(l, a)
 	case kernel.LifeCallFinished:
-		k := callKey{l.Agent, l.CallID}
-		f := m.calls[k]
-		if f == nil {
-			f = &callObs{l: *l}
-			m.calls[k] = f
+		m.callFinished(l, a)
+	case kernel.LifeDelegated:
+		m.delegated(l, n, a)
+	}
+}
+
+// emit keeps the hash of an emitted lifecycle event (emittedRing).
+func (m *model) emit(l *kernel.Lifecycle) {
+	h := lifeHash(*l)
+	if len(m.emitted) < emittedRing {
+		m.emitted = append(m.emitted, h)
+	} else {
+		m.emitted[m.nEmitted%emittedRing] = h
+	}
+	m.nEmitted++
+}
+
+// transition records one of the step's transitions of a.
+func (m *model) transition(l *kernel.Lifecycle, a *agentObs) {
+	s := &m.s
+	for int(l.Agent) >= len(s.trans) {
+		s.trans = append(s.trans, nil)
+	}
+	if len(s.trans[l.Agent]) == 0 {
+		s.transUsed = append(s.transUsed, l.Agent)
+	}
+	s.trans[l.Agent] = append(s.trans[l.Agent], *l)
+	if l.To == fsm.Interrupted {
+		m.entered(a)
+	}
+}
+
+// opEnded ends an op (n.bad: one never started, or ended before).
+func (m *model) opEnded(l *kernel.Lifecycle, n *note) {
+	op := m.ops.get(l.Op)
+	n.op = op
+	if op == nil || op.ended {
+		n.bad = true
+		return
+	}
+	op.ended, op.end = true, l.End
+	owner := m.agents[op.agent]
+	owner.liveOps--
+	if op.tool {
+		owner.liveTools--
+	}
+	m.noteFinished(owner) // a finished child whose last op ended
+	if i := slices.Index(m.live, op); i >= 0 {
+		m.live = slices.Delete(m.live, i, i+1)
+	}
+}
+
+// timedOut records a timeout: a tool's, or a's turn's.
+func (m *model) timedOut(l *kernel.Lifecycle, n *note, a *agentObs) {
+	op := m.ops.get(l.Op)
+	n.op = op
+	if l.Reason == kernel.ReasonToolTimeout {
+		if op != nil {
+			op.timedOut = true
 		}
-		f.n++
-		c := callFinObs{l: l, a: a, f: f, op: m.ops.get(l.Op), facts: a.t}
-		if l.Status == kernel.CallChild && f.n == 1 {
-			if child := m.agent(l.Child); child != nil {
-				c.child = child
-				if child.startedTurn != 0 && child.endedTurn == child.startedTurn {
-					c.childEnded, c.childEnd = true, child.end
-				} else {
-					f.early = true
-					child.owed = append(child.owed, f) // judged when the child's turn ends
-				}
+	} else if l.Reason.IsTimeout() {
+		a.t.timedOut = l.Reason
+	}
+}
+
+// interrupted records the abort of a's turn (n.bad: a second one).
+func (m *model) interrupted(l *kernel.Lifecycle, n *note, a *agentObs) {
+	m.unwait(a) // an aborted turn's waiting request is never sent
+	n.bad = a.t.interrupted && a.t.turn == l.Turn
+	a.t.interrupted, a.t.abortReason = true, l.Reason
+	// The abort cuts the request that ran when the step began (its
+	// cancel may come before or after this record).
+	if op := m.ops.get(a.t.lastReq); op != nil && !op.tool && !op.terminal && !op.ended && (op.cancels == 0 || op.cancelStep == m.s.n) {
+		a.t.cut = string(op.text)
+		m.cut(op, "its abort")
+	}
+}
+
+// turnStarted starts a's turn (n.bad: not after the last one).
+func (m *model) turnStarted(l *kernel.Lifecycle, n *note, a *agentObs) {
+	n.bad = l.Turn <= a.startedTurn
+	a.startedTurn = l.Turn
+	a.t = turnFacts{turn: l.Turn, start: m.now}
+	// A child's deadline is the earlier of its own and its parent's.
+	a.deadline = m.now + m.lim.TurnTimeout
+	if p := m.agent(a.parent); p != nil && p.deadline > 0 && p.deadline < a.deadline {
+		a.deadline = p.deadline
+	}
+	m.s.started = append(m.s.started, a)
+}
+
+// turnEnded ends a's turn (a second end of one turn is recorded for the
+// checkers, and changes nothing).
+func (m *model) turnEnded(l *kernel.Lifecycle, a *agentObs) {
+	if l.Outcome == kernel.OutcomeBudgetExhausted && a.t.restarts > 0 {
+		m.crashSpent(a, l.Turn)
+	}
+	e := turnEndObs{l: l, a: a, second: a.endedTurn == l.Turn && l.Turn != 0, facts: a.t, owed: a.owed}
+	a.owed = nil
+	if !e.second {
+		a.endedDeadline, a.endedStep, a.deadline = a.deadline, m.s.n, 0
+		a.endedTurn = l.Turn
+		a.end = turnEnd{turn: l.Turn, outcome: l.Outcome, reason: l.Reason, text: l.Text, detail: l.Detail}
+	}
+	m.s.turnEnds = append(m.s.turnEnds, e)
+}
+
+// callFinished records a call's result; a delegation's first result is
+// held to its child's end, now or when the child's turn ends.
+func (m *model) callFinished(l *kernel.Lifecycle, a *agentObs) {
+	k := callKey{l.Agent, l.CallID}
+	f := m.calls[k]
+	if f == nil {
+		f = &callObs{l: *l}
+		m.calls[k] = f
+	}
+	f.n++
+	c := callFinObs{l: l, a: a, f: f, op: m.ops.get(l.Op), facts: a.t}
+	if l.Status == kernel.CallChild && f.n == 1 {
+		if child := m.agent(l.Child); child != nil {
+			c.child = child
+			if child.startedTurn != 0 && child.endedTurn == child.startedTurn {
+				c.childEnded, c.childEnd = true, child.end
+			} else {
+				f.early = true
+				child.owed = append(child.owed, f) // judged when the child's turn ends
 			}
 		}
-		s.callFins = append(s.callFins, c)
-	case kernel.LifeDelegated:
-		if a.delegated == nil {
-			a.delegated = make(map[string]kernel.AgentID)
-		}
-		a.delegated[l.CallID] = l.Child
-		a.t.spawned++
-		n.was = a.state
-		m.touch(l.Child)
-		c := m.observe(l.Child)
-		c.kid, c.via = a.t.spawned, callKey{a.id, l.CallID}
-		m.spawning = append(m.spawning, l.Child) // its profile: m.profiled
-		a.kids = append(a.kids, l.Child)
-		n.count = a.t.spawned
 	}
+	m.s.callFins = append(m.s.callFins, c)
+}
+
+// delegated records a child a spawned.
+func (m *model) delegated(l *kernel.Lifecycle, n *note, a *agentObs) {
+	if a.delegated == nil {
+		a.delegated = make(map[string]kernel.AgentID)
+	}
+	a.delegated[l.CallID] = l.Child
+	a.t.spawned++
+	n.was = a.state
+	m.touch(l.Child)
+	c := m.observe(l.Child)
+	c.kid, c.via = a.t.spawned, callKey{a.id, l.CallID}
+	m.spawning = append(m.spawning, l.Child) // its profile: m.profiled
+	a.kids = append(a.kids, l.Child)
+	n.count = a.t.spawned
 }
 
 // entered records that a entered Interrupted: every descendant whose turn

@@ -82,58 +82,78 @@ func (m *model) read(a *agentObs, i int, msg kernel.Message) {
 			m.anomaly(a, "system message at %d", i)
 		}
 	case kernel.RoleUser:
-		if msg.Content == "" {
-			m.anomaly(a, "empty user message at %d", i)
-		}
-		if msg.Marker {
-			if a.markerTurn == a.turn {
-				a.markers++
-			} else {
-				a.markerTurn, a.markers = a.turn, 1
-			}
-			a.marker = parseMarker(msg.Content)
-			a.marker.above = i > 0 && a.lastRead.Role == kernel.RoleAssistant && a.lastRead.Partial
-			o.markers = a.markers
-		}
+		m.readUser(&o)
 	case kernel.RoleAssistant:
-		if msg.Content == "" && len(msg.ToolCalls) == 0 {
-			m.anomaly(a, "empty assistant message at %d", i)
-		}
-		if len(msg.ToolCalls) > 0 {
-			a.lastCalls = msg.ToolCalls
-		}
-		for _, c := range msg.ToolCalls {
-			if _, dup := a.ids[c.ID]; dup || c.ID == "" {
-				m.anomaly(a, "tool call id %q reused or empty at %d", c.ID, i)
-			}
-			a.ids[c.ID] = struct{}{}
-			a.open[c.ID] = false
-			a.openCount++
-			a.calls = append(a.calls, c.ID)
-		}
+		m.readAssistant(a, i, msg)
 	case kernel.RoleTool:
-		answered, ok := a.open[msg.ToolCallID]
-		switch {
-		case !ok:
-			m.anomaly(a, "tool message %d answers %q, which is not an open call", i, msg.ToolCallID)
-		case answered:
-			m.anomaly(a, "call %s answered twice", msg.ToolCallID)
-		default:
-			a.open[msg.ToolCallID] = true
-			a.openCount--
-			o.f = m.calls[callKey{a.id, msg.ToolCallID}]
-			if f := o.f; f != nil && !f.read {
-				f.read = true
-				if st := f.l.Status; st != kernel.CallOK && st != kernel.CallError {
-					f.parsed = parseResult(msg.Content, &f.content)
-				}
-			}
-		}
+		m.readTool(&o)
 	default:
 		m.anomaly(a, "unknown role %q at %d", msg.Role, i)
 	}
 	m.s.msgs = append(m.s.msgs, o)
 	a.lastRead = msg
+}
+
+// readUser takes in a user message: a marker counts in its turn.
+func (m *model) readUser(o *msgObs) {
+	a, i, msg := o.a, o.i, o.m
+	if msg.Content == "" {
+		m.anomaly(a, "empty user message at %d", i)
+	}
+	if !msg.Marker {
+		return
+	}
+	if a.markerTurn == a.turn {
+		a.markers++
+	} else {
+		a.markerTurn, a.markers = a.turn, 1
+	}
+	a.marker = parseMarker(msg.Content)
+	a.marker.above = i > 0 && a.lastRead.Role == kernel.RoleAssistant && a.lastRead.Partial
+	o.markers = a.markers
+}
+
+// readAssistant takes in an assistant message: the calls it opens.
+func (m *model) readAssistant(a *agentObs, i int, msg kernel.Message) {
+	if msg.Content == "" && len(msg.ToolCalls) == 0 {
+		m.anomaly(a, "empty assistant message at %d", i)
+	}
+	if len(msg.ToolCalls) > 0 {
+		a.lastCalls = msg.ToolCalls
+	}
+	for _, c := range msg.ToolCalls {
+		if _, dup := a.ids[c.ID]; dup || c.ID == "" {
+			m.anomaly(a, "tool call id %q reused or empty at %d", c.ID, i)
+		}
+		a.ids[c.ID] = struct{}{}
+		a.open[c.ID] = false
+		a.openCount++
+		a.calls = append(a.calls, c.ID)
+	}
+}
+
+// readTool takes in a tool message: the open call it answers, and the
+// structured result the kernel wrote.
+func (m *model) readTool(o *msgObs) {
+	a, msg := o.a, o.m
+	answered, ok := a.open[msg.ToolCallID]
+	switch {
+	case !ok:
+		m.anomaly(a, "tool message %d answers %q, which is not an open call", o.i, msg.ToolCallID)
+		return
+	case answered:
+		m.anomaly(a, "call %s answered twice", msg.ToolCallID)
+		return
+	}
+	a.open[msg.ToolCallID] = true
+	a.openCount--
+	o.f = m.calls[callKey{a.id, msg.ToolCallID}]
+	if f := o.f; f != nil && !f.read {
+		f.read = true
+		if st := f.l.Status; st != kernel.CallOK && st != kernel.CallError {
+			f.parsed = parseResult(msg.Content, &f.content)
+		}
+	}
 }
 
 // parseMarker reads a marker's attributes: `<turn_aborted outcome="…"

@@ -290,95 +290,131 @@ func (m *model) beginCancel(ev *kernel.Event) {
 // beginWorld reads a world event: whether it is stale, and what it adds to
 // its op.
 func (m *model) beginWorld(ev *kernel.Event) {
-	s := &m.s
-	op := m.ops.get(ev.Op)
-	switch {
-	case op == nil:
-		if _, timer := m.timers[ev.Op]; timer {
-			s.malformed = "a " + ev.Kind.String() + " names a timer"
-			return
-		}
-		s.stale, s.staleWhy = staleUnknownOp, "unknown op"
-		return
-	case !op.ended && op.tool != (ev.Kind == kernel.EvToolResult):
-		s.malformed = "a " + ev.Kind.String() + " names an op of another kind"
-		return
-	case op.ended:
-		s.stale, s.staleWhy = staleEnded, "op already ended"
-		return
-	case op.terminal && ev.Kind != kernel.EvToolResult:
-		s.stale, s.staleWhy = staleAnswered, "event after the stream's end"
-		return
-	case op.terminal:
-		s.stale, s.staleWhy = staleAnswered, "second result"
+	op := m.worldOp(ev)
+	if op == nil {
 		return
 	}
+	s := &m.s
 	switch ev.Kind {
 	case kernel.EvLLMDelta:
-		if ev.Call != nil && ev.Call.Index < 0 && op.cancels == 0 {
-			s.malformed = "a call fragment with a negative index"
-			return
+		if !m.staleChunk(op, ev) {
+			m.chunk(op, ev)
 		}
-		if ev.Chunk != 0 && ev.Chunk <= op.lastChunk {
-			s.stale, s.staleWhy = staleDuplicate, "duplicate chunk"
-			return
-		}
-		if op.cancels > 0 {
-			s.stale, s.staleWhy = staleCancelled, "chunk after cancel"
-			return
-		}
-		op.lastChunk = ev.Chunk
-		if ev.Text == "" && ev.Call != nil && ev.Call.ID == "" && ev.Call.Name == "" && ev.Call.Args == "" {
-			s.stale, s.staleWhy = staleEmpty, "call fragment adds nothing"
-			return
-		}
-		s.op = op
-		if m.overCap(op, ev) {
-			return
-		}
-		op.gotChunk, op.lastChunkAt = true, m.now
-		op.text = append(op.text, ev.Text...)
-		s.delta = ev.Text
-		if ev.Call != nil {
-			f := op.frag(ev.Call.Index)
-			if ev.Call.ID != "" {
-				f.id = ev.Call.ID
-			}
-			if ev.Call.Name != "" {
-				f.name = ev.Call.Name
-			}
-			f.args = append(f.args, ev.Call.Args...)
-		}
-		return
 	case kernel.EvLLMRetry:
 		if op.cancels > 0 {
 			s.stale, s.staleWhy = staleCancelled, "retry after cancel"
 			return
 		}
 		s.op = op
+	default:
+		m.answer(op, ev)
+	}
+}
+
+// worldOp is the live op a world event answers; nil when the event is
+// malformed or stale (the step then says which).
+func (m *model) worldOp(ev *kernel.Event) *opObs {
+	s := &m.s
+	op := m.ops.get(ev.Op)
+	switch {
+	case op == nil:
+		if _, timer := m.timers[ev.Op]; timer {
+			s.malformed = "a " + ev.Kind.String() + " names a timer"
+			return nil
+		}
+		s.stale, s.staleWhy = staleUnknownOp, "unknown op"
+	case !op.ended && op.tool != (ev.Kind == kernel.EvToolResult):
+		s.malformed = "a " + ev.Kind.String() + " names an op of another kind"
+	case op.ended:
+		s.stale, s.staleWhy = staleEnded, "op already ended"
+	case op.terminal && ev.Kind != kernel.EvToolResult:
+		s.stale, s.staleWhy = staleAnswered, "event after the stream's end"
+	case op.terminal:
+		s.stale, s.staleWhy = staleAnswered, "second result"
+	default:
+		return op
+	}
+	return nil
+}
+
+// staleChunk reports a chunk of a live stream that is malformed or stale
+// (the step then says which): a call fragment with a negative index, a
+// duplicate, a chunk after the stream's cancel, a fragment that adds
+// nothing.
+func (m *model) staleChunk(op *opObs, ev *kernel.Event) bool {
+	s := &m.s
+	switch {
+	case ev.Call != nil && ev.Call.Index < 0 && op.cancels == 0:
+		s.malformed = "a call fragment with a negative index"
+	case ev.Chunk != 0 && ev.Chunk <= op.lastChunk:
+		s.stale, s.staleWhy = staleDuplicate, "duplicate chunk"
+	case op.cancels > 0:
+		s.stale, s.staleWhy = staleCancelled, "chunk after cancel"
+	default:
+		op.lastChunk = ev.Chunk
+		if emptyFragment(ev) {
+			s.stale, s.staleWhy = staleEmpty, "call fragment adds nothing"
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// emptyFragment reports a chunk that is a call fragment adding nothing.
+func emptyFragment(ev *kernel.Event) bool {
+	return ev.Text == "" && ev.Call != nil && ev.Call.ID == "" && ev.Call.Name == "" && ev.Call.Args == ""
+}
+
+// chunk adds a live chunk to its stream, unless it passes the message cap.
+func (m *model) chunk(op *opObs, ev *kernel.Event) {
+	m.s.op = op
+	if m.overCap(op, ev) {
 		return
 	}
-	s.op, s.answer = op, true
+	op.gotChunk, op.lastChunkAt = true, m.now
+	op.text = append(op.text, ev.Text...)
+	m.s.delta = ev.Text
+	if ev.Call != nil {
+		f := op.frag(ev.Call.Index)
+		if ev.Call.ID != "" {
+			f.id = ev.Call.ID
+		}
+		if ev.Call.Name != "" {
+			f.name = ev.Call.Name
+		}
+		f.args = append(f.args, ev.Call.Args...)
+	}
+}
+
+// answer reads the answer that ends an op: a stream's end or failure, a
+// tool's result.
+func (m *model) answer(op *opObs, ev *kernel.Event) {
+	m.s.op, m.s.answer = op, true
 	op.terminal = true
 	switch ev.Kind {
 	case kernel.EvLLMEnd:
 		op.endedOK = op.cancels == 0
 	case kernel.EvLLMError:
 		if op.cancels == 0 {
-			// Any failure nobody asked for — even one the provider calls
-			// "cancelled" — is a stream failure of this turn.
-			a := m.agents[op.agent]
-			a.t.llmFailed = true
-			a.t.cut = string(op.text)
-			a.t.failDetail = ev.Failure.String()
-			if ev.Text != "" {
-				a.t.failDetail += ": " + textcut.Clip(ev.Text, maxFailDetail)
-			}
-			m.cut(op, "a stream failure")
+			m.streamFailed(op, ev)
 		}
 	case kernel.EvToolResult:
 		op.result = ev.Status
 	}
+}
+
+// streamFailed records a stream's failure nobody asked for — even one the
+// provider calls "cancelled": a stream failure of its turn.
+func (m *model) streamFailed(op *opObs, ev *kernel.Event) {
+	a := m.agents[op.agent]
+	a.t.llmFailed = true
+	a.t.cut = string(op.text)
+	a.t.failDetail = ev.Failure.String()
+	if ev.Text != "" {
+		a.t.failDetail += ": " + textcut.Clip(ev.Text, maxFailDetail)
+	}
+	m.cut(op, "a stream failure")
 }
 
 // overCap accounts a live chunk of op against max_message_bytes the way

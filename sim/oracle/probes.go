@@ -126,33 +126,45 @@ func (p *probeSet) observe(m *model) {
 		}
 	}
 	for i := range s.effs {
-		e, n := &s.effs[i], &s.notes[i]
-		switch {
-		case e.Kind == kernel.EffStartTool:
-			if req := n.req; req != nil && !(s.answer && s.op == req) {
-				p.hit(ProbeToolWaited) // started later than its stream's end
-			}
-		case e.Kind != kernel.EffEmit:
-		case e.Life.Kind == kernel.LifeOpEnded && e.Life.End == kernel.OpAbandoned:
-			p.hit(ProbeAbandoned)
-		case e.Life.Kind == kernel.LifeTimedOut:
-			if e.Life.Reason != kernel.ReasonToolTimeout {
-				p.hit(ProbeTimeout)
-			}
-			p.race(m, e.Life.Agent, true)
-		case e.Life.Kind == kernel.LifeCallFinished:
-			switch e.Life.Reason {
-			case kernel.ReasonToolTimeout:
-				p.hit(ProbeToolTimeout)
-			case kernel.ReasonMaxCalls:
-				p.hit(ProbeMaxCalls)
-			}
-		case e.Life.Kind == kernel.LifeTurnEnded && e.Life.Reason == kernel.ReasonBudget:
-			p.hit(ProbeBudget)
-		case e.Life.Kind == kernel.LifeDelegated:
-			if c := m.agent(e.Life.Child); c != nil && c.depth >= 4 {
-				p.hit(ProbeDepth4Delegation)
-			}
+		p.effect(m, &s.effs[i], &s.notes[i])
+	}
+}
+
+// effect sees one effect of the step.
+func (p *probeSet) effect(m *model, e *kernel.Effect, n *note) {
+	s := &m.s
+	switch {
+	case e.Kind == kernel.EffStartTool:
+		if req := n.req; req != nil && !(s.answer && s.op == req) {
+			p.hit(ProbeToolWaited) // started later than its stream's end
+		}
+	case e.Kind == kernel.EffEmit:
+		p.life(m, &e.Life)
+	}
+}
+
+// life sees one lifecycle record of the step.
+func (p *probeSet) life(m *model, l *kernel.Lifecycle) {
+	switch {
+	case l.Kind == kernel.LifeOpEnded && l.End == kernel.OpAbandoned:
+		p.hit(ProbeAbandoned)
+	case l.Kind == kernel.LifeTimedOut:
+		if l.Reason != kernel.ReasonToolTimeout {
+			p.hit(ProbeTimeout)
+		}
+		p.race(m, l.Agent, true)
+	case l.Kind == kernel.LifeCallFinished:
+		switch l.Reason {
+		case kernel.ReasonToolTimeout:
+			p.hit(ProbeToolTimeout)
+		case kernel.ReasonMaxCalls:
+			p.hit(ProbeMaxCalls)
+		}
+	case l.Kind == kernel.LifeTurnEnded && l.Reason == kernel.ReasonBudget:
+		p.hit(ProbeBudget)
+	case l.Kind == kernel.LifeDelegated:
+		if c := m.agent(l.Child); c != nil && c.depth >= 4 {
+			p.hit(ProbeDepth4Delegation)
 		}
 	}
 }
