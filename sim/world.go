@@ -426,23 +426,7 @@ func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 	op.faults = append(op.faults, fi)
 	switch f.Fault {
 	case scenario.FaultStreamError, scenario.FaultDisconnect:
-		op.errKind = kernel.FailureStream
-		if f.Fault == scenario.FaultDisconnect {
-			op.errKind = kernel.FailureDisconnect
-		}
-		if !fresh {
-			op.gen++
-			op.done = true
-			w.schedule(op, now, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), false)
-			return
-		}
-		op.errAfter = f.After
-		if f.After == 0 {
-			op.errAfter = op.chunks() / 2
-		}
-		if op.errAfter > op.chunks() {
-			op.errAfter = op.chunks()
-		}
+		w.streamFault(now, op, f, fresh)
 	case scenario.FaultHang:
 		op.gen++
 		op.hang = true
@@ -472,5 +456,28 @@ func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 			op.gen++
 			w.scheduleToolFinal(op)
 		}
+	}
+}
+
+// streamFault fails a stream (a stream error or a disconnect): a fresh
+// request after After chunks (0: halfway; past its last chunk: just
+// before its end), one in flight at once.
+func (w *world) streamFault(now time.Duration, op *worldOp, f scenario.Fault, fresh bool) {
+	op.errKind = kernel.FailureStream
+	if f.Fault == scenario.FaultDisconnect {
+		op.errKind = kernel.FailureDisconnect
+	}
+	if !fresh {
+		op.gen++
+		op.done = true
+		w.schedule(op, now, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), false)
+		return
+	}
+	op.errAfter = f.After
+	if f.After == 0 {
+		op.errAfter = op.chunks() / 2
+	}
+	if op.errAfter > op.chunks() {
+		op.errAfter = op.chunks()
 	}
 }

@@ -164,16 +164,10 @@ func (x *explorer) dfs(n node, sleep []string) error {
 	if x.stopped || x.found != nil {
 		return nil
 	}
-	r := x.cur
-	mvs := x.moves(r, n.due)
-	if x.onVisit != nil {
-		x.onVisit(r, n.due)
-		if x.cur != r {
-			if err := x.replay(); err != nil {
-				return err
-			}
-			r = x.cur
-		}
+	mvs := x.moves(x.cur, n.due)
+	r, err := x.visit(n)
+	if err != nil {
+		return err
 	}
 	if len(n.due) == 0 && (len(x.opt.Alphabet) > 0 || r.next == len(x.s.Inputs)) {
 		// Nothing is left to happen: this schedule may end here (the
@@ -186,40 +180,74 @@ func (x *explorer) dfs(n node, sleep []string) error {
 		if x.stopped || x.found != nil || x.err != nil {
 			return nil
 		}
-		var name string
-		if !mv.place {
-			name = n.names[mv.pick]
-			if slices.Contains(sleep, name) {
-				x.rep.Slept++
-				continue
-			}
-		}
-		if x.cur == nil {
-			if err := x.replay(); err != nil {
-				return err
-			}
-		}
-		r = x.cur
-		// The child's sleep set: what sleeps here and what was explored
-		// here already, as far as it commutes with this move.
-		var childSleep []string
-		if x.sleepOK && !mv.place {
-			d := n.due[mv.pick]
-			for _, z := range append(slices.Clone(sleep), done...) {
-				if j := slices.Index(n.names, z); j >= 0 && x.independent(r, n.due[j], d) {
-					childSleep = append(childSleep, z)
-				}
-			}
-		}
-		if err := x.step(r, mv, childSleep); err != nil {
+		name, err := x.move(n, mv, sleep, done)
+		if err != nil {
 			return err
 		}
-		if !mv.place {
+		if name != "" {
 			done = append(done, name)
 		}
-		x.cur = nil // r moved on: the next sibling replays
 	}
 	return nil
+}
+
+// visit shows n to the test hook onVisit, and replays to it when the hook
+// moved the run on: it returns the run in n's state.
+func (x *explorer) visit(n node) (*run, error) {
+	r := x.cur
+	if x.onVisit == nil {
+		return r, nil
+	}
+	x.onVisit(r, n.due)
+	if x.cur != r {
+		if err := x.replay(); err != nil {
+			return nil, err
+		}
+		r = x.cur
+	}
+	return r, nil
+}
+
+// move explores mv from n, unless it delivers an item that sleeps there.
+// It returns the name of the item it delivered ("" for a placement, or a
+// move skipped).
+func (x *explorer) move(n node, mv move, sleep, done []string) (string, error) {
+	var name string
+	if !mv.place {
+		name = n.names[mv.pick]
+		if slices.Contains(sleep, name) {
+			x.rep.Slept++
+			return "", nil
+		}
+	}
+	if x.cur == nil {
+		if err := x.replay(); err != nil {
+			return "", err
+		}
+	}
+	r := x.cur
+	if err := x.step(r, mv, x.childSleep(r, n, mv, sleep, done)); err != nil {
+		return "", err
+	}
+	x.cur = nil // r moved on: the next sibling replays
+	return name, nil
+}
+
+// childSleep is the sleep set of the state mv reaches: what sleeps at n
+// and what was explored from n already (done), as far as it commutes with
+// mv.
+func (x *explorer) childSleep(r *run, n node, mv move, sleep, done []string) []string {
+	if !x.sleepOK || mv.place {
+		return nil
+	}
+	d := n.due[mv.pick]
+	var out []string
+	for _, z := range append(slices.Clone(sleep), done...) {
+		if j := slices.Index(n.names, z); j >= 0 && x.independent(r, n.due[j], d) {
+			out = append(out, z)
+		}
+	}
+	return out
 }
 
 // step makes move mv from the state r is in and explores what it reaches,

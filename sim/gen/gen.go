@@ -320,27 +320,10 @@ func inputs(s *scenario.Scenario, o Options) *rapid.Generator[[]scenario.Input] 
 		episodes := intRange(t, 0, (o.MaxInputs+1)/2, "episodes")
 		for e := 0; e < episodes && n < o.MaxInputs; e++ {
 			key := labelsOfEpisode(e)
-			var when time.Duration
 			// The first episode, now and then: later ones find the tree
 			// already cut by earlier ones.
 			deepCancel := e == 0 && len(deep) > 0 && intRange(t, 0, 2, key.deep) == 0
-			switch {
-			case deepCancel:
-				// Esc while a tool runs deep in the tree (depth 4 and more):
-				// the abort must reach down there in one step.
-				when = deep[intRange(t, 0, len(deep)-1, key.deepAt)]
-			case len(anchors) > 0 && drawBool(t, key.anchored):
-				when = anchors[intRange(t, 0, len(anchors)-1, key.anchor)] +
-					pick(t, []time.Duration{0, ms(1), grid}, key.after)
-			case e == 0 && len(s.Agents) > 1:
-				// Without an anchor, the first episode usually waits for the
-				// tree to grow.
-				phase := pick(t, []int{100, 60, 150, 0, 30, 250}, key.phase)
-				when = at + grid*time.Duration(phase+intRange(t, 0, 9, key.jitter))
-			default:
-				phase := pick(t, []int{30, 0, 10, 50, 20, 100, 200, 400}, key.phase)
-				when = at + grid*time.Duration(phase+intRange(t, 0, 9, key.jitter))
-			}
+			when := episodeAt(t, key, e, at, s, anchors, deep, deepCancel)
 			at = max(at, when)
 			kind := pick(t, []int{0, 2, 1, 3, 2}, key.kind)
 			if deepCancel {
@@ -352,30 +335,8 @@ func inputs(s *scenario.Scenario, o Options) *rapid.Generator[[]scenario.Input] 
 			burst := pick(t, []int{1, 2, 3, 1}, key.burst)
 			for b := 0; b < burst && n < o.MaxInputs; b++ {
 				n++
-				bkey := &key.input[b]
-				in := scenario.Input{At: when}
-				if b > 0 {
-					// The same key pressed again (rapid Esc), or something else.
-					in.At += grid * time.Duration(pick(t, []int{0, 3, 0, 1, 6, 12}, bkey.gap))
-					if !drawBool(t, bkey.same) {
-						kind = pick(t, []int{0, 2, 1, 3}, bkey.kind)
-					}
-				}
-				switch kind {
-				case 0:
-					in.Cancel = scenario.RootScript
-				case 1:
-					in.Cancel = pick(t, names, bkey.target)
-					if intRange(t, 0, 5, bkey.bound) == 5 {
-						in.Turn = uint64(intRange(t, 1, 3, bkey.turn))
-					}
-				case 2:
-					in.Interject = "i" + strconv.Itoa(n)
-				case 3:
-					in.Submit = "s" + strconv.Itoa(n)
-				case 4:
-					in.Shutdown = true
-				}
+				var in scenario.Input
+				in, kind = burstInput(t, &key.input[b], b, when, kind, names, n)
 				ins = append(ins, in)
 			}
 		}
@@ -383,6 +344,58 @@ func inputs(s *scenario.Scenario, o Options) *rapid.Generator[[]scenario.Input] 
 		sort.SliceStable(ins, func(a, b int) bool { return ins[a].At < ins[b].At })
 		return ins
 	})
+}
+
+// episodeAt draws the instant of episode e, the last one at at: a deep
+// tool's run (deepCancel), an anchor or just after it, or a phase after
+// at.
+func episodeAt(t *rapid.T, key *episodeLabels, e int, at time.Duration, s *scenario.Scenario, anchors, deep []time.Duration, deepCancel bool) time.Duration {
+	switch {
+	case deepCancel:
+		// Esc while a tool runs deep in the tree (depth 4 and more):
+		// the abort must reach down there in one step.
+		return deep[intRange(t, 0, len(deep)-1, key.deepAt)]
+	case len(anchors) > 0 && drawBool(t, key.anchored):
+		return anchors[intRange(t, 0, len(anchors)-1, key.anchor)] +
+			pick(t, []time.Duration{0, ms(1), grid}, key.after)
+	case e == 0 && len(s.Agents) > 1:
+		// Without an anchor, the first episode usually waits for the
+		// tree to grow.
+		phase := pick(t, []int{100, 60, 150, 0, 30, 250}, key.phase)
+		return at + grid*time.Duration(phase+intRange(t, 0, 9, key.jitter))
+	}
+	phase := pick(t, []int{30, 0, 10, 50, 20, 100, 200, 400}, key.phase)
+	return at + grid*time.Duration(phase+intRange(t, 0, 9, key.jitter))
+}
+
+// burstInput draws input b of a burst at when (the n-th input), of kind
+// — or, after the first, of another kind now and then — and returns it
+// with its kind.
+func burstInput(t *rapid.T, bkey *inputLabels, b int, when time.Duration, kind int, names []string, n int) (scenario.Input, int) {
+	in := scenario.Input{At: when}
+	if b > 0 {
+		// The same key pressed again (rapid Esc), or something else.
+		in.At += grid * time.Duration(pick(t, []int{0, 3, 0, 1, 6, 12}, bkey.gap))
+		if !drawBool(t, bkey.same) {
+			kind = pick(t, []int{0, 2, 1, 3}, bkey.kind)
+		}
+	}
+	switch kind {
+	case 0:
+		in.Cancel = scenario.RootScript
+	case 1:
+		in.Cancel = pick(t, names, bkey.target)
+		if intRange(t, 0, 5, bkey.bound) == 5 {
+			in.Turn = uint64(intRange(t, 1, 3, bkey.turn))
+		}
+	case 2:
+		in.Interject = "i" + strconv.Itoa(n)
+	case 3:
+		in.Submit = "s" + strconv.Itoa(n)
+	case 4:
+		in.Shutdown = true
+	}
+	return in, kind
 }
 
 // findAnchors computes up to limit instants the scripts make interesting, by
@@ -393,63 +406,69 @@ func inputs(s *scenario.Scenario, o Options) *rapid.Generator[[]scenario.Input] 
 // instants a tool runs in an agent at depth 4 or more that is Tooling (its
 // reply delegates nothing).
 func findAnchors(s *scenario.Scenario, limit int) (anchors, deep []time.Duration) {
-	seen := map[time.Duration]bool{}
-	var out []time.Duration
-	add := func(d time.Duration) {
-		if !seen[d] && len(out) < limit {
-			seen[d] = true
-			out = append(out, d)
-		}
-	}
-	var visit func(script string, start time.Duration, depth int)
-	visit = func(script string, start time.Duration, depth int) {
-		replies := s.Agents[script]
-		if len(replies) == 0 || depth > MaxDepth || len(out) >= limit {
-			return
-		}
-		r := replies[0]
-		interval, chunks := r.Interval(), r.Chunks() // as the simulator streams it
-		first := start + r.FirstToken
-		// The first few chunks and the last: enough to land mid-stream and
-		// on a chunk, without crowding out the deeper levels.
-		for k := 0; k < chunks; k++ {
-			if k < 3 || k == chunks-1 {
-				add(first + time.Duration(k)*interval)
-			}
-		}
-		end := first + time.Duration(chunks)*interval
-		add(end)
-		add(start + s.Limits.FirstTokenTimeout)
-		delegates := slices.ContainsFunc(r.Calls, func(c scenario.Call) bool { return c.Delegate != "" })
-		for _, c := range r.Calls {
-			if c.Tool != "" {
-				d := s.Tools[c.Tool].Duration
-				add(end + d/2) // the tool is running: the agent is Tooling
-				add(end + d)
-				add(end + s.Limits.ToolTimeout)
-				if depth >= 4 && !delegates && d > 0 {
-					deep = append(deep, end+d/2)
-				}
-			}
-		}
-		for _, c := range r.Calls {
-			if c.Delegate != "" {
-				visit(c.Delegate, end, depth+1)
-			}
-		}
-	}
-	visit(scenario.RootScript, 0, 0)
-	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
-	return out, deep
+	f := &anchorFinder{s: s, limit: limit, seen: map[time.Duration]bool{}}
+	f.visit(scenario.RootScript, 0, 0)
+	sort.Slice(f.out, func(a, b int) bool { return f.out[a] < f.out[b] })
+	return f.out, f.deep
 }
 
-// sortedKeys returns a map's keys in order (the generator draws by index,
-// so map order must never reach a draw), in a slice allocated once.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m { // determinism: sorted below
-		keys = append(keys, k)
+// anchorFinder is findAnchors' walk down the delegation chain.
+type anchorFinder struct {
+	s         *scenario.Scenario
+	limit     int
+	seen      map[time.Duration]bool
+	out, deep []time.Duration
+}
+
+func (f *anchorFinder) add(d time.Duration) {
+	if !f.seen[d] && len(f.out) < f.limit {
+		f.seen[d] = true
+		f.out = append(f.out, d)
 	}
-	slices.Sort(keys)
-	return keys
+}
+
+// visit follows script's first reply, its request asked at start by an
+// agent at depth.
+func (f *anchorFinder) visit(script string, start time.Duration, depth int) {
+	s := f.s
+	replies := s.Agents[script]
+	if len(replies) == 0 || depth > MaxDepth || len(f.out) >= f.limit {
+		return
+	}
+	r := replies[0]
+	interval, chunks := r.Interval(), r.Chunks() // as the simulator streams it
+	first := start + r.FirstToken
+	// The first few chunks and the last: enough to land mid-stream and
+	// on a chunk, without crowding out the deeper levels.
+	for k := 0; k < chunks; k++ {
+		if k < 3 || k == chunks-1 {
+			f.add(first + time.Duration(k)*interval)
+		}
+	}
+	end := first + time.Duration(chunks)*interval
+	f.add(end)
+	f.add(start + s.Limits.FirstTokenTimeout)
+	delegates := slices.ContainsFunc(r.Calls, func(c scenario.Call) bool { return c.Delegate != "" })
+	for _, c := range r.Calls {
+		if c.Tool != "" {
+			f.tool(s.Tools[c.Tool].Duration, end, depth >= 4 && !delegates)
+		}
+	}
+	for _, c := range r.Calls {
+		if c.Delegate != "" {
+			f.visit(c.Delegate, end, depth+1)
+		}
+	}
+}
+
+// tool adds the instants of a tool of duration d started at end: while it
+// runs, its result, its deadline; deep: it runs deep in the tree, in an
+// agent that delegates nothing.
+func (f *anchorFinder) tool(d, end time.Duration, deep bool) {
+	f.add(end + d/2) // the tool is running: the agent is Tooling
+	f.add(end + d)
+	f.add(end + f.s.Limits.ToolTimeout)
+	if deep && d > 0 {
+		f.deep = append(f.deep, end+d/2)
+	}
 }

@@ -36,7 +36,7 @@ func Run[T any](ctx context.Context, p Pool, n int, newWorker func() func(i int)
 		return fmt.Errorf("jobs must be at least 1, got %d", p.Jobs)
 	}
 	// Every job is queued before the workers start; they stop taking jobs
-	// once stop is closed.
+	// once stop is closed or ctx ends.
 	work := make(chan int, n)
 	for i := range n {
 		work <- i
@@ -56,52 +56,76 @@ func Run[T any](ctx context.Context, p Pool, n int, newWorker func() func(i int)
 			defer func() { exited <- struct{}{} }()
 			job := newWorker()
 			for i := range work {
-				select {
-				case <-stop:
+				if stopped(ctx, stop) {
 					return
-				case <-ctx.Done():
-					return
-				default:
 				}
 				r, err := job(i)
 				results <- result{i, r, err} // Run reads until every worker has exited
 			}
 		})
 	}
-	var first error
-	halt := func(err error) {
-		if first == nil {
-			first = err
-			close(stop)
-		}
-	}
+	c := &collector[T]{add: add, stop: stop}
 	done := ctx.Done()
-	failed := false // a job or add failed: nothing more is added
-	finished := 0
 	for running := workers; running > 0; {
 		select {
 		case r := <-results:
-			finished++
-			switch {
-			case failed:
-			case r.err != nil:
-				failed = true
-				halt(r.err)
-			default:
-				if err := add(r.i, r.r); err != nil {
-					failed = true
-					halt(err)
-				}
-			}
+			c.take(r.i, r.r, r.err)
 		case <-exited:
 			running--
 		case <-done:
 			done = nil
-			halt(ctx.Err())
+			c.halt(ctx.Err())
 		}
 	}
-	if first == nil && finished < n {
-		first = ctx.Err() // the workers saw ctx end before Run did
+	if c.first == nil && c.finished < n {
+		c.first = ctx.Err() // the workers saw ctx end before Run did
 	}
-	return first
+	return c.first
+}
+
+// collector takes the jobs' results on Run's goroutine.
+type collector[T any] struct {
+	add  func(int, T) error
+	stop chan struct{} // closed at the first error
+	// first is the first error; failed: a job or add failed, and nothing
+	// more is added; finished counts the jobs that returned.
+	first    error
+	failed   bool
+	finished int
+}
+
+// halt stops the workers taking jobs, keeping the first error.
+func (c *collector[T]) halt(err error) {
+	if c.first == nil {
+		c.first = err
+		close(c.stop)
+	}
+}
+
+// take adds job i's result, unless something failed before.
+func (c *collector[T]) take(i int, r T, err error) {
+	c.finished++
+	switch {
+	case c.failed:
+	case err != nil:
+		c.failed = true
+		c.halt(err)
+	default:
+		if err := c.add(i, r); err != nil {
+			c.failed = true
+			c.halt(err)
+		}
+	}
+}
+
+// stopped reports whether a worker is to take no more jobs.
+func stopped(ctx context.Context, stop <-chan struct{}) bool {
+	select {
+	case <-stop:
+		return true
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
 }

@@ -117,27 +117,9 @@ func (d *decoder) leaf(n *yaml.Node, p *typePlan, v reflect.Value) error {
 		// Any scalar is text: "42" and 42 are both the text 42.
 		v.SetString(n.Value)
 	case kInt:
-		if n.Tag != "!!int" {
-			return d.errf(n, "want a whole number, got %s", kindName(n))
-		}
-		x, err := strconv.Atoi(n.Value)
-		if err != nil {
-			return d.errf(n, "%v", err)
-		}
-		v.SetInt(int64(x))
+		return d.int(n, v)
 	case kUint:
-		// The full uint64 range: a seed is written back whatever it is.
-		if n.Tag != "!!int" {
-			return d.errf(n, "want a whole number, got %s", kindName(n))
-		}
-		if strings.HasPrefix(n.Value, "-") {
-			return d.errf(n, "must not be negative")
-		}
-		x, err := strconv.ParseUint(n.Value, 10, 64)
-		if err != nil {
-			return d.errf(n, "%v", err)
-		}
-		v.SetUint(x)
+		return d.uint(n, v)
 	case kFloat:
 		if n.Tag != "!!int" && n.Tag != "!!float" {
 			return d.errf(n, "want a number, got %s", kindName(n))
@@ -153,19 +135,54 @@ func (d *decoder) leaf(n *yaml.Node, p *typePlan, v reflect.Value) error {
 		}
 		v.SetBool(n.Value == "true" || n.Value == "True" || n.Value == "TRUE")
 	case kDuration:
-		// Go duration syntax ("2s", "1500ms"); a bare 0 too.
-		if n.Tag == "!!int" && n.Value == "0" {
-			v.SetInt(0)
-			return nil
-		}
-		x, err := time.ParseDuration(n.Value)
-		if err != nil {
-			return d.errf(n, "want a duration in Go syntax like 2s or 150ms, got %s", kindName(n))
-		}
-		v.SetInt(int64(x))
+		return d.duration(n, v)
 	default:
 		return d.errf(n, "want %s", p.typ) // a plan bug; never reached by a file
 	}
+	return nil
+}
+
+// int reads a whole number.
+func (d *decoder) int(n *yaml.Node, v reflect.Value) error {
+	if n.Tag != "!!int" {
+		return d.errf(n, "want a whole number, got %s", kindName(n))
+	}
+	x, err := strconv.Atoi(n.Value)
+	if err != nil {
+		return d.errf(n, "%v", err)
+	}
+	v.SetInt(int64(x))
+	return nil
+}
+
+// uint reads a whole number in the full uint64 range: a seed is written
+// back whatever it is.
+func (d *decoder) uint(n *yaml.Node, v reflect.Value) error {
+	if n.Tag != "!!int" {
+		return d.errf(n, "want a whole number, got %s", kindName(n))
+	}
+	if strings.HasPrefix(n.Value, "-") {
+		return d.errf(n, "must not be negative")
+	}
+	x, err := strconv.ParseUint(n.Value, 10, 64)
+	if err != nil {
+		return d.errf(n, "%v", err)
+	}
+	v.SetUint(x)
+	return nil
+}
+
+// duration reads Go duration syntax ("2s", "1500ms"); a bare 0 too.
+func (d *decoder) duration(n *yaml.Node, v reflect.Value) error {
+	if n.Tag == "!!int" && n.Value == "0" {
+		v.SetInt(0)
+		return nil
+	}
+	x, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return d.errf(n, "want a duration in Go syntax like 2s or 150ms, got %s", kindName(n))
+	}
+	v.SetInt(int64(x))
 	return nil
 }
 

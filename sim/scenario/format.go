@@ -254,61 +254,8 @@ func planOf(t reflect.Type, seen map[reflect.Type]*typePlan) *typePlan {
 	}
 	p := &typePlan{typ: t}
 	seen[t] = p
-	switch {
-	case t == durationType:
-		p.kind = kDuration
-	case t == faultType:
-		p.kind = kFault
-	case t == cancelType:
-		p.kind = kOnCancel
-	case t == argsType:
-		p.kind = kArgs
-	case t == limitsType:
-		p.kind = kLimits
-		for _, spec := range kernel.LimitTable() {
-			leaf := &typePlan{kind: kInt, typ: reflect.TypeFor[int]()}
-			if spec.Unit == kernel.UnitDuration {
-				leaf = planOf(durationType, seen)
-			}
-			p.fields = append(p.fields, fieldPlan{name: spec.Name, limit: spec, plan: leaf})
-		}
-	default:
-		switch t.Kind() {
-		case reflect.String:
-			p.kind = kString
-		case reflect.Int:
-			p.kind = kInt
-		case reflect.Uint64:
-			p.kind = kUint
-		case reflect.Float64:
-			p.kind = kFloat
-		case reflect.Bool:
-			p.kind = kBool
-		case reflect.Pointer:
-			p.kind, p.elem = kPtr, planOf(t.Elem(), seen)
-		case reflect.Map:
-			if t.Key() != reflect.TypeFor[string]() { // the emitter reads keys into a string
-				panic("sim: scenario format: map keys must be strings: " + t.String())
-			}
-			p.kind, p.elem, p.values = kMap, planOf(t.Elem(), seen), reflect.SliceOf(t.Elem())
-			p.defaults = p.elem.defaults
-		case reflect.Slice:
-			p.kind, p.elem = kList, planOf(t.Elem(), seen)
-			p.defaults = p.elem.defaults
-		case reflect.Struct:
-			p.kind = kStruct
-			if t.NumField() > 64 {
-				panic("sim: scenario format: more than 64 fields (the decoder's bitset): " + t.String())
-			}
-			for i := range t.NumField() {
-				if f, ok := fieldOf(t, i, seen); ok {
-					p.fields = append(p.fields, f)
-					p.defaults = p.defaults || f.def.IsValid() || f.plan.defaults
-				}
-			}
-		default:
-			panic("sim: scenario format: no plan for " + t.String())
-		}
+	if !p.special(seen) {
+		p.byKind(seen)
 	}
 	if p.kind == kPtr && p.elem.kind >= kPtr {
 		panic("sim: scenario format: only pointers to values: " + t.String())
@@ -322,6 +269,81 @@ func planOf(t reflect.Type, seen map[reflect.Type]*typePlan) *typePlan {
 	return p
 }
 
+// special plans the types the format writes its own way (durations,
+// faults, cancel modes, call arguments, limits), and reports whether p's
+// type is one.
+func (p *typePlan) special(seen map[reflect.Type]*typePlan) bool {
+	switch p.typ {
+	case durationType:
+		p.kind = kDuration
+	case faultType:
+		p.kind = kFault
+	case cancelType:
+		p.kind = kOnCancel
+	case argsType:
+		p.kind = kArgs
+	case limitsType:
+		p.kind = kLimits
+		for _, spec := range kernel.LimitTable() {
+			leaf := &typePlan{kind: kInt, typ: reflect.TypeFor[int]()}
+			if spec.Unit == kernel.UnitDuration {
+				leaf = planOf(durationType, seen)
+			}
+			p.fields = append(p.fields, fieldPlan{name: spec.Name, limit: spec, plan: leaf})
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// byKind plans any other type by its kind.
+func (p *typePlan) byKind(seen map[reflect.Type]*typePlan) {
+	t := p.typ
+	switch t.Kind() {
+	case reflect.String:
+		p.kind = kString
+	case reflect.Int:
+		p.kind = kInt
+	case reflect.Uint64:
+		p.kind = kUint
+	case reflect.Float64:
+		p.kind = kFloat
+	case reflect.Bool:
+		p.kind = kBool
+	case reflect.Pointer:
+		p.kind, p.elem = kPtr, planOf(t.Elem(), seen)
+	case reflect.Map:
+		if t.Key() != reflect.TypeFor[string]() { // the emitter reads keys into a string
+			panic("sim: scenario format: map keys must be strings: " + t.String())
+		}
+		p.kind, p.elem, p.values = kMap, planOf(t.Elem(), seen), reflect.SliceOf(t.Elem())
+		p.defaults = p.elem.defaults
+	case reflect.Slice:
+		p.kind, p.elem = kList, planOf(t.Elem(), seen)
+		p.defaults = p.elem.defaults
+	case reflect.Struct:
+		p.structFields(seen)
+	default:
+		panic("sim: scenario format: no plan for " + t.String())
+	}
+}
+
+// structFields plans a struct's tagged fields.
+func (p *typePlan) structFields(seen map[reflect.Type]*typePlan) {
+	t := p.typ
+	p.kind = kStruct
+	if t.NumField() > 64 {
+		panic("sim: scenario format: more than 64 fields (the decoder's bitset): " + t.String())
+	}
+	for i := range t.NumField() {
+		if f, ok := fieldOf(t, i, seen); ok {
+			p.fields = append(p.fields, f)
+			p.defaults = p.defaults || f.def.IsValid() || f.plan.defaults
+		}
+	}
+}
+
 // fieldOf reads the tag of t's field i.
 func fieldOf(t reflect.Type, i int, seen map[reflect.Type]*typePlan) (fieldPlan, bool) {
 	sf := t.Field(i)
@@ -329,78 +351,110 @@ func fieldOf(t reflect.Type, i int, seen map[reflect.Type]*typePlan) (fieldPlan,
 	if !ok || tag == "-" {
 		return fieldPlan{}, false
 	}
-	bad := func(format string, args ...any) {
-		panic(fmt.Sprintf("sim: scenario format: %s.%s: %s", t.Name(), sf.Name, fmt.Sprintf(format, args...)))
-	}
 	opts := strings.Split(tag, ",")
-	f := fieldPlan{name: opts[0], index: i, with: -1, plan: planOf(sf.Type, seen)}
+	r := tagReader{t: t, sf: sf, f: fieldPlan{name: opts[0], index: i, with: -1, plan: planOf(sf.Type, seen)}}
 	for _, o := range opts[1:] {
-		key, val, _ := strings.Cut(o, "=")
-		switch key {
-		case "omitempty":
-			f.omitEmpty = true
-		case "omitnil":
-			f.omitNil = true
-		case "required":
-			f.required = true
-		case "flow":
-			f.flow = true
-			if f.plan.kind != kList || f.plan.elem.kind != kStruct {
-				bad("flow is for lists of structs")
-			}
-			for _, g := range f.plan.elem.fields {
-				if g.plan.kind >= kStruct {
-					bad("flow items hold values only, not %s", g.plan.typ)
-				}
-			}
-		case "default":
-			f.def = parseDefault(f.plan, val)
-			switch {
-			case !f.def.IsValid():
-				bad("bad default %q", val)
-			case f.plan.kind == kFloat:
-				f.defFloat = f.def.Float()
-			case f.plan.kind == kUint:
-				f.defInt = int64(f.def.Uint())
-			default:
-				f.defInt = f.def.Int()
-			}
-		case "check", "keys":
-			c, ok := checks[val]
-			if !ok {
-				bad("no check %q", val)
-			}
-			// A check reads a leaf: the field's, or its map's or list's
-			// values; keys=… reads a map's keys (strings).
-			leaf := f.plan
-			if key == "keys" && leaf.kind == kMap {
-				leaf = &typePlan{kind: kString}
-			}
-			for key == "check" && (leaf.kind == kMap || leaf.kind == kList) {
-				leaf = leaf.elem
-			}
-			if !slices.Contains(c.kinds, leaf.kind) || (key == "keys" && f.plan.kind != kMap) {
-				bad("%s=%s does not read a %s", key, val, sf.Type)
-			}
-			if key == "keys" {
-				f.keyCheck = c.check
-			} else {
-				f.check = c.check
-			}
-		case "with":
-			w, ok := t.FieldByName(val)
-			if !ok || f.plan.kind != kOnCancel || w.Type != durationType {
-				bad("with=%s: no such duration beside a CancelMode", val)
-			}
-			f.with = w.Index[0]
-		default:
-			bad("unknown option %q", o)
+		r.option(o)
+	}
+	if r.f.plan.kind == kOnCancel && r.f.with < 0 {
+		r.bad("a CancelMode needs with=")
+	}
+	return r.f, true
+}
+
+// tagReader reads the options of one field's tag into its plan.
+type tagReader struct {
+	t  reflect.Type
+	sf reflect.StructField
+	f  fieldPlan
+}
+
+// bad panics: the tag is malformed.
+func (r *tagReader) bad(format string, args ...any) {
+	panic(fmt.Sprintf("sim: scenario format: %s.%s: %s", r.t.Name(), r.sf.Name, fmt.Sprintf(format, args...)))
+}
+
+// option reads one option (key or key=value).
+func (r *tagReader) option(o string) {
+	key, val, _ := strings.Cut(o, "=")
+	switch key {
+	case "omitempty":
+		r.f.omitEmpty = true
+	case "omitnil":
+		r.f.omitNil = true
+	case "required":
+		r.f.required = true
+	case "flow":
+		r.flow()
+	case "default":
+		r.setDefault(val)
+	case "check", "keys":
+		r.check(key, val)
+	case "with":
+		w, ok := r.t.FieldByName(val)
+		if !ok || r.f.plan.kind != kOnCancel || w.Type != durationType {
+			r.bad("with=%s: no such duration beside a CancelMode", val)
+		}
+		r.f.with = w.Index[0]
+	default:
+		r.bad("unknown option %q", o)
+	}
+}
+
+// flow: a list of structs of values, written on one line each.
+func (r *tagReader) flow() {
+	f := &r.f
+	f.flow = true
+	if f.plan.kind != kList || f.plan.elem.kind != kStruct {
+		r.bad("flow is for lists of structs")
+	}
+	for _, g := range f.plan.elem.fields {
+		if g.plan.kind >= kStruct {
+			r.bad("flow items hold values only, not %s", g.plan.typ)
 		}
 	}
-	if f.plan.kind == kOnCancel && f.with < 0 {
-		bad("a CancelMode needs with=")
+}
+
+// setDefault reads default=val.
+func (r *tagReader) setDefault(val string) {
+	f := &r.f
+	f.def = parseDefault(f.plan, val)
+	switch {
+	case !f.def.IsValid():
+		r.bad("bad default %q", val)
+	case f.plan.kind == kFloat:
+		f.defFloat = f.def.Float()
+	case f.plan.kind == kUint:
+		f.defInt = int64(f.def.Uint())
+	default:
+		f.defInt = f.def.Int()
 	}
-	return f, true
+}
+
+// check reads check=val (the field's leaves) or keys=val (a map's keys).
+func (r *tagReader) check(key, val string) {
+	f := &r.f
+	c, ok := checks[val]
+	if !ok {
+		r.bad("no check %q", val)
+	}
+	// A check reads a leaf: the field's, or its map's or list's values;
+	// keys=… reads a map's keys (strings).
+	leaf := f.plan
+	if key == "keys" && leaf.kind == kMap {
+		leaf = &typePlan{kind: kString}
+	}
+	for key == "check" && (leaf.kind == kMap || leaf.kind == kList) {
+		leaf = leaf.elem
+	}
+	if !slices.Contains(c.kinds, leaf.kind) || (key == "keys" && f.plan.kind != kMap) {
+		r.bad("%s=%s does not read a %s", key, val, r.sf.Type)
+	}
+	if key == "keys" {
+		f.keyCheck = c.check
+	} else {
+		f.check = c.check
+	}
 }
 
 // parseDefault reads a default written in a tag (invalid on a bad one).
