@@ -327,7 +327,7 @@ func (w *world) meetFaults(now time.Duration, c Core, op, lost *worldOp, toolNam
 		}
 		return
 	}
-	if fi := w.takeArmed(c, op.agent, op.tool, toolName); fi >= 0 {
+	if fi := w.takeArmed(c, op.agent, op.tool, op.compact, toolName); fi >= 0 {
 		w.applyFault(now, op, fi, true)
 	}
 }

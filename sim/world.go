@@ -53,6 +53,10 @@ type worldOp struct {
 	retryAfter time.Duration // the fault's base Retry-After
 	retryWait  time.Duration // the jittered wait of the last retry sent
 	hang       bool
+	// compact: the request is a compaction's summarising request; usage
+	// is what its end reports (nil: none, compaction.go).
+	compact bool
+	usage   *kernel.Usage
 
 	// What the op met, so that the op a recovery starts in its place
 	// meets the same (keepLost): when it started; a request's reply (its
@@ -73,15 +77,17 @@ type worldOp struct {
 
 // world is the scripted environment of one run.
 type world struct {
-	s       *scenario.Scenario
-	q       queue
-	rng     *rand.Rand
-	src     *rand.PCG // rng's source, whose state an explorer's state hash reads
-	ops     map[kernel.OpID]*worldOp
-	timers  map[kernel.OpID]bool
-	cursor  map[kernel.AgentID]int // next reply index per agent
-	armed   []int                  // faults waiting for the next op of their agent
-	callSeq int
+	s      *scenario.Scenario
+	q      queue
+	rng    *rand.Rand
+	src    *rand.PCG // rng's source, whose state an explorer's state hash reads
+	ops    map[kernel.OpID]*worldOp
+	timers map[kernel.OpID]bool
+	cursor map[kernel.AgentID]int // next reply index per agent
+	// summaries is the next summary index per agent (compaction.go).
+	summaries map[kernel.AgentID]int
+	armed     []int // faults waiting for the next op of their agent
+	callSeq   int
 	// again holds what a crash lost, for the ops its recovery starts in
 	// their place (keepLost): an agent's request that was streaming, a
 	// call of an idempotent tool that was running. Empty but in a
@@ -106,6 +112,8 @@ func newWorld(s *scenario.Scenario, idempotent []string) *world {
 		ops:    make(map[kernel.OpID]*worldOp),
 		timers: make(map[kernel.OpID]bool),
 		cursor: make(map[kernel.AgentID]int),
+
+		summaries: make(map[kernel.AgentID]int),
 
 		idempotent: idempotent,
 	}
@@ -157,21 +165,14 @@ func (w *world) apply(now time.Duration, c Core, effs []kernel.Effect) {
 // getting, its call ids and the faults that hit it (docs/semantics.md,
 // "Scripts": a provider asked the same again answers the same).
 func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
-	v := c.View(e.Agent)
-	script := w.s.Agents[v.Script]
 	lost := w.again[e.Agent]
 	delete(w.again, e.Agent)
-	n, seq := w.cursor[e.Agent], w.callSeq
+	seq := w.callSeq
 	if lost != nil {
-		n, seq = lost.reply, lost.callBase
-	} else {
-		w.cursor[e.Agent] = n + 1
+		seq = lost.callBase
 	}
-	reply := scenario.Reply{FirstToken: scenario.DefaultFirstToken, Rate: scenario.DefaultRate}
-	if n < len(script) {
-		reply = script[n]
-	}
-	op := &worldOp{id: e.Op, agent: e.Agent, start: now, reply: n, callBase: seq, errAfter: -1, firstToken: reply.FirstToken}
+	n, reply := w.replyFor(c, e, lost)
+	op := &worldOp{id: e.Op, agent: e.Agent, start: now, reply: n, callBase: seq, errAfter: -1, firstToken: reply.FirstToken, compact: e.Compact}
 	op.interval, op.text, op.tokens = reply.Interval(), reply.Text, reply.Tokens()
 	if len(reply.Calls) > 0 {
 		op.frags = make([]kernel.CallDelta, 0, 3*len(reply.Calls))
@@ -192,6 +193,7 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 	if lost == nil {
 		w.callSeq = seq
 	}
+	op.usage = w.usageOf(c, e, op)
 	w.ops[e.Op] = op
 	w.meetFaults(now, c, op, lost, "")
 	if op.hang {
@@ -240,7 +242,7 @@ func (w *world) llmNext(op *worldOp, at time.Duration) {
 	// of a clean end.
 	if op.next == op.errAfter {
 		op.done = true
-		w.schedule(op, at+op.late, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), false)
+		w.schedule(op, at+op.late, op.failure(), false)
 		return
 	}
 	if op.next < op.chunks() {
@@ -260,9 +262,11 @@ func (w *world) llmNext(op *worldOp, at time.Duration) {
 		return
 	}
 	op.done = true
-	w.schedule(op, at+op.late, kernel.LLMEnd(0, op.id), false)
+	end := kernel.LLMEnd(0, op.id)
+	end.Usage = op.usage
+	w.schedule(op, at+op.late, end, false)
 	if op.dup {
-		w.schedule(op, at+op.late, kernel.LLMEnd(0, op.id), true)
+		w.schedule(op, at+op.late, end, true)
 	}
 }
 
@@ -361,8 +365,13 @@ func (w *world) crash(now time.Duration, c Core) []string {
 	return changed
 }
 
-// faultFits reports whether fault f can hit an op of this kind (and tool).
-func faultFits(f scenario.Fault, tool bool, toolName string) bool {
+// faultFits reports whether fault f can hit an op of this kind (and tool):
+// a request fault hits a compaction's request only when it says so
+// (compaction.go).
+func faultFits(f scenario.Fault, tool, compact bool, toolName string) bool {
+	if f.Compaction && (tool || !compact) || !f.Compaction && compact {
+		return false
+	}
 	switch f.Fault {
 	case scenario.FaultToolPanic:
 		return tool && (f.Tool == "" || f.Tool == toolName)
@@ -377,14 +386,14 @@ func faultFits(f scenario.Fault, tool bool, toolName string) bool {
 }
 
 // takeArmed returns (and disarms) the first armed fault for a new op.
-func (w *world) takeArmed(c Core, agent kernel.AgentID, tool bool, toolName string) int {
+func (w *world) takeArmed(c Core, agent kernel.AgentID, tool, compact bool, toolName string) int {
 	if len(w.armed) == 0 {
 		return -1
 	}
 	v := c.View(agent)
 	for i, fi := range w.armed {
 		f := w.s.Faults[fi]
-		if v.Matches(f.Agent) && faultFits(f, tool, toolName) {
+		if v.Matches(f.Agent) && faultFits(f, tool, compact, toolName) {
 			w.armed = append(w.armed[:i], w.armed[i+1:]...)
 			return fi
 		}
@@ -403,7 +412,7 @@ func (w *world) activate(now time.Duration, c Core, fi int) string {
 		if op.cancelled || (op.tool && op.finished) || (!op.tool && op.done) || (best != nil && op.id > best.id) {
 			continue
 		}
-		if !c.View(op.agent).Matches(f.Agent) || !faultFits(f, op.tool, op.name) {
+		if !c.View(op.agent).Matches(f.Agent) || !faultFits(f, op.tool, op.compact, op.name) {
 			continue
 		}
 		if f.Fault == scenario.FaultRateLimit && (op.next > 0 || op.attempt > 0) {
@@ -425,7 +434,7 @@ func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 	f := w.s.Faults[fi]
 	op.faults = append(op.faults, fi)
 	switch f.Fault {
-	case scenario.FaultStreamError, scenario.FaultDisconnect:
+	case scenario.FaultStreamError, scenario.FaultDisconnect, scenario.FaultContextLength:
 		w.streamFault(now, op, f, fresh)
 	case scenario.FaultHang:
 		op.gen++
@@ -464,13 +473,20 @@ func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 // before its end), one in flight at once.
 func (w *world) streamFault(now time.Duration, op *worldOp, f scenario.Fault, fresh bool) {
 	op.errKind = kernel.FailureStream
-	if f.Fault == scenario.FaultDisconnect {
+	switch f.Fault {
+	case scenario.FaultDisconnect:
 		op.errKind = kernel.FailureDisconnect
+	case scenario.FaultContextLength:
+		op.errKind = kernel.FailureContextLength
 	}
 	if !fresh {
 		op.gen++
 		op.done = true
-		w.schedule(op, now, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), false)
+		w.schedule(op, now, op.failure(), false)
+		return
+	}
+	if f.Fault == scenario.FaultContextLength {
+		op.errAfter = 0 // refused before its first token
 		return
 	}
 	op.errAfter = f.After

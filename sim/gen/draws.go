@@ -42,7 +42,7 @@ type tables struct {
 	levels   [MaxDepth + 1]string          // scripts_l<level>
 	scripts  [MaxDepth + 1][2]scriptLabels // by level and slot
 	tools    [3]toolLabels
-	faults   []faultLabels // by the index of scenario.FaultKinds()
+	faults   []faultLabels // by the index of baseFaultKinds()
 	episodes [16]episodeLabels
 }
 
@@ -63,7 +63,7 @@ var sharedTables = sync.OnceValue(func() *tables {
 	for i := range tb.tools {
 		tb.tools[i] = newToolLabels(toolName(i))
 	}
-	for _, kind := range scenario.FaultKinds() {
+	for _, kind := range baseFaultKinds() {
 		tb.faults = append(tb.faults, newFaultLabels(kind))
 	}
 	for e := range tb.episodes {

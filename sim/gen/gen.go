@@ -268,7 +268,7 @@ func drawFaults(t *rapid.T, s *scenario.Scenario) []scenario.Fault {
 	names := keys.Sorted(s.Agents)
 	tools := keys.Sorted(s.Tools)
 	var out []scenario.Fault
-	for i, kind := range scenario.FaultKinds() {
+	for i, kind := range baseFaultKinds() {
 		key := &sharedTables().faults[i]
 		// Each kind is on in about one world of four; a world with a kind
 		// on gets one to three of it.

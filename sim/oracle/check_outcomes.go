@@ -118,6 +118,12 @@ func (c *outcomeChecker) endJustified(e *turnEndObs) bool {
 	case kernel.ReasonOutputLimit:
 		op := c.m.ops.get(f.lastReq)
 		return op != nil && op.overCapped
+	case kernel.ReasonCompactionFailed:
+		return f.compactFailed
+	case kernel.ReasonContextExhausted:
+		// A known window the history cannot be made to fit, or the
+		// server's refusal (I34 judges the estimate itself).
+		return c.m.lim.ContextWindow > 0 || f.refused
 	}
 	return false
 }

@@ -68,6 +68,10 @@ func (m *model) effect(e *kernel.Effect, n *note) {
 // startLLM reads a request started.
 func (m *model) startLLM(e *kernel.Effect, n *note) {
 	a := m.observe(e.Agent)
+	if e.Compact {
+		m.startCompaction(e, n, a)
+		return
+	}
 	a.t.requests++
 	a.llmRequests++
 	if m.restarts(e.Agent) {
@@ -114,7 +118,7 @@ func chunkEffects(s *stepObs) bool {
 			return false
 		}
 	}
-	return deltas == 1 || (deltas == 0 && s.delta == "")
+	return deltas == 1 || (deltas == 0 && (s.delta == "" || s.op.compact))
 }
 
 // readAll reads every agent the core holds after the last step (one whose
@@ -250,6 +254,8 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		m.callFinished(l, a)
 	case kernel.LifeDelegated:
 		m.delegated(l, n, a)
+	case kernel.LifeCompacted:
+		m.s.compacted = append(m.s.compacted, compactedObs{a: a, n: l.N, op: l.Op})
 	}
 }
 

@@ -35,6 +35,7 @@ func (m *model) refresh(id kernel.AgentID) {
 	a.state, a.turn, a.view = v.State, v.Turn, v
 	h := v.History
 	switch {
+	case m.replaced(a, h):
 	case len(h) < a.histLen:
 		m.anomaly(a, "history shrank from %d to %d messages", a.histLen, len(h))
 		a.histLen = len(h)

@@ -125,6 +125,8 @@ type agentObs struct {
 	// a recovery started in place of a lost one (asked).
 	llmRequests int
 	restarts    int
+	// compactions counts the compaction requests it started.
+	compactions int
 	liveOps     int
 	liveTools   int
 	// finishing: the agent finished in this step; freed: it finished
@@ -164,6 +166,11 @@ type turnFacts struct {
 	userCancelled bool
 	parentAborted bool
 	llmFailed     bool
+	// compactFailed: a compaction's request failed on its own or answered
+	// no text; refused: a request was refused as too long
+	// (kernel.FailureContextLength).
+	compactFailed bool
+	refused       bool
 	timedOut      kernel.Reason
 	// interrupted: the turn entered Interrupted, with abortReason.
 	interrupted bool
@@ -204,8 +211,10 @@ type opObs struct {
 	id    kernel.OpID
 	agent kernel.AgentID
 	tool  bool
-	call  string // a tool's call id
-	start time.Duration
+	// compact: a compaction's summarising request (check_compaction.go).
+	compact bool
+	call    string // a tool's call id
+	start   time.Duration
 	// a request's stream
 	lastChunk   uint32
 	gotChunk    bool

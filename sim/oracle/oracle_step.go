@@ -72,6 +72,8 @@ type stepObs struct {
 	changes   []stateChange
 	anomalies []anomaly
 	dirty     []kernel.AgentID
+	// compacted are the compactions that completed in this step.
+	compacted []compactedObs
 }
 
 // staleKind says why an event is stale.
@@ -198,6 +200,7 @@ func (s *stepObs) reset(ev *kernel.Event, target kernel.AgentID) {
 	s.entered, s.started = s.entered[:0], s.started[:0]
 	s.turnEnds, s.callFins, s.cuts, s.cutOps = s.turnEnds[:0], s.callFins[:0], s.cuts[:0], s.cutOps[:0]
 	s.msgs, s.changes, s.anomalies, s.dirty = s.msgs[:0], s.changes[:0], s.anomalies[:0], s.dirty[:0]
+	s.compacted = s.compacted[:0]
 }
 
 // transOf is id's transitions in this step.
@@ -222,7 +225,7 @@ func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 	switch ev.Kind {
 	case kernel.EvSubmit, kernel.EvInterject:
 		s.input = true
-		if op := m.liveRequest(root); op != nil && root.state == fsm.Streaming {
+		if op := m.liveRequest(root); op != nil && root.state == fsm.Streaming && !op.compact {
 			s.rootCut = string(op.text)
 		}
 	case kernel.EvCancel, kernel.EvShutdown:
@@ -408,6 +411,12 @@ func (m *model) answer(op *opObs, ev *kernel.Event) {
 // provider calls "cancelled": a stream failure of its turn.
 func (m *model) streamFailed(op *opObs, ev *kernel.Event) {
 	a := m.agents[op.agent]
+	if op.compact {
+		a.t.compactFailed = true
+		m.cut(op, "a stream failure")
+		return
+	}
+	a.t.refused = a.t.refused || ev.Failure == kernel.FailureContextLength
 	a.t.llmFailed = true
 	a.t.cut = string(op.text)
 	a.t.failDetail = ev.Failure.String()
@@ -451,7 +460,7 @@ func (m *model) cut(op *opObs, why string) {
 	}
 	op.cut = true
 	m.s.cutOps = append(m.s.cutOps, op)
-	if len(op.text) > 0 {
+	if len(op.text) > 0 && !op.compact { // a summary's text is dropped, never kept
 		m.s.cuts = append(m.s.cuts, cutObs{agent: op.agent, text: string(op.text), why: why})
 	}
 }

@@ -21,6 +21,8 @@ func (s *Scenario) Clone() *Scenario {
 		}
 		c.Agents[name] = cp
 	}
+	c.Summaries = cloneScripts(s.Summaries)
+	c.Usage.Unreported = slices.Clone(s.Usage.Unreported)
 	c.Tools = maps.Clone(s.Tools)
 	if c.Tools == nil {
 		c.Tools = map[string]ToolSpec{}

@@ -24,8 +24,13 @@ type Scenario struct {
 	Seed   uint64        `scenario:"seed,default=1"`
 	Limits kernel.Limits `scenario:"limits"`
 	// Agents maps a script name to its replies; the root's script is "main".
-	Agents map[string]Script   `scenario:"agents,keys=name"`
-	Tools  map[string]ToolSpec `scenario:"tools,omitempty,keys=tool"`
+	Agents map[string]Script `scenario:"agents,keys=name"`
+	// Summaries maps a script name to the replies its agents' compaction
+	// requests take, in order (compaction.go).
+	Summaries map[string]Script `scenario:"summaries,omitempty,keys=name"`
+	// Usage says what token usage the scripted models report (compaction.go).
+	Usage UsageSpec           `scenario:"usage,omitempty"`
+	Tools map[string]ToolSpec `scenario:"tools,omitempty,keys=tool"`
 	// Profiles are the agent profiles a delegation may name, by name
 	// (profiles.go); RootProfile the root's.
 	Profiles    map[string]ProfileSpec `scenario:"profiles,omitempty,keys=name"`
@@ -175,7 +180,7 @@ const (
 
 // FaultKinds lists every fault kind.
 func FaultKinds() []FaultKind {
-	return []FaultKind{FaultStreamError, FaultDisconnect, FaultHang, FaultRateLimit, FaultToolPanic, FaultDuplicate, FaultLate}
+	return []FaultKind{FaultStreamError, FaultDisconnect, FaultHang, FaultRateLimit, FaultToolPanic, FaultDuplicate, FaultLate, FaultContextLength}
 }
 
 func (f FaultKind) known() bool { return slices.Contains(FaultKinds(), f) }
@@ -196,6 +201,10 @@ type Fault struct {
 	Attempts   int           `scenario:"attempts,omitempty"`
 	// Delay is how late a late_event arrives (default 5s).
 	Delay time.Duration `scenario:"delay,omitempty"`
+	// Compaction restricts the fault to the agent's compaction requests;
+	// without it, a request fault hits only its ordinary requests
+	// (compaction.go).
+	Compaction bool `scenario:"compaction,omitempty"`
 }
 
 // Input is one user action at a virtual time.

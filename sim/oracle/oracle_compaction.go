@@ -1,0 +1,71 @@
+package oracle
+
+import "github.com/escapement/escapement/kernel"
+
+// The model's reading of compactions (docs/semantics.md, "Compaction"): a
+// compaction's summarising request is a stream like any other — it holds
+// a request slot, it is cancelled, timed out and recovered as one — but it
+// is none of its turn's max_requests, it publishes no deltas, what it
+// streamed is never kept, and when it completes the agent's history is
+// replaced in one step. The checkers of I32–I36 (check_compaction.go)
+// judge what the model reads here.
+
+// compactedObs is a compaction that completed in the step: its agent, the
+// messages it summarised (the compacted record's N) and its request.
+type compactedObs struct {
+	a  *agentObs
+	n  int
+	op kernel.OpID
+}
+
+// startCompaction reads a compaction's summarising request started: a
+// stream of its agent, not a request of its turn.
+func (m *model) startCompaction(e *kernel.Effect, n *note, a *agentObs) {
+	a.compactions++
+	a.liveOps++
+	n.a, n.count = a, a.t.requests
+	n.firstWaiting = kernel.NoAgent
+	if len(m.waiting) > 0 {
+		n.firstWaiting = m.waiting[0]
+	}
+	m.unwait(a)
+	n.op, n.bad = m.startOp(e, false)
+	if n.op != nil {
+		n.op.compact = true
+	}
+	n.liveRequests = m.liveRequests()
+}
+
+// compactedOf is a's compaction completed in this step, nil when none.
+func (s *stepObs) compactedOf(a *agentObs) *compactedObs {
+	for i := range s.compacted {
+		if s.compacted[i].a == a {
+			return &s.compacted[i]
+		}
+	}
+	return nil
+}
+
+// replaced reads a history a compaction replaced in this step: the
+// summarised messages are gone, the summary stands in their place and the
+// kept tail follows, as read before; what follows the tail (the
+// interjections the compaction held back) is read as new. Whether the new
+// history is exactly the compacted form of the old is I32's to judge
+// (check_compaction.go); the model only finds where to read on.
+func (m *model) replaced(a *agentObs, h []kernel.Message) bool {
+	c := m.s.compactedOf(a)
+	if c == nil {
+		return false
+	}
+	first := 0
+	if len(h) > 0 && h[0].Role == kernel.RoleSystem {
+		first = 1
+	}
+	next := first + 1 + a.histLen - first - c.n // system, summary, tail
+	next = max(min(next, len(h)), 0)
+	a.histLen = next
+	if next > 0 {
+		a.last, a.lastRead = h[next-1], h[next-1]
+	}
+	return true
+}
