@@ -43,7 +43,13 @@ const (
 	RebuildsExactly         Invariant = "I24"
 	SpansEnd                Invariant = "I25"
 	ProfileTools            Invariant = "I26"
-	Liveness                Invariant = "liveness"
+	// I27–I31 are the approvals' (docs/semantics.md, "Approvals").
+	CompactionAtomic          Invariant = "I32"
+	NoSplitPair               Invariant = "I33"
+	WindowHeld                Invariant = "I34"
+	OneCompaction             Invariant = "I35"
+	AbortedCompactionHarmless Invariant = "I36"
+	Liveness                  Invariant = "liveness"
 
 	// RunLimit is no invariant: the run hit its event budget.
 	RunLimit Invariant = "limit"
@@ -88,6 +94,11 @@ var invariantTable = [...]invariantSpec{
 	{RebuildsExactly, "a host rebuilt after a crash from the events it logged replays every logged step exactly as logged and holds the tree the crashed host held (every agent's view, the lifecycle log, quiescence)", "sim/crash.go"},
 	{SpansEnd, "every span derived from the steps (an agent's turn, a request, a tool op, a delegation) starts in the step what it stands for starts, under its parent (a root turn's under none, a child's turn under the delegation that spawned it, the rest under their agent's turn), and ends exactly once, in the step the last of what it stands for and the spans under it ends, whatever ended it, with the error.type and typed reason of what did", "sim/oracle/check_spans.go"},
 	{ProfileTools, "an agent acts within its profile: no tool starts that its profile does not list, a child is spawned only with the profile its delegation names and only one its parent's profile may delegate to, it starts with that profile's system prompt, and every request carries its agent's profile", "sim/oracle/check_profiles.go"},
+	{CompactionAtomic, "a compaction replaces a history atomically: while its request streams the history stays as it was, and in the step it completes the history becomes exactly the system prompt, the summary its request streamed and the kept tail (then only the interjections that waited for it)", "sim/oracle/check_compaction.go"},
+	{NoSplitPair, "a compaction never separates a call from its result: its kept tail starts at a cut point (never a tool message, a marker or an interjection) and is the longest such tail within half the threshold (none on demand or with the window unknown)", "sim/oracle/check_compaction.go"},
+	{WindowHeld, "no request goes out with an estimate (the last reported prompt plus the measure of what was added since, or the measure) past a known context_window, and no compaction's request measures past the threshold", "sim/oracle/check_compaction.go"},
+	{OneCompaction, "at most one compaction precedes a request: between two requests of a turn that ended on their own at most one compaction starts, and a request refused as too long after a compaction is never sent again", "sim/oracle/check_compaction.go"},
+	{AbortedCompactionHarmless, "a compaction that does not complete (failed, cancelled, timed out, cut by an ancestor, lost in a crash) leaves the history byte-identical to the one before it but for what its abort appends (the queued interjections and the marker), and a compaction a recovery asks again finds the history as it was", "sim/oracle/check_compaction.go"},
 	{Liveness, "after the last input or fault every tree is idle within 2×grace + turn_timeout + debounce, and at the end of the run", "sim/oracle/check_quiesce.go"},
 	{RunLimit, "(a run limit, not an invariant) the run delivered as many events as it may", "sim/oracle/report.go"},
 	{Expectation, "(not an invariant) an expectation of the scenario holds", "sim/oracle/expect.go"},

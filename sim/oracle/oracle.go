@@ -52,7 +52,7 @@ type Oracle struct {
 		progress   progressChecker
 		view       viewChecker
 		profile    profileChecker
-		checks     [17]checker
+		checks     [18]checker
 	}
 }
 
@@ -126,6 +126,7 @@ func New(t Tree, cfg kernel.Config, derive func(spans.Config) SpanDeriver) *Orac
 		&all.freeze,
 		&all.input,
 		&all.fsm,
+		newCompactionChecker(j),
 		newUserTextChecker(j),
 		&all.transcript,
 		&all.outcome,

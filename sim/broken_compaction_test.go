@@ -1,0 +1,141 @@
+package sim
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/oracle"
+)
+
+// compactionLoops are the broken loops of I32–I36 (docs/semantics.md,
+// "Compaction"): each changes one step of a compaction the way a real loop
+// gets it wrong. TestOracleCatchesCompactionLoops holds the oracle to
+// catching each in its scenario (named first), TestCompactionTeethRapid
+// in random worlds, shrunk.
+func compactionLoops() []BrokenLoop {
+	return []BrokenLoop{
+		{"compaction-before-request", "I32: the replacement loses the summary: the history becomes the system prompt and the kept tail", oracle.CompactionAtomic,
+			hiding(func(m kernel.Message) bool { return m.Summary })},
+		{"compaction-before-request", "I33: the history is cut by a plain message count, one message further than the cut point the tail's size allows", oracle.NoSplitPair,
+			cuttingOneFurther()},
+		{"compaction-cannot-fit", "I34: the loop never looks at context_window: it neither compacts nor refuses a request past the window", oracle.WindowHeld,
+			ignoring(func(l *kernel.Limits) { l.ContextWindow = 0 })},
+		{"compaction-before-request", "I35: the loop forgets a compaction preceded the request and compacts again before sending it", oracle.OneCompaction,
+			compactingTwice()},
+		{"compaction-cancelled", "I36: a cancelled compaction keeps what its summary had streamed as partial text", oracle.AbortedCompactionHarmless,
+			keepingAbortedSummary()},
+	}
+}
+
+// cuttingOneFurther is a loop whose compactions summarise one message more
+// than their cut point allows: the compacted record counts it, and the
+// history after the summary lacks it.
+func cuttingOneFurther() CoreFactory {
+	return broken(func(b *brokenCore) {
+		short := map[kernel.AgentID]bool{}
+		b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+			out := b.inner(ev)
+			for i := range out {
+				l := &out[i].Life
+				if out[i].Kind != kernel.EffEmit || l.Kind != kernel.LifeCompacted {
+					continue
+				}
+				h := b.Core.View(l.Agent).History
+				if k := summaryAt(h); k >= 0 && k+1 < len(h) && !short[l.Agent] {
+					short[l.Agent] = true
+					l.N++
+				}
+			}
+			return out
+		}
+		b.viewID = func(_ *brokenCore, id kernel.AgentID, v oracle.View) oracle.View {
+			if k := summaryAt(v.History); short[id] && k >= 0 && k+1 < len(v.History) {
+				v.History = slices.Delete(slices.Clone(v.History), k+1, k+2)
+			}
+			return v
+		}
+	})
+}
+
+// summaryAt is the index of a history's summary (-1: none).
+func summaryAt(h []kernel.Message) int {
+	return slices.IndexFunc(h, func(m kernel.Message) bool { return m.Summary })
+}
+
+// compactingTwice is a loop that, once a compaction completed, compacts
+// again instead of sending the request it compacted for.
+func compactingTwice() CoreFactory {
+	return broken(func(b *brokenCore) {
+		b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+			out := b.inner(ev)
+			compacted := kernel.NoAgent
+			for i := range out {
+				e := &out[i]
+				switch {
+				case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeCompacted:
+					compacted = e.Agent
+				case e.Kind == kernel.EffStartLLM && !e.Compact && e.Agent == compacted:
+					e.Compact = true
+					e.Messages = []kernel.Message{{Role: kernel.RoleUser, Content: "Summarise the conversation again."}}
+				}
+			}
+			return out
+		}
+	})
+}
+
+// keepingAbortedSummary is a loop that, when a compaction is aborted,
+// keeps what the summary had streamed as a partial assistant message where
+// the compaction began.
+func keepingAbortedSummary() CoreFactory {
+	return broken(func(b *brokenCore) {
+		type compacting struct {
+			op   kernel.OpID
+			at   int
+			text string
+		}
+		running := map[kernel.AgentID]*compacting{}
+		kept := map[kernel.AgentID]*compacting{}
+		b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+			for _, c := range running { // determinism: at most one matches
+				if ev.Kind == kernel.EvLLMDelta && ev.Op == c.op {
+					c.text += ev.Text
+				}
+			}
+			out := b.inner(ev)
+			for i := range out {
+				e := &out[i]
+				switch {
+				case e.Kind == kernel.EffStartLLM && e.Compact:
+					running[e.Agent] = &compacting{op: e.Op, at: len(b.Core.View(e.Agent).History)}
+				case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeCompacted:
+					delete(running, e.Agent)
+				case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeInterrupted:
+					if c := running[e.Agent]; c != nil && c.text != "" {
+						kept[e.Agent] = c
+					}
+					delete(running, e.Agent)
+				}
+			}
+			return out
+		}
+		b.viewID = func(_ *brokenCore, id kernel.AgentID, v oracle.View) oracle.View {
+			if c := kept[id]; c != nil && c.at <= len(v.History) {
+				v.History = slices.Insert(slices.Clone(v.History), c.at, kernel.Message{Role: kernel.RoleAssistant, Content: c.text, Partial: true})
+			}
+			return v
+		}
+	})
+}
+
+// TestOracleCatchesCompactionLoops: each compaction scenario passes with
+// the kernel and fails — the right invariant named first — with its broken
+// loop.
+func TestOracleCatchesCompactionLoops(t *testing.T) {
+	for _, bl := range compactionLoops() {
+		t.Run(string(bl.Invariant)+"/"+bl.Scenario, func(t *testing.T) {
+			assertCaught(t, bl.Scenario, bl.Core, bl.Invariant, bl.Failure)
+		})
+	}
+}
