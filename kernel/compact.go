@@ -120,7 +120,7 @@ func (k *Kernel) compactFirst(a *agent) bool {
 	}
 	if !a.ctx.compacted {
 		if c := planCompaction(a, whyThreshold, t/2, e); c.cut > c.first {
-			if k.beginCompaction(a, c, false) {
+			if k.beginCompaction(a, c, false, "") {
 				k.sendCompaction(a) // the slot this request was sent in
 			}
 			return true
@@ -172,9 +172,11 @@ func cutPoint(m Message) bool {
 // request: a compaction's request is a request like any other, sent when a
 // slot is free and waiting its turn otherwise (requests.go). fired says the
 // caller already fired Compact (an on-demand compaction's Idle →
-// Streaming).
-func (k *Kernel) startCompaction(a *agent, c *compaction, fired bool) {
-	if k.beginCompaction(a, c, fired) {
+// Streaming). text is what the request the compaction follows had
+// streamed (a refused request's partial text), the turn's text should the
+// compaction not even be asked for.
+func (k *Kernel) startCompaction(a *agent, c *compaction, fired bool, text string) {
+	if k.beginCompaction(a, c, fired, text) {
 		k.startRequest(a)
 	}
 }
@@ -183,10 +185,10 @@ func (k *Kernel) startCompaction(a *agent, c *compaction, fired bool) {
 // summarising request cannot fit, and the turn ended) or the FSM refused.
 // From here until its request ends, text typed is kept for later
 // (interjectCompacting), so the history stays as c planned it.
-func (k *Kernel) beginCompaction(a *agent, c *compaction, fired bool) bool {
+func (k *Kernel) beginCompaction(a *agent, c *compaction, fired bool, text string) bool {
 	if _, ok := k.summaryRequest(a, c); !ok {
 		k.contextExhausted(a, fmt.Sprintf("the system prompt leaves no room to ask for a summary within the threshold of %d tokens "+
-			"(context_window %d): shorten the system prompt, or raise context_window if the model allows more", k.threshold(), k.cfg.ContextWindow), "")
+			"(context_window %d): shorten the system prompt, or raise context_window if the model allows more", k.threshold(), k.cfg.ContextWindow), text)
 		return false
 	}
 	if !fired && !k.fire(a, fsm.Compact) {
@@ -299,7 +301,7 @@ func (k *Kernel) contextRefused(a *agent, ev Event) {
 			keep = k.threshold() / 2
 		}
 		if c := planCompaction(a, whyContextLength, keep, a.estimate()); c.cut > c.first {
-			k.startCompaction(a, c, false)
+			k.startCompaction(a, c, false, text)
 			return
 		}
 	}
@@ -328,7 +330,7 @@ func (k *Kernel) dropCompaction(a *agent) {
 func (k *Kernel) restartCompaction(a *agent) {
 	c := a.ctx.compaction
 	k.dropCompaction(a)
-	k.startCompaction(a, c, false)
+	k.startCompaction(a, c, false, "")
 }
 
 // interjectCompacting keeps text typed while a compaction runs: for the
@@ -363,7 +365,7 @@ func (k *Kernel) onCompact(ev Event) {
 		return
 	}
 	a.ctx.compactTurn = true
-	k.startCompaction(a, c, true)
+	k.startCompaction(a, c, true, "")
 }
 
 // Usage is the agent's current turn's total so far, or its last turn's

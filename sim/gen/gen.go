@@ -71,6 +71,7 @@ func World(o Options) *rapid.Generator[*scenario.Scenario] {
 		// Drawn last, so every draw before it (and so every world it
 		// leaves at the default) stays what it was.
 		s.Limits.MaxParallelRequests = pick(t, []int{8, 8, 8, 1, 2}, "max_parallel_requests")
+		drawContext(t, s, o.Faults) // last of all (context.go)
 		return s
 	})
 }

@@ -276,7 +276,7 @@ func (c *compactionChecker) unchanged(id kernel.AgentID, w *compactWatch) {
 	switch {
 	case running && !sameHistory(h, w.snap):
 		c.violate(CompactionAtomic, id, "the history changed (%d messages, %d when the compaction started) while compaction request %d streams", len(h), len(w.snap), w.op)
-	case !running && (len(h) < len(w.snap) || !sameHistory(h[:len(w.snap)], w.snap) || !abortsOwn(h[len(w.snap):])):
+	case !running && (len(h) < len(w.snap) || !sameHistory(h[:len(w.snap)], w.snap) || !abortsOwnThen(h[len(w.snap):], a.turn != w.turn)):
 		c.violate(AbortedCompactionHarmless, id, "compaction request %d ended without completing, and the history (%d messages) is not the one before it (%d) plus what its abort appends", w.op, len(h), len(w.snap))
 	default:
 		return
@@ -290,6 +290,21 @@ func abortsOwn(msgs []kernel.Message) bool {
 	for _, m := range msgs {
 		if m.Role != kernel.RoleUser || !(m.Marker || m.Interjection) {
 			return false
+		}
+	}
+	return true
+}
+
+// abortsOwnThen is abortsOwn, but once the abort's marker is read, what
+// follows may be a next turn's, when one started (in the step the aborted
+// turn settled).
+func abortsOwnThen(msgs []kernel.Message, next bool) bool {
+	for i, m := range msgs {
+		if m.Role != kernel.RoleUser || !(m.Marker || m.Interjection) {
+			return false
+		}
+		if m.Marker && next {
+			return abortsOwn(msgs[:i+1])
 		}
 	}
 	return true

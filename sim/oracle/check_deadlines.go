@@ -127,7 +127,7 @@ func (c *deadlineChecker) step(s *stepObs) {
 		return
 	}
 	now, lim := c.m.now, c.m.lim
-	if s.is(kernel.EvInterject) && !s.rejected && s.rootWas == fsm.Streaming && !c.restarting && !c.m.agents[kernel.Root].waitingReq {
+	if s.is(kernel.EvInterject) && !s.rejected && s.rootWas == fsm.Streaming && !s.rootCompacting && !c.restarting && !c.m.agents[kernel.Root].waitingReq {
 		c.restarting, c.restartDue, c.lateRestart = true, now+lim.Debounce, false
 		c.lower(c.restartDue)
 	}

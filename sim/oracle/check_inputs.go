@@ -70,7 +70,7 @@ func (c *inputChecker) accepted(s *stepObs) {
 	if s.rootWas == fsm.Interrupted {
 		c.queued++
 	}
-	queued := s.rootWas != fsm.Streaming
+	queued := s.rootWas != fsm.Streaming || s.rootCompacting
 	for i := range s.effs {
 		if l := &s.effs[i].Life; s.effs[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeInterjected && l.Agent == kernel.Root && l.Text == s.ev.Text {
 			if l.Queued != queued {

@@ -62,11 +62,8 @@ func (c *outcomeChecker) oneMarker(e *turnEndObs) {
 	if e.second || e.l.Outcome == kernel.OutcomeCompleted {
 		return
 	}
-	if a := e.a; a.markerTurn != e.l.Turn || a.markers != 1 {
-		n := 0
-		if a.markerTurn == e.l.Turn {
-			n = a.markers
-		}
+	if a := e.a; a.markersOf(e.l.Turn) != 1 {
+		n := a.markersOf(e.l.Turn)
 		c.violate(TypedOutcomes, a.id, "turn %d ended %s but left %d marker(s) in its history, want 1", e.l.Turn, e.l.Outcome, n)
 	}
 }
@@ -117,7 +114,8 @@ func (c *outcomeChecker) endJustified(e *turnEndObs) bool {
 		return f.requests >= c.m.maxRequests(e.a)
 	case kernel.ReasonOutputLimit:
 		op := c.m.ops.get(f.lastReq)
-		return op != nil && op.overCapped
+		cop := c.m.ops.get(e.a.compactReq) // a summary past the cap cuts its compaction
+		return op != nil && op.overCapped || cop != nil && cop.overCapped
 	case kernel.ReasonCompactionFailed:
 		return f.compactFailed
 	case kernel.ReasonContextExhausted:

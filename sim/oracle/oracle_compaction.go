@@ -1,6 +1,9 @@
 package oracle
 
-import "github.com/escapement/escapement/kernel"
+import (
+	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/kernel"
+)
 
 // The model's reading of compactions (docs/semantics.md, "Compaction"): a
 // compaction's summarising request is a stream like any other — it holds
@@ -22,6 +25,10 @@ type compactedObs struct {
 // stream of its agent, not a request of its turn.
 func (m *model) startCompaction(e *kernel.Effect, n *note, a *agentObs) {
 	a.compactions++
+	a.compactReq = e.Op
+	// What a refused request had streamed is kept before its compaction
+	// starts: it is no text a later end of the turn cuts off.
+	a.t.cut = ""
 	a.liveOps++
 	n.a, n.count = a, a.t.requests
 	n.firstWaiting = kernel.NoAgent
@@ -68,4 +75,63 @@ func (m *model) replaced(a *agentObs, h []kernel.Message) bool {
 		a.last, a.lastRead = h[next-1], h[next-1]
 	}
 	return true
+}
+
+// markerTurn is the turn a marker a's history gained in this step belongs
+// to: the earliest turn of a that ended in this step, not completed, and
+// after the turn of the last marker read — two turns can end in one step
+// when the second starts and cannot ask even for a compaction — else a's
+// current turn.
+func (m *model) markerTurn(a *agentObs) uint64 {
+	for i := range m.s.turnEnds {
+		if e := &m.s.turnEnds[i]; e.a == a && !e.second && e.l.Outcome != kernel.OutcomeCompleted && e.l.Turn > a.markerTurn && e.l.Turn < a.turn {
+			return e.l.Turn
+		}
+	}
+	return a.turn
+}
+
+// markersOf is how many markers a's history holds for turn (of the last
+// two turns that left one).
+func (a *agentObs) markersOf(turn uint64) int {
+	switch turn {
+	case a.markerTurn:
+		return a.markers
+	case a.prevMarkerTurn:
+		return a.prevMarkers
+	}
+	return 0
+}
+
+// compacting reports whether a runs a compaction: Streaming, with its
+// compaction's request live or waiting for a slot.
+func (m *model) compacting(a *agentObs) bool {
+	if a.state != fsm.Streaming {
+		return false
+	}
+	if a.waitingCompaction {
+		return true
+	}
+	op := m.ops.get(a.compactReq)
+	return op != nil && !op.terminal && op.cancels == 0 && !op.ended
+}
+
+// compaction sees a compaction's records: why one started, one that ended
+// without completing (cancelled, abandoned, lost) or failed, and a turn
+// that could not be made to fit.
+func (p *probeSet) compaction(m *model, l *kernel.Lifecycle) {
+	switch {
+	case l.Kind == kernel.LifeCompactionStarted && l.Name == "threshold":
+		p.hit(ProbeCompactionThreshold)
+	case l.Kind == kernel.LifeCompactionStarted && l.Name == "context_length":
+		p.hit(ProbeCompactionContextLength)
+	case l.Kind == kernel.LifeOpEnded && l.End != kernel.OpCompleted && l.End != kernel.OpFailed:
+		if op := m.ops.get(l.Op); op != nil && op.compact {
+			p.hit(ProbeCompactionAborted)
+		}
+	case l.Kind == kernel.LifeTurnEnded && l.Reason == kernel.ReasonCompactionFailed:
+		p.hit(ProbeCompactionFailed)
+	case l.Kind == kernel.LifeTurnEnded && l.Reason == kernel.ReasonContextExhausted:
+		p.hit(ProbeContextExhausted)
+	}
 }

@@ -241,7 +241,7 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 	case kernel.LifeRequestWaiting:
 		n.bad = a.waitingReq
 		if !a.waitingReq {
-			a.waitingReq = true
+			a.waitingReq, a.waitingCompaction = true, l.Name == "compaction"
 			m.waiting = append(m.waiting, a.id)
 		}
 	case kernel.LifeInterrupted:
@@ -350,6 +350,7 @@ func (m *model) turnEnded(l *kernel.Lifecycle, a *agentObs) {
 	if l.Outcome == kernel.OutcomeBudgetExhausted && a.t.restarts > 0 {
 		m.crashSpent(a, l.Turn)
 	}
+	m.unwait(a) // a turn that ended waits for no request (one context_exhausted ended unsent)
 	e := turnEndObs{l: l, a: a, second: a.endedTurn == l.Turn && l.Turn != 0, facts: a.t, owed: a.owed}
 	a.owed = nil
 	if !e.second {

@@ -104,10 +104,11 @@ func (m *model) readUser(o *msgObs) {
 	if !msg.Marker {
 		return
 	}
-	if a.markerTurn == a.turn {
+	if turn := m.markerTurn(a); a.markerTurn == turn {
 		a.markers++
 	} else {
-		a.markerTurn, a.markers = a.turn, 1
+		a.prevMarkerTurn, a.prevMarkers = a.markerTurn, a.markers
+		a.markerTurn, a.markers = turn, 1
 	}
 	a.marker = parseMarker(msg.Content)
 	a.marker.above = i > 0 && a.lastRead.Role == kernel.RoleAssistant && a.lastRead.Partial

@@ -98,6 +98,11 @@ type agentObs struct {
 	markerTurn uint64
 	markers    int
 	marker     markerObs
+	// prevMarkerTurn and prevMarkers are the turn and count before
+	// markerTurn's: two turns can end in one step (a turn a compaction
+	// could not even ask for ends in the step it starts).
+	prevMarkerTurn uint64
+	prevMarkers    int
 	// turns
 	startedTurn, endedTurn uint64
 	t                      turnFacts
@@ -125,8 +130,10 @@ type agentObs struct {
 	// a recovery started in place of a lost one (asked).
 	llmRequests int
 	restarts    int
-	// compactions counts the compaction requests it started.
+	// compactions counts the compaction requests it started; compactReq
+	// is the last one.
 	compactions int
+	compactReq  kernel.OpID
 	liveOps     int
 	liveTools   int
 	// finishing: the agent finished in this step; freed: it finished
@@ -134,8 +141,9 @@ type agentObs struct {
 	// last view read while held, and viewFreed what the core's view said
 	// at the last read since).
 	finishing, freed, viewFreed bool
-	// waitingReq: its next request waits for a slot (m.waiting holds it).
-	waitingReq bool
+	// waitingReq: its next request waits for a slot (m.waiting holds it);
+	// waitingCompaction: that request is a compaction's.
+	waitingReq, waitingCompaction bool
 	// profile is its profile's index in model.profiles (-1: none) as its
 	// delegation named it, profileName that name; depthCap is the deepest
 	// its descendants may sit (docs/semantics.md, "Profiles").
@@ -372,7 +380,7 @@ func (m *model) unwait(a *agentObs) {
 	if !a.waitingReq {
 		return
 	}
-	a.waitingReq = false
+	a.waitingReq, a.waitingCompaction = false, false
 	if i := slices.Index(m.waiting, a.id); i >= 0 {
 		m.waiting = slices.Delete(m.waiting, i, i+1)
 	}

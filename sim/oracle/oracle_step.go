@@ -25,6 +25,10 @@ type stepObs struct {
 	// rootCut is what an interjection cuts: the text the root's running
 	// stream delivered before the step ("" when none runs).
 	rootCut string
+	// rootCompacting: the root's running (or waiting) request before the
+	// step was a compaction's, so text typed waits for the request after
+	// it (docs/semantics.md, "Compaction").
+	rootCompacting bool
 	// A world event names op, live; answer says it is op's own terminal
 	// answer (a stream's end or failure, a tool's result). A stale event
 	// says why.
@@ -188,7 +192,7 @@ func (s *stepObs) reset(ev *kernel.Event, target kernel.AgentID) {
 	s.n++
 	s.final = false
 	s.ev, s.target = *ev, target
-	s.input, s.cancel, s.rootCut = false, cancelObs{sub: s.cancel.sub[:0]}, ""
+	s.input, s.cancel, s.rootCut, s.rootCompacting = false, cancelObs{sub: s.cancel.sub[:0]}, "", false
 	s.op, s.answer, s.stale, s.staleWhy, s.capCut, s.malformed = nil, false, notStale, "", nil, ""
 	s.timer, s.timerSet, s.lost, s.delta = timerObs{}, false, s.lost[:0], ""
 	clear(s.stoppedAt)
@@ -225,7 +229,9 @@ func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 	switch ev.Kind {
 	case kernel.EvSubmit, kernel.EvInterject:
 		s.input = true
-		if op := m.liveRequest(root); op != nil && root.state == fsm.Streaming && !op.compact {
+		op := m.liveRequest(root)
+		s.rootCompacting = m.compacting(root)
+		if op != nil && root.state == fsm.Streaming && !op.compact {
 			s.rootCut = string(op.text)
 		}
 	case kernel.EvCancel, kernel.EvShutdown:

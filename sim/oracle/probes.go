@@ -30,6 +30,12 @@ const (
 	ProbeOutputLimit             Probe = "cap_output_limit"
 	ProbeMaxCalls                Probe = "cap_max_calls"
 	ProbeToolWaited              Probe = "cap_tool_waited"
+	// Compaction's (oracle_compaction.go).
+	ProbeCompactionThreshold     Probe = "compaction_threshold"
+	ProbeCompactionContextLength Probe = "compaction_context_length"
+	ProbeCompactionAborted       Probe = "compaction_aborted"
+	ProbeCompactionFailed        Probe = "compaction_failed"
+	ProbeContextExhausted        Probe = "context_exhausted"
 )
 
 // Probes lists every probe in report order.
@@ -40,6 +46,7 @@ func Probes() []Probe {
 		ProbeTimeoutRacesResult, ProbeLateAfterAbandon, ProbeLateResultAfterCancel,
 		ProbeAbandoned, ProbeToolTimeout, ProbeTimeout, ProbeBudget, ProbeDepth4Delegation,
 		ProbeOutputLimit, ProbeMaxCalls, ProbeToolWaited,
+		ProbeCompactionThreshold, ProbeCompactionContextLength, ProbeCompactionAborted, ProbeCompactionFailed, ProbeContextExhausted,
 	}
 }
 
@@ -145,6 +152,7 @@ func (p *probeSet) effect(m *model, e *kernel.Effect, n *note) {
 
 // life sees one lifecycle record of the step.
 func (p *probeSet) life(m *model, l *kernel.Lifecycle) {
+	p.compaction(m, l)
 	switch {
 	case l.Kind == kernel.LifeOpEnded && l.End == kernel.OpAbandoned:
 		p.hit(ProbeAbandoned)
