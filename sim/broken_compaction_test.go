@@ -3,9 +3,11 @@ package sim
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // compactionLoops are the broken loops of I32–I36 (docs/semantics.md,
@@ -137,5 +139,70 @@ func TestOracleCatchesCompactionLoops(t *testing.T) {
 		t.Run(string(bl.Invariant)+"/"+bl.Scenario, func(t *testing.T) {
 			assertCaught(t, bl.Scenario, bl.Core, bl.Invariant, bl.Failure)
 		})
+	}
+}
+
+// CompactionLoops returns the broken loops of compaction's invariants
+// (TestOracleTeethRapid runs them in random worlds).
+func CompactionLoops() []BrokenLoop { return compactionLoops() }
+
+// crashMidCompaction is a world a crash catches a compaction in: the
+// server refuses the second question as too long, and the crash comes
+// while the summary streams, slowly, word by word.
+const crashMidCompaction = "name: crash-mid-compaction\nagents:\n  main:\n    - {text: first answer}\n    - {text: refused}\n    - {text: answered after the summary}\n" +
+	"summaries:\n  main:\n    - {text: the summary streams slowly word by word, rate: 5}\n" +
+	"faults:\n  - {at: 1s, agent: main, fault: context_length}\ninputs:\n  - {at: 0s, submit: one}\n  - {at: 1s, submit: two}\n"
+
+// compactionCrashLoop is the broken recovery of I36: it keeps what the
+// lost summary had streamed as partial text, as a recovery that restarts a
+// compaction like a request does (keeping a request's partial text).
+func compactionCrashLoop() CrashLoop {
+	return CrashLoop{crashMidCompaction, 1700 * time.Millisecond, nil, "keeps a lost compaction's streamed summary as partial text when the recovery asks the compaction again", oracle.AbortedCompactionHarmless,
+		func(*scenario.Scenario) CoreFactory { return broken(keepingLostSummaries) }}
+}
+
+// keepingLostSummaries: on a recovery, an agent whose compaction was
+// streaming shows what its summary had sent as a partial assistant message
+// at the end of the history the compaction started from.
+func keepingLostSummaries(b *brokenCore) {
+	type compacting struct {
+		op   kernel.OpID
+		at   int
+		text string
+	}
+	running := map[kernel.AgentID]*compacting{}
+	kept := map[kernel.AgentID]*compacting{}
+	b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+		for _, c := range running { // determinism: at most one matches
+			if ev.Kind == kernel.EvLLMDelta && ev.Op == c.op {
+				c.text += ev.Text
+			}
+		}
+		if ev.Kind == kernel.EvRecover {
+			for id, c := range running { // determinism: each entry on its own
+				if c.text != "" {
+					kept[id] = c
+				}
+			}
+		}
+		out := b.inner(ev)
+		for i := range out {
+			e := &out[i]
+			switch {
+			case e.Kind == kernel.EffStartLLM && e.Compact && ev.Kind != kernel.EvRecover:
+				running[e.Agent] = &compacting{op: e.Op, at: len(b.Core.View(e.Agent).History)}
+			case e.Kind == kernel.EffStartLLM && e.Compact:
+				running[e.Agent].op = e.Op
+			case e.Kind == kernel.EffEmit && (e.Life.Kind == kernel.LifeCompacted || e.Life.Kind == kernel.LifeTurnEnded):
+				delete(running, e.Agent)
+			}
+		}
+		return out
+	}
+	b.viewID = func(_ *brokenCore, id kernel.AgentID, v oracle.View) oracle.View {
+		if c := kept[id]; c != nil && c.at <= len(v.History) {
+			v.History = slices.Insert(slices.Clone(v.History), c.at, kernel.Message{Role: kernel.RoleAssistant, Content: c.text, Partial: true})
+		}
+		return v
 	}
 }

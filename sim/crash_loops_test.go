@@ -61,6 +61,7 @@ func CrashLoops() []CrashLoop {
 			func(*scenario.Scenario) CoreFactory { return broken(droppingPartials) }},
 		{crashMidStream, 350 * time.Millisecond, nil, "numbers its ops from a process-wide counter: the rebuilt process numbers them anew, so the log's answers name ops it never started", oracle.RebuildsExactly,
 			func(*scenario.Scenario) CoreFactory { return processNumbered() }},
+		compactionCrashLoop(), // broken_compaction_test.go
 	}
 }
 

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,7 +82,7 @@ func shrunkSize(s *scenario.Scenario, r *sim.Result) string {
 // bring it down to a small world that still does.
 func TestOracleTeethRapid(t *testing.T) {
 	g := gen.World(teethOptions)
-	for _, bl := range append(sim.BrokenLoops(), sim.InvariantLoops()...) {
+	for _, bl := range slices.Concat(sim.BrokenLoops(), sim.InvariantLoops(), sim.CompactionLoops()) {
 		id := bl.Failure[:strings.Index(bl.Failure, ":")]
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
