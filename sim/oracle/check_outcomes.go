@@ -113,17 +113,9 @@ func (c *outcomeChecker) endJustified(e *turnEndObs) bool {
 	case kernel.ReasonBudget:
 		return f.requests >= c.m.maxRequests(e.a)
 	case kernel.ReasonOutputLimit:
-		op := c.m.ops.get(f.lastReq)
-		cop := c.m.ops.get(e.a.compactReq) // a summary past the cap cuts its compaction
-		return op != nil && op.overCapped || cop != nil && cop.overCapped
-	case kernel.ReasonCompactionFailed:
-		return f.compactFailed
-	case kernel.ReasonContextExhausted:
-		// A known window the history cannot be made to fit, or the
-		// server's refusal (I34 judges the estimate itself).
-		return c.m.lim.ContextWindow > 0 || f.refused
+		return c.overCapped(f.lastReq) || c.overCapped(e.a.compactReq) // a summary past the cap cuts its compaction
 	}
-	return false
+	return c.contextEndJustified(l.Reason, f)
 }
 
 // childOutcome compares a delegation's result with how the child's turn

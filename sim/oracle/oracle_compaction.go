@@ -135,3 +135,35 @@ func (p *probeSet) compaction(m *model, l *kernel.Lifecycle) {
 		p.hit(ProbeContextExhausted)
 	}
 }
+
+// beginText reads a submission or interjection about to be stepped: what
+// it cuts of the root's running stream, or that it waits for the root's
+// compaction.
+func (m *model) beginText(root *agentObs) {
+	s := &m.s
+	s.input = true
+	s.rootCompacting = m.compacting(root)
+	if op := m.liveRequest(root); op != nil && root.state == fsm.Streaming && !op.compact {
+		s.rootCut = string(op.text)
+	}
+}
+
+// overCapped reports whether request id was cut at max_message_bytes.
+func (c *outcomeChecker) overCapped(id kernel.OpID) bool {
+	op := c.m.ops.get(id)
+	return op != nil && op.overCapped
+}
+
+// contextEndJustified reports whether a turn's facts justify a
+// compaction's reasons: a compaction that failed, or a history that could
+// not be made to fit — a known window, or the server's refusal (I34
+// judges the estimate itself).
+func (c *outcomeChecker) contextEndJustified(r kernel.Reason, f *turnFacts) bool {
+	switch r {
+	case kernel.ReasonCompactionFailed:
+		return f.compactFailed
+	case kernel.ReasonContextExhausted:
+		return c.m.lim.ContextWindow > 0 || f.refused
+	}
+	return false
+}

@@ -34,14 +34,7 @@ func (m *model) refresh(id kernel.AgentID) {
 	}
 	a.state, a.turn, a.view = v.State, v.Turn, v
 	h := v.History
-	switch {
-	case m.replaced(a, h):
-	case len(h) < a.histLen:
-		m.anomaly(a, "history shrank from %d to %d messages", a.histLen, len(h))
-		a.histLen = len(h)
-	case a.histLen > 0 && !sameMessage(h[a.histLen-1], a.last):
-		m.anomaly(a, "message %d was rewritten", a.histLen-1)
-	}
+	m.grown(a, h)
 	for i := a.histLen; i < len(h); i++ {
 		m.read(a, i, h[i])
 	}
@@ -53,6 +46,20 @@ func (m *model) refresh(id kernel.AgentID) {
 		m.anomaly(a, "%d tool call(s) without a result while %s", a.openCount, v.State)
 		clear(a.open)
 		a.openCount = 0
+	}
+}
+
+// grown judges how a's history changed since the last read: it only grows
+// (but where a compaction replaced it in this step), and what was read
+// stays as it was.
+func (m *model) grown(a *agentObs, h []kernel.Message) {
+	switch {
+	case m.replaced(a, h):
+	case len(h) < a.histLen:
+		m.anomaly(a, "history shrank from %d to %d messages", a.histLen, len(h))
+		a.histLen = len(h)
+	case a.histLen > 0 && !sameMessage(h[a.histLen-1], a.last):
+		m.anomaly(a, "message %d was rewritten", a.histLen-1)
 	}
 }
 

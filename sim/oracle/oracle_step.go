@@ -228,12 +228,7 @@ func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 	s.rootWas = root.state
 	switch ev.Kind {
 	case kernel.EvSubmit, kernel.EvInterject:
-		s.input = true
-		op := m.liveRequest(root)
-		s.rootCompacting = m.compacting(root)
-		if op != nil && root.state == fsm.Streaming && !op.compact {
-			s.rootCut = string(op.text)
-		}
+		m.beginText(root)
 	case kernel.EvCancel, kernel.EvShutdown:
 		s.input = true
 		m.beginCancel(ev)
