@@ -381,6 +381,10 @@ func (m *Sim) itemEnc(it *item, r *kernel.FirstSight) []byte {
 		ie.str(in.Cancel)
 		ie.uint(in.Turn)
 		ie.flags(in.Shutdown)
+		if in.Compact { // appended only for a compact input: other inputs encode as they did
+			ie.flags(true)
+			ie.str(in.Focus)
+		}
 	}
 	return ie.b
 }

@@ -526,6 +526,8 @@ func inputEvent(in scenario.Input, o *oracle.Oracle) (kernel.Event, string) {
 		return kernel.Interject(0, in.Interject), ""
 	case in.Shutdown:
 		return kernel.Shutdown(0), ""
+	case in.Compact:
+		return kernel.Compact(0, in.Focus), ""
 	}
 	id, ok := o.Find(in.Cancel)
 	if !ok {

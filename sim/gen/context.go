@@ -1,6 +1,8 @@
 package gen
 
 import (
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/escapement/escapement/internal/keys"
@@ -43,6 +45,7 @@ func drawContext(t *rapid.T, s *scenario.Scenario, faults bool) {
 	if drawBool(t, "usage_unreported") && intRange(t, 0, 3, "usage_unreported_on") == 3 {
 		s.Usage.Unreported = []string{pick(t, names, "usage_unreported_agent")}
 	}
+	drawCompactInputs(t, s)
 	if !faults {
 		return
 	}
@@ -59,5 +62,19 @@ func drawContext(t *rapid.T, s *scenario.Scenario, faults bool) {
 			f.Attempts, f.RetryAfter = 1, ms(100)
 		}
 		s.Faults = append(s.Faults, f)
+	}
+}
+
+// drawCompactInputs now and then places the compact input (chat's
+// /compact) among the world's inputs, in time order: accepted between
+// turns, refused while the root works.
+func drawCompactInputs(t *rapid.T, s *scenario.Scenario) {
+	for n := pick(t, []int{0, 0, 0, 1, 2}, "compacts"); n > 0; n-- {
+		in := scenario.Input{At: grid * time.Duration(intRange(t, 0, 300, "compact_at")), Compact: true}
+		if drawBool(t, "compact_focus") {
+			in.Focus = "focus"
+		}
+		i := sort.Search(len(s.Inputs), func(i int) bool { return s.Inputs[i].At > in.At })
+		s.Inputs = slices.Insert(s.Inputs, i, in)
 	}
 }

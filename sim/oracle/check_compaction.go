@@ -31,10 +31,13 @@ type compactWatch struct {
 	// lost in a crash).
 	open  bool
 	ended bool
-	turn  uint64
-	op    kernel.OpID
-	why   string
-	snap  []kernel.Message
+	// onDemand: the compaction is an on-demand compaction's turn, which
+	// leaves no marker.
+	onDemand bool
+	turn     uint64
+	op       kernel.OpID
+	why      string
+	snap     []kernel.Message
 	// since counts the compactions completed in turn sinceTurn since the
 	// agent's last request that ended on its own; refused: a request sent
 	// after one was refused as too long.
@@ -180,7 +183,7 @@ func (c *compactionChecker) compactionStarted(e *kernel.Effect) {
 		w.snap = append(w.snap[:0], h...)
 		w.why = ""
 	}
-	w.open, w.ended, w.turn, w.op = true, false, a.turn, e.Op
+	w.open, w.ended, w.turn, w.op, w.onDemand = true, false, a.turn, e.Op, a.t.compactTurn
 }
 
 // record reads a compaction's records and the end of its request.
@@ -276,7 +279,7 @@ func (c *compactionChecker) unchanged(id kernel.AgentID, w *compactWatch) {
 	switch {
 	case running && !sameHistory(h, w.snap):
 		c.violate(CompactionAtomic, id, "the history changed (%d messages, %d when the compaction started) while compaction request %d streams", len(h), len(w.snap), w.op)
-	case !running && (len(h) < len(w.snap) || !sameHistory(h[:len(w.snap)], w.snap) || !abortsOwnThen(h[len(w.snap):], a.turn != w.turn)):
+	case !running && (len(h) < len(w.snap) || !sameHistory(h[:len(w.snap)], w.snap) || !abortsOwnThen(h[len(w.snap):], a.turn != w.turn, w.onDemand)):
 		c.violate(AbortedCompactionHarmless, id, "compaction request %d ended without completing, and the history (%d messages) is not the one before it (%d) plus what its abort appends", w.op, len(h), len(w.snap))
 	default:
 		return
@@ -298,7 +301,10 @@ func abortsOwn(msgs []kernel.Message) bool {
 // abortsOwnThen is abortsOwn, but once the abort's marker is read, what
 // follows may be a next turn's, when one started (in the step the aborted
 // turn settled).
-func abortsOwnThen(msgs []kernel.Message, next bool) bool {
+func abortsOwnThen(msgs []kernel.Message, next, onDemand bool) bool {
+	if next && onDemand {
+		return true // no marker: what follows is the next turn's
+	}
 	for i, m := range msgs {
 		if m.Role != kernel.RoleUser || !(m.Marker || m.Interjection) {
 			return false

@@ -33,8 +33,8 @@ func (c *freezeChecker) step(s *stepObs) {
 	if s.final {
 		return
 	}
-	user := (s.is(kernel.EvSubmit) || s.is(kernel.EvInterject)) && !s.rejected
-	if user && s.rootWas == fsm.Interrupted {
+	user := userInput(s)
+	if user && (s.rootWas == fsm.Interrupted || c.m.waitsForCompactionTurn(s)) {
 		c.pending++
 	}
 	for i := range s.effs {
@@ -54,6 +54,12 @@ func (c *freezeChecker) step(s *stepObs) {
 			}
 		}
 	}
+}
+
+// userInput reports an accepted input of the user's that may start the
+// root's next turn: a submission, an interjection or a compact input.
+func userInput(s *stepObs) bool {
+	return (s.is(kernel.EvSubmit) || s.is(kernel.EvInterject) || s.is(kernel.EvCompact)) && !s.rejected
 }
 
 // transition: an interrupt freezes the agent's subtree; only the user's

@@ -119,6 +119,8 @@ func (c *inputChecker) refusal(s *stepObs) string {
 		if !s.cancel.exists {
 			return "it names no agent"
 		}
+	case kernel.EvCompact:
+		return c.compactRefusal(s)
 	}
 	return ""
 }
@@ -138,5 +140,45 @@ func (c *inputChecker) input(s *stepObs) {
 		c.refusedChangesNothing(s, who)
 	case s.is(kernel.EvSubmit) || s.is(kernel.EvInterject):
 		c.accepted(s)
+	case s.is(kernel.EvCompact):
+		c.compactAccepted(s)
 	}
+}
+
+// compactRefusal says why the spec refuses a compact input ("" when it
+// accepts it): after shutdown, and while the root works — a compaction
+// runs between turns (docs/semantics.md, "Compaction", "On demand").
+func (c *inputChecker) compactRefusal(s *stepObs) string {
+	switch {
+	case c.m.shutdown:
+		return "the session was shut down"
+	case s.rootWas != fsm.Idle:
+		return "the root is " + s.rootWas.String() + " (a compaction runs between turns)"
+	}
+	return ""
+}
+
+// compactAccepted: an accepted compact input starts a compaction turn (a
+// root turn with no text) or, with nothing to compact, leaves an ignored
+// record and changes nothing.
+func (c *inputChecker) compactAccepted(s *stepObs) {
+	for i := range s.effs {
+		l := &s.effs[i].Life
+		if s.effs[i].Kind != kernel.EffEmit || l.Agent != kernel.Root {
+			continue
+		}
+		switch l.Kind {
+		case kernel.LifeTurnStarted:
+			if l.Text != "" {
+				c.violate(InputsAnswered, kernel.Root, "the compaction turn started carries %q", l.Text)
+			}
+			return
+		case kernel.LifeIgnored:
+			if len(s.effs) != 1 {
+				c.violate(InputsAnswered, kernel.Root, "a compact input with nothing to compact had %d effects, want its ignored record alone", len(s.effs))
+			}
+			return
+		}
+	}
+	c.violate(InputsAnswered, kernel.Root, "an accepted compact input started no compaction turn and left no ignored record")
 }

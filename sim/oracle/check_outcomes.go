@@ -59,8 +59,8 @@ func (c *outcomeChecker) record(l *kernel.Lifecycle, n *note) {
 
 // oneMarker: a turn that did not complete left exactly one marker.
 func (c *outcomeChecker) oneMarker(e *turnEndObs) {
-	if e.second || e.l.Outcome == kernel.OutcomeCompleted {
-		return
+	if e.second || e.l.Outcome == kernel.OutcomeCompleted || e.facts.compactTurn {
+		return // a compaction turn leaves no marker: no user message started it
 	}
 	if a := e.a; a.markersOf(e.l.Turn) != 1 {
 		n := a.markersOf(e.l.Turn)
@@ -95,8 +95,7 @@ func (c *outcomeChecker) endJustified(e *turnEndObs) bool {
 	l, f := e.l, &e.facts
 	switch l.Reason {
 	case kernel.ReasonNone:
-		op := c.m.ops.get(f.lastReq)
-		return op != nil && op.endedOK
+		return c.completedJustified(e)
 	case kernel.ReasonUserCancel:
 		return f.userCancelled
 	case kernel.ReasonParentCancelled:

@@ -42,7 +42,7 @@ func newUserTextChecker(j judge) *userTextChecker {
 func (c *userTextChecker) step(s *stepObs) {
 	if (s.is(kernel.EvSubmit) || s.is(kernel.EvInterject)) && !s.rejected {
 		c.given[s.ev.Text]++
-		if s.rootWas == fsm.Interrupted {
+		if s.rootWas == fsm.Interrupted || c.m.waitsForCompactionTurn(s) {
 			c.next[s.ev.Text]++
 		}
 		if s.ev.Kind == kernel.EvInterject {

@@ -167,3 +167,23 @@ func (c *outcomeChecker) contextEndJustified(r kernel.Reason, f *turnFacts) bool
 	}
 	return false
 }
+
+// completedJustified reports whether a turn that completed got there: its
+// last request's stream ended on its own, or — an on-demand compaction's
+// turn — its compaction's did.
+func (c *outcomeChecker) completedJustified(e *turnEndObs) bool {
+	id := e.facts.lastReq
+	if e.facts.compactTurn {
+		id = e.a.compactReq
+	}
+	op := c.m.ops.get(id)
+	return op != nil && op.endedOK
+}
+
+// waitsForCompactionTurn reports whether the step's text was typed while
+// the root ran an on-demand compaction: it waits for that turn's end and
+// starts the next turn, however the compaction ends (docs/semantics.md,
+// "Compaction", "On demand").
+func (m *model) waitsForCompactionTurn(s *stepObs) bool {
+	return s.is(kernel.EvInterject) && s.rootCompacting && m.agents[kernel.Root].t.compactTurn
+}

@@ -240,6 +240,9 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		m.timedOut(l, n, a)
 	case kernel.LifeRequestWaiting:
 		n.bad = a.waitingReq
+		if l.Name == "compaction" {
+			a.t.cut = "" // as when it starts (startCompaction)
+		}
 		if !a.waitingReq {
 			a.waitingReq, a.waitingCompaction = true, l.Name == "compaction"
 			m.waiting = append(m.waiting, a.id)
@@ -335,7 +338,7 @@ func (m *model) interrupted(l *kernel.Lifecycle, n *note, a *agentObs) {
 func (m *model) turnStarted(l *kernel.Lifecycle, n *note, a *agentObs) {
 	n.bad = l.Turn <= a.startedTurn
 	a.startedTurn = l.Turn
-	a.t = turnFacts{turn: l.Turn, start: m.now}
+	a.t = turnFacts{turn: l.Turn, start: m.now, compactTurn: m.s.is(kernel.EvCompact) && a.id == kernel.Root && l.Text == ""}
 	// A child's deadline is the earlier of its own and its parent's.
 	a.deadline = m.now + m.lim.TurnTimeout
 	if p := m.agent(a.parent); p != nil && p.deadline > 0 && p.deadline < a.deadline {

@@ -179,7 +179,9 @@ type turnFacts struct {
 	// (kernel.FailureContextLength).
 	compactFailed bool
 	refused       bool
-	timedOut      kernel.Reason
+	// compactTurn: the turn is an on-demand compaction (the compact input).
+	compactTurn bool
+	timedOut    kernel.Reason
 	// interrupted: the turn entered Interrupted, with abortReason.
 	interrupted bool
 	abortReason kernel.Reason

@@ -232,6 +232,8 @@ func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 	case kernel.EvCancel, kernel.EvShutdown:
 		s.input = true
 		m.beginCancel(ev)
+	case kernel.EvCompact:
+		s.input = true
 	case kernel.EvLLMDelta, kernel.EvLLMEnd, kernel.EvLLMError, kernel.EvLLMRetry, kernel.EvToolResult:
 		m.beginWorld(ev)
 	case kernel.EvRecover:

@@ -217,6 +217,10 @@ type Input struct {
 	// Turn binds a cancel to a turn of its agent (0: the current one) (F14).
 	Turn     uint64 `scenario:"turn,omitempty,check=turn"`
 	Shutdown bool   `scenario:"shutdown,omitempty"`
+	// Compact asks for the root's history to be compacted now (chat's
+	// /compact), with Focus (compaction.go).
+	Compact bool   `scenario:"compact,omitempty"`
+	Focus   string `scenario:"focus,omitempty"`
 }
 
 // Kind names the input's action.
@@ -230,6 +234,8 @@ func (in Input) Kind() string {
 		return "cancel"
 	case in.Shutdown:
 		return "shutdown"
+	case in.Compact:
+		return "compact"
 	}
 	return ""
 }

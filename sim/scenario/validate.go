@@ -204,13 +204,13 @@ func (s *Scenario) checkInputs() *LoadError {
 	for i, in := range s.Inputs {
 		at := keyPath("inputs").index(i)
 		n := 0
-		for _, set := range []bool{in.Submit != "", in.Interject != "", in.Cancel != "", in.Shutdown} {
+		for _, set := range []bool{in.Submit != "", in.Interject != "", in.Cancel != "", in.Shutdown, in.Compact} {
 			if set {
 				n++
 			}
 		}
 		if n != 1 {
-			return fieldErr(at, "exactly one of submit, interject, cancel or shutdown")
+			return fieldErr(at, "exactly one of submit, interject, cancel, shutdown or compact")
 		}
 		if in.At < last {
 			return fieldErr(at.key("at"), "%v is before the previous input's %v; list inputs in time order", in.At, last)
@@ -232,6 +232,9 @@ func (s *Scenario) checkCancel(in Input, at fieldPath) *LoadError {
 		}
 	} else if in.Turn != 0 {
 		return fieldErr(at.key("turn"), "only a cancel is bound to a turn")
+	}
+	if in.Focus != "" && !in.Compact {
+		return fieldErr(at.key("focus"), "only a compact input has a focus")
 	}
 	return nil
 }
