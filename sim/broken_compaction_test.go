@@ -143,8 +143,9 @@ func TestOracleCatchesCompactionLoops(t *testing.T) {
 }
 
 // CompactionLoops returns the broken loops of compaction's invariants
-// (TestOracleTeethRapid runs them in random worlds).
-func CompactionLoops() []BrokenLoop { return compactionLoops() }
+// and of the usage clause of I20 (TestOracleTeethRapid runs them in random
+// worlds).
+func CompactionLoops() []BrokenLoop { return append(compactionLoops(), usageLoops()...) }
 
 // crashMidCompaction is a world a crash catches a compaction in: the
 // server refuses the second question as too long, and the crash comes
@@ -204,5 +205,50 @@ func keepingLostSummaries(b *brokenCore) {
 			v.History = slices.Insert(slices.Clone(v.History), c.at, kernel.Message{Role: kernel.RoleAssistant, Content: c.text, Partial: true})
 		}
 		return v
+	}
+}
+
+// usageLoops are the broken loops of I20's usage clause: a turn's total
+// must count what was reported, and nothing reported as zero.
+func usageLoops() []BrokenLoop {
+	return []BrokenLoop{
+		{"child-compacts-under-deadline", "I20: a turn's total takes a request that reported nothing for one that reported zero (unreported dropped)", oracle.ResultsCarryText,
+			broken(func(b *brokenCore) {
+				b.step = editingLife(func(l *kernel.Lifecycle) {
+					if l.Kind == kernel.LifeTurnEnded && l.Usage != nil {
+						l.Usage.Unreported = 0
+					}
+				})
+			})},
+		{"compaction-before-request", "I20: a turn's total forgets its compactions' requests", oracle.ResultsCarryText,
+			broken(func(b *brokenCore) {
+				compactions := map[kernel.AgentID]int{}
+				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+					out := b.inner(ev)
+					for i := range out {
+						e := &out[i]
+						switch {
+						case e.Kind == kernel.EffStartLLM && e.Compact:
+							compactions[e.Agent]++
+						case e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeTurnEnded && e.Life.Usage != nil:
+							u := *e.Life.Usage
+							u.Requests -= compactions[e.Agent]
+							u.Unreported = max(u.Unreported-compactions[e.Agent], 0)
+							e.Life.Usage = &u
+							delete(compactions, e.Agent)
+						}
+					}
+					return out
+				}
+			})},
+	}
+}
+
+// TestOracleCatchesUsageLoops: I20 catches a turn total that miscounts.
+func TestOracleCatchesUsageLoops(t *testing.T) {
+	for _, bl := range usageLoops() {
+		t.Run(bl.Scenario, func(t *testing.T) {
+			assertCaught(t, bl.Scenario, bl.Core, bl.Invariant, bl.Failure)
+		})
 	}
 }

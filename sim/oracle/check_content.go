@@ -104,6 +104,7 @@ func (c *contentChecker) endText(e *turnEndObs) {
 	if (e.l.Detail != "") != (e.l.Outcome == kernel.OutcomeFailed) {
 		c.violate(ResultsCarryText, e.a.id, "turn %d ended %s with detail %q", e.l.Turn, e.l.Outcome, textcut.Clip(e.l.Detail, 60))
 	}
+	c.usage(e)
 	// A stream failure's detail names its kind and the adapter's message.
 	if e.l.Reason == kernel.ReasonLLMError && e.facts.llmFailed && e.l.Detail != e.facts.failDetail {
 		c.violate(ResultsCarryText, e.a.id, "turn %d failed with detail %q; its stream failed with %q", e.l.Turn, textcut.Clip(e.l.Detail, 60), textcut.Clip(e.facts.failDetail, 60))
@@ -155,4 +156,23 @@ func (c *contentChecker) childResult(f *callObs, child *agentObs, end turnEnd) {
 	case r.Error != end.detail:
 		c.violate(ResultsCarryText, f.l.Agent, "call %s reports error %q, but %s ended with %q", f.l.CallID, textcut.Clip(r.Error, 60), child.path, textcut.Clip(end.detail, 60))
 	}
+}
+
+// usage: a turn's end carries the total of what its requests and its
+// children's turns reported (I20).
+func (c *contentChecker) usage(e *turnEndObs) {
+	want, got := e.facts.total(), e.l.Usage
+	switch {
+	case want == nil && got == nil:
+	case want == nil || got == nil || *want != *got:
+		c.violate(ResultsCarryText, e.a.id, "turn %d ended with usage %s, but its requests and its children's turns add up to %s",
+			e.l.Turn, usageText(got), usageText(want))
+	}
+}
+
+func usageText(u *kernel.Usage) string {
+	if u == nil {
+		return "none"
+	}
+	return textcut.Clip("("+u.String()+")", 120)
 }

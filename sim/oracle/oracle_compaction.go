@@ -40,6 +40,7 @@ func (m *model) startCompaction(e *kernel.Effect, n *note, a *agentObs) {
 	if n.op != nil {
 		n.op.compact = true
 	}
+	m.requestStarted(a, n.op)
 	n.liveRequests = m.liveRequests()
 }
 

@@ -88,6 +88,7 @@ func (m *model) startLLM(e *kernel.Effect, n *note) {
 	}
 	m.unwait(a)
 	n.op, n.bad = m.startOp(e, false)
+	m.requestStarted(a, n.op)
 	n.liveRequests = m.liveRequests()
 }
 
@@ -298,6 +299,7 @@ func (m *model) opEnded(l *kernel.Lifecycle, n *note) {
 	}
 	op.ended, op.end = true, l.End
 	owner := m.agents[op.agent]
+	m.requestEnded(owner, op, l.Usage)
 	owner.liveOps--
 	if op.tool {
 		owner.liveTools--
@@ -362,6 +364,7 @@ func (m *model) turnEnded(l *kernel.Lifecycle, a *agentObs) {
 		a.end = turnEnd{turn: l.Turn, outcome: l.Outcome, reason: l.Reason, text: l.Text, detail: l.Detail}
 	}
 	m.s.turnEnds = append(m.s.turnEnds, e)
+	m.childTotal(a, l.Usage)
 }
 
 // callFinished records a call's result; a delegation's first result is

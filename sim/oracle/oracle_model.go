@@ -181,7 +181,13 @@ type turnFacts struct {
 	refused       bool
 	// compactTurn: the turn is an on-demand compaction (the compact input).
 	compactTurn bool
-	timedOut    kernel.Reason
+	// usage is the turn's total so far as the spec adds it up
+	// (docs/semantics.md, "Usage"): the token sums and requests of the
+	// agent's requests and its children's turns; reported how many of
+	// those requests reported usage (oracle_compaction.go).
+	usage    kernel.Usage
+	reported int
+	timedOut kernel.Reason
 	// interrupted: the turn entered Interrupted, with abortReason.
 	interrupted bool
 	abortReason kernel.Reason
@@ -221,8 +227,10 @@ type opObs struct {
 	id    kernel.OpID
 	agent kernel.AgentID
 	tool  bool
-	// compact: a compaction's summarising request (check_compaction.go).
+	// compact: a compaction's summarising request (check_compaction.go);
+	// turn the turn of its agent it was started in.
 	compact bool
+	turn    uint64
 	call    string // a tool's call id
 	start   time.Duration
 	// a request's stream
