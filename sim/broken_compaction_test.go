@@ -145,7 +145,7 @@ func TestOracleCatchesCompactionLoops(t *testing.T) {
 // CompactionLoops returns the broken loops of compaction's invariants
 // and of the usage clause of I20 (TestOracleTeethRapid runs them in random
 // worlds).
-func CompactionLoops() []BrokenLoop { return append(compactionLoops(), usageLoops()...) }
+func CompactionLoops() []BrokenLoop { return append(compactionLoops(), clauseLoops()...) }
 
 // crashMidCompaction is a world a crash catches a compaction in: the
 // server refuses the second question as too long, and the crash comes
@@ -208,10 +208,12 @@ func keepingLostSummaries(b *brokenCore) {
 	}
 }
 
-// usageLoops are the broken loops of I20's usage clause: a turn's total
-// must count what was reported, and nothing reported as zero.
-func usageLoops() []BrokenLoop {
+// clauseLoops are the broken loops of I20's usage clause (a turn's total
+// must count what was reported, and nothing reported as zero) and I22's
+// compaction clause.
+func clauseLoops() []BrokenLoop {
 	return []BrokenLoop{
+		forgettingTheRequest(),
 		{"child-compacts-under-deadline", "I20: a turn's total takes a request that reported nothing for one that reported zero (unreported dropped)", oracle.ResultsCarryText,
 			broken(func(b *brokenCore) {
 				b.step = editingLife(func(l *kernel.Lifecycle) {
@@ -244,11 +246,30 @@ func usageLoops() []BrokenLoop {
 	}
 }
 
-// TestOracleCatchesUsageLoops: I20 catches a turn total that miscounts.
-func TestOracleCatchesUsageLoops(t *testing.T) {
-	for _, bl := range usageLoops() {
+// TestOracleCatchesClauseLoops: I20 catches a turn total that miscounts,
+// I22 a compaction that sends nothing after it.
+func TestOracleCatchesClauseLoops(t *testing.T) {
+	for _, bl := range clauseLoops() {
 		t.Run(bl.Scenario, func(t *testing.T) {
 			assertCaught(t, bl.Scenario, bl.Core, bl.Invariant, bl.Failure)
 		})
 	}
+}
+
+// forgettingTheRequest is I22's compaction loop: once the summary is in,
+// the request the compaction preceded is never sent.
+func forgettingTheRequest() BrokenLoop {
+	return BrokenLoop{"compaction-before-request", "I22: once a compaction completes, the request it preceded is never sent", oracle.NoWaitingForNothing,
+		broken(func(b *brokenCore) {
+			b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+				out := b.inner(ev)
+				compacted := kernel.NoAgent
+				return slices.DeleteFunc(out, func(e kernel.Effect) bool {
+					if e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeCompacted {
+						compacted = e.Agent
+					}
+					return e.Kind == kernel.EffStartLLM && !e.Compact && e.Agent == compacted
+				})
+			}
+		})}
 }

@@ -30,10 +30,25 @@ func (c *progressChecker) step(s *stepObs) {
 			}
 		}
 	}
+	for i := range s.compacted {
+		c.compacted(s.compacted[i].a)
+	}
 	for _, e := range s.turnEnds {
 		if a := e.a; !e.second && a.via.id != "" && c.m.calls[a.via] == nil {
 			c.violate(NoWaitingForNothing, a.via.agent, "%s ended its turn, and call %s it was spawned for has no result", a.path, a.via.id)
 		}
+	}
+}
+
+// compacted: in the step a compaction completes, the request it preceded
+// goes out or asks for a slot — or the turn ends (an on-demand
+// compaction's, a budget spent, a history that still does not fit).
+func (c *progressChecker) compacted(a *agentObs) {
+	if a.state != fsm.Streaming || a.waitingReq {
+		return
+	}
+	if op := c.m.liveRequest(a); op == nil || op.compact {
+		c.violate(NoWaitingForNothing, a.id, "its compaction completed, and it sends no request and is still Streaming")
 	}
 }
 
