@@ -112,7 +112,7 @@ func (c *outcomeChecker) endJustified(e *turnEndObs) bool {
 	case kernel.ReasonBudget:
 		return f.requests >= c.m.maxRequests(e.a)
 	case kernel.ReasonOutputLimit:
-		return c.overCapped(f.lastReq) || c.overCapped(e.a.compactReq) // a summary past the cap cuts its compaction
+		return c.overCapped(f.lastReq) || c.overCapped(f.compactReq) // a summary past the cap cuts its compaction
 	}
 	return c.contextEndJustified(l.Reason, f)
 }

@@ -52,6 +52,9 @@ func (c *quiesceChecker) elapse() {
 }
 
 func (c *quiesceChecker) step(s *stepObs) {
+	if c.m.heldLineStarts(s) {
+		c.activity(c.m.now) // a line held back by an on-demand compaction starts its turn only now
+	}
 	for _, id := range s.entered {
 		if p := c.m.agent(id).parent; p != kernel.NoAgent && slices.Contains(s.entered, p) {
 			continue // aborted with its parent: the parent's subtree covers it

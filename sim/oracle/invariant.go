@@ -99,7 +99,7 @@ var invariantTable = [...]invariantSpec{
 	{WindowHeld, "no request goes out with an estimate (the last reported prompt plus the measure of what was added since, or the measure) past a known context_window, and no compaction's request measures past the threshold", "sim/oracle/check_compaction.go"},
 	{OneCompaction, "at most one compaction precedes a request: between two requests of a turn that ended on their own at most one compaction starts, and a request refused as too long after a compaction is never sent again", "sim/oracle/check_compaction.go"},
 	{AbortedCompactionHarmless, "a compaction that does not complete (failed, cancelled, timed out, cut by an ancestor, lost in a crash) leaves the history byte-identical to the one before it but for what its abort appends (the queued interjections and the marker), and a compaction a recovery asks again finds the history as it was", "sim/oracle/check_compaction.go"},
-	{Liveness, "after the last input or fault every tree is idle within 2×grace + turn_timeout + debounce, and at the end of the run", "sim/oracle/check_quiesce.go"},
+	{Liveness, "after the last input or fault every tree is idle within 2×grace + turn_timeout + debounce (a line typed during an on-demand compaction counts from the turn it starts), and at the end of the run", "sim/oracle/check_quiesce.go"},
 	{RunLimit, "(a run limit, not an invariant) the run delivered as many events as it may", "sim/oracle/report.go"},
 	{Expectation, "(not an invariant) an expectation of the scenario holds", "sim/oracle/expect.go"},
 }

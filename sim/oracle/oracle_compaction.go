@@ -1,6 +1,8 @@
 package oracle
 
 import (
+	"slices"
+
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
 )
@@ -25,7 +27,7 @@ type compactedObs struct {
 // stream of its agent, not a request of its turn.
 func (m *model) startCompaction(e *kernel.Effect, n *note, a *agentObs) {
 	a.compactions++
-	a.compactReq = e.Op
+	a.compactReq, a.t.compactReq = e.Op, e.Op
 	// What a refused request had streamed is kept before its compaction
 	// starts: it is no text a later end of the turn cuts off.
 	a.t.cut = ""
@@ -175,7 +177,7 @@ func (c *outcomeChecker) contextEndJustified(r kernel.Reason, f *turnFacts) bool
 func (c *outcomeChecker) completedJustified(e *turnEndObs) bool {
 	id := e.facts.lastReq
 	if e.facts.compactTurn {
-		id = e.a.compactReq
+		id = e.facts.compactReq
 	}
 	op := c.m.ops.get(id)
 	return op != nil && op.endedOK
@@ -187,4 +189,21 @@ func (c *outcomeChecker) completedJustified(e *turnEndObs) bool {
 // "Compaction", "On demand").
 func (m *model) waitsForCompactionTurn(s *stepObs) bool {
 	return s.is(kernel.EvInterject) && s.rootCompacting && m.agents[kernel.Root].t.compactTurn
+}
+
+// heldLineStarts reports whether the step started the root's turn from a
+// line typed during an on-demand compaction: that turn ended in this step
+// and the next started with what waited for it (docs/semantics.md,
+// "Compaction", "On demand").
+func (m *model) heldLineStarts(s *stepObs) bool {
+	root := m.agents[kernel.Root]
+	if !slices.Contains(s.started, root) {
+		return false
+	}
+	for i := range s.turnEnds {
+		if e := &s.turnEnds[i]; e.a == root && e.facts.compactTurn {
+			return true
+		}
+	}
+	return false
 }

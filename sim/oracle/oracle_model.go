@@ -179,8 +179,10 @@ type turnFacts struct {
 	// (kernel.FailureContextLength).
 	compactFailed bool
 	refused       bool
-	// compactTurn: the turn is an on-demand compaction (the compact input).
+	// compactTurn: the turn is an on-demand compaction (the compact input);
+	// compactReq its last compaction's request.
 	compactTurn bool
+	compactReq  kernel.OpID
 	// usage is the turn's total so far as the spec adds it up
 	// (docs/semantics.md, "Usage"): the token sums and requests of the
 	// agent's requests and its children's turns; reported how many of
