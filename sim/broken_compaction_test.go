@@ -208,12 +208,28 @@ func keepingLostSummaries(b *brokenCore) {
 	}
 }
 
-// clauseLoops are the broken loops of I20's usage clause (a turn's total
-// must count what was reported, and nothing reported as zero) and I22's
-// compaction clause.
+// clauseLoops are the broken loops of what compaction and usage add to
+// I20 (a turn's total counts what was reported, and nothing reported as
+// zero), I22 (a completed compaction sends its request) and I23 (the
+// views of usage and compaction).
 func clauseLoops() []BrokenLoop {
 	return []BrokenLoop{
 		forgettingTheRequest(),
+		{"compaction-cancelled", "I23: the agent's view says it is not compacting while its compaction streams", oracle.ViewsTellTruth,
+			broken(func(b *brokenCore) {
+				b.view = func(v oracle.View) oracle.View { v.Compacting = false; return v }
+			})},
+		{"compaction-before-request", "I23: the agent's view reports the usage of its turn's last request, not the turn's total", oracle.ViewsTellTruth,
+			broken(func(b *brokenCore) {
+				b.view = func(v oracle.View) oracle.View {
+					if v.Usage != nil && v.Usage.Requests > 1 {
+						u := *v.Usage
+						u.Requests = 1
+						v.Usage = &u
+					}
+					return v
+				}
+			})},
 		{"child-compacts-under-deadline", "I20: a turn's total takes a request that reported nothing for one that reported zero (unreported dropped)", oracle.ResultsCarryText,
 			broken(func(b *brokenCore) {
 				b.step = editingLife(func(l *kernel.Lifecycle) {

@@ -43,7 +43,7 @@ func (c kernelCore) View(id kernel.AgentID) oracle.View {
 		State: a.State(), Turn: a.Turn(), Outcome: o, History: a.History(),
 		Reason: r, Summary: a.Summary(), Children: a.Children(), Requests: a.Requests(),
 		Deadline: a.Deadline(), InFlight: a.InFlight(), LiveChildren: a.LiveChildren(), Abort: a.Abort(),
-		Freed: a.Freed(),
+		Freed: a.Freed(), Usage: a.Usage(), Compacting: a.Compacting(), CompactionTurn: a.CompactionTurn(),
 	}
 }
 

@@ -73,6 +73,24 @@ func (c *viewChecker) held(a *agentObs) {
 		c.violate(ViewsTellTruth, a.id, "reports %d live child(ren); %d run", v.LiveChildren, live)
 	case v.Abort != a.t.abortReason && a.state == fsm.Idle: // judged once the turn ended, beside its outcome
 		c.violate(ViewsTellTruth, a.id, "reports abort reason %q; its turn was aborted with %q", v.Abort, a.t.abortReason)
+	default:
+		c.contextView(a)
+	}
+}
+
+// contextView: what the kernel reports of an agent's tokens and
+// compaction is what the oracle saw — its turn's usage so far, whether it
+// compacts (judged while it streams) and whether its turn is a compaction.
+func (c *viewChecker) contextView(a *agentObs) {
+	v := &a.view
+	want := a.t.total()
+	switch {
+	case (want == nil) != (v.Usage == nil) || want != nil && *want != *v.Usage:
+		c.violate(ViewsTellTruth, a.id, "reports its turn's usage %s; its requests and children's turns add up to %s", usageText(v.Usage), usageText(want))
+	case a.state == fsm.Streaming && v.Compacting != c.m.compacting(a):
+		c.violate(ViewsTellTruth, a.id, "reports compacting=%v; the oracle saw %v", v.Compacting, c.m.compacting(a))
+	case v.CompactionTurn != a.t.compactTurn:
+		c.violate(ViewsTellTruth, a.id, "reports compaction turn=%v; its turn is one: %v", v.CompactionTurn, a.t.compactTurn)
 	}
 }
 

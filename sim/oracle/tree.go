@@ -56,6 +56,13 @@ type View struct {
 	// this step); every other field is then empty (docs/semantics.md,
 	// "Finished agents").
 	Freed bool
+	// Usage is its current (or last) turn's usage total so far (nil: no
+	// request); Compacting, whether it runs a compaction; CompactionTurn,
+	// whether its current (or last) turn is an on-demand compaction
+	// (docs/semantics.md, "Usage" and "Compaction").
+	Usage          *kernel.Usage
+	Compacting     bool
+	CompactionTurn bool
 }
 
 // Matches reports whether the agent is the one a scenario's reference
