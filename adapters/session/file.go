@@ -23,7 +23,8 @@ import (
 //	{"type":"session","format":1,"model":"…","created":"…"}
 //	{"type":"message","message":{"role":"user","content":"…"}}
 //	…
-//	{"type":"turn_end","turn":1,"outcome":"completed"}
+//	{"type":"turn_end","turn":1,"outcome":"completed","usage":{…}}
+//	{"type":"compaction","turn":2,"replaced":6,"history":[…]}
 //
 // A turn counts once its turn_end line is written. A process killed in the
 // middle of a turn leaves every record written so far (a kill cannot tear
@@ -31,13 +32,21 @@ import (
 // for Resume (load.go). Messages keep the kernel's flags (partial, marker,
 // …), so a resumed kernel knows what the model was told. UI text is never
 // written here.
+//
+// A compaction of the root's history (docs/semantics.md, "Compaction")
+// leaves the messages it replaced where they are — kept for audit — and
+// adds a compaction record holding the history that replaced them (the
+// system prompt, the summary, the kept tail): a resume reads the history
+// from the last compaction on (load.go). A turn_end carries the turn's
+// usage (docs/semantics.md, "Usage"), when it made a request.
 
 // Format is the session file format this package writes and reads (the
 // header's "format"); docs/durable.md versions it.
 const Format = 1
 
 // Record is one line of a session file: the header ("session"), a root
-// message ("message") or the end of a root turn ("turn_end").
+// message ("message"), the end of a root turn ("turn_end") or a
+// compaction of the root's history ("compaction").
 type Record struct {
 	Type    string          `json:"type"`
 	Format  int             `json:"format,omitempty"`
@@ -47,6 +56,13 @@ type Record struct {
 	Turn    uint64          `json:"turn,omitempty"`
 	Outcome kernel.Outcome  `json:"outcome,omitzero"`
 	Reason  kernel.Reason   `json:"reason,omitzero"`
+	// Usage is a turn_end's: the turn's total (nil: it made no request).
+	Usage *kernel.Usage `json:"usage,omitempty"`
+	// Replaced and History are a compaction's: how many messages the
+	// summary replaced (they are in the file above) and the root's
+	// history after it.
+	Replaced int              `json:"replaced,omitempty"`
+	History  []kernel.Message `json:"history,omitempty"`
 }
 
 // fileWriter appends records. The kernel's goroutine (through the
@@ -212,9 +228,15 @@ func (s *fileWriter) message(m kernel.Message) {
 	s.write(Record{Type: "message", Message: &m})
 }
 
+// compaction records a compaction of the root's history in turn: replaced
+// messages (written above) gave way to history.
+func (s *fileWriter) compaction(turn uint64, replaced int, history []kernel.Message) {
+	s.write(Record{Type: "compaction", Turn: turn, Replaced: replaced, History: history})
+}
+
 // turnEnd records a finished turn and makes everything so far durable.
 func (s *fileWriter) turnEnd(l kernel.Lifecycle) {
-	s.write(Record{Type: "turn_end", Turn: l.Turn, Outcome: l.Outcome, Reason: l.Reason})
+	s.write(Record{Type: "turn_end", Turn: l.Turn, Outcome: l.Outcome, Reason: l.Reason, Usage: l.Usage})
 	s.sync()
 }
 

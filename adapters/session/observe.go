@@ -33,10 +33,14 @@ func (s *Session) observe(st ports.Step) {
 // user messages follow it (TestPersistQueuedTurn).
 func (s *Session) persist(st ports.Step) {
 	hist := st.Kernel.Agent(kernel.Root).History()
+	compacted := rootCompacted(st.Effects)
+	if compacted != nil {
+		s.compaction(*compacted, hist)
+	}
 	if ended, restarted := rootTurnEnd(st.Effects); ended != nil {
 		cut := len(hist)
 		if restarted {
-			cut = s.markerCut(hist)
+			cut = s.markerCut(hist, compacted != nil)
 		}
 		s.writeMessages(hist[:cut])
 		s.file.turnEnd(*ended)
@@ -72,13 +76,41 @@ func rootTurnEnd(effects []kernel.Effect) (ended *kernel.Lifecycle, restarted bo
 // started in the same Step: after its marker. The marker was appended when
 // the abort began (often Steps earlier, and already written); everything
 // after it belongs to the new turn.
-func (s *Session) markerCut(hist []kernel.Message) int {
+// A compaction turn leaves no marker: when one ended in this Step
+// (compacted), its messages end with the compacted history.
+func (s *Session) markerCut(hist []kernel.Message, compacted bool) int {
 	for j := len(hist) - 1; j >= 0; j-- {
 		if hist[j].Marker {
 			return max(j+1, s.written)
 		}
 	}
+	if compacted {
+		return s.written
+	}
 	return len(hist)
+}
+
+// rootCompacted finds the root's compacted record among effects.
+func rootCompacted(effects []kernel.Effect) *kernel.Lifecycle {
+	for i := range effects {
+		if e := &effects[i]; e.Kind == kernel.EffEmit && e.Life.Agent == kernel.Root && e.Life.Kind == kernel.LifeCompacted {
+			return &e.Life
+		}
+	}
+	return nil
+}
+
+// compaction records the root's compaction c, which this Step applied:
+// the messages it replaced stay in the file (every message of the history
+// before it was written in earlier Steps: s.written), and the record holds
+// what replaced them — the system prompt, the summary and the kept tail,
+// the first len(before) − replaced + 1 messages of hist (what the Step
+// appended after them, interjections typed during the compaction, follows
+// as messages). The file then counts as holding hist up to there.
+func (s *Session) compaction(c kernel.Lifecycle, hist []kernel.Message) {
+	n := min(max(s.written-c.N+1, 0), len(hist))
+	s.file.compaction(c.Turn, c.N, hist[:n])
+	s.written = n
 }
 
 // writeMessages appends the messages of msgs not written yet.

@@ -1,0 +1,109 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/kernel"
+)
+
+// TestCompactionRecordedAndResumed: a compaction of the root's history in
+// the middle of a turn leaves every message it replaced in the session
+// file and adds a compaction record; Load (what --resume reads) builds the
+// history from it on — system prompt, summary, kept tail and what came
+// after — and every turn's prompt is still in the file. A compaction turn
+// (on demand) is recorded the same way, and the turns' usage is summed.
+func TestCompactionRecordedAndResumed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "s.jsonl")
+		sess, err := Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		long := strings.Repeat("The harbour has three piers. ", 35) // about 255 tokens
+		model := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
+			if req.Compaction {
+				sink.Text("They talked about the harbour.")
+			} else {
+				sink.Text(long)
+			}
+			sink.Usage(kernel.Usage{PromptTokens: kernel.EstimateTokens(req.Messages), CompletionTokens: 3})
+			return nil
+		})
+		ended := make(chan kernel.Lifecycle, 8)
+		limits := kernel.DefaultLimits()
+		limits.ContextWindow, limits.CompactPercent = 400, 80
+		err = sess.Start(Config{Kernel: kernel.Config{Limits: limits, System: "be brief"}, Model: model, Tools: ports.ToolsFunc(nil), Observer: rootTurnEnds(ended)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := sess.Driver()
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		for _, p := range []string{"first", "second", "third"} {
+			if err := d.Submit(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if l := <-ended; l.Outcome != kernel.OutcomeCompleted {
+				t.Fatalf("turn %q: %s %s", p, l.Outcome, l.Detail)
+			}
+		}
+		if err := d.Compact(ctx, "piers"); err != nil {
+			t.Fatal(err)
+		}
+		if l := <-ended; l.Outcome != kernel.OutcomeCompleted {
+			t.Fatalf("compaction turn: %s %s", l.Outcome, l.Detail)
+		}
+		var want []kernel.Message
+		d.Inspect(ctx, func(k *kernel.Kernel) { want = k.Agent(kernel.Root).History() })
+		time.Sleep(time.Millisecond)
+		cancel()
+		runErr := <-done
+		if err := sess.Close(runErr); err != nil {
+			t.Fatal(err)
+		}
+		ls, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ls.Turns != 4 || ls.Unfinished() {
+			t.Fatalf("turns %d, unfinished %v", ls.Turns, ls.Unfinished())
+		}
+		got, _ := json.Marshal(ls.History)
+		wantJSON, _ := json.Marshal(want)
+		if string(got) != string(wantJSON) {
+			t.Fatalf("resumed history\n%s\nwant the compacted one\n%s", got, wantJSON)
+		}
+		if len(want) != 2 || want[0].Role != kernel.RoleSystem || !want[1].Summary {
+			t.Fatalf("history after the compaction turn: %+v", want)
+		}
+		if ls.Usage.Requests != 5 || ls.Usage.PromptTokens == 0 || ls.Usage.CompletionTokens != 15 || ls.Usage.Unreported != 0 {
+			t.Errorf("the session's usage: %+v, want 5 requests (3 turns + 2 compactions), 15 tokens out", ls.Usage)
+		}
+		data, _ := os.ReadFile(path)
+		var compactions, prompts int
+		for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n")[1:] {
+			var r Record
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Type == "compaction" {
+				compactions++
+			}
+			if r.Message != nil && r.Message.Role == kernel.RoleUser && !r.Message.Summary {
+				prompts++
+			}
+		}
+		if compactions != 2 || prompts != 3 {
+			t.Errorf("%d compaction records and %d prompts in the file, want 2 and 3:\n%s", compactions, prompts, data)
+		}
+	})
+}
