@@ -112,9 +112,9 @@ func fileLines(data []byte) func(yield func(fileLine) bool) {
 
 // reader is Load's state while it reads the records in order.
 type reader struct {
-	path      string
-	ls        *Loaded
-	headerOK  bool
+	path     string
+	ls       *Loaded
+	headerOK bool
 	// pending is the root's history since the last turn_end: its messages
 	// after that turn's history, or, once a compaction record came
 	// (compacted), the whole history from that record on; pendMsgs the

@@ -92,6 +92,9 @@ type Session struct {
 	unfinished *Unfinished
 	closed     bool
 
+	// prior is the usage the file's turns recorded before this run.
+	prior kernel.Usage
+
 	// Kernel goroutine only.
 	written   int  // root messages already in the session file
 	fileLost  bool // the session file failed and the user was told
@@ -169,8 +172,14 @@ func Resume(path string) (*Session, error) {
 func (s *Session) Seed(cfg *kernel.Config) {
 	if s.loaded != nil {
 		cfg.History, cfg.Turns = s.loaded.History, s.loaded.Last
+		s.prior = s.loaded.Usage
 	}
 }
+
+// PriorUsage is the usage the session file's turns recorded before this
+// run (after Start; the turns a recovery replayed included): with this
+// run's, the session's total (chat's /usage).
+func (s *Session) PriorUsage() kernel.Usage { return s.prior }
 
 // Path is the session file (symlinks resolved).
 func (s *Session) Path() string { return s.path }
@@ -229,6 +238,9 @@ func (s *Session) Start(cfg Config) (err error) {
 	}()
 	if s.crashed != nil {
 		err = s.recover(cfg)
+		if ls, lerr := Load(s.path); err == nil && lerr == nil {
+			s.prior = ls.Usage // the replayed turns' included
+		}
 	} else {
 		err = s.startNew(cfg)
 	}

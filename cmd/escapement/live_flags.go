@@ -33,7 +33,8 @@ type liveFlags struct {
 	baseURL    string
 	whileBusy  string // chat only; "" until resolved from stdin
 	limits     kernel.Limits
-	cfg        config.Flags // --config, --trust-project, --profile, --api-key-env
+	settings   headless.ModelSettings // what the root's requests ask of the model
+	cfg        config.Flags           // --config, --trust-project, --profile, --api-key-env
 
 	// The protocol and headless habits (docs/protocol.md, docs/cli.md).
 	inputFormat string // text or json
@@ -61,6 +62,7 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.StringVarP(&f.lastMessage, "output-last-message", "o", "", "write the last completed turn's final answer to `FILE` at the end (0600; a file already there is kept as FILE.~N~)")
 	fl.StringVar(&f.model, "model", "gpt-4o-mini", "model name ($OPENAI_MODEL too, below $ESCAPEMENT_MODEL)")
 	fl.StringVar(&f.baseURL, "base-url", openai.DefaultBaseURL, "OpenAI-compatible API root ($OPENAI_BASE_URL too, below $ESCAPEMENT_BASE_URL)")
+	f.settings.Register(fl)
 	f.cfg.Register(fl)
 	f.limits = kernel.DefaultLimits()
 	for _, spec := range kernel.LimitTable() {

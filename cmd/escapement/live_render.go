@@ -33,7 +33,8 @@ type liveRun struct {
 	traceOut  *userfile.Output // --trace; nil without
 	grace     time.Duration
 	whileBusy string
-	state     headless.Turns // the root's turns, as the observer saw them
+	state     headless.Turns   // the root's turns, as the observer saw them
+	answers   headless.Answers // --output-schema's check of the root's answers
 	notify    chan struct{}
 	intr      *interrupts
 	flags     *liveFlags
@@ -68,6 +69,9 @@ func (lr *liveRun) observe(s ports.Step) {
 	lr.events = lr.view.Step(s, lr.events[:0])
 	for _, ev := range lr.events {
 		lr.emit(ev)
+		if bad, ok := lr.answers.Check(ev, &lr.state); ok {
+			lr.emit(bad)
+		}
 	}
 	if lr.state.Update(s.Effects) {
 		select {

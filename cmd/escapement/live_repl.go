@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/internal/lineread"
@@ -19,6 +20,8 @@ import (
 const chatHelp = `  /help          list these commands
   /cancel        cancel the running turn (as Ctrl-C does)
   /queue TEXT    start a turn with TEXT once the running turn has ended
+  /compact [FOCUS]  summarise the history now (between turns), FOCUS saying what to keep
+  /usage         the session's token usage so far
   /exit, /quit   end chat (a running turn is shut down)
   //TEXT         send /TEXT as a message
 `
@@ -205,7 +208,7 @@ func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 func (r *repl) command(ctx context.Context, name, arg string, busy bool, turn uint64) (done bool, err error) {
 	lr := r.lr
 	switch name {
-	case "help", "cancel", "exit", "quit":
+	case "help", "cancel", "exit", "quit", "usage":
 		if arg == "" {
 			return r.plainCommand(ctx, name, busy, turn)
 		}
@@ -216,6 +219,10 @@ func (r *repl) command(ctx context.Context, name, arg string, busy bool, turn ui
 			return false, nil
 		}
 		lr.say("/queue needs the text of the next turn: /queue TEXT")
+	case "compact":
+		if r.compact(ctx, arg) {
+			return false, nil // the compaction's turn runs; its end shows the prompt
+		}
 	default:
 		lr.say("unknown command /%s; nothing was sent. /help lists the commands; //%s sends the text /%s", name, name, name)
 	}
@@ -235,6 +242,8 @@ func (r *repl) plainCommand(ctx context.Context, name string, busy bool, turn ui
 		return false, nil
 	case name == "cancel":
 		r.lr.say("no turn is running")
+	case name == "usage":
+		r.usage(ctx)
 	default:
 		r.help()
 	}
@@ -251,6 +260,31 @@ func (r *repl) help() {
 		busyText = "starts the next turn once it has ended (--while-busy queue)"
 	}
 	fmt.Fprintf(r.lr.errw, "Commands (handled here, never sent to the model):\n%sA line typed while a turn runs %s.\n", chatHelp, busyText)
+}
+
+// compact is /compact [FOCUS]: the root's history compacted now, as a turn
+// of its own (refused while a turn runs); true when that turn started.
+func (r *repl) compact(ctx context.Context, focus string) bool {
+	if err := r.lr.driver.Compact(ctx, focus); err != nil {
+		r.lr.say("/compact: %v", err)
+		return false
+	}
+	busy, _, _, _ := r.lr.state.Get()
+	if !busy {
+		r.lr.say("/compact: nothing to compact")
+	}
+	return busy
+}
+
+// usage is /usage: the session's usage, its file's and this run's (read on
+// the kernel's goroutine, where the view is kept).
+func (r *repl) usage(ctx context.Context) {
+	var run protocol.Usage
+	if err := r.lr.driver.Inspect(ctx, func(*kernel.Kernel) { run = r.lr.view.Total() }); err != nil {
+		r.lr.say("/usage: %v", err)
+		return
+	}
+	fmt.Fprintln(r.lr.errw, console.UsageText(r.lr.sess.PriorUsage(), run))
 }
 
 // enqueue is /queue TEXT: the next turn, now when the root is idle.

@@ -166,16 +166,14 @@ func (a *app) startTools(f *liveFlags, lr *liveRun) (*mcpView, error) {
 // sessionConfig is the session's configuration: the model the flags name,
 // the tools, both redacted at the kernel's edge, the CLI's observer, and
 // the span export the OTEL_* variables ask for (docs/otel.md), built last.
-func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Config, error) {
+func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (_ session.Config, err error) {
 	model, baseURL := f.model, f.baseURL
-	m, err := profiles.Build(kcfg, openai.Config{
-		APIKey:       lr.secret,
-		BaseURL:      baseURL,
-		Model:        model,
-		Tools:        lr.box.Specs(),
-		MaxRetryWait: f.limits.FirstTokenTimeout,
-		MaxLineBytes: openai.MaxLineFor(f.limits.MaxMessageBytes),
-	}, f.cfg.APIKeyEnv, lr.a.cfg.Endpoints(), os.Getenv)
+	ocfg := openai.Config{APIKey: lr.secret, BaseURL: baseURL, Model: model, Tools: lr.box.Specs(),
+		MaxRetryWait: f.limits.FirstTokenTimeout, MaxLineBytes: openai.MaxLineFor(f.limits.MaxMessageBytes)}
+	if lr.answers.Schema, err = f.settings.Apply(&ocfg); err != nil {
+		return session.Config{}, usageErr("%v", err)
+	}
+	m, err := profiles.Build(kcfg, ocfg, f.cfg.APIKeyEnv, lr.a.cfg.Endpoints(), os.Getenv)
 	if err != nil {
 		return session.Config{}, usageErr("%v", lr.a.cfg.Where(err))
 	}
