@@ -189,7 +189,6 @@ func lastSummary(r session.Record) string {
 	return "(no summary)"
 }
 
-
 // questions are n queued chat lines, "question 1: …" to "question n: …".
 func questions(n int) string {
 	var lines strings.Builder
@@ -479,3 +478,70 @@ func TestHistoryThatCannotFitE2E(t *testing.T) {
 
 // protocolEnd is what a turn_ended event says.
 type protocolEnd struct{ outcome, reason, detail, text string }
+
+// TestChatCompactAndUsageE2E: chat's /usage says the session's usage so
+// far (never 0 for what was not reported); /compact FOCUS compacts between
+// turns — one summarising request carrying the focus, a compaction record
+// in the session — and the next turn sends the summary instead of the
+// conversation; /compact while nothing older is there says so. A resumed
+// chat's /usage counts the turns its file recorded.
+func TestChatCompactAndUsageE2E(t *testing.T) {
+	bin := buildBinary(t)
+	s := &windowed{reply: longReply}
+	srv := fakeopenai.New(s.handle)
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	sess := filepath.Join(dir, "s.jsonl")
+	p := startBinary(t, bin, srv, dir, "chat", "--session", sess, "--workspace", dir)
+	say := func(line string) {
+		t.Helper()
+		if _, err := p.stdin.Write([]byte(line + "\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prompts := func(n int) func() bool {
+		return func() bool { return strings.Count(p.stderr.String(), "> ") >= n }
+	}
+	say("/compact")
+	eventually(t, "nothing to compact", func() bool { return strings.Contains(p.stderr.String(), "nothing to compact") })
+	say("question 1: what about the harbour?")
+	eventually(t, "the first turn's end", prompts(3))
+	say("/usage")
+	eventually(t, "the usage", func() bool { return strings.Contains(p.stderr.String(), "usage of this session: 1 request: ") })
+	say("/compact the piers")
+	eventually(t, "the compaction turn's end", prompts(5))
+	say("question 2: and the lighthouse?")
+	eventually(t, "the second turn's end", prompts(6))
+	say("/usage")
+	eventually(t, "the usage after three requests", func() bool { return strings.Contains(p.stderr.String(), "usage of this session: 3 requests: ") })
+	p.stdin.Close()
+	if code := p.wait(t); code != exitOK {
+		t.Fatalf("exit %d\nstderr: %s", code, p.stderr)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 3 || !reqs[1].Body.Compaction() || !strings.Contains(reqs[1].Body.Last().Content, "the piers") {
+		t.Fatalf("%d requests; the second a compaction with the focus: %v", len(reqs), len(reqs) > 1 && reqs[1].Body.Compaction())
+	}
+	if text := bodyText(reqs[2].Body); strings.Contains(text, "question 1") || !strings.Contains(text, "Summary 1:") {
+		t.Errorf("the turn after /compact sent:\n%s", text)
+	}
+	if _, compactions := sessionPrompts(t, sess); len(compactions) != 1 {
+		t.Errorf("%d compaction records, want 1", len(compactions))
+	}
+	wantIn := reqs[0].Body.Tokens() + reqs[1].Body.Tokens() + reqs[2].Body.Tokens()
+	if want := fmt.Sprintf("3 requests: %d input tokens", wantIn); !strings.Contains(p.stderr.String(), want) {
+		t.Errorf("stderr does not say %q:\n%s", want, p.stderr)
+	}
+
+	q := startBinary(t, bin, srv, dir, "chat", "--resume", sess, "--workspace", dir)
+	if _, err := q.stdin.Write([]byte("/usage\n")); err != nil {
+		t.Fatal(err)
+	}
+	q.stdin.Close()
+	if code := q.wait(t); code != exitOK {
+		t.Fatalf("resume: exit %d\nstderr: %s", code, q.stderr)
+	}
+	if want := fmt.Sprintf("usage of this session: 3 requests: %d input tokens", wantIn); !strings.Contains(q.stderr.String(), want) {
+		t.Errorf("the resumed chat's /usage does not say %q:\n%s", want, q.stderr)
+	}
+}
