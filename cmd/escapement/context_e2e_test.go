@@ -370,7 +370,7 @@ func TestServerRefusalCompactsOnceE2E(t *testing.T) {
 			t.Fatalf("after the refusal (request %d): not one compaction then one retry that fits", i+1)
 		}
 		// Without a known window the compaction keeps no tail: the retry
-		// sends the summary (docs/semantics.md, "The server's refusal").
+		// sends the summary (docs/semantics.md, "Compaction").
 		if retry := bodyText(reqs[i+2].Body); !strings.Contains(retry, "Summary 1:") || strings.Contains(retry, "question 1:") {
 			t.Errorf("the retry does not send the compacted history:\n%s", retry)
 		}

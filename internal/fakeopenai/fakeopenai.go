@@ -78,7 +78,7 @@ func (b Body) Compaction() bool {
 }
 
 // Tokens is the prompt's size as this server counts it: escapement's
-// measure of each message (docs/semantics.md, "The measure": 4 tokens of
+// measure of each message (docs/semantics.md, "Compaction": 4 tokens of
 // framing plus a quarter, rounded up, of the bytes of its content,
 // tool_call_id, calls and reasoning), plus a quarter of the tools'
 // definitions, which a real server counts too and escapement's measure
