@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/escapement/escapement/adapters/protocol"
@@ -89,17 +90,18 @@ func schemaFile(t *testing.T, dir string) string {
 // --json as an error event (source output_schema) before the result.
 func TestOutputSchemaE2E(t *testing.T) {
 	bin := buildBinary(t)
-	answer := ""
+	var answer atomic.Value // the server's answer: a string
 	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
-		_ = w.Answer(answer, 7)
+		_ = w.Answer(answer.Load().(string), 7)
 	})
 	t.Cleanup(srv.Close)
 	dir := t.TempDir()
 	schema := schemaFile(t, dir)
 
-	answer = `{"city":"Oslo","population":709000}`
+	valid := `{"city":"Oslo","population":709000}`
+	answer.Store(valid)
 	p := startBinary(t, bin, srv, dir, "run", "--session", os.DevNull, "--workspace", dir, "--output-schema", schema, "--temperature", "0", "--max-output-tokens", "300", "which city?")
-	if code := p.wait(t); code != exitOK || !strings.Contains(p.stdout.String(), answer) {
+	if code := p.wait(t); code != exitOK || !strings.Contains(p.stdout.String(), valid) {
 		t.Fatalf("a valid answer: exit %d\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
 	}
 	body := srv.Requests()[0].Body
@@ -117,7 +119,7 @@ func TestOutputSchemaE2E(t *testing.T) {
 		t.Errorf("model settings sent: temperature %v, max_tokens %d", body.Temperature, body.MaxTokens)
 	}
 
-	answer = `{"city":"Oslo","population":-3,"mayor":"?"}`
+	answer.Store(`{"city":"Oslo","population":-3,"mayor":"?"}`)
 	p = startBinary(t, bin, srv, dir, "run", "--json", "--session", os.DevNull, "--workspace", dir, "--output-schema", schema, "which city?")
 	if code := p.wait(t); code != exitCheckFailed {
 		t.Fatalf("an invalid answer: exit %d, want %d\nstderr: %s", code, exitCheckFailed, p.stderr)
