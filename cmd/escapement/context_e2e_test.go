@@ -24,8 +24,8 @@ import (
 // refused as OpenAI refuses one (400 context_length_exceeded) and
 // recorded; a compaction's summarising request is answered with a
 // summary, any other with reply(its last message). stall, when set, makes
-// the first compaction request stall until the client goes away (closing
-// stalled when it arrives).
+// the first compaction request stream a few words of its summary and then
+// stall until the client goes away (closing stalled when it arrives).
 type windowed struct {
 	window  int
 	reply   func(last string) string
@@ -49,6 +49,7 @@ func (s *windowed) handle(ctx context.Context, r *fakeopenai.Request, w *fakeope
 	text := ""
 	if r.Body.Compaction() {
 		if s.compacts.Add(1) == 1 && s.stall {
+			_ = w.Text("Summary so far: the user asked") // a partial summary must never reach the history
 			close(s.stalled)
 			w.Stall(ctx)
 			return
@@ -73,6 +74,17 @@ func (s *windowed) overWindow() []int {
 // longReply is an answer of about 300 tokens naming the question.
 func longReply(last string) string {
 	return "About " + last + ": " + strings.Repeat("the harbour has three piers and a lighthouse. ", 26)
+}
+
+// noPartialSummary fails when the stalled compaction's partial summary
+// reached the session file.
+func noPartialSummary(t *testing.T, recs []session.Record) {
+	t.Helper()
+	for _, r := range recs {
+		if r.Message != nil && strings.Contains(r.Message.Content, "Summary so far") {
+			t.Errorf("a partial summary reached the history: %+v", *r.Message)
+		}
+	}
 }
 
 // sessionPrompts counts the message records of each user prompt (not
@@ -255,6 +267,7 @@ func TestChatInterruptDuringCompaction(t *testing.T) {
 	if cancelled == 0 {
 		t.Fatalf("no turn was interrupted\nstderr: %s", p.stderr)
 	}
+	noPartialSummary(t, recs)
 	upTo := turnsBefore(recs, cancelled)
 	for _, r := range upTo {
 		if r.Type == "compaction" {
@@ -328,6 +341,7 @@ func TestKill9DuringCompactionResumes(t *testing.T) {
 		}
 	}
 	recs := readSession(t, sess)
+	noPartialSummary(t, recs)
 	if last := recs[len(recs)-1]; last.Type != "turn_end" || last.Outcome != kernel.OutcomeCompleted {
 		t.Fatalf("last record %+v\nstderr: %s", last, q.stderr)
 	}
