@@ -87,6 +87,16 @@ func noPartialSummary(t *testing.T, recs []session.Record) {
 	}
 }
 
+// logged waits until the session's write-ahead log holds text: the kernel
+// has taken in the chunk that carried it.
+func logged(t *testing.T, sess, text string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%q in the log", text), func() bool {
+		b, _ := os.ReadFile(sess + session.LogSuffix)
+		return strings.Contains(string(b), text)
+	})
+}
+
 // sessionPrompts counts the message records of each user prompt (not
 // summaries) in the session file, and its compaction records.
 func sessionPrompts(t *testing.T, path string) (prompts map[string]int, compactions []session.Record) {
@@ -251,6 +261,7 @@ func TestChatInterruptDuringCompaction(t *testing.T) {
 	}
 	p.stdin.Close()
 	waitChan(t, s.stalled, "the first compaction request", p)
+	logged(t, sess, "Summary so far")
 	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -312,6 +323,7 @@ func TestKill9DuringCompactionResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitChan(t, s.stalled, "the first compaction request", p)
+	logged(t, sess, "Summary so far")
 	p.kill9(t)
 	before := readSession(t, sess)
 
