@@ -19,7 +19,8 @@ import (
 // file and adds a compaction record; Load (what --resume reads) builds the
 // history from it on — system prompt, summary, kept tail and what came
 // after — and every turn's prompt is still in the file. A compaction turn
-// (on demand) is recorded the same way, and the turns' usage is summed.
+// (on demand) is recorded the same way; each answer and each compaction
+// record carries its request's usage, and the turns' usage is summed.
 func TestCompactionRecordedAndResumed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "s.jsonl")
@@ -97,6 +98,15 @@ func TestCompactionRecordedAndResumed(t *testing.T) {
 			}
 			if r.Type == "compaction" {
 				compactions++
+				if r.Usage == nil || r.Usage.CompletionTokens != 3 {
+					t.Errorf("a compaction record without its request's usage: %s", l)
+				}
+			}
+			if r.Message != nil && r.Message.Role == kernel.RoleAssistant && (r.Usage == nil || r.Usage.PromptTokens == 0) {
+				t.Errorf("an answer without its request's usage: %.200s", l)
+			}
+			if r.Message != nil && r.Message.Role != kernel.RoleAssistant && r.Usage != nil {
+				t.Errorf("usage on a message no request appended: %.200s", l)
 			}
 			if r.Message != nil && r.Message.Role == kernel.RoleUser && !r.Message.Summary {
 				prompts++

@@ -38,7 +38,9 @@ import (
 // adds a compaction record holding the history that replaced them (the
 // system prompt, the summary, the kept tail): a resume reads the history
 // from the last compaction on (load.go). A turn_end carries the turn's
-// usage (docs/semantics.md, "Usage"), when it made a request.
+// usage (docs/semantics.md, "Usage"), when it made a request; an
+// assistant message and a compaction record, the usage of the request
+// that produced them, when the server reported it.
 
 // Format is the session file format this package writes and reads (the
 // header's "format"); docs/durable.md versions it.
@@ -56,7 +58,9 @@ type Record struct {
 	Turn    uint64          `json:"turn,omitempty"`
 	Outcome kernel.Outcome  `json:"outcome,omitzero"`
 	Reason  kernel.Reason   `json:"reason,omitzero"`
-	// Usage is a turn_end's: the turn's total (nil: it made no request).
+	// Usage is a turn_end's: the turn's total (nil: it made no request);
+	// an assistant message's or a compaction's: what the request whose end
+	// appended it reported (nil: none).
 	Usage *kernel.Usage `json:"usage,omitempty"`
 	// Replaced and History are a compaction's: how many messages the
 	// summary replaced (they are in the file above) and the root's
@@ -224,14 +228,18 @@ func (s *fileWriter) size() (int64, error) {
 	return st.Size(), nil
 }
 
-func (s *fileWriter) message(m kernel.Message) {
-	s.write(Record{Type: "message", Message: &m})
+// message records a root message; u is the usage the request whose end
+// appended it reported (nil for any other message, or when it reported
+// none).
+func (s *fileWriter) message(m kernel.Message, u *kernel.Usage) {
+	s.write(Record{Type: "message", Message: &m, Usage: u})
 }
 
 // compaction records a compaction of the root's history in turn: replaced
 // messages (written above) gave way to history.
-func (s *fileWriter) compaction(turn uint64, replaced int, history []kernel.Message) {
-	s.write(Record{Type: "compaction", Turn: turn, Replaced: replaced, History: history})
+// u is the usage its summarising request reported.
+func (s *fileWriter) compaction(turn uint64, replaced int, history []kernel.Message, u *kernel.Usage) {
+	s.write(Record{Type: "compaction", Turn: turn, Replaced: replaced, History: history, Usage: u})
 }
 
 // turnEnd records a finished turn and makes everything so far durable.

@@ -33,9 +33,12 @@ func (s *Session) observe(st ports.Step) {
 // user messages follow it (TestPersistQueuedTurn).
 func (s *Session) persist(st ports.Step) {
 	hist := st.Kernel.Agent(kernel.Root).History()
+	s.usage, s.usageAt = rootRequestUsage(st.Effects), -1
 	compacted := rootCompacted(st.Effects)
 	if compacted != nil {
-		s.compaction(*compacted, hist)
+		s.compaction(*compacted, hist, s.usage)
+	} else if s.usage != nil {
+		s.usageAt = lastAssistant(hist, s.written)
 	}
 	if ended, restarted := rootTurnEnd(st.Effects); ended != nil {
 		cut := len(hist)
@@ -107,15 +110,42 @@ func rootCompacted(effects []kernel.Effect) *kernel.Lifecycle {
 // the first len(before) − replaced + 1 messages of hist (what the Step
 // appended after them, interjections typed during the compaction, follows
 // as messages). The file then counts as holding hist up to there.
-func (s *Session) compaction(c kernel.Lifecycle, hist []kernel.Message) {
+func (s *Session) compaction(c kernel.Lifecycle, hist []kernel.Message, u *kernel.Usage) {
 	n := min(max(s.written-c.N+1, 0), len(hist))
-	s.file.compaction(c.Turn, c.N, hist[:n])
+	s.file.compaction(c.Turn, c.N, hist[:n], u)
 	s.written = n
 }
 
-// writeMessages appends the messages of msgs not written yet.
+// writeMessages appends the messages of msgs not written yet, the usage
+// of this Step's request end with the message it appended (usageAt).
 func (s *Session) writeMessages(msgs []kernel.Message) {
 	for ; s.written < len(msgs); s.written++ {
-		s.file.message(msgs[s.written])
+		var u *kernel.Usage
+		if s.written == s.usageAt {
+			u = s.usage
+		}
+		s.file.message(msgs[s.written], u)
 	}
+}
+
+// rootRequestUsage is the usage a root request's end reported in effects
+// (nil: none ended, or it reported none).
+func rootRequestUsage(effects []kernel.Effect) *kernel.Usage {
+	for i := range effects {
+		if e := &effects[i]; e.Kind == kernel.EffEmit && e.Life.Agent == kernel.Root && e.Life.Kind == kernel.LifeOpEnded && e.Life.Usage != nil {
+			return e.Life.Usage
+		}
+	}
+	return nil
+}
+
+// lastAssistant is the index of the last assistant message of hist at or
+// after from (-1: none): the message a request's end appended.
+func lastAssistant(hist []kernel.Message, from int) int {
+	for j := len(hist) - 1; j >= from; j-- {
+		if hist[j].Role == kernel.RoleAssistant {
+			return j
+		}
+	}
+	return -1
 }

@@ -96,7 +96,11 @@ type Session struct {
 	prior kernel.Usage
 
 	// Kernel goroutine only.
-	written   int  // root messages already in the session file
+	written int // root messages already in the session file
+	// usage is what a root request's end reported in the Step being
+	// persisted, and usageAt the index of the message it appended (-1).
+	usage     *kernel.Usage
+	usageAt   int
 	fileLost  bool // the session file failed and the user was told
 	traceLost bool // the trace failed and the user was told
 }
