@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"errors"
@@ -99,7 +99,7 @@ func loadScenarios(paths []string) ([]*scenario.Scenario, error) {
 		ss, err = scenario.LoadFS(scenarios.FS, ".", "scenarios (embedded)")
 	}
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, &ExitError{Code: exitUsage, Err: err}
 	}
 	return ss, nil
 }
@@ -109,7 +109,7 @@ func (a *app) runSim(paths []string, f simFlags) error {
 	if err != nil {
 		return err
 	}
-	opt := sim.Options{Permute: f.permute, Build: buildInfo(), Idempotent: f.idempotent, MemoryBudget: budget}
+	opt := sim.Options{Permute: f.permute, Build: a.Build, Idempotent: f.idempotent, MemoryBudget: budget}
 	if f.crashAt != "" {
 		if opt.CrashAt, err = sim.ParseCrashAt(f.crashAt); err != nil {
 			return usageErr("--crash-at: %v", err)
@@ -131,11 +131,11 @@ func (a *app) runSim(paths []string, f simFlags) error {
 	for _, s := range ss {
 		c, err := sim.Check(s, opt, f.recheck, sim.Keep{Trace: f.trace != "", Perfetto: f.perfetto != ""})
 		if errors.Is(err, sim.ErrBudget) {
-			return &exitError{code: exitUsage, err: err} // the input is too big
+			return &ExitError{Code: exitUsage, Err: err} // the input is too big
 		} else if err != nil {
 			return err
 		}
-		a.logger.Debug("scenario", "name", s.Name, "passed", c.Passed, "events", c.Events, "sha256", c.TraceSHA256)
+		a.debug("scenario", "name", s.Name, "passed", c.Passed, "events", c.Events, "sha256", c.TraceSHA256)
 		if _, err := writeOut(f.trace, s.Name+".jsonl", len(ss) > 1, c.Trace); err != nil {
 			return err
 		}
@@ -145,12 +145,12 @@ func (a *app) runSim(paths []string, f simFlags) error {
 		results = append(results, c.Result)
 	}
 	if f.json {
-		err = sim.WriteJSON(a.out, results)
+		err = sim.WriteJSON(a.Out, results)
 	} else {
-		sim.WriteTable(a.out, results, time.Since(started))
+		sim.WriteTable(a.Out, results, time.Since(started))
 	}
 	if err == nil && sim.ExitCode(results) != 0 {
-		return &exitError{code: exitCheckFailed}
+		return &ExitError{Code: exitCheckFailed}
 	}
 	return err
 }
@@ -211,9 +211,9 @@ Exit codes: 0 identical, 1 different, 2 unreadable trace or over budget.`,
 			if _, err := writeOut(perfetto, "", false, timeline); err != nil {
 				return usageErr("--perfetto: %v", err)
 			}
-			res.Write(a.out, args[0])
+			res.Write(a.Out, args[0])
 			if !res.Identical {
-				return &exitError{code: exitCheckFailed}
+				return &ExitError{Code: exitCheckFailed}
 			}
 			return nil
 		},
@@ -222,6 +222,3 @@ Exit codes: 0 identical, 1 different, 2 unreadable trace or over budget.`,
 	memoryBudgetFlag(cmd, &mib)
 	return cmd
 }
-
-// buildInfo names this binary in trace headers.
-func buildInfo() string { return "escapement" }

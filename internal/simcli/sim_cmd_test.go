@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"bufio"
@@ -84,6 +84,7 @@ func suiteSize(t *testing.T) int {
 	return len(files)
 }
 
+// writeFile writes content to dir/name and returns the path.
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)

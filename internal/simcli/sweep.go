@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"context"
@@ -141,14 +141,14 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 	var worldErr *sweep.WorldError
 	switch {
 	case errors.As(runErr, &worldErr):
-		return &exitError{code: exitCheckFailed, err: fmt.Errorf("a generated world does not run, a generator or simulator bug (reproduce: escapement sim sweep --from %d --seeds 1 --depth %d%s): %w",
+		return &ExitError{Code: exitCheckFailed, Err: fmt.Errorf("a generated world does not run, a generator or simulator bug (reproduce: escapement sim sweep --from %d --seeds 1 --depth %d%s): %w",
 			worldErr.Seed, p.Depth, p.SweepFlags(), worldErr.Err)}
 	case outErr != nil:
 		return usageErr("--out: %v", outErr)
 	case interrupted.Load() || runErr != nil:
-		sum.Write(a.out, f.jobs)
-		fmt.Fprintf(a.err, "escapement: sweep interrupted after %d of %d worlds\n", sum.Worlds, len(p.SeedList()))
-		return &exitError{code: exitInterrupted}
+		sum.Write(a.Out, f.jobs)
+		fmt.Fprintf(a.Err, "escapement: sweep interrupted after %d of %d worlds\n", sum.Worlds, len(p.SeedList()))
+		return &ExitError{Code: exitInterrupted}
 	}
 	if f.summary != "" {
 		b, _ := json.MarshalIndent(sum, "", "  ")
@@ -156,9 +156,9 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 			return usageErr("--summary: %v", err)
 		}
 	}
-	sum.Write(a.out, f.jobs)
+	sum.Write(a.Out, f.jobs)
 	if len(sum.Failures) > 0 || (p.Shards == 1 && len(sum.Unreached()) > 0) {
-		return &exitError{code: exitCheckFailed}
+		return &ExitError{Code: exitCheckFailed}
 	}
 	return nil
 }
@@ -189,13 +189,13 @@ when a probe was never reached.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			m.Write(a.out, 0)
+			m.Write(a.Out, 0)
 			if !m.Complete() {
-				fmt.Fprintf(a.out, "incomplete: shards %v of %d merged, %d of %d worlds\n", m.ShardsMerged, m.Plan.Shards, m.Worlds, m.Plan.Seeds)
-				return &exitError{code: exitCheckFailed}
+				fmt.Fprintf(a.Out, "incomplete: shards %v of %d merged, %d of %d worlds\n", m.ShardsMerged, m.Plan.Shards, m.Worlds, m.Plan.Seeds)
+				return &ExitError{Code: exitCheckFailed}
 			}
 			if len(m.Failures) > 0 || len(m.Unreached()) > 0 {
-				return &exitError{code: exitCheckFailed}
+				return &ExitError{Code: exitCheckFailed}
 			}
 			return nil
 		},

@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"context"
@@ -147,7 +147,7 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 	}})
 	bar.finish()
 	if it := explore.Failed(items); it != nil {
-		return &exitError{code: exitCheckFailed, err: fmt.Errorf("%s: the exploration could not run: %w", it.Scenario.Name, it.Err)}
+		return &ExitError{Code: exitCheckFailed, Err: fmt.Errorf("%s: the exploration could not run: %w", it.Scenario.Name, it.Err)}
 	}
 	sum := explore.Summarize(f.Plan, items)
 	sum.Wall = time.Since(started)
@@ -163,18 +163,18 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 		}
 		sum.Files = append(sum.Files, p)
 	}
-	sum.Write(a.out)
+	sum.Write(a.Out)
 	switch {
 	case writeErr != nil:
 		return usageErr("--out: %v", writeErr)
 	case interrupted.Load():
-		fmt.Fprintf(a.err, "escapement: explore interrupted after %d of %d scenario(s); not exhaustive\n", sum.Done, len(items))
-		return &exitError{code: exitInterrupted}
+		fmt.Fprintf(a.Err, "escapement: explore interrupted after %d of %d scenario(s); not exhaustive\n", sum.Done, len(items))
+		return &ExitError{Code: exitInterrupted}
 	case sum.Violations > 0:
-		return &exitError{code: exitCheckFailed}
+		return &ExitError{Code: exitCheckFailed}
 	case sum.Stopped > 0 && !f.partial:
-		fmt.Fprintf(a.err, "escapement: a bound stopped %d exploration(s) early: not exhaustive (--partial accepts that)\n", sum.Stopped)
-		return &exitError{code: exitCheckFailed}
+		fmt.Fprintf(a.Err, "escapement: a bound stopped %d exploration(s) early: not exhaustive (--partial accepts that)\n", sum.Stopped)
+		return &ExitError{Code: exitCheckFailed}
 	}
 	return nil
 }
