@@ -209,6 +209,9 @@ Exit codes: 0 ok, 1 a check failed, 2 usage or input error, 130 interrupted.`,
 	})
 	root.AddCommand(newFSMCmd(a), simcli.Command(a.simHost()), newRunCmd(a), newChatCmd(a), newConfigCmd(a), &cobra.Command{
 		Use: "version", Short: "Print escapement's version, its event protocol's and the Go toolchain's", Args: cobra.NoArgs,
+		// The version is asked for when something is wrong, a broken
+		// configuration included: it reads none (as --version does not).
+		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintf(a.out, "escapement %s\nprotocol %d\n%s\n", buildinfo.Version(), protocol.Version, buildinfo.Platform())
 		},
