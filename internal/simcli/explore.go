@@ -111,26 +111,9 @@ interrupted (SIGINT or SIGTERM; the counts so far are printed).`,
 }
 
 func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) error {
-	switch err := f.Validate(paths); {
-	case err != nil:
-		return usageErr("%v", err)
-	case f.timeLimit < 0:
-		return usageErr("--time must not be negative, got %v", f.timeLimit)
-	case f.jobs < 1:
-		return usageErr("--jobs must be at least 1, got %d", f.jobs)
-	}
-	var given []*scenario.Scenario
-	if !f.Generated() {
-		ss, err := loadScenarios(paths)
-		if err != nil {
-			return err
-		}
-		given = ss
-	}
-	if f.out != "" {
-		if err := os.MkdirAll(f.out, 0o755); err != nil {
-			return usageErr("--out: %v", err)
-		}
+	given, err := f.scenarios(paths)
+	if err != nil {
+		return err
 	}
 	ctx, interrupted, stopSignals := a.cancelOnSignal(ctx)
 	defer stopSignals()
@@ -151,18 +134,7 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 	}
 	sum := explore.Summarize(f.Plan, items)
 	sum.Wall = time.Since(started)
-	var writeErr error
-	for _, v := range sum.Found() {
-		if f.out == "" {
-			break
-		}
-		p, err := userfile.WriteNew(f.out, v.Scenario.Name+"-explore", ".yaml", v.Scenario.YAML())
-		if err != nil {
-			writeErr = err
-			continue
-		}
-		sum.Files = append(sum.Files, p)
-	}
+	writeErr := f.writeFound(sum)
 	sum.Write(a.Out)
 	switch {
 	case writeErr != nil:
@@ -177,4 +149,50 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 		return &ExitError{Code: exitCheckFailed}
 	}
 	return nil
+}
+
+// scenarios checks the flags and loads the scenarios to explore (none in
+// a generated mode), creating --out.
+func (f exploreFlags) scenarios(paths []string) ([]*scenario.Scenario, error) {
+	switch err := f.Validate(paths); {
+	case err != nil:
+		return nil, usageErr("%v", err)
+	case f.timeLimit < 0:
+		return nil, usageErr("--time must not be negative, got %v", f.timeLimit)
+	case f.jobs < 1:
+		return nil, usageErr("--jobs must be at least 1, got %d", f.jobs)
+	}
+	var given []*scenario.Scenario
+	if !f.Generated() {
+		ss, err := loadScenarios(paths)
+		if err != nil {
+			return nil, err
+		}
+		given = ss
+	}
+	if f.out != "" {
+		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			return nil, usageErr("--out: %v", err)
+		}
+	}
+	return given, nil
+}
+
+// writeFound writes each violation's shrunk scenario into --out (none
+// without it), naming the files in sum; it returns the last write's
+// error, the others written all the same.
+func (f exploreFlags) writeFound(sum *explore.Summary) error {
+	if f.out == "" {
+		return nil
+	}
+	var writeErr error
+	for _, v := range sum.Found() {
+		p, err := userfile.WriteNew(f.out, v.Scenario.Name+"-explore", ".yaml", v.Scenario.YAML())
+		if err != nil {
+			writeErr = err
+			continue
+		}
+		sum.Files = append(sum.Files, p)
+	}
+	return writeErr
 }

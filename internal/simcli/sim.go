@@ -105,15 +105,9 @@ func loadScenarios(paths []string) ([]*scenario.Scenario, error) {
 }
 
 func (a *app) runSim(paths []string, f simFlags) error {
-	budget, err := budgetBytes(f.memoryBudget)
+	opt, err := f.options(a.Build)
 	if err != nil {
 		return err
-	}
-	opt := sim.Options{Permute: f.permute, Build: a.Build, Idempotent: f.idempotent, MemoryBudget: budget}
-	if f.crashAt != "" {
-		if opt.CrashAt, err = sim.ParseCrashAt(f.crashAt); err != nil {
-			return usageErr("--crash-at: %v", err)
-		}
 	}
 	ss, err := loadScenarios(paths)
 	if err != nil {
@@ -127,22 +121,9 @@ func (a *app) runSim(paths []string, f simFlags) error {
 		}
 	}
 	started := time.Now()
-	var results []*sim.Result
-	for _, s := range ss {
-		c, err := sim.Check(s, opt, f.recheck, sim.Keep{Trace: f.trace != "", Perfetto: f.perfetto != ""})
-		if errors.Is(err, sim.ErrBudget) {
-			return &ExitError{Code: exitUsage, Err: err} // the input is too big
-		} else if err != nil {
-			return err
-		}
-		a.debug("scenario", "name", s.Name, "passed", c.Passed, "events", c.Events, "sha256", c.TraceSHA256)
-		if _, err := writeOut(f.trace, s.Name+".jsonl", len(ss) > 1, c.Trace); err != nil {
-			return err
-		}
-		if _, err := writeOut(f.perfetto, s.Name+".json", len(ss) > 1, c.Perfetto); err != nil {
-			return err
-		}
-		results = append(results, c.Result)
+	results, err := a.checkAll(ss, opt, f)
+	if err != nil {
+		return err
 	}
 	if f.json {
 		err = sim.WriteJSON(a.Out, results)
@@ -153,6 +134,45 @@ func (a *app) runSim(paths []string, f simFlags) error {
 		return &ExitError{Code: exitCheckFailed}
 	}
 	return err
+}
+
+// options are the simulator's options the flags ask for (build names the
+// program in trace headers).
+func (f simFlags) options(build string) (sim.Options, error) {
+	budget, err := budgetBytes(f.memoryBudget)
+	if err != nil {
+		return sim.Options{}, err
+	}
+	opt := sim.Options{Permute: f.permute, Build: build, Idempotent: f.idempotent, MemoryBudget: budget}
+	if f.crashAt != "" {
+		if opt.CrashAt, err = sim.ParseCrashAt(f.crashAt); err != nil {
+			return sim.Options{}, usageErr("--crash-at: %v", err)
+		}
+	}
+	return opt, nil
+}
+
+// checkAll runs each scenario (twice with --recheck), writes its trace and
+// timeline where the flags say, and returns the results in order.
+func (a *app) checkAll(ss []*scenario.Scenario, opt sim.Options, f simFlags) ([]*sim.Result, error) {
+	var results []*sim.Result
+	for _, s := range ss {
+		c, err := sim.Check(s, opt, f.recheck, sim.Keep{Trace: f.trace != "", Perfetto: f.perfetto != ""})
+		if errors.Is(err, sim.ErrBudget) {
+			return nil, &ExitError{Code: exitUsage, Err: err} // the input is too big
+		} else if err != nil {
+			return nil, err
+		}
+		a.debug("scenario", "name", s.Name, "passed", c.Passed, "events", c.Events, "sha256", c.TraceSHA256)
+		if _, err := writeOut(f.trace, s.Name+".jsonl", len(ss) > 1, c.Trace); err != nil {
+			return nil, err
+		}
+		if _, err := writeOut(f.perfetto, s.Name+".json", len(ss) > 1, c.Perfetto); err != nil {
+			return nil, err
+		}
+		results = append(results, c.Result)
+	}
+	return results, nil
 }
 
 // writeOut writes data to target ("": nowhere), or when dir to target/name

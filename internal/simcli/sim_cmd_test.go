@@ -40,7 +40,7 @@ func TestSimTableGolden(t *testing.T) {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
 	if got != string(want) {
-		t.Fatalf("sim table changed; run `go test ./cmd/escapement -update` if intended.\n got:\n%s\nwant:\n%s", got, want)
+		t.Fatalf("sim table changed; run `go test ./internal/simcli -run TestSimTableGolden -update` if intended.\n got:\n%s\nwant:\n%s", got, want)
 	}
 }
 

@@ -93,27 +93,9 @@ func shardFromEnv() (string, error) {
 }
 
 func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
-	p := sweep.Plan{From: f.from, Seeds: f.seeds, Depth: f.depth, Shards: 1, RecheckEvery: f.recheck, CrashEvery: f.crashEvery}
-	shard := f.shard
-	if shard == "" {
-		s, err := shardFromEnv()
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		shard = s
-	}
-	if shard != "" {
-		i, n, err := sweep.ParseShard(shard)
-		if err != nil {
-			return usageErr("--shard: %v", err)
-		}
-		p.Shard, p.Shards = i, n
-	}
-	if err := p.Validate(); err != nil {
-		return usageErr("%v", err)
-	}
-	if f.jobs < 1 {
-		return usageErr("--jobs must be at least 1, got %d", f.jobs)
+	p, err := f.plan()
+	if err != nil {
+		return err
 	}
 	ctx, interrupted, stopSignals := a.cancelOnSignal(ctx)
 	defer stopSignals()
@@ -150,6 +132,40 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 		fmt.Fprintf(a.Err, "escapement: sweep interrupted after %d of %d worlds\n", sum.Worlds, len(p.SeedList()))
 		return &ExitError{Code: exitInterrupted}
 	}
+	return a.report(sum, p, f)
+}
+
+// plan is the sweep the flags ask for: its shard from --shard or, without
+// it, from a Kubernetes indexed job's environment.
+func (f sweepFlags) plan() (sweep.Plan, error) {
+	p := sweep.Plan{From: f.from, Seeds: f.seeds, Depth: f.depth, Shards: 1, RecheckEvery: f.recheck, CrashEvery: f.crashEvery}
+	shard := f.shard
+	if shard == "" {
+		s, err := shardFromEnv()
+		if err != nil {
+			return p, usageErr("%v", err)
+		}
+		shard = s
+	}
+	if shard != "" {
+		i, n, err := sweep.ParseShard(shard)
+		if err != nil {
+			return p, usageErr("--shard: %v", err)
+		}
+		p.Shard, p.Shards = i, n
+	}
+	if err := p.Validate(); err != nil {
+		return p, usageErr("%v", err)
+	}
+	if f.jobs < 1 {
+		return p, usageErr("--jobs must be at least 1, got %d", f.jobs)
+	}
+	return p, nil
+}
+
+// report writes a finished sweep's summary (to --summary as JSON too) and
+// fails on a violation, or on a probe never reached by an unsharded sweep.
+func (a *app) report(sum *sweep.Summary, p sweep.Plan, f sweepFlags) error {
 	if f.summary != "" {
 		b, _ := json.MarshalIndent(sum, "", "  ")
 		if err := os.WriteFile(f.summary, append(b, '\n'), 0o644); err != nil {
