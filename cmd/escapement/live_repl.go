@@ -9,9 +9,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/protocol"
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/lineread"
 	"github.com/escapement/escapement/kernel"
 )
@@ -208,7 +208,7 @@ func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 func (r *repl) command(ctx context.Context, name, arg string, busy bool, turn uint64) (done bool, err error) {
 	lr := r.lr
 	switch name {
-	case "help", "cancel", "exit", "quit", "usage":
+	case "help", "cancel", "exit", "quit":
 		if arg == "" {
 			return r.plainCommand(ctx, name, busy, turn)
 		}
@@ -219,8 +219,9 @@ func (r *repl) command(ctx context.Context, name, arg string, busy bool, turn ui
 			return false, nil
 		}
 		lr.say("/queue needs the text of the next turn: /queue TEXT")
-	case "compact":
-		if r.compact(ctx, arg) {
+	case "compact", "usage":
+		c := headless.ContextCommands{Driver: lr.driver, Turns: &lr.state, View: lr.view, Prior: lr.sess.PriorUsage(), Say: lr.say, Out: lr.errw}
+		if c.Run(ctx, name, arg) {
 			return false, nil // the compaction's turn runs; its end shows the prompt
 		}
 	default:
@@ -242,8 +243,6 @@ func (r *repl) plainCommand(ctx context.Context, name string, busy bool, turn ui
 		return false, nil
 	case name == "cancel":
 		r.lr.say("no turn is running")
-	case name == "usage":
-		r.usage(ctx)
 	default:
 		r.help()
 	}
@@ -260,31 +259,6 @@ func (r *repl) help() {
 		busyText = "starts the next turn once it has ended (--while-busy queue)"
 	}
 	fmt.Fprintf(r.lr.errw, "Commands (handled here, never sent to the model):\n%sA line typed while a turn runs %s.\n", chatHelp, busyText)
-}
-
-// compact is /compact [FOCUS]: the root's history compacted now, as a turn
-// of its own (refused while a turn runs); true when that turn started.
-func (r *repl) compact(ctx context.Context, focus string) bool {
-	if err := r.lr.driver.Compact(ctx, focus); err != nil {
-		r.lr.say("/compact: %v", err)
-		return false
-	}
-	busy, _, _, _ := r.lr.state.Get()
-	if !busy {
-		r.lr.say("/compact: nothing to compact")
-	}
-	return busy
-}
-
-// usage is /usage: the session's usage, its file's and this run's (read on
-// the kernel's goroutine, where the view is kept).
-func (r *repl) usage(ctx context.Context) {
-	var run protocol.Usage
-	if err := r.lr.driver.Inspect(ctx, func(*kernel.Kernel) { run = r.lr.view.Total() }); err != nil {
-		r.lr.say("/usage: %v", err)
-		return
-	}
-	fmt.Fprintln(r.lr.errw, console.UsageText(r.lr.sess.PriorUsage(), run))
 }
 
 // enqueue is /queue TEXT: the next turn, now when the root is idle.
