@@ -78,6 +78,15 @@ func (v *View) Result(session string) Event {
 // (read it where the view is used: the driver's goroutine, Inspect).
 func (v *View) Total() Usage { return v.total }
 
+// FailLast marks the root's last turn failed, with detail, when it is
+// turn: the host found its answer wanting (--output-schema), so the
+// result says so and -o keeps nothing (docs/live.md, "Model settings").
+func (v *View) FailLast(turn uint64, detail string) {
+	if v.last != nil && v.last.Turn == turn {
+		v.last.Outcome, v.last.Reason, v.last.Detail = "failed", "", detail
+	}
+}
+
 // LastTurn is the root's last turn_ended event, if one has ended.
 func (v *View) LastTurn() (Event, bool) {
 	if v.last == nil {

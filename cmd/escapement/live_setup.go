@@ -170,6 +170,7 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (_ session.Co
 	model, baseURL := f.model, f.baseURL
 	ocfg := openai.Config{APIKey: lr.secret, BaseURL: baseURL, Model: model, Tools: lr.box.Specs(),
 		MaxRetryWait: f.limits.FirstTokenTimeout, MaxLineBytes: openai.MaxLineFor(f.limits.MaxMessageBytes)}
+	lr.answers.View = lr.view
 	if lr.answers.Schema, err = f.settings.Apply(&ocfg); err != nil {
 		return session.Config{}, usageErr("%v", err)
 	}

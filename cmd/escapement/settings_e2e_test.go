@@ -87,7 +87,8 @@ func schemaFile(t *testing.T, dir string) string {
 // response_format (json_schema, named after the file) and checks the
 // final answer: a valid one exits 0 with the answer on stdout; an invalid
 // one exits 1, saying where the answer is invalid — on stderr, and with
-// --json as an error event (source output_schema) before the result.
+// --json as an error event (source output_schema) before a result whose
+// outcome is failed — and -o keeps nothing.
 func TestOutputSchemaE2E(t *testing.T) {
 	bin := buildBinary(t)
 	var answer atomic.Value // the server's answer: a string
@@ -120,7 +121,8 @@ func TestOutputSchemaE2E(t *testing.T) {
 	}
 
 	answer.Store(`{"city":"Oslo","population":-3,"mayor":"?"}`)
-	p = startBinary(t, bin, srv, dir, "run", "--json", "--session", os.DevNull, "--workspace", dir, "--output-schema", schema, "which city?")
+	out := filepath.Join(dir, "answer.json")
+	p = startBinary(t, bin, srv, dir, "run", "--json", "--session", os.DevNull, "--workspace", dir, "--output-schema", schema, "-o", out, "which city?")
 	if code := p.wait(t); code != exitCheckFailed {
 		t.Fatalf("an invalid answer: exit %d, want %d\nstderr: %s", code, exitCheckFailed, p.stderr)
 	}
@@ -131,6 +133,12 @@ func TestOutputSchemaE2E(t *testing.T) {
 	}
 	if !strings.Contains(p.stderr.String(), "does not match the output schema") {
 		t.Errorf("stderr does not say why: %s", p.stderr)
+	}
+	if res := evs[len(evs)-1]; res.Outcome != "failed" || res.Detail != bad.Message || res.Answer == "" {
+		t.Errorf("the result: outcome %q, detail %q, answer %q", res.Outcome, res.Detail, res.Answer)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("-o kept an invalid answer: %v", err)
 	}
 }
 

@@ -11,13 +11,16 @@ import (
 // (docs/live.md, "Model settings"): a completed root turn whose answer is
 // not JSON valid against the schema fails — an error event (source
 // output_schema) lists each problem where it is in the answer, and the
-// turn counts as failed for the exit code (Turns). The server may have
-// been asked for structured output or not; escapement checks either way.
-// A compaction turn (/compact) has no answer and is not checked. One
-// goroutine uses it: the driver's observer.
+// turn counts as failed for the exit code (Turns) and the result (View).
+// The server may have been asked for structured output or not; escapement
+// checks either way. A compaction turn (/compact) has no answer and is not
+// checked. One goroutine uses it: the driver's observer.
 type Answers struct {
 	// Schema is the output schema; nil checks nothing.
 	Schema *outputschema.Schema
+	// View, when set, is the run's view, whose result then says the turn
+	// failed (and -o keeps nothing: WriteFinal).
+	View *protocol.View
 	// compaction is the root's on-demand compaction turn, if one runs.
 	compaction uint64
 }
@@ -39,6 +42,9 @@ func (a *Answers) Check(ev protocol.Event, turns *Turns) (protocol.Event, bool) 
 			return protocol.Event{}, false
 		}
 		turns.fail(ev.Turn, err.Error())
+		if a.View != nil {
+			a.View.FailLast(ev.Turn, err.Error())
+		}
 		return protocol.ErrorEvent(protocol.SourceOutputSchema, 0, err.Error()), true
 	}
 	return protocol.Event{}, false
