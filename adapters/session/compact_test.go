@@ -117,3 +117,44 @@ func TestCompactionRecordedAndResumed(t *testing.T) {
 		}
 	})
 }
+
+// TestLoadCompactionOfUnfinishedTurn: a compaction record whose turn never
+// ended (the process died after it) is part of that unfinished turn: Load
+// resumes the uncompacted history of the complete turns and reports the
+// rest as unfinished, so a plain resume cuts it off (the original kept).
+func TestLoadCompactionOfUnfinishedTurn(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	lines := []string{
+		`{"type":"session","format":1,"created":"2026-01-01T00:00:00Z"}`,
+		`{"type":"message","message":{"role":"user","content":"first"}}`,
+		`{"type":"message","message":{"role":"assistant","content":"long answer"}}`,
+		`{"type":"turn_end","turn":1,"outcome":"completed"}`,
+		`{"type":"message","message":{"role":"user","content":"second"}}`,
+		`{"type":"compaction","turn":2,"replaced":2,"history":[{"role":"user","content":"<conversation_summary>\ns\n</conversation_summary>","summary":true},{"role":"user","content":"second"}]}`,
+	}
+	os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
+	ls, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls.History) != 2 || ls.History[0].Content != "first" || !ls.Unfinished() || len(ls.Pending) != 1 || ls.Pending[0].Content != "second" {
+		t.Fatalf("history %+v, pending %+v, unfinished %v", ls.History, ls.Pending, ls.Unfinished())
+	}
+	// A compaction turn (/compact) killed between its record and its
+	// turn_end leaves no message, and is unfinished all the same.
+	onDemand := append(append([]string{}, lines[:4]...), strings.Replace(lines[5], `,{"role":"user","content":"second"}`, "", 1))
+	os.WriteFile(path+"2", []byte(strings.Join(onDemand, "\n")+"\n"), 0o600)
+	if ls2, err := Load(path + "2"); err != nil || !ls2.Unfinished() || len(ls2.History) != 2 {
+		t.Fatalf("an unended compaction turn: %+v, %v", ls2, err)
+	}
+	// Its turn_end makes the compacted history the one to resume.
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"type":"message","message":{"role":"assistant","content":"ok"}}` + "\n" + `{"type":"turn_end","turn":2,"outcome":"completed"}` + "\n")
+	f.Close()
+	if ls, err = Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if len(ls.History) != 3 || !ls.History[0].Summary || ls.History[1].Content != "second" || ls.History[2].Content != "ok" || ls.Unfinished() || ls.Turns != 2 {
+		t.Fatalf("history %+v, unfinished %v, turns %d", ls.History, ls.Unfinished(), ls.Turns)
+	}
+}
