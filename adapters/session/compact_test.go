@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -157,4 +158,68 @@ func TestLoadCompactionOfUnfinishedTurn(t *testing.T) {
 	if len(ls.History) != 3 || !ls.History[0].Summary || ls.History[1].Content != "second" || ls.History[2].Content != "ok" || ls.Unfinished() || ls.Turns != 2 {
 		t.Fatalf("history %+v, unfinished %v, turns %d", ls.History, ls.Unfinished(), ls.Turns)
 	}
+}
+
+// TestRecoveryDerivesTheCompactionRecord: a crashed run's session file
+// that lags its log from just before a compaction record gets that record
+// and the rest appended by the recovery, byte for byte what the live run
+// wrote (the replay derives it as the live observer does).
+func TestRecoveryDerivesTheCompactionRecord(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "s.jsonl")
+		long := strings.Repeat("The harbour has three piers. ", 35)
+		model := ports.ModelFunc(func(ctx context.Context, req ports.Request, sink ports.Sink) error {
+			if req.Compaction {
+				sink.Text("They talked about the harbour.")
+			} else {
+				sink.Text(long)
+			}
+			sink.Usage(kernel.Usage{PromptTokens: kernel.EstimateTokens(req.Messages), CompletionTokens: 3})
+			return nil
+		})
+		limits := kernel.DefaultLimits()
+		limits.ContextWindow = 400
+		ended := make(chan kernel.Lifecycle, 8)
+		cfg := Config{Kernel: kernel.Config{Limits: limits, System: "be brief"}, Model: model, Tools: ports.ToolsFunc(nil), Observer: rootTurnEnds(ended)}
+		sess, err := Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sess.Start(cfg); err != nil {
+			t.Fatal(err)
+		}
+		d := sess.Driver()
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+		for _, p := range []string{"first", "second", "third"} {
+			if err := d.Submit(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			<-ended
+		}
+		cancel()
+		<-done
+		if err := sess.Close(errors.New("the process died")); err != nil { // the log stays
+			t.Fatal(err)
+		}
+		full, _ := os.ReadFile(path)
+		at := strings.Index(string(full), `{"type":"compaction"`)
+		if at < 0 {
+			t.Fatalf("no compaction recorded:\n%s", full)
+		}
+		os.WriteFile(path, full[:at], 0o600)
+
+		again, err := Resume(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := again.Start(cfg); err != nil {
+			t.Fatal(err)
+		}
+		defer again.Close(errors.New("done"))
+		if got, _ := os.ReadFile(path); string(got) != string(full) {
+			t.Fatalf("the recovered session file\n%s\nwant what the live run wrote\n%s", got, full)
+		}
+	})
 }
