@@ -84,7 +84,8 @@ func schemaFile(t *testing.T, dir string) string {
 }
 
 // TestOutputSchemaE2E: `run --output-schema FILE` sends the schema as
-// response_format (json_schema, named after the file) and checks the
+// response_format (json_schema, named after the file) with the other model
+// settings the flags give, and checks the
 // final answer: a valid one exits 0 with the answer on stdout; an invalid
 // one exits 1, saying where the answer is invalid — on stderr, and with
 // --json as an error event (source output_schema) before a result whose
@@ -101,11 +102,15 @@ func TestOutputSchemaE2E(t *testing.T) {
 
 	valid := `{"city":"Oslo","population":709000}`
 	answer.Store(valid)
-	p := startBinary(t, bin, srv, dir, "run", "--session", os.DevNull, "--workspace", dir, "--output-schema", schema, "--temperature", "0", "--max-output-tokens", "300", "which city?")
+	p := startBinary(t, bin, srv, dir, "run", "--session", os.DevNull, "--workspace", dir, "--output-schema", schema, "--temperature", "0", "--max-output-tokens", "300",
+		"--tool-choice", "none", "--extra-body", `{"seed":7}`, "which city?")
 	if code := p.wait(t); code != exitOK || !strings.Contains(p.stdout.String(), valid) {
 		t.Fatalf("a valid answer: exit %d\nstdout: %s\nstderr: %s", code, p.stdout, p.stderr)
 	}
 	body := srv.Requests()[0].Body
+	if raw := string(srv.Requests()[0].Raw); !strings.Contains(raw, `"seed":7`) || string(body.ToolChoice) != `"none"` {
+		t.Errorf("--extra-body and --tool-choice not sent: %s", raw)
+	}
 	var format struct {
 		Type       string `json:"type"`
 		JSONSchema struct {
@@ -176,7 +181,8 @@ func TestOutputSchemaFlagErrors(t *testing.T) {
 // CLI — the model thinks (reasoning_content) and calls a tool; the
 // follow-up request carries that reasoning back on the assistant message
 // with the call (the server refuses it otherwise, as DeepSeek's thinking
-// mode does), and the reasoning is never shown.
+// mode does), and the reasoning is never shown; with --reasoning off it is
+// not sent back, and the server's refusal is what the run reports.
 func TestDeepSeekReasoningSentBackE2E(t *testing.T) {
 	bin := buildBinary(t)
 	const thought = "The user wants the files; list the directory first."
@@ -209,5 +215,11 @@ func TestDeepSeekReasoningSentBackE2E(t *testing.T) {
 	}
 	if strings.Contains(p.stdout.String()+p.stderr.String(), "list the directory first") {
 		t.Errorf("the reasoning was shown:\nstdout: %s\nstderr: %s", p.stdout, p.stderr)
+	}
+	// --reasoning off sends none back: this server refuses the follow-up,
+	// and the run says why.
+	p = startBinary(t, bin, srv, dir, "run", "--session", os.DevNull, "--workspace", dir, "--reasoning", "off", "what is here?")
+	if code := p.wait(t); code != exitCheckFailed || !strings.Contains(p.stderr.String(), "must be passed back") {
+		t.Errorf("--reasoning off: exit %d\nstderr: %s", code, p.stderr)
 	}
 }
