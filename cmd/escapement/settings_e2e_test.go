@@ -85,9 +85,8 @@ func schemaFile(t *testing.T, dir string) string {
 
 // TestOutputSchemaE2E: `run --output-schema FILE` sends the schema as
 // response_format (json_schema, named after the file) with the other model
-// settings the flags give, and checks the
-// final answer: a valid one exits 0 with the answer on stdout; an invalid
-// one exits 1, saying where the answer is invalid — on stderr, and with
+// settings the flags give, and checks the final answer: a valid one exits
+// 0 with the answer on stdout; an invalid one exits 1, saying where the answer is invalid — on stderr, and with
 // --json as an error event (source output_schema) before a result whose
 // outcome is failed — and -o keeps nothing.
 func TestOutputSchemaE2E(t *testing.T) {
