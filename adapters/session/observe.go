@@ -30,7 +30,10 @@ func (s *Session) observe(st ports.Step) {
 // of a root turn, the turn_end record (then syncs). When a turn ends and
 // the next starts in the same Step (inputs queued while an interrupted tree
 // settled), the previous turn's messages end at its marker: the new turn's
-// user messages follow it (TestPersistQueuedTurn).
+// user messages follow it (TestPersistQueuedTurn). A compaction the Step
+// applied is recorded first (compaction), so the history written on from
+// there is the compacted one; a request's end's usage goes with what it
+// produced — the compaction record, or the assistant message it appended.
 func (s *Session) persist(st ports.Step) {
 	hist := st.Kernel.Agent(kernel.Root).History()
 	s.usage, s.usageAt = rootRequestUsage(st.Effects), -1
