@@ -40,7 +40,7 @@ func (s *ModelSettings) Register(fl *pflag.FlagSet) {
 	fl.StringVar(&s.toolChoice, "tool-choice", "", "tool_choice of the root's requests: auto, none, required or the name of a tool (forced); default none sent")
 	fl.StringVar(&s.extraBody, "extra-body", "", "a JSON object (or @FILE holding one) merged into every request body: a provider's own parameters (top_p, seed, reasoning_effort, thinking); it may not set model, messages, stream or stream_options")
 	fl.StringVar(&s.structured, "structured-output", "", "how --output-schema is sent: json_schema (the default: response_format with the schema), json_object (servers that only promise JSON) or none (nothing sent; escapement validates alone)")
-	fl.StringVar(&s.reasoning, "reasoning", "", "which of the model's reasoning is sent back: auto (the default: what DeepSeek and OpenRouter require with tool calls), all, or off")
+	fl.StringVar(&s.reasoning, "reasoning", openai.ReasoningAuto, "which of the model's reasoning is sent back: auto (what DeepSeek and OpenRouter require with tool calls), all, or off")
 	fl.StringVar(&s.outputSchema, "output-schema", "", "the root's final answer must be JSON valid against the JSON Schema in `FILE`: sent as the server's structured-output format (--structured-output) and checked by escapement; an invalid answer fails the run (exit 1) saying where")
 }
 
