@@ -212,6 +212,15 @@ func TestDeepSeekReasoningSentBackE2E(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("%d requests, want 2", len(reqs))
 	}
+	var carried int
+	for _, m := range reqs[1].Body.Messages {
+		if m.Role == "assistant" && len(m.ToolCalls) == 1 && m.ReasoningContent == thought {
+			carried++
+		}
+	}
+	if carried != 1 {
+		t.Errorf("the follow-up request does not carry the reasoning back on the call's message:\n%s", reqs[1].Raw)
+	}
 	if strings.Contains(p.stdout.String()+p.stderr.String(), "list the directory first") {
 		t.Errorf("the reasoning was shown:\nstdout: %s\nstderr: %s", p.stdout, p.stderr)
 	}
