@@ -571,3 +571,26 @@ func TestChatCompactAndUsageE2E(t *testing.T) {
 		t.Errorf("the resumed chat's /usage does not say %q:\n%s", want, q.stderr)
 	}
 }
+
+// TestRunContextExhaustedExits1: `run` whose turn ends context_exhausted
+// (the only compaction's summary is too long to fit) exits 1 and says why
+// on stderr, with what the user can do.
+func TestRunContextExhaustedExits1(t *testing.T) {
+	bin := buildBinary(t)
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
+		if r.Body.Compaction() {
+			_ = w.Answer(strings.Repeat("a summary far too long ", 250), 512)
+			return
+		}
+		_ = w.Answer("fine", 4)
+	})
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	p := startBinary(t, bin, srv, dir, "run", "--session", os.DevNull, "--workspace", dir, "--context-window", "1000", strings.Repeat("a long message ", 250))
+	if code := p.wait(t); code != exitCheckFailed {
+		t.Fatalf("exit %d, want %d\nstderr: %s", code, exitCheckFailed, p.stderr)
+	}
+	if e := p.stderr.String(); !strings.Contains(e, "context_exhausted") || !strings.Contains(e, "context_window") {
+		t.Errorf("stderr does not say why and what to do:\n%s", e)
+	}
+}
