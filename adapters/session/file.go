@@ -23,6 +23,7 @@ import (
 //	{"type":"session","format":1,"model":"…","created":"…"}
 //	{"type":"message","message":{"role":"user","content":"…"}}
 //	…
+//	{"type":"grant","grant":{"tool":"shell"}}
 //	{"type":"turn_end","turn":1,"outcome":"completed"}
 //
 // A turn counts once its turn_end line is written. A process killed in the
@@ -30,20 +31,25 @@ import (
 // a record: each is one write; a power loss may), so the file always opens
 // for Resume (load.go). Messages keep the kernel's flags (partial, marker,
 // …), so a resumed kernel knows what the model was told. UI text is never
-// written here.
+// written here. A grant record is a session grant an approval made
+// ("approve for this session", kernel.Grant): a resumed session starts
+// with the grants of its complete turns (docs/durable.md, "Approvals
+// across a crash").
 
 // Format is the session file format this package writes and reads (the
 // header's "format"); docs/durable.md versions it.
 const Format = 1
 
 // Record is one line of a session file: the header ("session"), a root
-// message ("message") or the end of a root turn ("turn_end").
+// message ("message"), a session grant ("grant") or the end of a root turn
+// ("turn_end").
 type Record struct {
 	Type    string          `json:"type"`
 	Format  int             `json:"format,omitempty"`
 	Model   string          `json:"model,omitempty"`
 	Created string          `json:"created,omitempty"`
 	Message *kernel.Message `json:"message,omitempty"`
+	Grant   *kernel.Grant   `json:"grant,omitempty"`
 	Turn    uint64          `json:"turn,omitempty"`
 	Outcome kernel.Outcome  `json:"outcome,omitzero"`
 	Reason  kernel.Reason   `json:"reason,omitzero"`
@@ -210,6 +216,10 @@ func (s *fileWriter) size() (int64, error) {
 
 func (s *fileWriter) message(m kernel.Message) {
 	s.write(Record{Type: "message", Message: &m})
+}
+
+func (s *fileWriter) grant(g kernel.Grant) {
+	s.write(Record{Type: "grant", Grant: &g})
 }
 
 // turnEnd records a finished turn and makes everything so far durable.

@@ -29,6 +29,9 @@ type Loaded struct {
 	// Last is the highest turn number recorded: the kernel continues after
 	// it (kernel.Config.Turns).
 	Last uint64
+	// Grants are the session grants the complete turns made, in the
+	// order they were made (kernel.Config.Grants).
+	Grants []kernel.Grant
 	// Pending are the messages after the last turn_end: a turn the process
 	// ended in the middle of. Torn is a torn last line (a write cut short:
 	// only a power loss or a full disk can tear one).
@@ -110,7 +113,8 @@ type reader struct {
 	headerOK  bool
 	pending   []kernel.Message
 	pendLines []int
-	lines     []int // the line of each message of ls.History, for errors
+	grants    []kernel.Grant // of the turn not ended yet
+	lines     []int          // the line of each message of ls.History, for errors
 	lastLine  int
 }
 
@@ -153,7 +157,14 @@ func (r *reader) record(ln fileLine, rec Record) error {
 		}
 		r.pending = append(r.pending, *rec.Message)
 		r.pendLines = append(r.pendLines, ln.n)
+	case "grant":
+		if rec.Grant == nil || rec.Grant.Tool == "" {
+			return fmt.Errorf("%s:%d: grant record without a tool", r.path, ln.n)
+		}
+		r.grants = append(r.grants, *rec.Grant)
 	case "turn_end":
+		r.ls.Grants = append(r.ls.Grants, r.grants...)
+		r.grants = nil
 		r.ls.History = append(r.ls.History, r.pending...)
 		r.lines = append(r.lines, r.pendLines...)
 		r.pending, r.pendLines = nil, nil

@@ -164,11 +164,12 @@ func Resume(path string) (*Session, error) {
 }
 
 // Seed puts what a resumed file holds into cfg: its complete turns'
-// history and the number of the last turn. A new session and a crashed
-// run's (whose configuration is its log's) leave cfg as it is.
+// history, the number of the last turn, and the session grants those
+// turns made. A new session and a crashed run's (whose configuration is
+// its log's) leave cfg as it is.
 func (s *Session) Seed(cfg *kernel.Config) {
 	if s.loaded != nil {
-		cfg.History, cfg.Turns = s.loaded.History, s.loaded.Last
+		cfg.History, cfg.Turns, cfg.Grants = s.loaded.History, s.loaded.Last, s.loaded.Grants
 	}
 }
 
