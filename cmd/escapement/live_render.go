@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/escapement/escapement/adapters/approval"
 	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/ports"
@@ -41,6 +42,7 @@ type liveRun struct {
 	run    protocol.Run          // what the started event says
 	enc    *protocol.Encoder     // --json; nil without
 	con    *console.Console      // stderr (and, without --json, stdout) for a person
+	prompt *approval.Prompt      // chat on a terminal: asks about calls waiting for approval; nil else
 	final  *userfile.Replacement // -o; nil without
 	view   *protocol.View        // the kernel's goroutine's while the driver runs
 	events []protocol.Event      // the kernel's goroutine's
@@ -86,4 +88,5 @@ func (lr *liveRun) emit(ev protocol.Event) {
 		_ = lr.enc.Encode(ev) // a closed stdout shuts the run down (interrupts)
 	}
 	lr.con.Show(ev)
+	lr.prompt.Show(ev)
 }

@@ -184,6 +184,15 @@ func (r *repl) end() error {
 
 // line handles one line of input; done means chat ends with err.
 func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
+	if in, ok, err := r.lr.prompt.Answer(line); ok { // y, n [note] or a: a call waits (adapters/approval)
+		if err == nil {
+			err = r.decide(ctx, in)
+		}
+		if err != nil {
+			r.lr.say("%v", err)
+		}
+		return false, nil
+	}
 	text := strings.TrimSpace(line)
 	busy, turn, _, _ := r.lr.state.Get()
 	switch {
@@ -375,13 +384,9 @@ func (r *repl) protocolInput(ctx context.Context, line lineread.Line) (done bool
 	return false, nil
 }
 
-// decide hands a decision on a call waiting for approval to the driver,
-// once it takes them (protocol.Decider); until then no call asks.
+// decide hands a decision on a call waiting for approval to the driver.
 func (r *repl) decide(ctx context.Context, in protocol.Input) error {
-	if d, ok := any(r.lr.driver).(protocol.Decider); ok {
-		return protocol.Decide(ctx, d, in)
-	}
-	return errors.New("no tool call waits for approval: this escapement asks for none")
+	return protocol.Decide(ctx, r.lr.driver, in)
 }
 
 // cancelInput cancels the root's running turn, or the agent path names.

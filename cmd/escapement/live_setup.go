@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/escapement/escapement/adapters/approval"
 	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/adapters/otel"
@@ -85,6 +86,9 @@ func (a *app) newLiveRun(f *liveFlags, key string, sess *session.Session) *liveR
 		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1), flags: f, view: protocol.NewView()}
 	lr.con = &console.Console{Out: out, Err: lr.errw, Secret: key, Terminal: isTerminal(a.out), FinalOnly: f.finalOnly, Quiet: f.json,
 		Redact: func(s string) string { return lr.redact(s) }}
+	if f.chat && f.inputFormat == "text" && isTerminal(a.in) { // a person answers approval requests (adapters/approval)
+		lr.prompt = &approval.Prompt{Err: lr.errw, Redact: func(s string) string { return lr.redact(s) }}
+	}
 	if f.json {
 		lr.enc = protocol.NewEncoder(out, func(s string) string { return lr.redact(s) })
 	}
@@ -179,6 +183,9 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Conf
 	if err != nil {
 		return session.Config{}, usageErr("%v", lr.a.cfg.Where(err))
 	}
+	if kcfg.Ask, err = approval.Resolve(f.ask, lr.box.Specs(), approval.ReadOnly(lr.box), kcfg.DelegateTool); err != nil {
+		return session.Config{}, usageErr("--ask: %v", err)
+	}
 	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
@@ -198,7 +205,7 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Conf
 		return session.Config{}, usageErr("%v", err)
 	}
 	return session.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, ModelName: model, Observer: lr.observe, Spans: exp,
-		Redact: lr.redact, Notice: func(s string) { lr.say("%s", s) },
+		Redact: lr.redact, Notice: func(s string) { lr.say("%s", s) }, Policy: approval.For(f.inputFormat == "json" || lr.prompt != nil, func(s string) { lr.say("%s", s) }),
 		WrapFile: lr.a.wrapSession, WrapLog: lr.a.wrapLog}, nil
 }
 
