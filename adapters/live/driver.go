@@ -418,17 +418,23 @@ func (d *Driver) onInput(in input) {
 		// shutdown withdrew every wait (docs/semantics.md, "Inputs").
 		ev = kernel.Decide(now, in.agent, in.callID, in.digest, in.verdict, in.text)
 	}
-	refused := d.step(ev)
+	in.reply <- d.outcome(ev, d.step(ev))
+}
+
+// outcome is what the caller of an input is told once the kernel stepped
+// ev: nil, the kernel's refusals (ErrRejected), a stale decision's
+// kernel.ErrDecisionStale (it changed nothing, and nothing was wrong with
+// it), or ErrStopped when the step stopped the driver.
+func (d *Driver) outcome(ev kernel.Event, refused []error) error {
 	switch {
 	case d.failed != nil:
-		in.reply <- ErrStopped
+		return ErrStopped
 	case len(refused) == 1 && errors.Is(refused[0], kernel.ErrDecisionStale):
-		in.reply <- refused[0]
+		return refused[0]
 	case len(refused) > 0:
-		in.reply <- fmt.Errorf("%s: %w: %w", ev.Kind, ErrRejected, refusals(refused))
-	default:
-		in.reply <- nil
+		return fmt.Errorf("%s: %w: %w", ev.Kind, ErrRejected, refusals(refused))
 	}
+	return nil
 }
 
 // refusals are the kernel's refusals of one input, as one error: its text
