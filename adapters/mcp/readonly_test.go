@@ -14,7 +14,9 @@ import (
 // CLI's --ask writes asks for it).
 func TestReadOnlyFromAnnotations(t *testing.T) {
 	srv := sdk.NewServer(&sdk.Implementation{Name: "ro", Version: "1"}, nil)
-	noop := func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return &sdk.CallToolResult{}, nil }
+	noop := func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{}, nil
+	}
 	srv.AddTool(&sdk.Tool{Name: "stat", InputSchema: objectSchema, Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}}, noop)
 	srv.AddTool(&sdk.Tool{Name: "rm", InputSchema: objectSchema, Annotations: &sdk.ToolAnnotations{Title: "remove"}}, noop)
 	srv.AddTool(&sdk.Tool{Name: "touch", InputSchema: objectSchema}, noop)
