@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -109,12 +110,52 @@ func TestPromptQueue(t *testing.T) {
 
 func TestUnattended(t *testing.T) {
 	var said []string
-	pol := Unattended(func(s string) { said = append(said, s) })
+	pol := NewAttendance(false, func(s string) { said = append(said, s) }).Policy()
 	d, ok := pol(live.ApprovalRequest{Approval: kernel.Approval{CallID: "c1", Tool: "shell"}, Path: "main"})
 	if !ok || d.Verdict != kernel.VerdictDeny || d.Note != UnattendedNote {
 		t.Fatalf("decision %+v %v", d, ok)
 	}
 	if len(said) != 1 || !strings.Contains(said[0], "main's call c1 of shell") {
+		t.Errorf("said %q", said)
+	}
+}
+
+// fakeDecider lists one waiting call and records the decisions.
+type fakeDecider struct {
+	waits   []live.ApprovalRequest
+	decided []string
+}
+
+func (f *fakeDecider) Approvals(context.Context) ([]live.ApprovalRequest, error) { return f.waits, nil }
+
+func (f *fakeDecider) Decide(_ context.Context, _ kernel.AgentID, callID, _ string, v kernel.Verdict, note string) error {
+	f.decided = append(f.decided, callID+" "+v.String()+" "+note)
+	return nil
+}
+
+// TestLeave: while someone attends, calls wait; once the input ends, the
+// waiting calls are denied and later requests too.
+func TestLeave(t *testing.T) {
+	var said []string
+	a := NewAttendance(true, func(s string) { said = append(said, s) })
+	req := live.ApprovalRequest{Approval: kernel.Approval{CallID: "c1", Tool: "shell"}, Path: "main"}
+	if _, ok := a.Policy()(req); ok {
+		t.Fatal("an attended run decided by itself")
+	}
+	f := &fakeDecider{waits: []live.ApprovalRequest{req}}
+	if err := a.Leave(t.Context(), f); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Leave(t.Context(), f); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"c1 deny " + UnattendedNote}; !slices.Equal(f.decided, want) {
+		t.Errorf("decided %q, want %q (once)", f.decided, want)
+	}
+	if d, ok := a.Policy()(req); !ok || d.Verdict != kernel.VerdictDeny {
+		t.Errorf("after the input ended: %+v %v", d, ok)
+	}
+	if len(said) != 2 || !strings.Contains(said[0], "input ended") {
 		t.Errorf("said %q", said)
 	}
 }

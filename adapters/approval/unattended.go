@@ -1,34 +1,73 @@
 package approval
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/kernel"
 )
 
 // UnattendedNote is the denial's note the model reads when nobody can
-// decide (Unattended).
-const UnattendedNote = "not approved: this call needs a person's approval, and no one can give it in this run (no terminal, no --input-format json); it was not run"
+// decide (Attendance).
+const UnattendedNote = "not approved: this call needs a person's approval, and no one can give it in this run (no terminal, no --input-format json, or its input has ended); it was not run"
 
-// Unattended is the policy of a run nobody can answer — no terminal to
-// prompt on, no protocol lines on stdin: every request is denied at once,
-// with UnattendedNote for the model, and say (stderr) is told which call
-// and how a person could have decided. Never a silent hang until the
-// approval timeout.
-func Unattended(say func(string)) live.Policy {
+// Attendance is whether anyone can decide the calls of a run that wait
+// for approval: a person at a terminal, or a program writing protocol
+// lines on stdin — until that input ends. A run nobody attends denies each
+// request at once, with UnattendedNote for the model and a line for say
+// (stderr) naming the call: never a silent hang until the approval
+// timeout on a question nobody sees.
+type Attendance struct {
+	say  func(string)
+	gone atomic.Bool
+}
+
+// NewAttendance is the attendance of a run: attended says someone can
+// decide from the start.
+func NewAttendance(attended bool, say func(string)) *Attendance {
+	a := &Attendance{say: say}
+	a.gone.Store(!attended)
+	return a
+}
+
+// Policy is the driver's policy (live.Config.Policy): while someone
+// attends, every call waits for that one's decision; once nobody does,
+// requests are denied at once.
+func (a *Attendance) Policy() live.Policy {
 	return func(r live.ApprovalRequest) (live.Decision, bool) {
-		say(fmt.Sprintf("%s's call %s of %s needs approval and no one can give it here: denied (run chat on a terminal, or decide with --input-format json)", r.Path, r.CallID, r.Tool))
+		if !a.gone.Load() {
+			return live.Decision{}, false
+		}
+		a.say(fmt.Sprintf("%s's call %s of %s needs approval and no one can give it here: denied (run chat on a terminal, or decide with --input-format json)", r.Path, r.CallID, r.Tool))
 		return live.Decision{Verdict: kernel.VerdictDeny, Note: UnattendedNote}, true
 	}
 }
 
-// For is the policy of a run: none when someone can decide (a person at
-// a terminal, a program writing protocol lines on stdin), so each call
-// waits for that decision; else Unattended.
-func For(someoneDecides bool, say func(string)) live.Policy {
-	if someoneDecides {
+// Decider is what Leave needs of the driver (*live.Driver).
+type Decider interface {
+	Approvals(ctx context.Context) ([]live.ApprovalRequest, error)
+	Decide(ctx context.Context, agent kernel.AgentID, callID, digest string, v kernel.Verdict, note string) error
+}
+
+// Leave is the end of the input decisions came from (stdin's end, Ctrl-D):
+// the calls waiting now are denied, and so is every later request. A wait
+// that ended meanwhile is left as it ended.
+func (a *Attendance) Leave(ctx context.Context, d Decider) error {
+	if a.gone.Swap(true) {
 		return nil
 	}
-	return Unattended(say)
+	waits, err := d.Approvals(ctx)
+	if errors.Is(err, live.ErrStopped) {
+		return nil // nothing waits in a driver that has stopped
+	}
+	for _, w := range waits {
+		a.say(fmt.Sprintf("input ended: no one can decide %s's call %s of %s any more: denied", w.Path, w.CallID, w.Tool))
+		if derr := d.Decide(ctx, w.Agent, w.CallID, w.Digest, kernel.VerdictDeny, UnattendedNote); derr != nil && !errors.Is(derr, kernel.ErrDecisionStale) {
+			err = errors.Join(err, derr)
+		}
+	}
+	return err
 }

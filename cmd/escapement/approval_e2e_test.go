@@ -344,3 +344,28 @@ func TestAskUnknownToolE2E(t *testing.T) {
 		t.Errorf("stderr: %s", p.stderr)
 	}
 }
+
+// TestApprovalInputEndsDeniesE2E: the input decisions came from ends
+// while a call waits: no one can decide it any more, so it is denied at
+// once (the model reads why) instead of waiting out the approval timeout.
+func TestApprovalInputEndsDeniesE2E(t *testing.T) {
+	bin := buildBinary(t)
+	srv := askingServer(t, shellCall{"call_1", countCommand})
+	dir := t.TempDir()
+	p := runAsking(t, bin, srv, dir)
+	awaitEvent(t, p, protocol.TypeApprovalRequested, "call_1", 1)
+	p.stdin.Close()
+	if code := p.wait(t); code != exitOK {
+		t.Fatalf("exit %d\nstderr: %s", code, p.stderr)
+	}
+	evs := jsonRun(t, p.stdout.String())
+	if res, _ := lastOf(evs, protocol.TypeApprovalResolved, "main"); res.Approval != "denied" || res.WaitedMS > 10_000 {
+		t.Errorf("approval_resolved %+v", res)
+	}
+	if got := toolResult(t, srv, "call_1"); !strings.Contains(got, "no one can give it in this run") {
+		t.Errorf("the model read %s", got)
+	}
+	if !strings.Contains(p.stderr.String(), "input ended: no one can decide main's call call_1 of shell any more: denied") {
+		t.Errorf("stderr: %s", p.stderr)
+	}
+}

@@ -43,6 +43,7 @@ type liveRun struct {
 	enc    *protocol.Encoder     // --json; nil without
 	con    *console.Console      // stderr (and, without --json, stdout) for a person
 	prompt *approval.Prompt      // chat on a terminal: asks about calls waiting for approval; nil else
+	attend *approval.Attendance  // whether anyone can decide those calls (until stdin ends)
 	final  *userfile.Replacement // -o; nil without
 	view   *protocol.View        // the kernel's goroutine's while the driver runs
 	events []protocol.Event      // the kernel's goroutine's

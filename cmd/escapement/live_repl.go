@@ -82,7 +82,7 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 	select {
 	case line, ok := <-r.lines:
 		if !ok {
-			return r.inputEnded()
+			return r.inputEnded(ctx)
 		}
 		if line.Size > 0 {
 			r.refuse(line)
@@ -108,9 +108,13 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 }
 
 // inputEnded is the end of stdin: chat exits once the running turn and
-// the queue are done.
-func (r *repl) inputEnded() (done bool, err error) {
+// the queue are done; a call that waits for approval is denied, as no one
+// can decide it any more (adapters/approval).
+func (r *repl) inputEnded(ctx context.Context) (done bool, err error) {
 	r.eof, r.inputErr, r.lines = true, r.input.Err(), nil
+	if err := r.lr.attend.Leave(ctx, r.lr.driver); err != nil {
+		r.lr.say("%v", err)
+	}
 	if r.inputErr != nil {
 		r.lr.say("%v; no more input is read", r.inputErr)
 	}

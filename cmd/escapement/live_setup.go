@@ -186,6 +186,7 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Conf
 	if kcfg.Ask, err = approval.Resolve(f.ask, lr.box.Specs(), approval.ReadOnly(lr.box), kcfg.DelegateTool); err != nil {
 		return session.Config{}, usageErr("--ask: %v", err)
 	}
+	lr.attend = approval.NewAttendance(f.inputFormat == "json" || lr.prompt != nil, func(s string) { lr.say("%s", s) })
 	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
@@ -205,7 +206,7 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Conf
 		return session.Config{}, usageErr("%v", err)
 	}
 	return session.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, ModelName: model, Observer: lr.observe, Spans: exp,
-		Redact: lr.redact, Notice: func(s string) { lr.say("%s", s) }, Policy: approval.For(f.inputFormat == "json" || lr.prompt != nil, func(s string) { lr.say("%s", s) }),
+		Redact: lr.redact, Notice: func(s string) { lr.say("%s", s) }, Policy: lr.attend.Policy(),
 		WrapFile: lr.a.wrapSession, WrapLog: lr.a.wrapLog}, nil
 }
 
