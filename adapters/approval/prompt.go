@@ -1,6 +1,7 @@
 package approval
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,33 @@ type Prompt struct {
 
 	mu    sync.Mutex
 	waits []protocol.Event // approval_requested, in the order asked
+}
+
+// NewPrompt is the prompt of a run whose stdin is a person at a terminal
+// (on), writing its questions to errw; nil — asking nothing — otherwise.
+func NewPrompt(on bool, errw io.Writer, redact func(string) string) *Prompt {
+	if !on {
+		return nil
+	}
+	return &Prompt{Err: errw, Redact: redact}
+}
+
+// Take takes line as the answer to the first waiting call, if it is one
+// (Answer), and hands the decision to d (protocol.Decide); say gets why a
+// line was no answer or a decision was refused. It reports whether the
+// line was taken: if not, the host handles it as it would otherwise.
+func (p *Prompt) Take(ctx context.Context, line string, d protocol.Decider, say func(format string, args ...any)) bool {
+	in, ok, err := p.Answer(line)
+	if !ok {
+		return false
+	}
+	if err == nil {
+		err = protocol.Decide(ctx, d, in)
+	}
+	if err != nil {
+		say("%v", err)
+	}
+	return true
 }
 
 // ErrAnswer is wrapped by Answer's refusal of a line that is no answer.

@@ -54,20 +54,20 @@ type Decider interface {
 
 // Leave is the end of the input decisions came from (stdin's end, Ctrl-D):
 // the calls waiting now are denied, and so is every later request. A wait
-// that ended meanwhile is left as it ended.
-func (a *Attendance) Leave(ctx context.Context, d Decider) error {
+// that ended meanwhile is left as it ended; a denial the driver refuses
+// is said.
+func (a *Attendance) Leave(ctx context.Context, d Decider) {
 	if a.gone.Swap(true) {
-		return nil
+		return
 	}
 	waits, err := d.Approvals(ctx)
-	if errors.Is(err, live.ErrStopped) {
-		return nil // nothing waits in a driver that has stopped
-	}
 	for _, w := range waits {
 		a.say(fmt.Sprintf("input ended: no one can decide %s's call %s of %s any more: denied", w.Path, w.CallID, w.Tool))
-		if derr := d.Decide(ctx, w.Agent, w.CallID, w.Digest, kernel.VerdictDeny, UnattendedNote); derr != nil && !errors.Is(derr, kernel.ErrDecisionStale) {
+		if derr := d.Decide(ctx, w.Agent, w.CallID, w.Digest, kernel.VerdictDeny, UnattendedNote); !errors.Is(derr, kernel.ErrDecisionStale) {
 			err = errors.Join(err, derr)
 		}
 	}
-	return err
+	if err != nil && !errors.Is(err, live.ErrStopped) { // nothing waits in a driver that has stopped
+		a.say(err.Error())
+	}
 }

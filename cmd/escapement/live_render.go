@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/escapement/escapement/adapters/approval"
@@ -14,6 +15,7 @@ import (
 	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/termtext"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
 )
@@ -90,4 +92,19 @@ func (lr *liveRun) emit(ev protocol.Event) {
 	}
 	lr.con.Show(ev)
 	lr.prompt.Show(ev)
+}
+
+// clip puts s on one line and cuts it to at most n bytes, at a rune
+// boundary, marking the cut.
+func clip(s string, n int) string {
+	return textcut.Clip(strings.ReplaceAll(s, "\n", " "), n)
+}
+
+// inputError says on stderr, and as an error event with --json, that
+// input line n was not acted on, and why.
+func (lr *liveRun) inputError(n int, err error) {
+	lr.say("stdin line %d: %v; it was not acted on", n, err)
+	if lr.enc != nil {
+		_ = lr.enc.Encode(protocol.ErrorEvent(protocol.SourceInput, n, err.Error()))
+	}
 }

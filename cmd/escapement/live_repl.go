@@ -108,13 +108,10 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 }
 
 // inputEnded is the end of stdin: chat exits once the running turn and
-// the queue are done; a call that waits for approval is denied, as no one
-// can decide it any more (adapters/approval).
+// the queue are done; no one can decide a call any more (Leave denies).
 func (r *repl) inputEnded(ctx context.Context) (done bool, err error) {
 	r.eof, r.inputErr, r.lines = true, r.input.Err(), nil
-	if err := r.lr.attend.Leave(ctx, r.lr.driver); err != nil {
-		r.lr.say("%v", err)
-	}
+	r.lr.attend.Leave(ctx, r.lr.driver)
 	if r.inputErr != nil {
 		r.lr.say("%v; no more input is read", r.inputErr)
 	}
@@ -188,13 +185,7 @@ func (r *repl) end() error {
 
 // line handles one line of input; done means chat ends with err.
 func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
-	if in, ok, err := r.lr.prompt.Answer(line); ok { // y, n [note] or a: a call waits (adapters/approval)
-		if err == nil {
-			err = r.decide(ctx, in)
-		}
-		if err != nil {
-			r.lr.say("%v", err)
-		}
+	if r.lr.prompt.Take(ctx, line, r.lr.driver, r.lr.say) { // y, n [note] or a: a call waits (adapters/approval)
 		return false, nil
 	}
 	text := strings.TrimSpace(line)
@@ -379,18 +370,13 @@ func (r *repl) protocolInput(ctx context.Context, line lineread.Line) (done bool
 	case in.Kind == protocol.InputCancel:
 		err = r.cancelInput(ctx, in.Agent, busy, turn)
 	default: // approve, deny
-		err = r.decide(ctx, in)
+		err = protocol.Decide(ctx, r.lr.driver, in)
 	}
 	if err != nil {
 		r.refused++
 		r.lr.inputError(line.N, err)
 	}
 	return false, nil
-}
-
-// decide hands a decision on a call waiting for approval to the driver.
-func (r *repl) decide(ctx context.Context, in protocol.Input) error {
-	return protocol.Decide(ctx, r.lr.driver, in)
 }
 
 // cancelInput cancels the root's running turn, or the agent path names.

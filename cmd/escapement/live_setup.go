@@ -86,9 +86,7 @@ func (a *app) newLiveRun(f *liveFlags, key string, sess *session.Session) *liveR
 		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1), flags: f, view: protocol.NewView()}
 	lr.con = &console.Console{Out: out, Err: lr.errw, Secret: key, Terminal: isTerminal(a.out), FinalOnly: f.finalOnly, Quiet: f.json,
 		Redact: func(s string) string { return lr.redact(s) }}
-	if f.chat && f.inputFormat == "text" && isTerminal(a.in) { // a person answers approval requests (adapters/approval)
-		lr.prompt = &approval.Prompt{Err: lr.errw, Redact: func(s string) string { return lr.redact(s) }}
-	}
+	lr.prompt = approval.NewPrompt(f.chat && f.inputFormat == "text" && isTerminal(a.in), lr.errw, func(s string) string { return lr.redact(s) })
 	if f.json {
 		lr.enc = protocol.NewEncoder(out, func(s string) string { return lr.redact(s) })
 	}
