@@ -369,3 +369,40 @@ func TestApprovalInputEndsDeniesE2E(t *testing.T) {
 		t.Errorf("stderr: %s", p.stderr)
 	}
 }
+
+// TestApprovalGrantKeptAcrossResumeE2E: "approve for this session"
+// ({"approve":…,"for":"tool"}) outlives the process: the session file
+// records the grant, and the resumed session runs the tool's next call
+// without asking.
+func TestApprovalGrantKeptAcrossResumeE2E(t *testing.T) {
+	bin := buildBinary(t)
+	srv := askingServer(t, shellCall{"call_1", countCommand})
+	dir := t.TempDir()
+	sess := filepath.Join(dir, "s.jsonl")
+	p := chatAsking(t, bin, srv, dir, "--session", sess)
+	p.line(t, `{"message":"clean up"}`)
+	req := awaitEvent(t, p, protocol.TypeApprovalRequested, "call_1", 1)
+	p.line(t, `{"approve":"call_1","digest":%q,"for":"tool"}`, req.Digest)
+	awaitEvent(t, p, protocol.TypeTurnEnded, "", 1)
+	p.stdin.Close()
+	if code := p.wait(t); code != exitOK {
+		t.Fatalf("exit %d\nstderr: %s", code, p.stderr)
+	}
+	if _, ok := lastOf(jsonRun(t, p.stdout.String()), protocol.TypeApprovalGranted, "main"); !ok {
+		t.Fatalf("no approval_granted:\n%s", p.stdout)
+	}
+
+	r := chatAsking(t, bin, srv, dir, "--resume", sess)
+	r.line(t, `{"message":"again"}`)
+	awaitEvent(t, r, protocol.TypeTurnEnded, "", 1)
+	r.stdin.Close()
+	if code := r.wait(t); code != exitOK {
+		t.Fatalf("resume: exit %d\nstderr: %s", code, r.stderr)
+	}
+	if _, asked := lastOf(jsonRun(t, r.stdout.String()), protocol.TypeApprovalRequested, ""); asked {
+		t.Errorf("the resumed session asked again for a granted tool:\n%s", r.stdout)
+	}
+	if n := ranTimes(dir); n != 2 {
+		t.Errorf("the command ran %d times, want 2", n)
+	}
+}
