@@ -157,6 +157,9 @@ type remoteTool struct {
 	name   string // model-facing
 	remote string // the server's own name for it
 	server *server
+	// readOnly: the server annotates the tool readOnlyHint: true (it
+	// says the tool changes nothing; a hint, never verified).
+	readOnly bool
 }
 
 // Start starts every server (in parallel), initializes each, and lists its
@@ -227,7 +230,7 @@ func start(ctx context.Context, opts Options, secrets *redact.Redactor) (*Client
 				return nil, &CollisionError{Name: o.name, First: prev.String(), Then: claim{&s.cfg, o.tool.Name}.String()}
 			}
 			claims[o.name] = claim{&s.cfg, o.tool.Name}
-			c.tools[o.name] = &remoteTool{name: o.name, remote: o.tool.Name, server: s}
+			c.tools[o.name] = &remoteTool{name: o.name, remote: o.tool.Name, server: s, readOnly: o.tool.Annotations != nil && o.tool.Annotations.ReadOnlyHint}
 			c.specs = append(c.specs, c.redactSpec(o.spec))
 		}
 	}
@@ -237,6 +240,20 @@ func start(ctx context.Context, opts Options, secrets *redact.Redactor) (*Client
 // Specs lists every server tool for the model: servers in configuration
 // order, each server's tools in the order it listed them.
 func (c *Client) Specs() []ports.ToolSpec { return slices.Clone(c.specs) }
+
+// ReadOnly names the tools (model-facing names, in Specs' order) whose
+// server annotates them readOnlyHint: true. A host that asks a person
+// before every call that can change something (the CLI's --ask writes,
+// docs/live.md) asks for the others.
+func (c *Client) ReadOnly() []string {
+	var out []string
+	for _, s := range c.specs {
+		if t := c.tools[s.Name]; t != nil && t.readOnly {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
 
 // Run calls a server tool. See the package documentation for what a cancel,
 // a crash or an unresponsive server does to the call. The result holds

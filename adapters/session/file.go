@@ -23,6 +23,7 @@ import (
 //	{"type":"session","format":1,"model":"…","created":"…"}
 //	{"type":"message","message":{"role":"user","content":"…"}}
 //	…
+//	{"type":"grant","grant":{"tool":"shell"}}
 //	{"type":"turn_end","turn":1,"outcome":"completed","usage":{…}}
 //	{"type":"compaction","turn":2,"replaced":6,"history":[…]}
 //
@@ -31,7 +32,10 @@ import (
 // a record: each is one write; a power loss may), so the file always opens
 // for Resume (load.go). Messages keep the kernel's flags (partial, marker,
 // …), so a resumed kernel knows what the model was told. UI text is never
-// written here.
+// written here. A grant record is a session grant an approval made
+// ("approve for this session", kernel.Grant): a resumed session starts
+// with the grants of its complete turns (docs/durable.md, "Approvals
+// across a crash").
 //
 // A compaction of the root's history (docs/semantics.md, "Compaction")
 // leaves the messages it replaced where they are — kept for audit — and
@@ -47,14 +51,15 @@ import (
 const Format = 1
 
 // Record is one line of a session file: the header ("session"), a root
-// message ("message"), the end of a root turn ("turn_end") or a
-// compaction of the root's history ("compaction").
+// message ("message"), a session grant ("grant"), the end of a root turn
+// ("turn_end") or a compaction of the root's history ("compaction").
 type Record struct {
 	Type    string          `json:"type"`
 	Format  int             `json:"format,omitempty"`
 	Model   string          `json:"model,omitempty"`
 	Created string          `json:"created,omitempty"`
 	Message *kernel.Message `json:"message,omitempty"`
+	Grant   *kernel.Grant   `json:"grant,omitempty"`
 	Turn    uint64          `json:"turn,omitempty"`
 	Outcome kernel.Outcome  `json:"outcome,omitzero"`
 	Reason  kernel.Reason   `json:"reason,omitzero"`
@@ -240,6 +245,10 @@ func (s *fileWriter) message(m kernel.Message, u *kernel.Usage) {
 // u is the usage its summarising request reported.
 func (s *fileWriter) compaction(turn uint64, replaced int, history []kernel.Message, u *kernel.Usage) {
 	s.write(Record{Type: "compaction", Turn: turn, Replaced: replaced, History: history, Usage: u})
+}
+
+func (s *fileWriter) grant(g kernel.Grant) {
+	s.write(Record{Type: "grant", Grant: &g})
 }
 
 // turnEnd records a finished turn and makes everything so far durable.

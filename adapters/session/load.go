@@ -29,6 +29,9 @@ type Loaded struct {
 	// Last is the highest turn number recorded: the kernel continues after
 	// it (kernel.Config.Turns).
 	Last uint64
+	// Grants are the session grants the complete turns made, in the
+	// order they were made (kernel.Config.Grants).
+	Grants []kernel.Grant
 	// Pending are the messages after the last turn_end: a turn the process
 	// ended in the middle of. Torn is a torn last line (a write cut short:
 	// only a power loss or a full disk can tear one).
@@ -123,7 +126,8 @@ type reader struct {
 	pendLines []int
 	pendMsgs  []kernel.Message
 	compacted bool
-	lines     []int // the line of each message of ls.History, for errors
+	grants    []kernel.Grant // of the turn not ended yet
+	lines     []int          // the line of each message of ls.History, for errors
 	lastLine  int
 }
 
@@ -174,6 +178,11 @@ func (r *reader) record(ln fileLine, rec Record) error {
 		for range rec.History {
 			r.pendLines = append(r.pendLines, ln.n)
 		}
+	case "grant":
+		if rec.Grant == nil || rec.Grant.Tool == "" {
+			return fmt.Errorf("%s:%d: grant record without a tool", r.path, ln.n)
+		}
+		r.grants = append(r.grants, *rec.Grant)
 	case "turn_end":
 		r.turnEnd(ln, rec)
 	default:
@@ -184,6 +193,8 @@ func (r *reader) record(ln fileLine, rec Record) error {
 
 // turnEnd takes a turn_end record: the history so far is complete.
 func (r *reader) turnEnd(ln fileLine, rec Record) {
+	r.ls.Grants = append(r.ls.Grants, r.grants...)
+	r.grants = nil
 	if r.compacted {
 		r.ls.History, r.lines = nil, nil
 	}

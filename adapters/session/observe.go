@@ -26,7 +26,9 @@ func (s *Session) observe(st ports.Step) {
 	}
 }
 
-// persist appends the root's new messages as they appear and, at the end
+// persist appends the session grants made (a grant is made while a turn
+// runs, so it belongs to that turn), the root's new messages as they
+// appear and, at the end
 // of a root turn, the turn_end record (then syncs). When a turn ends and
 // the next starts in the same Step (inputs queued while an interrupted tree
 // settled), the previous turn's messages end at its marker: the new turn's
@@ -35,6 +37,11 @@ func (s *Session) observe(st ports.Step) {
 // there is the compacted one; a request's end's usage goes with what it
 // produced — the compaction record, or the assistant message it appended.
 func (s *Session) persist(st ports.Step) {
+	for i := range st.Effects {
+		if e := &st.Effects[i]; e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeApprovalGranted {
+			s.file.grant(kernel.GrantOf(e.Life))
+		}
+	}
 	hist := st.Kernel.Agent(kernel.Root).History()
 	s.usage, s.usageAt = rootRequestUsage(st.Effects), -1
 	compacted := rootCompacted(st.Effects)

@@ -36,6 +36,10 @@ type Config struct {
 	// Observer, when set, sees every Step after the session has recorded
 	// it, on the kernel's goroutine (live.Config.Observer).
 	Observer func(ports.Step)
+	// Policy, when set, decides calls that wait for approval on the
+	// host's behalf (live.Config.Policy): the requests of a recovered
+	// run's waits included, which the recovery asks again.
+	Policy live.Policy
 	// Spans, when set, derives the run's spans and exports them
 	// (adapters/otel.Exporter; docs/otel.md): it sees every step the
 	// Observer sees, and a recovery's replayed steps before them. The
@@ -171,11 +175,12 @@ func Resume(path string) (*Session, error) {
 }
 
 // Seed puts what a resumed file holds into cfg: its complete turns'
-// history and the number of the last turn. A new session and a crashed
-// run's (whose configuration is its log's) leave cfg as it is.
+// history, the number of the last turn, and the session grants those
+// turns made. A new session and a crashed run's (whose configuration is
+// its log's) leave cfg as it is.
 func (s *Session) Seed(cfg *kernel.Config) {
 	if s.loaded != nil {
-		cfg.History, cfg.Turns = s.loaded.History, s.loaded.Last
+		cfg.History, cfg.Turns, cfg.Grants = s.loaded.History, s.loaded.Last, s.loaded.Grants
 		s.prior = s.loaded.Usage
 	}
 }
@@ -347,7 +352,7 @@ func (s *Session) startTrace(cfg Config) error {
 
 // newDriver builds the driver of a run that starts from its file.
 func (s *Session) newDriver(cfg Config) (err error) {
-	dcfg := live.Config{Kernel: cfg.Kernel, Model: cfg.Model, Tools: cfg.Tools, Observer: s.observe}
+	dcfg := live.Config{Kernel: cfg.Kernel, Model: cfg.Model, Tools: cfg.Tools, Observer: s.observe, Policy: cfg.Policy}
 	if s.log != nil {
 		dcfg.WriteAhead = s.log.Record
 	}

@@ -193,6 +193,22 @@ func (s *Set) KillAll() {
 	}
 }
 
+// ReadOnly names the tools of the groups that say which of theirs change
+// nothing (a ReadOnly method: *tools.Box, *mcp.Client, a Set), in the
+// order they were added; a tool AddFunc added is never in it.
+func (s *Set) ReadOnly() []string {
+	s.mu.RLock()
+	members := slices.Clone(s.members)
+	s.mu.RUnlock()
+	var out []string
+	for _, m := range members {
+		if r, ok := m.(interface{ ReadOnly() []string }); ok {
+			out = append(out, r.ReadOnly()...)
+		}
+	}
+	return out
+}
+
 // funcTool runs a Func.
 type funcTool struct {
 	name string

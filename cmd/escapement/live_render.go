@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/escapement/escapement/adapters/approval"
 	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/ports"
@@ -44,6 +45,8 @@ type liveRun struct {
 	run    protocol.Run          // what the started event says
 	enc    *protocol.Encoder     // --json; nil without
 	con    *console.Console      // stderr (and, without --json, stdout) for a person
+	prompt *approval.Prompt      // chat on a terminal: asks about calls waiting for approval; nil else
+	attend *approval.Attendance  // whether anyone can decide those calls (until stdin ends)
 	final  *userfile.Replacement // -o; nil without
 	view   *protocol.View        // the kernel's goroutine's while the driver runs
 	events []protocol.Event      // the kernel's goroutine's
@@ -71,9 +74,7 @@ func (lr *liveRun) observe(s ports.Step) {
 	lr.events = lr.view.Step(s, lr.events[:0])
 	for _, ev := range lr.events {
 		lr.emit(ev)
-		if bad, ok := lr.answers.Check(ev, &lr.state); ok {
-			lr.emit(bad)
-		}
+		lr.answers.Check(ev, &lr.state)
 	}
 	if lr.state.Update(s.Effects) {
 		select {
@@ -92,6 +93,7 @@ func (lr *liveRun) emit(ev protocol.Event) {
 		_ = lr.enc.Encode(ev) // a closed stdout shuts the run down (interrupts)
 	}
 	lr.con.Show(ev)
+	lr.prompt.Show(ev)
 }
 
 // clip puts s on one line and cuts it to at most n bytes, at a rune

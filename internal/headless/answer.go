@@ -21,13 +21,15 @@ type Answers struct {
 	// View, when set, is the run's view, whose result then says the turn
 	// failed (and -o keeps nothing: WriteFinal).
 	View *protocol.View
+	// Emit, when set, shows the error event of an answer that fails.
+	Emit func(protocol.Event)
 	// compaction is the root's on-demand compaction turn, if one runs.
 	compaction uint64
 }
 
 // Check looks at one event of the run; when ev is the end of a completed
 // root turn whose answer fails the schema, it marks that turn failed in
-// turns and returns the error event that says why.
+// turns and returns (and Emits) the error event that says why.
 func (a *Answers) Check(ev protocol.Event, turns *Turns) (protocol.Event, bool) {
 	if a.Schema == nil || strings.Contains(ev.Agent, "/") {
 		return protocol.Event{}, false
@@ -45,7 +47,11 @@ func (a *Answers) Check(ev protocol.Event, turns *Turns) (protocol.Event, bool) 
 		if a.View != nil {
 			a.View.FailLast(ev.Turn, err.Error())
 		}
-		return protocol.ErrorEvent(protocol.SourceOutputSchema, 0, err.Error()), true
+		bad := protocol.ErrorEvent(protocol.SourceOutputSchema, 0, err.Error())
+		if a.Emit != nil {
+			a.Emit(bad)
+		}
+		return bad, true
 	}
 	return protocol.Event{}, false
 }
