@@ -230,8 +230,8 @@ func (c *callChecker) dropped(s *stepObs, op *opObs) {
 // limit, that has neither started, nor a result, nor a child (-1: none).
 func (c *callChecker) firstWaiting(a *agentObs, limit int) int {
 	for j, call := range a.lastCalls[:min(limit, len(a.lastCalls))] {
-		if slices.Contains(a.started, call.ID) || c.m.calls[callKey{a.id, call.ID}] != nil {
-			continue
+		if slices.Contains(a.started, call.ID) || c.m.calls[callKey{a.id, call.ID}] != nil || c.m.ap.pending(a.id, call.ID) {
+			continue // a call waiting for a person holds no slot
 		}
 		if _, child := a.delegated[call.ID]; child {
 			continue

@@ -186,6 +186,8 @@ func (c *outcomeChecker) justified(r *callFinObs) bool {
 		return l.Reason == kernel.ReasonMalformed && c.m.malformedCall(r.a, c.m.ops.get(f.lastReq), callIndex(r.a, l.CallID))
 	case kernel.CallLost:
 		return c.lostJustified(r)
+	case kernel.CallDenied, kernel.CallExpired:
+		return c.m.ap.notApprovedJustified(l)
 	}
 	return false
 }
@@ -288,6 +290,8 @@ func resultType(status kernel.CallStatus) string {
 		return "tool_aborted"
 	case kernel.CallLost:
 		return "tool_lost"
+	case kernel.CallDenied, kernel.CallExpired:
+		return "tool_not_approved"
 	}
 	return "tool_error"
 }
