@@ -25,6 +25,9 @@ type askKey struct {
 func (m *Sim) noteAsked(effs []kernel.Effect) {
 	for i := range effs {
 		if l := &effs[i].Life; effs[i].Kind == kernel.EffEmit && l.Kind == kernel.LifeApprovalRequested {
+			if m.asked == nil {
+				m.asked = make(map[askKey]string)
+			}
 			m.asked[askKey{l.Agent, l.CallID}] = l.Text
 		}
 	}

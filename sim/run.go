@@ -247,9 +247,6 @@ func New(s *scenario.Scenario, opt Options) (*Sim, error) {
 		m.log = newHostLog()
 	}
 	m.inputs = slices.Clone(s.Inputs)
-	if len(cfg.Ask) > 0 {
-		m.asked = make(map[askKey]string)
-	}
 	if opt.Permute {
 		m.perm = newPermuter(s.Seed)
 	}
@@ -471,7 +468,7 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 		m.tw.Step(m.core, ev, target, before, effs)
 	}
 	m.o.After(effs)
-	if m.asked != nil {
+	if len(m.cfg.Ask) > 0 {
 		m.noteAsked(effs)
 	}
 	if m.log != nil {

@@ -244,20 +244,27 @@ func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 			}
 		}
 	case kernel.EvTimer:
-		t, ok := m.timers[ev.Op]
-		if !ok {
-			if op := m.ops.get(ev.Op); op != nil && !op.ended {
-				s.malformed = "a timer event names a running op"
-				return
-			}
-			s.stale, s.staleWhy = staleTimer, "timer that is not set"
-			return
-		}
-		delete(m.timers, ev.Op)
-		s.timer, s.timerSet = t, true
+		m.beginTimer(ev)
 	default:
 		s.malformed = "an unknown kind of event"
 	}
+}
+
+// beginTimer reads a timer event: one the model saw set, or stale (or
+// malformed: it names a running op).
+func (m *model) beginTimer(ev *kernel.Event) {
+	s := &m.s
+	t, ok := m.timers[ev.Op]
+	if !ok {
+		if op := m.ops.get(ev.Op); op != nil && !op.ended {
+			s.malformed = "a timer event names a running op"
+			return
+		}
+		s.stale, s.staleWhy = staleTimer, "timer that is not set"
+		return
+	}
+	delete(m.timers, ev.Op)
+	s.timer, s.timerSet = t, true
 }
 
 func (m *model) beginCancel(ev *kernel.Event) {
