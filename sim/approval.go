@@ -50,3 +50,12 @@ func (m *Sim) decisionEvent(in scenario.Input) (kernel.Event, string) {
 	}
 	return kernel.Decide(0, id, call, digest, verdict, in.Note), ""
 }
+
+// appendDecisionEnc adds what names a decision input to its queued item's
+// encoding (Sim.itemEnc): two decisions that differ in anything they say
+// are two different pending inputs to an explorer.
+func appendDecisionEnc(ie *kernelEnc, in scenario.Input) {
+	for _, f := range [...]string{in.Approve, in.Deny, in.Agent, in.Digest, in.Note, in.For} {
+		ie.str(f)
+	}
+}

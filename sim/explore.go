@@ -381,6 +381,9 @@ func (m *Sim) itemEnc(it *item, r *kernel.FirstSight) []byte {
 		ie.str(in.Cancel)
 		ie.uint(in.Turn)
 		ie.flags(in.Shutdown)
+		if in.IsDecision() { // only then: the other inputs' encodings stay as they were
+			appendDecisionEnc(&ie, in)
+		}
 	}
 	return ie.b
 }
