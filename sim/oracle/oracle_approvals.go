@@ -185,3 +185,13 @@ func (p *approvalModel) notApprovedJustified(l *kernel.Lifecycle) bool {
 	}
 	return false
 }
+
+// approvedNow reports whether agent's call id ended its wait approved in
+// step n.
+func (p *approvalModel) approvedNow(agent kernel.AgentID, id string, n uint32) bool {
+	if !p.on {
+		return false
+	}
+	w := p.waits[callKey{agent, id}]
+	return w != nil && w.end == kernel.ApprovalApproved && w.endStep == n
+}
