@@ -150,3 +150,7 @@ func withdrawalAsDenial(b *brokenCore) {
 		}
 	})
 }
+
+// ApprovalLoops returns the broken loops of I27–I31 (for the teeth test
+// in random worlds, TestApprovalTeethRapid).
+func ApprovalLoops() []BrokenLoop { return approvalLoops() }

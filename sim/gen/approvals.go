@@ -33,12 +33,13 @@ var decisionKinds = []func(in *scenario.Input, call string){
 	func(in *scenario.Input, call string) { in.Approve = call },
 }
 
-// drawApprovals draws, in about one world of three, which tools ask, the
+// drawApprovals draws, in about one world of three (every world with
+// always), which tools ask, the
 // world's approval_timeout and the person's decisions, and adds the
 // decisions to its inputs (in time order, after inputs of the same
 // instant).
-func drawApprovals(t *rapid.T, s *scenario.Scenario) {
-	if intRange(t, 0, 2, "approvals") != 2 {
+func drawApprovals(t *rapid.T, s *scenario.Scenario, always bool) {
+	if intRange(t, 0, 2, "approvals") != 2 && !always {
 		return
 	}
 	tools := keys.Sorted(s.Tools)

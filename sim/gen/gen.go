@@ -48,8 +48,10 @@ type Options struct {
 	// scripts hold carried out, none refused); 0 means DefaultMaxAgents.
 	MaxAgents int
 	// Approvals lets a world's tools ask for approval, and a person decide
-	// (approvals.go).
+	// (approvals.go), in about one world of three; AlwaysAsk in every
+	// world (with Approvals).
 	Approvals bool
+	AlwaysAsk bool
 }
 
 // DefaultOptions are what the property suites use.
@@ -75,7 +77,7 @@ func World(o Options) *rapid.Generator[*scenario.Scenario] {
 		// leaves at the default) stays what it was.
 		s.Limits.MaxParallelRequests = pick(t, []int{8, 8, 8, 1, 2}, "max_parallel_requests")
 		if o.Approvals { // after it, for the same reason
-			drawApprovals(t, s)
+			drawApprovals(t, s, o.AlwaysAsk)
 		}
 		return s
 	})
