@@ -79,7 +79,7 @@ type decisionObs struct {
 }
 
 func newApprovalModel(ask []string) approvalModel {
-	return approvalModel{on: len(ask) > 0, all: slices.Contains(ask, "*"), ask: ask, waits: map[callKey]*waitObs{}}
+	return approvalModel{on: len(ask) > 0, all: slices.Contains(ask, "*"), ask: ask} // waits: made by the first request
 }
 
 // asks reports whether calls of tool need approval (before grants).
@@ -135,6 +135,9 @@ func (m *model) approvalLife(l *kernel.Lifecycle, n *note) {
 			a := m.agents[l.Agent]
 			w = &waitObs{agent: l.Agent, call: l.CallID, tool: l.Name, args: l.Text, digest: l.Digest,
 				asked: m.now, deadline: a.deadline, delay: l.Delay}
+			if p.waits == nil {
+				p.waits = map[callKey]*waitObs{}
+			}
 			p.waits[k] = w
 			p.order = append(p.order, w)
 			p.open++

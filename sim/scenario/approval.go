@@ -44,6 +44,13 @@ func checkGrant(v reflect.Value) error {
 // Ask is the tools whose calls need approval, in name order (map order
 // must not reach the kernel: I6); nil when none does.
 func (s *Scenario) Ask() []string {
+	asks := false
+	for _, t := range s.Tools { // determinism: only whether any asks
+		asks = asks || t.Approval == ApprovalRequired
+	}
+	if !asks {
+		return nil // most scenarios: no sorted copy of the names
+	}
 	var out []string
 	for _, name := range keys.Sorted(s.Tools) {
 		if s.Tools[name].Approval == ApprovalRequired {
