@@ -28,22 +28,21 @@ type approvalModel struct {
 
 // waitObs is one call's wait for a decision.
 type waitObs struct {
-	agent     kernel.AgentID
-	call      string
-	tool      string
-	args      string
-	digest    string // as the request said
-	asked     time.Duration
-	deadline  time.Duration // its agent's turn deadline when it asked
-	delay     time.Duration // as the request said
-	asks      int           // requests for it (a recovery asks again)
-	end       kernel.ApprovalEnd
-	reason    kernel.Reason
-	note      string
-	endStep   uint32
-	endedAt   time.Duration
-	resolved  int  // resolutions recorded
-	byDecider bool // ended in a step whose decision named it
+	agent    kernel.AgentID
+	call     string
+	tool     string
+	args     string
+	digest   string // as the request said
+	asked    time.Duration
+	deadline time.Duration // its agent's turn deadline when it asked
+	delay    time.Duration // as the request said
+	asks     int           // requests for it (a recovery asks again)
+	end      kernel.ApprovalEnd
+	reason   kernel.Reason
+	note     string
+	endStep  uint32
+	endedAt  time.Duration
+	resolved int // resolutions recorded
 }
 
 // approvalStep is what one step did to approvals.
