@@ -197,3 +197,29 @@ func (p *approvalModel) approvedNow(agent kernel.AgentID, id string, n uint32) b
 	w := p.waits[callKey{agent, id}]
 	return w != nil && w.end == kernel.ApprovalApproved && w.endStep == n
 }
+
+// approvals counts the approval probes a step reached.
+func (p *probeSet) approvals(m *model) {
+	s, st := &m.s, &m.ap.st
+	for _, r := range st.resolved {
+		switch r.l.Approval {
+		case kernel.ApprovalApproved:
+			p.hit(ProbeApprovalApproved)
+		case kernel.ApprovalDenied:
+			p.hit(ProbeApprovalDenied)
+		case kernel.ApprovalExpired:
+			p.hit(ProbeApprovalExpired)
+		case kernel.ApprovalWithdrawn:
+			p.hit(ProbeApprovalWithdrawn)
+		}
+	}
+	if len(st.granted) > 0 {
+		p.hit(ProbeApprovalGranted)
+	}
+	switch {
+	case s.stale == staleDecision:
+		p.hit(ProbeDecisionStale)
+	case s.is(kernel.EvDecision) && s.rejected:
+		p.hit(ProbeDecisionRefused)
+	}
+}
