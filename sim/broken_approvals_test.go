@@ -154,3 +154,30 @@ func withdrawalAsDenial(b *brokenCore) {
 // ApprovalLoops returns the broken loops of I27–I31 (for the teeth test
 // in random worlds, TestApprovalTeethRapid).
 func ApprovalLoops() []BrokenLoop { return approvalLoops() }
+
+// ExpiryRaceLoop is a loop that judges a decision stale by the clock, not
+// by whether its wait ended: a decision that comes at the very instant its
+// wait expired — delivered after the expiry — ends the wait again. Only an
+// order of that one instant shows it (TestExploreFindsApprovalRace).
+func ExpiryRaceLoop() BrokenLoop {
+	return BrokenLoop{"", "I28: a decision at the instant its wait expired, delivered after the expiry, ends the wait again", oracle.ApprovalEndsOnce,
+		broken(func(b *brokenCore) {
+			expired := map[askKey]time.Duration{}
+			b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
+				out := b.inner(ev)
+				for i, e := range out {
+					l := &out[i].Life
+					switch {
+					case e.Kind != kernel.EffEmit:
+					case l.Kind == kernel.LifeApprovalResolved && l.Approval == kernel.ApprovalExpired:
+						expired[askKey{l.Agent, l.CallID}] = ev.At
+					case l.Kind == kernel.LifeStale && ev.Kind == kernel.EvDecision:
+						if at, ok := expired[askKey{ev.Agent, ev.CallID}]; ok && at == ev.At {
+							*l = kernel.Lifecycle{Kind: kernel.LifeApprovalResolved, At: ev.At, Agent: ev.Agent, CallID: ev.CallID, Approval: kernel.ApprovalApproved}
+						}
+					}
+				}
+				return out
+			}
+		})}
+}
