@@ -132,7 +132,7 @@ func TestCrashApprovals(t *testing.T) {
 	o.AlwaysAsk = true
 	rapid.Check(t, func(t *rapid.T) {
 		c := drawCrash(t, o, nil)
-		if len(c.s.Ask()) == 0 {
+		if len(c.s.KernelAsk()) == 0 {
 			t.Fatalf("a world drawn to ask asks about no tool:\n%s", c.s.YAML())
 		}
 		r := runCrash(t, c, nil)

@@ -34,7 +34,7 @@ var decisionKinds = []func(in *scenario.Input, call string){
 }
 
 // drawApprovals draws, in about one world of three (every world with
-// always), which tools ask, the
+// always), which tools ask (now and then all of them), the
 // world's approval_timeout and the person's decisions, and adds the
 // decisions to its inputs (in time order, after inputs of the same
 // instant).
@@ -42,14 +42,18 @@ func drawApprovals(t *rapid.T, s *scenario.Scenario, always bool) {
 	if intRange(t, 0, 2, "approvals") != 2 && !always {
 		return
 	}
-	tools := keys.Sorted(s.Tools)
-	nAsking := 0
-	for i, name := range tools {
-		if i == len(tools)-1 && nAsking == 0 || drawBool(t, "asks_"+name) {
-			spec := s.Tools[name]
-			spec.Approval = scenario.ApprovalRequired
-			s.Tools[name] = spec
-			nAsking++
+	if intRange(t, 0, 4, "ask_all") == 4 {
+		s.Ask = []string{scenario.AskAll} // every tool; the delegate tool never asks
+	} else {
+		tools := keys.Sorted(s.Tools)
+		nAsking := 0
+		for i, name := range tools {
+			if i == len(tools)-1 && nAsking == 0 || drawBool(t, "asks_"+name) {
+				spec := s.Tools[name]
+				spec.Approval = scenario.ApprovalRequired
+				s.Tools[name] = spec
+				nAsking++
+			}
 		}
 	}
 	s.Limits.ApprovalTimeout = pick(t, []time.Duration{5 * time.Minute, 2 * time.Second, 10 * time.Second, ms(500)}, "approval_timeout")

@@ -3,6 +3,8 @@ package scenario
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
@@ -41,23 +43,43 @@ func checkGrant(v reflect.Value) error {
 	return nil
 }
 
-// Ask is the tools whose calls need approval, in name order (map order
-// must not reach the kernel: I6); nil when none does.
-func (s *Scenario) Ask() []string {
-	asks := false
+// AskAll, in a scenario's ask list, names every tool (kernel.Config.Ask's
+// "*": the delegate tool never asks).
+const AskAll = "all"
+
+// KernelAsk is the kernel's Ask for s: "*" when the ask list says all,
+// else the tools the list names and those that declare approval: required,
+// in name order (map order must not reach the kernel: I6); nil when no
+// call asks.
+func (s *Scenario) KernelAsk() []string {
+	if slices.Contains(s.Ask, AskAll) {
+		return []string{"*"}
+	}
+	asks := len(s.Ask) > 0
 	for _, t := range s.Tools { // determinism: only whether any asks
 		asks = asks || t.Approval == ApprovalRequired
 	}
 	if !asks {
 		return nil // most scenarios: no sorted copy of the names
 	}
-	var out []string
+	out := slices.Clone(s.Ask)
 	for _, name := range keys.Sorted(s.Tools) {
 		if s.Tools[name].Approval == ApprovalRequired {
 			out = append(out, name)
 		}
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// checkAsk: the ask list names tools of the scenario, or all.
+func (s *Scenario) checkAsk() *LoadError {
+	for i, name := range s.Ask {
+		if _, ok := s.Tools[name]; !ok && name != AskAll {
+			return fieldErr(keyPath("ask").index(i), "unknown tool %q (tools: %s; or %s for every tool)", name, strings.Join(keys.Sorted(s.Tools), ", "), AskAll)
+		}
+	}
+	return nil
 }
 
 // IsDecision reports whether the input is a person's decision (approve or

@@ -89,3 +89,46 @@ func TestBadApprovals(t *testing.T) {
 		})
 	}
 }
+
+// TestAskList: the ask list names tools besides those that declare
+// approval, or all of them ("*" for the kernel); a tool it names or a
+// script a decision names survives pruning, and an unknown name is bad
+// input at its line.
+func TestAskList(t *testing.T) {
+	s, err := Load("a.yaml", []byte(approvalHead+"ask: [grep]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.KernelConfig().Ask; !slices.Equal(got, []string{"grep", "shell"}) {
+		t.Fatalf("Ask = %q, want [grep shell]", got)
+	}
+	s.Ask = []string{AskAll}
+	if got := s.KernelConfig().Ask; !slices.Equal(got, []string{"*"}) {
+		t.Fatalf("Ask = %q, want [*]", got)
+	}
+	_, err = Load("bad.yaml", []byte(approvalHead+"ask: [hammer]\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "bad.yaml:8:") || !strings.Contains(err.Error(), `unknown tool "hammer"`) {
+		t.Fatalf("an unknown tool in ask: %v", err)
+	}
+	p, err := Load("p.yaml", []byte("name: p\nagents:\n  main: [{text: hi}]\n  helper: [{text: h}]\ntools:\n  grep: {duration: 1s}\n  sed: {duration: 1s}\n"+
+		"ask: [grep]\ninputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, approve: c1, agent: helper}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := p.Pruned()
+	if c == nil {
+		t.Fatal("nothing pruned")
+	}
+	if _, ok := c.Tools["sed"]; ok {
+		t.Fatal("an unused tool was kept")
+	}
+	if _, ok := c.Tools["grep"]; !ok {
+		t.Fatal("the tool the ask list names was pruned")
+	}
+	if _, ok := c.Agents["helper"]; !ok {
+		t.Fatal("the script a decision names was pruned")
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("pruned world is invalid: %v", err)
+	}
+}

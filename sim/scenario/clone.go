@@ -25,6 +25,7 @@ func (s *Scenario) Clone() *Scenario {
 	if c.Tools == nil {
 		c.Tools = map[string]ToolSpec{}
 	}
+	c.Ask = slices.Clone(s.Ask)
 	c.Faults = append([]Fault(nil), s.Faults...)
 	c.Inputs = append([]Input(nil), s.Inputs...)
 	c.Expect.Outcomes = maps.Clone(s.Expect.Outcomes)
@@ -72,6 +73,12 @@ func (s *Scenario) Pruned() *Scenario {
 		if in.Cancel != "" {
 			refs = append(refs, in.Cancel)
 		}
+		if in.IsDecision() {
+			refs = append(refs, in.DecisionAgent())
+		}
+	}
+	for _, name := range s.Ask { // a tool the ask list names stays
+		usedTools[name] = true
 	}
 	refs = append(refs, slices.Collect(maps.Keys(s.Expect.Outcomes))...)
 	refs = append(refs, slices.Collect(maps.Keys(s.Expect.LLMRequests))...)

@@ -26,6 +26,9 @@ type Scenario struct {
 	// Agents maps a script name to its replies; the root's script is "main".
 	Agents map[string]Script   `scenario:"agents,keys=name"`
 	Tools  map[string]ToolSpec `scenario:"tools,omitempty,keys=tool"`
+	// Ask names tools whose calls wait for approval besides those that
+	// declare it, or "all" for every tool (approval.go).
+	Ask []string `scenario:"ask,omitempty,check=name"`
 	// Profiles are the agent profiles a delegation may name, by name
 	// (profiles.go); RootProfile the root's.
 	Profiles    map[string]ProfileSpec `scenario:"profiles,omitempty,keys=name"`
@@ -403,5 +406,5 @@ func faultList() string {
 
 // KernelConfig is the kernel configuration a run of s uses.
 func (s *Scenario) KernelConfig() kernel.Config {
-	return kernel.Config{Limits: s.Limits, RootName: RootScript, Profiles: s.kernelProfiles(), RootProfile: s.RootProfile, Ask: s.Ask()}
+	return kernel.Config{Limits: s.Limits, RootName: RootScript, Profiles: s.kernelProfiles(), RootProfile: s.RootProfile, Ask: s.KernelAsk()}
 }

@@ -122,7 +122,7 @@ func (s *Scenario) checkRefs() *LoadError {
 	if _, ok := s.Agents[RootScript]; !ok {
 		return fieldErr(keyPath("agents"), "the root script %q is missing", RootScript)
 	}
-	for _, check := range []func() *LoadError{s.checkScripts, s.checkProfiles, s.checkFaults, s.checkInputs, s.checkSchedule, s.checkExpectRefs} {
+	for _, check := range []func() *LoadError{s.checkScripts, s.checkProfiles, s.checkAsk, s.checkFaults, s.checkInputs, s.checkSchedule, s.checkExpectRefs} {
 		if err := check(); err != nil {
 			return err
 		}
