@@ -69,14 +69,7 @@ func (s *Scenario) Pruned() *Scenario {
 		refs = append(refs, f.Agent)
 		usedTools[f.Tool] = true
 	}
-	for _, in := range s.Inputs {
-		if in.Cancel != "" {
-			refs = append(refs, in.Cancel)
-		}
-		if in.IsDecision() {
-			refs = append(refs, in.DecisionAgent())
-		}
-	}
+	refs = append(refs, s.inputRefs()...)
 	for _, name := range s.Ask { // a tool the ask list names stays
 		usedTools[name] = true
 	}
@@ -106,4 +99,19 @@ func (s *Scenario) Pruned() *Scenario {
 		return nil
 	}
 	return c
+}
+
+// inputRefs are the agent references of s's inputs: a cancel's target, a
+// decision's agent.
+func (s *Scenario) inputRefs() []string {
+	var refs []string
+	for _, in := range s.Inputs {
+		if in.Cancel != "" {
+			refs = append(refs, in.Cancel)
+		}
+		if in.IsDecision() {
+			refs = append(refs, in.DecisionAgent())
+		}
+	}
+	return refs
 }
