@@ -62,6 +62,7 @@ fuzz:
 SOAK_CHECKS ?= 10000
 SOAK_WORLDS ?= 100000
 SOAK_CRASH_WORLDS ?= 100000
+SOAK_APPROVAL_CHECKS ?= 5000
 soak:
 	RAPID_CHECKS=$(SOAK_CHECKS) $(GO) test ./sim -count 1 -timeout 0 -v \
 		-run '^(TestWorlds|TestWorldsPermuted|TestRerunDeterminism|TestStateMachine)$$' > soak.log \
@@ -72,6 +73,10 @@ soak:
 		-run '^(TestCrashAnyStep|TestCrashEveryStepScenarios)$$' > soak-crash.log \
 		|| { cat soak-crash.log; echo "soak: the crash property failed; the whole log is soak-crash.log" >&2; exit 1; }
 	grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]|crashes' soak-crash.log
+	RAPID_CHECKS=$(SOAK_APPROVAL_CHECKS) $(GO) test ./sim -count 1 -timeout 0 -v \
+		-run '^TestCrashApprovals$$' > soak-approvals.log \
+		|| { cat soak-approvals.log; echo "soak: the crash property with approvals failed; the whole log is soak-approvals.log" >&2; exit 1; }
+	grep -E '^(=== RUN|--- |ok|FAIL|PASS)|rapid\]' soak-approvals.log
 
 # Exhaustive exploration (not in CI; docs/oracle.md, "Exhaustive exploration"):
 # every small-scope world (trees of at most 3 agents, every sequence of at

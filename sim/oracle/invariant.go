@@ -43,6 +43,11 @@ const (
 	RebuildsExactly         Invariant = "I24"
 	SpansEnd                Invariant = "I25"
 	ProfileTools            Invariant = "I26"
+	ApprovedBeforeStart     Invariant = "I27"
+	ApprovalEndsOnce        Invariant = "I28"
+	EndsNeverAuthorize      Invariant = "I29"
+	DecisionsBind           Invariant = "I30"
+	WithdrawalNotDenial     Invariant = "I31"
 	Liveness                Invariant = "liveness"
 
 	// RunLimit is no invariant: the run hit its event budget.
@@ -88,6 +93,11 @@ var invariantTable = [...]invariantSpec{
 	{RebuildsExactly, "a host rebuilt after a crash from the events it logged replays every logged step exactly as logged and holds the tree the crashed host held (every agent's view, the lifecycle log, quiescence)", "sim/crash.go"},
 	{SpansEnd, "every span derived from the steps (an agent's turn, a request, a tool op, a delegation) starts in the step what it stands for starts, under its parent (a root turn's under none, a child's turn under the delegation that spawned it, the rest under their agent's turn), and ends exactly once, in the step the last of what it stands for and the spans under it ends, whatever ended it, with the error.type and typed reason of what did", "sim/oracle/check_spans.go"},
 	{ProfileTools, "an agent acts within its profile: no tool starts that its profile does not list, a child is spawned only with the profile its delegation names and only one its parent's profile may delegate to, it starts with that profile's system prompt, and every request carries its agent's profile", "sim/oracle/check_profiles.go"},
+	{ApprovedBeforeStart, "a call of a tool that asks starts only after an approval naming its agent, call and digest, or under a session grant that covers it; a request shows a call of its agent's last message and its arguments' digest", "sim/oracle/check_approvals.go"},
+	{ApprovalEndsOnce, "every approval request ends exactly once (approved, denied, expired or withdrawn) and is asked again only by a recovery, which asks again every one still waiting; it ends by the earlier of its asking + approval_timeout and its turn deadline, expires exactly at the first and only when that is before the second, and is withdrawn only by its turn's abort", "sim/oracle/check_approvals.go"},
+	{EndsNeverAuthorize, "expiry and withdrawal never authorize: a wait ends approved only in a decision's step, and a call whose wait ended denied, expired or withdrawn never starts, across crashes too", "sim/oracle/check_approvals.go"},
+	{DecisionsBind, "a decision changes only the call it names: applied only while that call waits and only with its arguments' digest (an approval must name one); refused for other arguments, a call of its agent that never asked or an agent the tree never gave; stale, changing nothing, after its wait ended or its agent was freed", "sim/oracle/check_approvals.go"},
+	{WithdrawalNotDenial, "a withdrawal never reads as a denial: a withdrawn call's result is its abort's (status and reason) marked approval withdrawn, a denied call's is tool_not_approved with the decision's note, an expired call's says expired, and approval_resolved gives the reason the result gives", "sim/oracle/check_approvals.go"},
 	{Liveness, "after the last input or fault every tree is idle within 2×grace + turn_timeout + debounce, and at the end of the run", "sim/oracle/check_quiesce.go"},
 	{RunLimit, "(a run limit, not an invariant) the run delivered as many events as it may", "sim/oracle/report.go"},
 	{Expectation, "(not an invariant) an expectation of the scenario holds", "sim/oracle/expect.go"},

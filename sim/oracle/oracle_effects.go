@@ -250,6 +250,8 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		m.callFinished(l, a)
 	case kernel.LifeDelegated:
 		m.delegated(l, n, a)
+	case kernel.LifeApprovalRequested, kernel.LifeApprovalResolved, kernel.LifeApprovalGranted:
+		m.approvalLife(l, n)
 	}
 }
 
