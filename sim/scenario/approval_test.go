@@ -29,7 +29,7 @@ func TestApprovalFormat(t *testing.T) {
   - {at: 3s, approve: c1, for: tool, agent: main}
   - {at: 4s, deny: c1, note: "not that"}
   - {at: 5s, approve: c1, digest: wrong}
-  - {at: 6s, deny: c1, digest: 0123456789abcdef}
+  - {at: 6s, deny: c1, digest: 0123456789012345}
 `
 	s, err := Load("a.yaml", []byte(src))
 	if err != nil {
@@ -48,7 +48,7 @@ func TestApprovalFormat(t *testing.T) {
 		{kernel.VerdictApproveTool, kernel.Digest(args)},
 		{kernel.VerdictDeny, ""},
 		{kernel.VerdictApprove, kernel.Digest(args + " ")},
-		{kernel.VerdictDeny, "0123456789abcdef"},
+		{kernel.VerdictDeny, "0123456789012345"},
 	} {
 		in := s.Inputs[i+1]
 		call, v := in.Decision()
