@@ -160,6 +160,9 @@ type remoteTool struct {
 	// readOnly: the server annotates the tool readOnlyHint: true (it
 	// says the tool changes nothing; a hint, never verified).
 	readOnly bool
+	// idempotent: its annotations say a second call changes nothing more
+	// (Idempotent).
+	idempotent bool
 }
 
 // Start starts every server (in parallel), initializes each, and lists its
@@ -230,7 +233,8 @@ func start(ctx context.Context, opts Options, secrets *redact.Redactor) (*Client
 				return nil, &CollisionError{Name: o.name, First: prev.String(), Then: claim{&s.cfg, o.tool.Name}.String()}
 			}
 			claims[o.name] = claim{&s.cfg, o.tool.Name}
-			c.tools[o.name] = &remoteTool{name: o.name, remote: o.tool.Name, server: s, readOnly: o.tool.Annotations != nil && o.tool.Annotations.ReadOnlyHint}
+			c.tools[o.name] = &remoteTool{name: o.name, remote: o.tool.Name, server: s,
+				readOnly: o.tool.Annotations != nil && o.tool.Annotations.ReadOnlyHint, idempotent: idempotent(o.tool)}
 			c.specs = append(c.specs, c.redactSpec(o.spec))
 		}
 	}
@@ -250,6 +254,23 @@ func (c *Client) ReadOnly() []string {
 	for _, s := range c.specs {
 		if t := c.tools[s.Name]; t != nil && t.readOnly {
 			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// Idempotent names the server tools whose annotations say a second call
+// has no further effect (idempotentHint or readOnlyHint), in Specs' order:
+// a call of one in flight when the process crashed runs again after the
+// recovery, as read_file's does; any other tool's call is answered
+// tool_lost (kernel.Config.Idempotent, docs/durable.md). The annotations
+// are the server's own hints, trusted as far as the configuration trusts
+// the server.
+func (c *Client) Idempotent() []string {
+	var out []string
+	for _, sp := range c.specs {
+		if t := c.tools[sp.Name]; t != nil && t.idempotent {
+			out = append(out, sp.Name)
 		}
 	}
 	return out
