@@ -34,8 +34,11 @@ func compareGrants(x, y grantedArgs) int {
 	return cmp.Or(cmp.Compare(x.tool, y.tool), cmp.Compare(x.args, y.args))
 }
 
-func newApprovalPolicy(ask []string) approvalPolicy {
+func newApprovalPolicy(ask []string, grants []Grant) approvalPolicy {
 	var p approvalPolicy
+	for _, g := range grants {
+		p.grant(ToolCall{Name: g.Tool, Arguments: g.Args}, g.Exact)
+	}
 	for _, name := range ask {
 		if name == "*" {
 			p.all = true
@@ -61,6 +64,25 @@ func validateAsk(ask []string, delegate string) error {
 			return fmt.Errorf("ask: entry %d is empty (name a tool, or * for every tool)", i+1)
 		case delegate:
 			return fmt.Errorf("ask: %s is the delegate tool, which never asks for approval (its child's tool calls do)", name)
+		}
+	}
+	return nil
+}
+
+// validateGrants checks Config.Grants: each names a tool, never the
+// delegate tool (which never asks), and only an exact grant has arguments.
+func validateGrants(grants []Grant, delegate string) error {
+	if delegate == "" {
+		delegate = DefaultDelegateTool
+	}
+	for i, g := range grants {
+		switch {
+		case g.Tool == "":
+			return fmt.Errorf("grants: entry %d names no tool", i+1)
+		case g.Tool == delegate:
+			return fmt.Errorf("grants: %s is the delegate tool, which never asks for approval", g.Tool)
+		case g.Args != "" && !g.Exact:
+			return fmt.Errorf("grants: entry %d (%s) has arguments but is not exact (a grant for any arguments has none)", i+1, g.Tool)
 		}
 	}
 	return nil
@@ -338,6 +360,22 @@ func (k *Kernel) Approvals(dst []Approval) []Approval {
 			dst = append(dst, Approval{Agent: a.id, CallID: c.ID, Tool: c.Name, Args: c.Arguments, Digest: w.digest,
 				AskedAt: w.askedAt, EndsAt: k.waitEnd(a, w), Expires: w.timer != 0})
 		}
+	}
+	return dst
+}
+
+// Grants appends the session's grants to dst — those Config.Grants seeded
+// and those decisions made since — tools granted with any arguments first
+// (by name), then exact grants (by tool, then arguments). A host that
+// keeps a session across processes records them (LifeApprovalGranted,
+// GrantOf) and seeds the next kernel with them (docs/durable.md,
+// "Approvals across a crash").
+func (k *Kernel) Grants(dst []Grant) []Grant {
+	for _, t := range k.approvals.grantTools {
+		dst = append(dst, Grant{Tool: t})
+	}
+	for _, g := range k.approvals.grantArgs {
+		dst = append(dst, Grant{Tool: g.tool, Args: g.args, Exact: true})
 	}
 	return dst
 }

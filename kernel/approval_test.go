@@ -744,3 +744,57 @@ func TestApprovalDescribe(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalGrantsSeeded: Config.Grants — what a resumed session
+// carries over — covers calls as the decisions that made them did: a
+// tool grant any call of the tool, an exact grant only its arguments;
+// Grants lists them as GrantOf reads them from the records that made
+// them, so a session that records those and seeds the next kernel with
+// them ends where it began. Bad grants are refused.
+func TestApprovalGrantsSeeded(t *testing.T) {
+	// The grants a session made, read back from their records.
+	h := newHarness(t, asking("shell", "deploy"))
+	h.submit("go")
+	sh, dep := h.call("shell", `{"c":"x"}`), h.call("deploy", `{"env":"staging"}`)
+	h.ask(Root, sh, dep)
+	h.do(Decide(0, Root, sh.ID, Digest(sh.Arguments), VerdictApproveTool, ""))
+	h.do(Decide(0, Root, dep.ID, Digest(dep.Arguments), VerdictApproveArgs, ""))
+	var made []Grant
+	for _, l := range lifes(h.all, LifeApprovalGranted) {
+		made = append(made, GrantOf(l))
+	}
+	want := []Grant{{Tool: "shell"}, {Tool: "deploy", Args: `{"env":"staging"}`, Exact: true}}
+	if !slices.Equal(made, want) {
+		t.Fatalf("GrantOf the records: %+v, want %+v", made, want)
+	}
+	listed := h.k.Grants(nil)
+	if !slices.Equal(listed, []Grant{{Tool: "shell"}, {Tool: "deploy", Args: `{"env":"staging"}`, Exact: true}}) {
+		t.Fatalf("Grants: %+v", listed)
+	}
+
+	// A new kernel seeded with them asks none of the calls they cover.
+	next := newHarness(t, func(c *Config) { c.Ask = []string{"shell", "deploy"}; c.Grants = made })
+	if got := next.k.Grants(nil); !slices.Equal(got, listed) {
+		t.Fatalf("seeded Grants: %+v, want %+v", got, listed)
+	}
+	next.submit("again")
+	other := next.call("deploy", `{"env":"prod"}`)
+	next.ask(Root, next.call("shell", `{"c":"anything"}`), next.call("deploy", `{"env":"staging"}`), other)
+	reqs := lifes(next.last, LifeApprovalRequested)
+	if len(reqs) != 1 || reqs[0].CallID != other.ID || count(next.last, EffStartTool, Root) != 2 {
+		t.Fatalf("seeded grants: want only %s to ask:%s", other.ID, describeEffects(next.last))
+	}
+	// Without the seed, all three ask (the test can fail).
+	bare := newHarness(t, asking("shell", "deploy"))
+	bare.submit("again")
+	bare.ask(Root, bare.call("shell", `{"c":"anything"}`), bare.call("deploy", `{"env":"staging"}`), bare.call("deploy", `{"env":"prod"}`))
+	if n := len(lifes(bare.last, LifeApprovalRequested)); n != 3 {
+		t.Fatalf("without grants %d calls asked, want 3", n)
+	}
+
+	for _, bad := range [][]Grant{{{Tool: ""}}, {{Tool: "delegate"}}, {{Tool: "shell", Args: "{}"}}} {
+		if _, err := New(Config{Limits: DefaultLimits(), Grants: bad}); err == nil {
+			t.Errorf("Grants %+v accepted", bad)
+		}
+	}
+}

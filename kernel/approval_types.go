@@ -137,6 +137,28 @@ func Deny(at time.Duration, agent AgentID, callID, note string) Event {
 	return Decide(at, agent, callID, "", VerdictDeny, note)
 }
 
+// Grant is a session grant ("approve for this session", docs/semantics.md,
+// "Approvals"): calls of Tool need no approval — every call, or, when
+// Exact, only those whose arguments are Args, byte for byte. A decision
+// approve_tool makes the first kind, approve_args the second; each is
+// recorded as LifeApprovalGranted (GrantOf reads it back), Kernel.Grants
+// lists them, and Config.Grants carries them into a resumed session.
+type Grant struct {
+	Tool  string `json:"tool"`
+	Args  string `json:"args,omitempty"`
+	Exact bool   `json:"exact,omitempty"`
+}
+
+// GrantOf is the grant an approval_granted record (LifeApprovalGranted)
+// says was made: an exact one when the record carries the arguments'
+// digest.
+func GrantOf(l Lifecycle) Grant {
+	if l.Digest == "" {
+		return Grant{Tool: l.Name}
+	}
+	return Grant{Tool: l.Name, Args: l.Text, Exact: true}
+}
+
 // Approval is a call waiting for a decision, as Kernel.Approvals lists it.
 type Approval struct {
 	Agent  AgentID

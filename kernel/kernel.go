@@ -104,7 +104,7 @@ func New(cfg Config) (*Kernel, error) {
 			k.idempotent[name] = true
 		}
 	}
-	k.approvals = newApprovalPolicy(cfg.Ask)
+	k.approvals = newApprovalPolicy(cfg.Ask, cfg.Grants)
 	root := k.newAgent(nil, cfg.RootName, cfg.profileIndex(cfg.RootProfile))
 	root.turn = cfg.Turns
 	// The system prompt comes first, unless a resumed history brings its own.

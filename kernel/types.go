@@ -69,6 +69,12 @@ type Config struct {
 	// they start; "*" names every tool (never the delegate tool). Empty:
 	// no call asks (docs/semantics.md, "Approvals").
 	Ask []string
+	// Grants are the session grants a resumed session had made
+	// ("approve for this session": Grant, docs/semantics.md,
+	// "Approvals"): a call they cover does not ask, as if the decisions
+	// that made them had been taken in this kernel's life. None: a
+	// session starts without grants.
+	Grants []Grant
 	// Machine is the configured agent state machine the kernel fires its
 	// transitions through; a fresh fsm.NewMachine() when nil. Configuring
 	// one costs more than the rest of New, so a host that builds many
@@ -106,6 +112,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("log capacity must be in 1..%d, got %d", 1<<24, c.LogCapacity)
 	}
 	if err := validateAsk(c.Ask, c.DelegateTool); err != nil {
+		return err
+	}
+	if err := validateGrants(c.Grants, c.DelegateTool); err != nil {
 		return err
 	}
 	if len(c.History) > 0 {

@@ -516,7 +516,7 @@ func TestOracleCatchesInvariantLoops(t *testing.T) {
 // recovery, I25's a broken span derivation).
 func TestEveryInvariantHasTeeth(t *testing.T) {
 	named := map[oracle.Invariant]bool{oracle.Deterministic: true}
-	for _, list := range [][]BrokenLoop{brokenLoops(), brokenInvariants(), invariantLoops(), profileLoops(), compactionLoops()} {
+	for _, list := range [][]BrokenLoop{brokenLoops(), brokenInvariants(), invariantLoops(), profileLoops(), approvalLoops(), compactionLoops()} {
 		for _, bl := range list {
 			named[bl.Invariant] = true
 		}

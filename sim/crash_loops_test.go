@@ -43,7 +43,7 @@ const (
 // CrashLoops are the broken recoveries the crash property must catch and
 // shrink (TestCrashCatchesBrokenRecoveries, TestCrashLoopsInScenarios).
 func CrashLoops() []CrashLoop {
-	return []CrashLoop{
+	return append([]CrashLoop{
 		{crashMidTools, time.Second, nil, "re-runs a shell call after a crash: every tool is treated as idempotent (a resumed graph re-executes the node)", oracle.FinishedCallsOnly,
 			func(s *scenario.Scenario) CoreFactory {
 				return func(cfg kernel.Config) (Core, error) {
@@ -62,7 +62,7 @@ func CrashLoops() []CrashLoop {
 		{crashMidStream, 350 * time.Millisecond, nil, "numbers its ops from a process-wide counter: the rebuilt process numbers them anew, so the log's answers name ops it never started", oracle.RebuildsExactly,
 			func(*scenario.Scenario) CoreFactory { return processNumbered() }},
 		compactionCrashLoop(), // broken_compaction_test.go
-	}
+	}, approvalCrashLoops()...) // crash_loops_approvals_test.go
 }
 
 // rerunningAnswered: on a recovery every agent still in a turn starts again

@@ -94,7 +94,7 @@ func (d crashDraw) place(core func(*scenario.Scenario) sim.CoreFactory) (c crash
 	if err != nil {
 		return crashCase{}, nil, err
 	}
-	n := ref.Events
+	n := max(ref.Events, 1) // a shrunk world may deliver nothing (a decision for no agent yet)
 	at := []int{1 + d.first%n}
 	for _, a := range d.after {
 		at = append(at, at[len(at)-1]+a%(n+1))

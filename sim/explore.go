@@ -93,7 +93,7 @@ func (m *Sim) Due() []Due {
 		switch it.kind {
 		case itemInput:
 			d.Kind = DueInput
-			d.Event, _ = inputEvent(m.inputs[it.index], m.o)
+			d.Event, _ = m.inputEvent(m.inputs[it.index])
 			if d.Event.Kind != kernel.EventNone && d.Event.Kind != kernel.EvShutdown {
 				d.Target = m.core.Target(d.Event)
 			}
@@ -381,6 +381,9 @@ func (m *Sim) itemEnc(it *item, r *kernel.FirstSight) []byte {
 		ie.str(in.Cancel)
 		ie.uint(in.Turn)
 		ie.flags(in.Shutdown)
+		if in.IsDecision() { // only then: the other inputs' encodings stay as they were
+			appendDecisionEnc(&ie, in)
+		}
 		if in.Compact { // appended only for a compact input: other inputs encode as they did
 			ie.flags(true)
 			ie.str(in.Focus)

@@ -194,6 +194,8 @@ type Sim struct {
 	// budget counts what the run holds; overBudget is set once it passed.
 	budget     budget
 	overBudget error
+	// asked holds the arguments of every approval request made (approval.go).
+	asked map[askKey]string
 }
 
 // New prepares a run of s: the scenario's inputs and faults are queued.
@@ -236,7 +238,7 @@ func New(s *scenario.Scenario, opt Options) (*Sim, error) {
 		}
 		hdr := trace.Header{
 			Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
-			Limits: s.Limits, RootName: scenario.RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
+			Limits: s.Limits, RootName: scenario.RootScript, Build: opt.Build, Idempotent: opt.Idempotent, Ask: cfg.Ask,
 		}
 		hdr.Options = headerOptions(opt)
 		m.tw = trace.NewWriter(out, hdr)
@@ -372,7 +374,7 @@ func (m *Sim) take() bool {
 		return false
 	case itemInput:
 		var note string
-		ev, note = inputEvent(m.inputs[it.index], m.o)
+		ev, note = m.inputEvent(m.inputs[it.index])
 		if note != "" {
 			m.note(it.at, note)
 		}
@@ -416,7 +418,7 @@ func (m *Sim) Advance(d time.Duration) {
 // Input delivers a user input now (the state-machine test's actions). The
 // input counts as activity for the liveness bound.
 func (m *Sim) Input(in scenario.Input) {
-	ev, note := inputEvent(in, m.o)
+	ev, note := m.inputEvent(in)
 	m.o.Activity(m.now)
 	if note != "" {
 		m.note(m.now, note)
@@ -466,6 +468,9 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 		m.tw.Step(m.core, ev, target, before, effs)
 	}
 	m.o.After(effs)
+	if len(m.cfg.Ask) > 0 {
+		m.noteAsked(effs)
+	}
 	if m.log != nil {
 		m.log.record(m.core, ev, target, before, effs)
 	}
@@ -518,7 +523,7 @@ func (m *Sim) Finish() (*Result, error) {
 // agent at the moment it is pressed (one the core has freed too: the press
 // names it, and the core answers it as for any finished agent), as the
 // oracle resolves a scenario's references.
-func inputEvent(in scenario.Input, o *oracle.Oracle) (kernel.Event, string) {
+func (m *Sim) inputEvent(in scenario.Input) (kernel.Event, string) {
 	switch {
 	case in.Submit != "":
 		return kernel.Submit(0, in.Submit), ""
@@ -526,10 +531,12 @@ func inputEvent(in scenario.Input, o *oracle.Oracle) (kernel.Event, string) {
 		return kernel.Interject(0, in.Interject), ""
 	case in.Shutdown:
 		return kernel.Shutdown(0), ""
+	case in.IsDecision():
+		return m.decisionEvent(in)
 	case in.Compact:
 		return kernel.Compact(0, in.Focus), ""
 	}
-	id, ok := o.Find(in.Cancel)
+	id, ok := m.o.Find(in.Cancel)
 	if !ok {
 		return kernel.Event{}, fmt.Sprintf("cancel of %s: no such agent (yet); nothing to press", in.Cancel)
 	}

@@ -170,6 +170,7 @@ require (
 	go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetricgrpc v1.43.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.47.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0 // indirect
 	go.opentelemetry.io/otel/exporters/prometheus v0.56.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
@@ -225,14 +226,15 @@ replace github.com/escapement/escapement => ../
 // The Temporal server this module embeds in its tests (v1.32.1) builds
 // with the OpenTelemetry modules at these versions; the main module's
 // newer ones (for its OTLP exporter) break the server's common/wideevents.
-// None of the main module's packages this module uses imports
-// OpenTelemetry, so pinning them here changes nothing else.
+// The worker's span export (adapters/otel) builds and is tested against
+// them here (go test ./host -run Spans); the main module keeps its own.
 replace (
 	go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc => go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc v0.68.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp => go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.68.0
 	go.opentelemetry.io/otel => go.opentelemetry.io/otel v1.44.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace => go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.43.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc => go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.43.0
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp => go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.43.0
 	go.opentelemetry.io/otel/log => go.opentelemetry.io/otel/log v0.20.0
 	go.opentelemetry.io/otel/metric => go.opentelemetry.io/otel/metric v1.44.0
 	go.opentelemetry.io/otel/sdk => go.opentelemetry.io/otel/sdk v1.44.0

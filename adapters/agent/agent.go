@@ -81,6 +81,15 @@ type Config struct {
 	// With a Session, a run that recovers a killed one ends the spans that
 	// one left open.
 	Spans session.Spans
+	// Ask names the tools whose calls wait for a person's approval
+	// (kernel.Config.Ask; "*" for every tool but the delegate tool;
+	// docs/semantics.md, "Approvals"): a turn's events then hold
+	// LifeApprovalRequested, which Driver().Decide answers. Policy, when
+	// set, decides first what the program can decide by itself
+	// (live.Config.Policy); with a Session, grants made by "approve for
+	// this session" are kept in it.
+	Ask    []string
+	Policy live.Policy
 }
 
 // Agent is a root agent and the tree it grows, running live. Its methods
@@ -108,7 +117,7 @@ func New(cfg Config) (*Agent, error) {
 	if isNil(cfg.Model) {
 		return nil, errors.New("agent: Config.Model is required")
 	}
-	kcfg := kernel.Config{Limits: cfg.Limits, System: cfg.System, RootProfile: cfg.RootProfile}
+	kcfg := kernel.Config{Limits: cfg.Limits, System: cfg.System, RootProfile: cfg.RootProfile, Ask: cfg.Ask}
 	if kcfg.Limits == (kernel.Limits{}) {
 		kcfg.Limits = kernel.DefaultLimits()
 	}
@@ -147,7 +156,7 @@ func (a *Agent) build(cfg Config, kcfg kernel.Config, model ports.Model, tools t
 		stopSpans(cfg.Spans)
 		return fmt.Errorf("%s: %w", cfg.Session, err)
 	}
-	scfg := session.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: a.observe, Spans: cfg.Spans, Notice: cfg.Notice}
+	scfg := session.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: a.observe, Spans: cfg.Spans, Notice: cfg.Notice, Policy: cfg.Policy}
 	if err := sess.Start(scfg); err != nil {
 		sess.Release()
 		return err
@@ -176,7 +185,7 @@ func (a *Agent) buildPlain(cfg Config, kcfg kernel.Config, model ports.Model, to
 			a.observe(st)
 		}
 	}
-	d, err := live.New(live.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: observe})
+	d, err := live.New(live.Config{Kernel: kcfg, Model: model, Tools: tools, Observer: observe, Policy: cfg.Policy})
 	if err != nil {
 		stopSpans(cfg.Spans)
 	}

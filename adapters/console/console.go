@@ -73,12 +73,18 @@ func (c *Console) Show(ev protocol.Event) {
 		c.midLine = false
 	case ev.Type == protocol.TypeTurnEnded && root:
 		c.turnEnded(&ev)
-	case c.Quiet && ev.Type != protocol.TypeResult:
+	case c.Quiet && ev.Type != protocol.TypeResult && !failedAnswer(&ev):
 	default:
 		if line := activity(&ev); line != "" {
 			c.line(line)
 		}
 	}
+}
+
+// failedAnswer is the error event of a root answer that failed the output
+// schema: said on Err with --json too, as a turn that did not complete is.
+func failedAnswer(ev *protocol.Event) bool {
+	return ev.Type == protocol.TypeError && ev.Source == protocol.SourceOutputSchema
 }
 
 // turnEnded ends the answer's line and says why a turn did not complete.

@@ -57,6 +57,13 @@ type Config struct {
 	// log's last record is then the step before, and a recovery from it
 	// resolves what was in flight.
 	WriteAhead func(ports.Step) error
+	// Policy, when set, is asked about every call waiting for approval
+	// (kernel.Config.Ask names its tool; docs/semantics.md, "Approvals"),
+	// re-asks after a recovery included, on the kernel's goroutine after
+	// the Observer; what it decides is stepped as the driver's next input
+	// (logged like any decision). Calls it leaves undecided wait for
+	// Decide.
+	Policy Policy
 }
 
 // eventBuffer bounds the world events queued for the kernel's goroutine;
@@ -92,6 +99,9 @@ type Driver struct {
 	// recover: the kernel was rebuilt from a log (Resume); Run steps
 	// EvRecover first, its clock resuming at the kernel's last event.
 	recover bool
+	// decided: the decisions Config.Policy made, stepped before the
+	// loop reads anything else.
+	decided []kernel.Event
 
 	mu    sync.Mutex
 	procs map[kernel.OpID]*opProc // op goroutines that have not returned
@@ -197,7 +207,7 @@ func (d *Driver) Run(ctx context.Context) error {
 		d.step(kernel.Recover(d.clock()))
 	}
 	ctxDone := ctx.Done()
-	for d.failed == nil && (!d.stopping || !d.k.Quiescent()) {
+	for d.stepDecided(); d.failed == nil && (!d.stopping || !d.k.Quiescent()); d.stepDecided() {
 		var timerC <-chan time.Time
 		if at, ok := d.timers.next(); ok {
 			timer.Reset(max(0, at-time.Since(d.start)))
@@ -274,6 +284,12 @@ func (d *Driver) step(ev kernel.Event) []error {
 	if d.cfg.Observer != nil {
 		d.cfg.Observer(ports.Step{Kernel: d.k, Event: ev, Target: target, Before: before, Effects: effects})
 	}
+	d.askPolicy(effects)
+	if refused == nil {
+		if err := staleDecision(ev, effects); err != nil {
+			refused = append(refused, err)
+		}
+	}
 	return refused
 }
 
@@ -343,6 +359,7 @@ const (
 	inInspect
 	inShutdown
 	inCompact
+	inDecide
 )
 
 type input struct {
@@ -350,6 +367,9 @@ type input struct {
 	text    string
 	agent   kernel.AgentID
 	turn    uint64
+	callID  string // a decision's
+	digest  string
+	verdict kernel.Verdict
 	inspect func(*kernel.Kernel)
 	reply   chan error // buffered: the loop never blocks on it
 }
@@ -364,7 +384,7 @@ func (d *Driver) onInput(in input) {
 		d.shutdown()
 		in.reply <- nil
 		return
-	case d.stopping:
+	case d.stopping && in.kind != inDecide:
 		// The kernel would refuse a turn now (kernel.ErrShutdown), and a
 		// cancel has nothing left to do: the shutdown cancelled everything.
 		if in.kind == inCancel {
@@ -393,17 +413,28 @@ func (d *Driver) onInput(in input) {
 		ev = kernel.CancelTurn(now, in.agent, in.turn)
 	case inCompact:
 		ev = kernel.Compact(now, in.text)
+	case inDecide:
+		// Accepted in every state: after a shutdown it is stale, as the
+		// shutdown withdrew every wait (docs/semantics.md, "Inputs").
+		ev = kernel.Decide(now, in.agent, in.callID, in.digest, in.verdict, in.text)
 	}
-	refused := d.step(ev)
-	if d.failed != nil {
-		in.reply <- ErrStopped
-		return
+	in.reply <- d.outcome(ev, d.step(ev))
+}
+
+// outcome is what the caller of an input is told once the kernel stepped
+// ev: nil, the kernel's refusals (ErrRejected), a stale decision's
+// kernel.ErrDecisionStale (it changed nothing, and nothing was wrong with
+// it), or ErrStopped when the step stopped the driver.
+func (d *Driver) outcome(ev kernel.Event, refused []error) error {
+	switch {
+	case d.failed != nil:
+		return ErrStopped
+	case len(refused) == 1 && errors.Is(refused[0], kernel.ErrDecisionStale):
+		return refused[0]
+	case len(refused) > 0:
+		return fmt.Errorf("%s: %w: %w", ev.Kind, ErrRejected, refusals(refused))
 	}
-	if len(refused) > 0 {
-		in.reply <- fmt.Errorf("%s: %w: %w", ev.Kind, ErrRejected, refusals(refused))
-		return
-	}
-	in.reply <- nil
+	return nil
 }
 
 // refusals are the kernel's refusals of one input, as one error: its text

@@ -157,6 +157,12 @@ type remoteTool struct {
 	name   string // model-facing
 	remote string // the server's own name for it
 	server *server
+	// readOnly: the server annotates the tool readOnlyHint: true (it
+	// says the tool changes nothing; a hint, never verified).
+	readOnly bool
+	// idempotent: its annotations say a second call changes nothing more
+	// (Idempotent).
+	idempotent bool
 }
 
 // Start starts every server (in parallel), initializes each, and lists its
@@ -227,7 +233,8 @@ func start(ctx context.Context, opts Options, secrets *redact.Redactor) (*Client
 				return nil, &CollisionError{Name: o.name, First: prev.String(), Then: claim{&s.cfg, o.tool.Name}.String()}
 			}
 			claims[o.name] = claim{&s.cfg, o.tool.Name}
-			c.tools[o.name] = &remoteTool{name: o.name, remote: o.tool.Name, server: s}
+			c.tools[o.name] = &remoteTool{name: o.name, remote: o.tool.Name, server: s,
+				readOnly: o.tool.Annotations != nil && o.tool.Annotations.ReadOnlyHint, idempotent: idempotent(o.tool)}
 			c.specs = append(c.specs, c.redactSpec(o.spec))
 		}
 	}
@@ -237,6 +244,37 @@ func start(ctx context.Context, opts Options, secrets *redact.Redactor) (*Client
 // Specs lists every server tool for the model: servers in configuration
 // order, each server's tools in the order it listed them.
 func (c *Client) Specs() []ports.ToolSpec { return slices.Clone(c.specs) }
+
+// ReadOnly names the tools (model-facing names, in Specs' order) whose
+// server annotates them readOnlyHint: true. A host that asks a person
+// before every call that can change something (the CLI's --ask writes,
+// docs/live.md) asks for the others.
+func (c *Client) ReadOnly() []string {
+	var out []string
+	for _, s := range c.specs {
+		if t := c.tools[s.Name]; t != nil && t.readOnly {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}
+
+// Idempotent names the server tools whose annotations say a second call
+// has no further effect (idempotentHint or readOnlyHint), in Specs' order:
+// a call of one in flight when the process crashed runs again after the
+// recovery, as read_file's does; any other tool's call is answered
+// tool_lost (kernel.Config.Idempotent, docs/durable.md). The annotations
+// are the server's own hints, trusted as far as the configuration trusts
+// the server.
+func (c *Client) Idempotent() []string {
+	var out []string
+	for _, sp := range c.specs {
+		if t := c.tools[sp.Name]; t != nil && t.idempotent {
+			out = append(out, sp.Name)
+		}
+	}
+	return out
+}
 
 // Run calls a server tool. See the package documentation for what a cancel,
 // a crash or an unresponsive server does to the call. The result holds

@@ -83,6 +83,21 @@ func TestSpecs(t *testing.T) {
 	})
 }
 
+// TestIdempotentFromAnnotations: the tools a server annotates
+// readOnlyHint or idempotentHint are the ones a recovery runs again
+// (docs/durable.md, "Recovery"); one with neither, or only other hints,
+// is not.
+func TestIdempotentFromAnnotations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ms := newMemServer(t)
+		c := startClient(t, Options{Servers: []ServerConfig{ms.config("srv")}})
+		defer c.Close()
+		if got, want := c.Idempotent(), []string{"mcp__srv__echo", "mcp__srv__pid"}; !slices.Equal(got, want) {
+			t.Errorf("Idempotent() = %v, want %v", got, want)
+		}
+	})
+}
+
 // TestInputSchemaNormalised: a schema without "properties" or "type"
 // gets them; none at all is the empty object schema; one that is not an
 // object schema (which chat APIs refuse) is the empty object schema, and

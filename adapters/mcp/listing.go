@@ -38,6 +38,14 @@ type offer struct {
 	spec ports.ToolSpec
 }
 
+// idempotent reports whether a tool's annotations say that calling it
+// again has no further effect: idempotentHint, or readOnlyHint (a tool
+// that changes nothing; the MCP specification reads idempotentHint only
+// for tools that are not read-only).
+func idempotent(t *sdk.Tool) bool {
+	return t.Annotations != nil && (t.Annotations.IdempotentHint || t.Annotations.ReadOnlyHint)
+}
+
 // listTools lists the session's tools, at most MaxToolsPerServer of them.
 func listTools(ctx context.Context, cs *sdk.ClientSession) (tools []*sdk.Tool, more bool, err error) {
 	for t, err := range cs.Tools(ctx, nil) {

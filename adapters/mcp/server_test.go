@@ -97,8 +97,16 @@ func (ts *testServer) build() *sdk.Server {
 			_ = req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{ProgressToken: tok, Progress: n, Total: 3, Message: msg})
 		}
 	}
+	// Annotations: echo only reads, pid may run twice, exit says it
+	// destroys (and no more).
+	destructive := true
+	annotations := map[string]*sdk.ToolAnnotations{
+		"echo": {ReadOnlyHint: true},
+		"pid":  {IdempotentHint: true},
+		"exit": {DestructiveHint: &destructive},
+	}
 	add := func(name string, h sdk.ToolHandler) {
-		srv.AddTool(&sdk.Tool{Name: name, Description: "test tool " + name, InputSchema: objectSchema}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		srv.AddTool(&sdk.Tool{Name: name, Description: "test tool " + name, InputSchema: objectSchema, Annotations: annotations[name]}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			ts.mu.Lock()
 			ts.calls = append(ts.calls, name)
 			ts.mu.Unlock()

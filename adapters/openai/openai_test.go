@@ -335,7 +335,9 @@ func cancelLatency(tb testing.TB, srv *fakeopenai.Server, m *openai.Model) time.
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		tb.Fatalf("Stream after cancel: %v", err)
 	}
-	wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Second) // generous bound
+	// Only a guard against hanging forever: the server's stream never ends
+	// by itself, so a close it sees is the cancel's.
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
 	defer wcancel()
 	err := srv.WaitFor(wctx, func(rs []fakeopenai.Request) bool { return !rs[n-1].Closed.IsZero() })
 	if err != nil {
@@ -351,8 +353,10 @@ func foreverServer() *fakeopenai.Server {
 }
 
 // TestCancelClosesConnection: cancelling a stream that would never end
-// closes the HTTP connection: the server sees it within a generous bound;
-// the median over 20 runs is logged (see BenchmarkCancelToServerClose).
+// closes the HTTP connection: the server, which would stream forever, sees
+// it close. How fast is a benchmark's question, never a test's (a shared
+// machine can stall any process for seconds): BenchmarkCancelToServerClose.
+// The latencies are logged.
 func TestCancelClosesConnection(t *testing.T) {
 	srv := foreverServer()
 	defer srv.Close()
@@ -363,9 +367,6 @@ func TestCancelClosesConnection(t *testing.T) {
 	}
 	slices.Sort(lat)
 	t.Logf("cancel → server sees close: median %v, min %v, max %v over %d runs", lat[len(lat)/2], lat[0], lat[len(lat)-1], len(lat))
-	if lat[len(lat)-1] > 2*time.Second {
-		t.Errorf("slowest close took %v (bound 2s)", lat[len(lat)-1])
-	}
 }
 
 // BenchmarkCancelToServerClose measures the cancel → server-sees-close

@@ -124,12 +124,14 @@ func endContent(sp *spans.Span, out *kernel.Message, redact func(string) string)
 	return nil
 }
 
-// answerOf is the assistant message the request sp added to its agent's
-// history: the first one after the messages it sent. The kernel appends to
+// Answer is the assistant message the request sp added to its agent's
+// history: the first one after the messages it sent; k is the kernel right
+// after the step that ended sp. A host that sends the span elsewhere to be
+// exported (ExportWhole) reads the answer with it where the kernel is. The kernel appends to
 // a history but when a compaction replaces it, so the answer is there in
 // the step the request ended, or never; a compaction's own answer, the
 // summary, is never there as an answer (the derivation keeps it).
-func answerOf(k *kernel.Kernel, sp *spans.Span) *kernel.Message {
+func Answer(k *kernel.Kernel, sp *spans.Span) *kernel.Message {
 	if sp.Compaction != "" {
 		if sp.Output == "" {
 			return nil

@@ -81,8 +81,10 @@ type Exporter struct {
 	stop     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
-	// Export goroutine only: the SDK spans of the open derived spans.
-	open map[spans.ID]trace.Span
+	// Export goroutine only: the SDK spans of the open derived spans, and
+	// the sampler's decisions on the traces of spans sent whole.
+	open    map[spans.ID]trace.Span
+	sampled map[trace.TraceID]bool
 
 	failures atomic.Int64
 }
@@ -96,6 +98,11 @@ type job struct {
 	// (content only).
 	at     time.Time
 	answer *kernel.Message
+	// whole: span is one another derivation ended (ExportWhole), sent
+	// whole, in conversation conv, its kernel times counted from origin.
+	whole  bool
+	conv   string
+	origin time.Time
 }
 
 // New builds the tracer provider, the OTLP exporter (Settings.Protocol;
@@ -135,14 +142,15 @@ func New(ctx context.Context, cfg Config) (*Exporter, error) {
 		return nil, fmt.Errorf("OpenTelemetry resource: %w", err)
 	}
 	e := &Exporter{
-		cfg:    cfg,
-		derive: spans.New(spans.Config{RootName: cfg.RootName, DelegateTool: cfg.DelegateTool, Model: cfg.Model}),
-		server: serverAttrs(cfg.BaseURL, cfg.Redact),
-		wake:   make(chan struct{}, 1),
-		flush:  make(chan chan struct{}),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		open:   make(map[spans.ID]trace.Span),
+		cfg:     cfg,
+		derive:  spans.New(spans.Config{RootName: cfg.RootName, DelegateTool: cfg.DelegateTool, Model: cfg.Model}),
+		server:  serverAttrs(cfg.BaseURL, cfg.Redact),
+		wake:    make(chan struct{}, 1),
+		flush:   make(chan chan struct{}),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		open:    make(map[spans.ID]trace.Span),
+		sampled: make(map[trace.TraceID]bool),
 	}
 	e.tp = sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(&reporting{SpanExporter: exp, e: e}),
@@ -239,7 +247,7 @@ func (e *Exporter) Observe(s ports.Step) {
 		case spans.Ended:
 			j.at = e.wall(c.Span.End)
 			if e.cfg.Content && c.Span.Kind == spans.KindChat {
-				j.answer = answerOf(s.Kernel, c.Span)
+				j.answer = Answer(s.Kernel, c.Span)
 			}
 		}
 		jobs = append(jobs, j)
@@ -293,8 +301,11 @@ func (e *Exporter) apply() {
 }
 
 func (e *Exporter) applyOne(j *job, conv string) {
+	if j.whole {
+		e.applyWhole(j)
+		return
+	}
 	sp := &j.span
-	red := e.cfg.Redact
 	switch j.kind {
 	case spans.Started:
 		ctx := context.Background()
@@ -303,22 +314,10 @@ func (e *Exporter) applyOne(j *job, conv string) {
 			ctx = trace.ContextWithSpan(ctx, parent)
 			tid = parent.SpanContext().TraceID()
 		}
-		ctx = withIDs(ctx, tid, spanID(tid, sp.ID))
-		attrs := append(convert(sp.StartAttrs(), red), attribute.String(spans.KeyProvider, e.cfg.Provider))
-		if conv != "" {
-			attrs = append(attrs, attribute.String(spans.KeyConversation, conv))
-		}
-		if sp.Kind == spans.KindChat {
-			attrs = append(attrs, e.server...)
-		}
-		if e.cfg.Content {
-			attrs = append(attrs, startContent(sp, red)...)
-		}
-		_, s := e.tracer.Start(ctx, red(sp.Name()), trace.WithTimestamp(j.at), trace.WithSpanKind(kindOf(sp.Kind)), trace.WithAttributes(attrs...))
-		e.open[sp.ID] = s
+		e.open[sp.ID] = e.startSDK(withIDs(ctx, tid, spanID(tid, sp.ID)), sp, conv, j.at)
 	case spans.Evented:
 		if s := e.open[sp.ID]; s != nil {
-			s.AddEvent(j.event.Kind.String(), trace.WithTimestamp(j.at), trace.WithAttributes(convert(j.event.Attrs(), red)...))
+			s.AddEvent(j.event.Kind.String(), trace.WithTimestamp(j.at), trace.WithAttributes(convert(j.event.Attrs(), e.cfg.Redact)...))
 		}
 	case spans.Ended:
 		s := e.open[sp.ID]
@@ -326,22 +325,47 @@ func (e *Exporter) applyOne(j *job, conv string) {
 			return
 		}
 		delete(e.open, sp.ID)
-		s.SetAttributes(convert(sp.EndAttrs(), red)...)
-		if e.cfg.Content {
-			s.SetAttributes(endContent(sp, j.answer, red)...)
-		}
-		if et := sp.ErrorType(); et != "" {
-			desc := et
-			if sp.Reason != kernel.ReasonNone {
-				desc += ": " + sp.Reason.String()
-			}
-			if sp.Detail != "" && sp.Kind != spans.KindTool {
-				desc += ": " + textcut.Clip(red(sp.Detail), 256)
-			}
-			s.SetStatus(codes.Error, desc)
-		}
-		s.End(trace.WithTimestamp(j.at))
+		e.endSDK(s, sp, j.answer, j.at)
 	}
+}
+
+// startSDK starts the SDK's span for sp at at, under the parent and with
+// the ids ctx carries, with the attributes it has from its start.
+func (e *Exporter) startSDK(ctx context.Context, sp *spans.Span, conv string, at time.Time) trace.Span {
+	red := e.cfg.Redact
+	attrs := append(convert(sp.StartAttrs(), red), attribute.String(spans.KeyProvider, e.cfg.Provider))
+	if conv != "" {
+		attrs = append(attrs, attribute.String(spans.KeyConversation, conv))
+	}
+	if sp.Kind == spans.KindChat {
+		attrs = append(attrs, e.server...)
+	}
+	if e.cfg.Content {
+		attrs = append(attrs, startContent(sp, red)...)
+	}
+	_, s := e.tracer.Start(ctx, red(sp.Name()), trace.WithTimestamp(at), trace.WithSpanKind(kindOf(sp.Kind)), trace.WithAttributes(attrs...))
+	return s
+}
+
+// endSDK ends s, the SDK's span for sp, at at: what ended it, its status
+// and (on the opt-in) its content's end — answer, a request's answer.
+func (e *Exporter) endSDK(s trace.Span, sp *spans.Span, answer *kernel.Message, at time.Time) {
+	red := e.cfg.Redact
+	s.SetAttributes(convert(sp.EndAttrs(), red)...)
+	if e.cfg.Content {
+		s.SetAttributes(endContent(sp, answer, red)...)
+	}
+	if et := sp.ErrorType(); et != "" {
+		desc := et
+		if sp.Reason != kernel.ReasonNone {
+			desc += ": " + sp.Reason.String()
+		}
+		if sp.Detail != "" && sp.Kind != spans.KindTool {
+			desc += ": " + textcut.Clip(red(sp.Detail), 256)
+		}
+		s.SetStatus(codes.Error, desc)
+	}
+	s.End(trace.WithTimestamp(at))
 }
 
 func kindOf(k spans.Kind) trace.SpanKind {

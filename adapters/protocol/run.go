@@ -74,6 +74,19 @@ func (v *View) Result(session string) Event {
 	return ev
 }
 
+// Total is the usage of the root turns that ended so far in this run
+// (read it where the view is used: the driver's goroutine, Inspect).
+func (v *View) Total() Usage { return v.total }
+
+// FailLast marks the root's last turn failed, with detail, when it is
+// turn: the host found its answer wanting (--output-schema), so the
+// result says so and -o keeps nothing (docs/live.md, "Model settings").
+func (v *View) FailLast(turn uint64, detail string) {
+	if v.last != nil && v.last.Turn == turn {
+		v.last.Outcome, v.last.Reason, v.last.Detail = "failed", "", detail
+	}
+}
+
 // LastTurn is the root's last turn_ended event, if one has ended.
 func (v *View) LastTurn() (Event, bool) {
 	if v.last == nil {
@@ -102,6 +115,9 @@ const (
 	SourceInput = "input"
 	// SourceRun: the run said something went wrong outside a turn.
 	SourceRun = "run"
+	// SourceOutputSchema: the root's final answer does not meet
+	// --output-schema (each problem where it is in the answer).
+	SourceOutputSchema = "output_schema"
 )
 
 // ErrorEvent says what went wrong with an input line (line, from 1) or

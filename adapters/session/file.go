@@ -23,30 +23,55 @@ import (
 //	{"type":"session","format":1,"model":"…","created":"…"}
 //	{"type":"message","message":{"role":"user","content":"…"}}
 //	…
-//	{"type":"turn_end","turn":1,"outcome":"completed"}
+//	{"type":"grant","grant":{"tool":"shell"}}
+//	{"type":"turn_end","turn":1,"outcome":"completed","usage":{…}}
+//	{"type":"compaction","turn":2,"replaced":6,"history":[…]}
 //
 // A turn counts once its turn_end line is written. A process killed in the
 // middle of a turn leaves every record written so far (a kill cannot tear
 // a record: each is one write; a power loss may), so the file always opens
 // for Resume (load.go). Messages keep the kernel's flags (partial, marker,
 // …), so a resumed kernel knows what the model was told. UI text is never
-// written here.
+// written here. A grant record is a session grant an approval made
+// ("approve for this session", kernel.Grant): a resumed session starts
+// with the grants of its complete turns (docs/durable.md, "Approvals
+// across a crash").
+//
+// A compaction of the root's history (docs/semantics.md, "Compaction")
+// leaves the messages it replaced where they are — kept for audit — and
+// adds a compaction record holding the history that replaced them (the
+// system prompt, the summary, the kept tail): a resume reads the history
+// from the last compaction on (load.go). A turn_end carries the turn's
+// usage (docs/semantics.md, "Usage"), when it made a request; an
+// assistant message and a compaction record, the usage of the request
+// that produced them, when the server reported it.
 
 // Format is the session file format this package writes and reads (the
 // header's "format"); docs/durable.md versions it.
 const Format = 1
 
 // Record is one line of a session file: the header ("session"), a root
-// message ("message") or the end of a root turn ("turn_end").
+// message ("message"), a session grant ("grant"), the end of a root turn
+// ("turn_end") or a compaction of the root's history ("compaction").
 type Record struct {
 	Type    string          `json:"type"`
 	Format  int             `json:"format,omitempty"`
 	Model   string          `json:"model,omitempty"`
 	Created string          `json:"created,omitempty"`
 	Message *kernel.Message `json:"message,omitempty"`
+	Grant   *kernel.Grant   `json:"grant,omitempty"`
 	Turn    uint64          `json:"turn,omitempty"`
 	Outcome kernel.Outcome  `json:"outcome,omitzero"`
 	Reason  kernel.Reason   `json:"reason,omitzero"`
+	// Usage is a turn_end's: the turn's total (nil: it made no request);
+	// an assistant message's or a compaction's: what the request whose end
+	// appended it reported (nil: none).
+	Usage *kernel.Usage `json:"usage,omitempty"`
+	// Replaced and History are a compaction's: how many messages the
+	// summary replaced (they are in the file above) and the root's
+	// history after it.
+	Replaced int              `json:"replaced,omitempty"`
+	History  []kernel.Message `json:"history,omitempty"`
 }
 
 // fileWriter appends records. The kernel's goroutine (through the
@@ -208,13 +233,27 @@ func (s *fileWriter) size() (int64, error) {
 	return st.Size(), nil
 }
 
-func (s *fileWriter) message(m kernel.Message) {
-	s.write(Record{Type: "message", Message: &m})
+// message records a root message; u is the usage the request whose end
+// appended it reported (nil for any other message, or when it reported
+// none).
+func (s *fileWriter) message(m kernel.Message, u *kernel.Usage) {
+	s.write(Record{Type: "message", Message: &m, Usage: u})
+}
+
+// compaction records a compaction of the root's history in turn: replaced
+// messages (written above) gave way to history.
+// u is the usage its summarising request reported.
+func (s *fileWriter) compaction(turn uint64, replaced int, history []kernel.Message, u *kernel.Usage) {
+	s.write(Record{Type: "compaction", Turn: turn, Replaced: replaced, History: history, Usage: u})
+}
+
+func (s *fileWriter) grant(g kernel.Grant) {
+	s.write(Record{Type: "grant", Grant: &g})
 }
 
 // turnEnd records a finished turn and makes everything so far durable.
 func (s *fileWriter) turnEnd(l kernel.Lifecycle) {
-	s.write(Record{Type: "turn_end", Turn: l.Turn, Outcome: l.Outcome, Reason: l.Reason})
+	s.write(Record{Type: "turn_end", Turn: l.Turn, Outcome: l.Outcome, Reason: l.Reason, Usage: l.Usage})
 	s.sync()
 }
 

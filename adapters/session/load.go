@@ -29,11 +29,21 @@ type Loaded struct {
 	// Last is the highest turn number recorded: the kernel continues after
 	// it (kernel.Config.Turns).
 	Last uint64
+	// Grants are the session grants the complete turns made, in the
+	// order they were made (kernel.Config.Grants).
+	Grants []kernel.Grant
 	// Pending are the messages after the last turn_end: a turn the process
 	// ended in the middle of. Torn is a torn last line (a write cut short:
 	// only a power loss or a full disk can tear one).
 	Pending []kernel.Message
 	Torn    bool
+	// PendingCompaction: a compaction record follows the last turn_end
+	// (the unfinished turn compacted before it ended).
+	PendingCompaction bool
+	// Usage sums the usage the turn_end records carry: the session's
+	// total so far (Requests counts the requests, Unreported those that
+	// reported none; turns recorded before usage was kept add nothing).
+	Usage kernel.Usage
 	// keep is the byte length of the file up to the last turn_end (or the
 	// header), data the bytes read.
 	keep int64
@@ -43,7 +53,7 @@ type Loaded struct {
 // Unfinished reports whether the file holds more than its complete turns:
 // resuming must cut that off (after keeping the original, see
 // setAsideUnfinished), or the next turn would absorb it.
-func (ls *Loaded) Unfinished() bool { return len(ls.Pending) > 0 || ls.Torn }
+func (ls *Loaded) Unfinished() bool { return len(ls.Pending) > 0 || ls.PendingCompaction || ls.Torn }
 
 // Load reads a session file. Every error names file:line. A last line
 // without its newline is a complete record when it parses (a record is
@@ -66,7 +76,7 @@ func Load(path string) (*Loaded, error) {
 		return nil, fmt.Errorf("%s:1: not an escapement session file (empty)", path)
 	}
 	ls := r.ls
-	ls.Pending = r.pending
+	ls.Pending, ls.PendingCompaction = r.pendMsgs, r.compacted
 	ls.Last = max(ls.Last, uint64(ls.Turns))
 	if err := r.validate(); err != nil {
 		return nil, err
@@ -105,12 +115,19 @@ func fileLines(data []byte) func(yield func(fileLine) bool) {
 
 // reader is Load's state while it reads the records in order.
 type reader struct {
-	path      string
-	ls        *Loaded
-	headerOK  bool
+	path     string
+	ls       *Loaded
+	headerOK bool
+	// pending is the root's history since the last turn_end: its messages
+	// after that turn's history, or, once a compaction record came
+	// (compacted), the whole history from that record on; pendMsgs the
+	// message records among them.
 	pending   []kernel.Message
 	pendLines []int
-	lines     []int // the line of each message of ls.History, for errors
+	pendMsgs  []kernel.Message
+	compacted bool
+	grants    []kernel.Grant // of the turn not ended yet
+	lines     []int          // the line of each message of ls.History, for errors
 	lastLine  int
 }
 
@@ -153,17 +170,49 @@ func (r *reader) record(ln fileLine, rec Record) error {
 		}
 		r.pending = append(r.pending, *rec.Message)
 		r.pendLines = append(r.pendLines, ln.n)
+		r.pendMsgs = append(r.pendMsgs, *rec.Message)
+	case "compaction":
+		// The history from here on is the compacted one; the messages it
+		// replaced stay above, for audit.
+		r.pending, r.pendLines, r.compacted = append([]kernel.Message(nil), rec.History...), nil, true
+		for range rec.History {
+			r.pendLines = append(r.pendLines, ln.n)
+		}
+	case "grant":
+		if rec.Grant == nil || rec.Grant.Tool == "" {
+			return fmt.Errorf("%s:%d: grant record without a tool", r.path, ln.n)
+		}
+		r.grants = append(r.grants, *rec.Grant)
 	case "turn_end":
-		r.ls.History = append(r.ls.History, r.pending...)
-		r.lines = append(r.lines, r.pendLines...)
-		r.pending, r.pendLines = nil, nil
-		r.ls.Turns++
-		r.ls.Last = max(r.ls.Last, rec.Turn)
-		r.ls.keep = ln.end
+		r.turnEnd(ln, rec)
 	default:
 		return fmt.Errorf("%s:%d: unknown record type %q", r.path, ln.n, rec.Type)
 	}
 	return nil
+}
+
+// turnEnd takes a turn_end record: the history so far is complete.
+func (r *reader) turnEnd(ln fileLine, rec Record) {
+	r.ls.Grants = append(r.ls.Grants, r.grants...)
+	r.grants = nil
+	if r.compacted {
+		r.ls.History, r.lines = nil, nil
+	}
+	r.ls.History = append(r.ls.History, r.pending...)
+	r.lines = append(r.lines, r.pendLines...)
+	r.pending, r.pendLines, r.pendMsgs, r.compacted = nil, nil, nil, false
+	r.ls.Turns++
+	r.ls.Last = max(r.ls.Last, rec.Turn)
+	r.ls.keep = ln.end
+	if u := rec.Usage; u != nil {
+		t := &r.ls.Usage
+		t.PromptTokens += u.PromptTokens
+		t.CompletionTokens += u.CompletionTokens
+		t.CachedTokens += u.CachedTokens
+		t.ReasoningTokens += u.ReasoningTokens
+		t.Requests += u.Requests
+		t.Unreported += u.Unreported
+	}
 }
 
 // validate checks the complete turns as a transcript the kernel can resume,

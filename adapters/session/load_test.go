@@ -31,6 +31,9 @@ func TestResumeTruncatedAtEveryOffset(t *testing.T) {
 	if turns := strings.Count(string(full), `"type":"turn_end"`); turns < 3 {
 		t.Fatalf("the recorded session has %d turns, want several:\n%s", turns, full)
 	}
+	if n := strings.Count(string(full), `"type":"compaction"`); n != 1 {
+		t.Fatalf("the recorded session has %d compaction records, want 1:\n%s", n, full)
+	}
 	// The records of the full file, with the offset each one's last byte
 	// ends at (before its newline).
 	var recs []sessionRecordAt
@@ -65,8 +68,10 @@ func checkResumeCut(t *testing.T, path string, cut []byte, recs []sessionRecordA
 		t.Fatal(err)
 	}
 	// What the cut holds: its complete records, and the committed history.
+	// A compaction record replaces the history from there on, once its
+	// turn has ended.
 	var want, pending []kernel.Message
-	complete, header := 0, false
+	complete, header, compacted, unfinished := 0, false, false, false
 	for _, r := range recs {
 		if r.end > k {
 			break
@@ -76,9 +81,14 @@ func checkResumeCut(t *testing.T, path string, cut []byte, recs []sessionRecordA
 		case "session":
 			header = true
 		case "message":
-			pending = append(pending, *r.r.Message)
+			pending, unfinished = append(pending, *r.r.Message), true
+		case "compaction":
+			pending, compacted, unfinished = append([]kernel.Message(nil), r.r.History...), true, true
 		case "turn_end":
-			want, pending = append(want, pending...), nil
+			if compacted {
+				want = nil
+			}
+			want, pending, compacted, unfinished = append(want, pending...), nil, false, false
 		}
 	}
 	ls, err := prepareResumeForTest(path, time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
@@ -110,7 +120,7 @@ func checkResumeCut(t *testing.T, path string, cut []byte, recs []sessionRecordA
 		if len(backups) != 0 {
 			t.Fatalf("offset %d: a backup of an unchanged file", k)
 		}
-		if len(pending) != 0 {
+		if unfinished {
 			t.Fatalf("offset %d: %d message(s) of the unfinished turn left in the file", k, len(pending))
 		}
 	case len(backups) != 1:
@@ -166,8 +176,9 @@ func equalHistories(a, b []kernel.Message) bool {
 }
 
 // recordRealSession runs a session through its driver — a tool call, a
-// turn cancelled mid-stream, an interjection into a streaming answer — in
-// virtual time, and returns its session file.
+// turn cancelled mid-stream, an interjection into a streaming answer, a
+// compaction on demand and a turn after it — in virtual time, and returns
+// its session file.
 func recordRealSession(t *testing.T) []byte {
 	t.Helper()
 	var data []byte
@@ -225,6 +236,10 @@ func recordRealSession(t *testing.T) []byte {
 		input(d.Submit(ctx, "slow two"))
 		time.Sleep(50 * time.Millisecond)
 		input(d.Interject(ctx, "interjected ✓"))
+		<-ended
+		input(d.Compact(ctx, "the files"))
+		<-ended
+		input(d.Submit(ctx, "after the summary"))
 		<-ended
 		cancel()
 		runErr := <-done

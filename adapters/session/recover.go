@@ -288,7 +288,7 @@ func (s *Session) resumeDriver(l *wal.Log, k *kernel.Kernel, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	d, err := live.Resume(live.Config{Model: cfg.Model, Tools: cfg.Tools, Observer: s.observe, WriteAhead: w.Record}, k)
+	d, err := live.Resume(live.Config{Model: cfg.Model, Tools: cfg.Tools, Observer: s.observe, Policy: cfg.Policy, WriteAhead: w.Record}, k)
 	if err != nil {
 		f.Close()
 		return err

@@ -36,6 +36,10 @@ type Config struct {
 	// Observer, when set, sees every Step after the session has recorded
 	// it, on the kernel's goroutine (live.Config.Observer).
 	Observer func(ports.Step)
+	// Policy, when set, decides calls that wait for approval on the
+	// host's behalf (live.Config.Policy): the requests of a recovered
+	// run's waits included, which the recovery asks again.
+	Policy live.Policy
 	// Spans, when set, derives the run's spans and exports them
 	// (adapters/otel.Exporter; docs/otel.md): it sees every step the
 	// Observer sees, and a recovery's replayed steps before them. The
@@ -92,8 +96,15 @@ type Session struct {
 	unfinished *Unfinished
 	closed     bool
 
+	// prior is the usage the file's turns recorded before this run.
+	prior kernel.Usage
+
 	// Kernel goroutine only.
-	written   int  // root messages already in the session file
+	written int // root messages already in the session file
+	// usage is what a root request's end reported in the Step being
+	// persisted, and usageAt the index of the message it appended (-1).
+	usage     *kernel.Usage
+	usageAt   int
 	fileLost  bool // the session file failed and the user was told
 	traceLost bool // the trace failed and the user was told
 }
@@ -164,13 +175,20 @@ func Resume(path string) (*Session, error) {
 }
 
 // Seed puts what a resumed file holds into cfg: its complete turns'
-// history and the number of the last turn. A new session and a crashed
-// run's (whose configuration is its log's) leave cfg as it is.
+// history, the number of the last turn, and the session grants those
+// turns made. A new session and a crashed run's (whose configuration is
+// its log's) leave cfg as it is.
 func (s *Session) Seed(cfg *kernel.Config) {
 	if s.loaded != nil {
-		cfg.History, cfg.Turns = s.loaded.History, s.loaded.Last
+		cfg.History, cfg.Turns, cfg.Grants = s.loaded.History, s.loaded.Last, s.loaded.Grants
+		s.prior = s.loaded.Usage
 	}
 }
+
+// PriorUsage is the usage the session file's turns recorded before this
+// run (after Start; the turns a recovery replayed included): with this
+// run's, the session's total (chat's /usage).
+func (s *Session) PriorUsage() kernel.Usage { return s.prior }
 
 // Path is the session file (symlinks resolved).
 func (s *Session) Path() string { return s.path }
@@ -229,6 +247,9 @@ func (s *Session) Start(cfg Config) (err error) {
 	}()
 	if s.crashed != nil {
 		err = s.recover(cfg)
+		if ls, lerr := Load(s.path); err == nil && lerr == nil {
+			s.prior = ls.Usage // the replayed turns' included
+		}
 	} else {
 		err = s.startNew(cfg)
 	}
@@ -331,7 +352,7 @@ func (s *Session) startTrace(cfg Config) error {
 
 // newDriver builds the driver of a run that starts from its file.
 func (s *Session) newDriver(cfg Config) (err error) {
-	dcfg := live.Config{Kernel: cfg.Kernel, Model: cfg.Model, Tools: cfg.Tools, Observer: s.observe}
+	dcfg := live.Config{Kernel: cfg.Kernel, Model: cfg.Model, Tools: cfg.Tools, Observer: s.observe, Policy: cfg.Policy}
 	if s.log != nil {
 		dcfg.WriteAhead = s.log.Record
 	}

@@ -322,6 +322,10 @@ func (b *Box) Specs() []ports.ToolSpec {
 // call cut off by a crash is answered tool_lost instead.
 func (b *Box) Idempotent() []string { return []string{"read_file", "list_dir", "grep"} }
 
+// ReadOnly names the tools that change nothing: every tool but write_file
+// and shell (the CLI's --ask writes asks for those, docs/live.md).
+func (b *Box) ReadOnly() []string { return b.Idempotent() }
+
 func schema(properties string, required ...string) json.RawMessage {
 	req, _ := json.Marshal(required)
 	return json.RawMessage(`{"type":"object","properties":` + properties + `,"required":` + string(req) + `,"additionalProperties":false}`)

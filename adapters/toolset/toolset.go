@@ -48,12 +48,14 @@ type Set struct {
 	from    map[string]string      // by tool name: what added it, for errors
 	specs   []ports.ToolSpec
 	members []ports.Toolbox
+	// idempotent: the tools their group says may run again (Idempotent).
+	idempotent map[string]bool
 }
 
 // New returns a set holding groups, in order (Add for each). *tools.Box and
 // *mcp.Client are groups, and so is a Set.
 func New(groups ...ports.Toolbox) (*Set, error) {
-	s := &Set{route: map[string]ports.Tools{}, from: map[string]string{}}
+	s := &Set{route: map[string]ports.Tools{}, from: map[string]string{}, idempotent: map[string]bool{}}
 	for _, g := range groups {
 		if err := s.Add(g); err != nil {
 			return nil, err
@@ -64,8 +66,8 @@ func New(groups ...ports.Toolbox) (*Set, error) {
 
 // Add adds every tool of g. It refuses g whole, adding nothing, when one of
 // its tools has a name already in the set, or a name the model cannot
-// call (^[a-zA-Z0-9_-]{1,64}$). The set reads g's Specs once, here: a
-// group's later tools are not seen.
+// call (^[a-zA-Z0-9_-]{1,64}$). The set reads g's Specs (and which of its
+// tools are idempotent) once, here: a group's later tools are not seen.
 func (s *Set) Add(g ports.Toolbox) error {
 	specs := g.Specs()
 	src := fmt.Sprintf("%T", g)
@@ -86,8 +88,34 @@ func (s *Set) Add(g ports.Toolbox) error {
 		s.from[sp.Name] = src
 		s.specs = append(s.specs, sp)
 	}
+	if idem, ok := g.(interface{ Idempotent() []string }); ok {
+		for _, name := range idem.Idempotent() {
+			if seen[name] {
+				s.idempotent[name] = true
+			}
+		}
+	}
 	s.members = append(s.members, g)
 	return nil
+}
+
+// Idempotent names the set's tools that may run again after a crash (a
+// call of one in flight is run again by the recovery; any other tool's is
+// answered tool_lost: kernel.Config.Idempotent, docs/durable.md), in
+// Specs' order: the ones their group names through an Idempotent method
+// when it is added — *tools.Box's readers, *mcp.Client's tools annotated
+// idempotentHint or readOnlyHint, a nested Set's. A function's tool
+// (AddFunc) is not idempotent.
+func (s *Set) Idempotent() []string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for _, sp := range s.specs {
+		if s.idempotent[sp.Name] {
+			out = append(out, sp.Name)
+		}
+	}
+	return out
 }
 
 // AddFunc adds one tool that fn runs. spec names it, tells the model what
@@ -191,6 +219,22 @@ func (s *Set) KillAll() {
 			k.KillAll()
 		}
 	}
+}
+
+// ReadOnly names the tools of the groups that say which of theirs change
+// nothing (a ReadOnly method: *tools.Box, *mcp.Client, a Set), in the
+// order they were added; a tool AddFunc added is never in it.
+func (s *Set) ReadOnly() []string {
+	s.mu.RLock()
+	members := slices.Clone(s.members)
+	s.mu.RUnlock()
+	var out []string
+	for _, m := range members {
+		if r, ok := m.(interface{ ReadOnly() []string }); ok {
+			out = append(out, r.ReadOnly()...)
+		}
+	}
+	return out
 }
 
 // funcTool runs a Func.

@@ -246,3 +246,41 @@ func TestFuncGetsAnObject(t *testing.T) {
 		t.Errorf("the function got %q, want %q", got, want)
 	}
 }
+
+// idemGroup is a group that names some of its tools idempotent — and a
+// name it does not offer, which the set must not take up.
+type idemGroup struct {
+	group
+	idem []string
+}
+
+func (g *idemGroup) Idempotent() []string { return g.idem }
+
+// TestIdempotent: the set's idempotent tools are the ones each group names
+// (the workspace readers, an MCP client's annotated tools), in the set's
+// order, through a nested set too; a function's tool and a group without
+// the method contribute none. Without it a session with an MCP server
+// lost read_file's re-run after a crash (the CLI asks the set).
+func TestIdempotent(t *testing.T) {
+	box, err := tools.New(tools.Config{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log []string
+	remote := &idemGroup{group: group{names: []string{"mcp__s__get", "mcp__s__put"}, log: &log}, idem: []string{"mcp__s__get", "mcp__s__ghost"}}
+	inner, err := New(remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := New(box, inner, &group{names: []string{"plain"}, log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.AddFunc(ports.ToolSpec{Name: "now"}, func(context.Context, json.RawMessage) (string, error) { return "", nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := append(box.Idempotent(), "mcp__s__get")
+	if got := set.Idempotent(); !slices.Equal(got, want) {
+		t.Errorf("Idempotent() = %v, want %v", got, want)
+	}
+}

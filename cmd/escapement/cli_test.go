@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -99,4 +100,23 @@ func TestREADMEDiagram(t *testing.T) {
 		return
 	}
 	t.Fatalf("README.md's FSM diagram is stale; run `go test ./cmd/escapement -update`.\nREADME:\n%s\nCLI:\n%s", got, diagram)
+}
+
+// writeFile writes content to dir/name and returns the path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// unsetenv unsets key for the test and restores it afterwards.
+func unsetenv(t *testing.T, key string) {
+	t.Helper()
+	t.Setenv(key, "") // registers the restore
+	if err := os.Unsetenv(key); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -7,6 +7,10 @@ import (
 	"testing"
 )
 
+// wallTime matches the summary's wall clock, whatever its unit (36ms,
+// 1.521s under the race detector, 1m2.5s).
+var wallTime = regexp.MustCompile(`events in [0-9.hmsµn]+$`)
+
 // TestDocsSimSample: the output of `escapement sim` that the README and the
 // simulator's guide show is what the embedded suite prints: each result
 // row shown (its outcome, quiescence, counts and trace hash) and the

@@ -31,6 +31,21 @@ func TestVersion(t *testing.T) {
 	}
 }
 
+// TestVersionIgnoresConfig: a setting escapement refuses (here an
+// ESCAPEMENT_* variable the environment holds) does not stop `version` or
+// `--version` — they are what a user runs to report the trouble.
+func TestVersionIgnoresConfig(t *testing.T) {
+	t.Setenv("ESCAPEMENT_LOG_LEVEL", "bogus")
+	if code, _, errb := runCLI(t, "fsm"); code != exitUsage || !strings.Contains(errb, "--log-level") {
+		t.Fatalf("fsm with a bad setting: exit %d %q, want %d naming --log-level", code, errb, exitUsage)
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if code, out, errb := runCLI(t, args...); code != exitOK || !strings.HasPrefix(out, "escapement ") {
+			t.Errorf("%v with a bad setting: exit %d %q %q", args, code, out, errb)
+		}
+	}
+}
+
 // TestPromptFromStdin: with no PROMPT and stdin not a terminal, run reads
 // its prompt from stdin (`printf 'hi' | escapement run`), as it does for
 // `run -`; empty stdin is a usage error, and so is `-` with --resume and

@@ -28,12 +28,15 @@ type liveFlags struct {
 	workspace  string
 	allowShell bool
 	toolEnv    []string // secret-looking variables passed to tools anyway
+	ask        []string // --ask: tools whose calls wait for a person's approval
+	chat       bool
 	mcpConfigs []string // --mcp-config files
 	model      string
 	baseURL    string
 	whileBusy  string // chat only; "" until resolved from stdin
 	limits     kernel.Limits
-	cfg        config.Flags // --config, --trust-project, --profile, --api-key-env
+	settings   headless.ModelSettings // what the root's requests ask of the model
+	cfg        config.Flags           // --config, --trust-project, --profile, --api-key-env
 
 	// The protocol and headless habits (docs/protocol.md, docs/cli.md).
 	inputFormat string // text or json
@@ -43,6 +46,7 @@ type liveFlags struct {
 
 func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl := cmd.Flags()
+	f.chat = chat
 	fl.BoolVar(&f.json, "json", false, "print lifecycle events as JSON Lines on stdout (for scripts) instead of the answer text")
 	fl.StringVar(&f.trace, "trace", "", "write the kernel trace (JSON Lines, the kernel/trace format) to `FILE`")
 	fl.StringVar(&f.system, "system", "", "system prompt of the root agent")
@@ -54,6 +58,7 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.StringVar(&f.workspace, "workspace", ".", "directory the tools work in; paths that leave it are refused")
 	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
 	registerMCPFlags(fl, f)
+	fl.StringArrayVar(&f.ask, "ask", nil, "calls of `TOOL` wait for a person's approval before they run; writes: write_file, shell and the MCP tools not annotated readOnlyHint; all: every tool; repeatable. chat on a terminal asks (y, n [note], a); --input-format json reads approve and deny lines; else such a call is denied at once")
 	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools and MCP servers although it looks secret (a name containing KEY, SECRET, TOKEN, PASSWORD, PASSWD, PWD, CREDENTIAL, AUTH or the word PAT; a value that is a URL with a password); repeatable; never OPENAI_API_KEY")
 	// The protocol and headless habits, together (docs/protocol.md).
 	fl.StringVar(&f.inputFormat, "input-format", "text", "what stdin holds: text (chat: a line is a message; run: the prompt, when no PROMPT is given) or json (protocol input lines: messages, interjections, cancels, decisions; docs/protocol.md)")
@@ -61,6 +66,7 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.StringVarP(&f.lastMessage, "output-last-message", "o", "", "write the last completed turn's final answer to `FILE` at the end (0600; a file already there is kept as FILE.~N~)")
 	fl.StringVar(&f.model, "model", "gpt-4o-mini", "model name ($OPENAI_MODEL too, below $ESCAPEMENT_MODEL)")
 	fl.StringVar(&f.baseURL, "base-url", openai.DefaultBaseURL, "OpenAI-compatible API root ($OPENAI_BASE_URL too, below $ESCAPEMENT_BASE_URL)")
+	f.settings.Register(fl)
 	f.cfg.Register(fl)
 	f.limits = kernel.DefaultLimits()
 	for _, spec := range kernel.LimitTable() {

@@ -3,8 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
+	"github.com/escapement/escapement/adapters/approval"
 	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/ports"
@@ -13,6 +15,7 @@ import (
 	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/termtext"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
 )
@@ -33,7 +36,8 @@ type liveRun struct {
 	traceOut  *userfile.Output // --trace; nil without
 	grace     time.Duration
 	whileBusy string
-	state     headless.Turns // the root's turns, as the observer saw them
+	state     headless.Turns   // the root's turns, as the observer saw them
+	answers   headless.Answers // --output-schema's check of the root's answers
 	notify    chan struct{}
 	intr      *interrupts
 	flags     *liveFlags
@@ -41,6 +45,8 @@ type liveRun struct {
 	run    protocol.Run          // what the started event says
 	enc    *protocol.Encoder     // --json; nil without
 	con    *console.Console      // stderr (and, without --json, stdout) for a person
+	prompt *approval.Prompt      // chat on a terminal: asks about calls waiting for approval; nil else
+	attend *approval.Attendance  // whether anyone can decide those calls (until stdin ends)
 	final  *userfile.Replacement // -o; nil without
 	view   *protocol.View        // the kernel's goroutine's while the driver runs
 	events []protocol.Event      // the kernel's goroutine's
@@ -68,6 +74,7 @@ func (lr *liveRun) observe(s ports.Step) {
 	lr.events = lr.view.Step(s, lr.events[:0])
 	for _, ev := range lr.events {
 		lr.emit(ev)
+		lr.answers.Check(ev, &lr.state)
 	}
 	if lr.state.Update(s.Effects) {
 		select {
@@ -86,4 +93,20 @@ func (lr *liveRun) emit(ev protocol.Event) {
 		_ = lr.enc.Encode(ev) // a closed stdout shuts the run down (interrupts)
 	}
 	lr.con.Show(ev)
+	lr.prompt.Show(ev)
+}
+
+// clip puts s on one line and cuts it to at most n bytes, at a rune
+// boundary, marking the cut.
+func clip(s string, n int) string {
+	return textcut.Clip(strings.ReplaceAll(s, "\n", " "), n)
+}
+
+// inputError says on stderr, and as an error event with --json, that
+// input line n was not acted on, and why.
+func (lr *liveRun) inputError(n int, err error) {
+	lr.say("stdin line %d: %v; it was not acted on", n, err)
+	if lr.enc != nil {
+		_ = lr.enc.Encode(protocol.ErrorEvent(protocol.SourceInput, n, err.Error()))
+	}
 }

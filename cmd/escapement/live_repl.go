@@ -11,6 +11,7 @@ import (
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/protocol"
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/lineread"
 	"github.com/escapement/escapement/kernel"
 )
@@ -19,6 +20,8 @@ import (
 const chatHelp = `  /help          list these commands
   /cancel        cancel the running turn (as Ctrl-C does)
   /queue TEXT    start a turn with TEXT once the running turn has ended
+  /compact [FOCUS]  summarise the history now (between turns), FOCUS saying what to keep
+  /usage         the session's token usage so far
   /exit, /quit   end chat (a running turn is shut down)
   //TEXT         send /TEXT as a message
 `
@@ -82,7 +85,7 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 	select {
 	case line, ok := <-r.lines:
 		if !ok {
-			return r.inputEnded()
+			return r.inputEnded(ctx)
 		}
 		if line.Size > 0 {
 			r.refuse(line)
@@ -108,9 +111,10 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 }
 
 // inputEnded is the end of stdin: chat exits once the running turn and
-// the queue are done.
-func (r *repl) inputEnded() (done bool, err error) {
+// the queue are done; no one can decide a call any more (Leave denies).
+func (r *repl) inputEnded(ctx context.Context) (done bool, err error) {
 	r.eof, r.inputErr, r.lines = true, r.input.Err(), nil
+	r.lr.attend.Leave(ctx, r.lr.driver)
 	if r.inputErr != nil {
 		r.lr.say("%v; no more input is read", r.inputErr)
 	}
@@ -184,6 +188,9 @@ func (r *repl) end() error {
 
 // line handles one line of input; done means chat ends with err.
 func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
+	if r.lr.prompt.Take(ctx, line, r.lr.driver, r.lr.say) { // y, n [note] or a: a call waits (adapters/approval)
+		return false, nil
+	}
 	text := strings.TrimSpace(line)
 	busy, turn, _, _ := r.lr.state.Get()
 	switch {
@@ -216,6 +223,10 @@ func (r *repl) command(ctx context.Context, name, arg string, busy bool, turn ui
 			return false, nil
 		}
 		lr.say("/queue needs the text of the next turn: /queue TEXT")
+	case "compact", "usage":
+		if (headless.ContextCommands{Driver: lr.driver, Turns: &lr.state, View: lr.view, Prior: lr.sess.PriorUsage(), Say: lr.say, Out: lr.errw}).Run(ctx, name, arg) {
+			return false, nil // the compaction's turn runs; its end shows the prompt
+		}
 	default:
 		lr.say("unknown command /%s; nothing was sent. /help lists the commands; //%s sends the text /%s", name, name, name)
 	}
@@ -366,22 +377,13 @@ func (r *repl) protocolInput(ctx context.Context, line lineread.Line) (done bool
 	case in.Kind == protocol.InputCancel:
 		err = r.cancelInput(ctx, in.Agent, busy, turn)
 	default: // approve, deny
-		err = r.decide(ctx, in)
+		err = protocol.Decide(ctx, r.lr.driver, in)
 	}
 	if err != nil {
 		r.refused++
 		r.lr.inputError(line.N, err)
 	}
 	return false, nil
-}
-
-// decide hands a decision on a call waiting for approval to the driver,
-// once it takes them (protocol.Decider); until then no call asks.
-func (r *repl) decide(ctx context.Context, in protocol.Input) error {
-	if d, ok := any(r.lr.driver).(protocol.Decider); ok {
-		return protocol.Decide(ctx, d, in)
-	}
-	return errors.New("no tool call waits for approval: this escapement asks for none")
 }
 
 // cancelInput cancels the root's running turn, or the agent path names.

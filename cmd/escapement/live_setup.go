@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"syscall"
 
+	"github.com/escapement/escapement/adapters/approval"
 	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/adapters/otel"
@@ -85,6 +85,7 @@ func (a *app) newLiveRun(f *liveFlags, key string, sess *session.Session) *liveR
 		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1), flags: f, view: protocol.NewView()}
 	lr.con = &console.Console{Out: out, Err: lr.errw, Secret: key, Terminal: isTerminal(a.out), FinalOnly: f.finalOnly, Quiet: f.json,
 		Redact: func(s string) string { return lr.redact(s) }}
+	lr.prompt = approval.NewPrompt(f.chat && f.inputFormat == "text" && isTerminal(a.in), lr.errw, func(s string) string { return lr.redact(s) })
 	if f.json {
 		lr.enc = protocol.NewEncoder(out, func(s string) string { return lr.redact(s) })
 	}
@@ -166,23 +167,26 @@ func (a *app) startTools(f *liveFlags, lr *liveRun) (*mcpView, error) {
 // sessionConfig is the session's configuration: the model the flags name,
 // the tools, both redacted at the kernel's edge, the CLI's observer, and
 // the span export the OTEL_* variables ask for (docs/otel.md), built last.
-func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Config, error) {
+func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (_ session.Config, err error) {
 	model, baseURL := f.model, f.baseURL
-	m, err := profiles.Build(kcfg, openai.Config{
-		APIKey:       lr.secret,
-		BaseURL:      baseURL,
-		Model:        model,
-		Tools:        lr.box.Specs(),
-		MaxRetryWait: f.limits.FirstTokenTimeout,
-		MaxLineBytes: openai.MaxLineFor(f.limits.MaxMessageBytes),
-	}, f.cfg.APIKeyEnv, lr.a.cfg.Endpoints(), os.Getenv)
+	ocfg := openai.Config{APIKey: lr.secret, BaseURL: baseURL, Model: model, Tools: lr.box.Specs(),
+		MaxRetryWait: f.limits.FirstTokenTimeout, MaxLineBytes: openai.MaxLineFor(f.limits.MaxMessageBytes)}
+	lr.answers.View, lr.answers.Emit = lr.view, lr.emit
+	if lr.answers.Schema, err = f.settings.Apply(&ocfg); err != nil {
+		return session.Config{}, usageErr("%v", err)
+	}
+	m, err := profiles.Build(kcfg, ocfg, f.cfg.APIKeyEnv, lr.a.cfg.Endpoints(), os.Getenv)
 	if err != nil {
 		return session.Config{}, usageErr("%v", lr.a.cfg.Where(err))
 	}
+	if kcfg.Ask, err = approval.Resolve(f.ask, lr.box.Specs(), approval.ReadOnly(lr.box), kcfg.DelegateTool); err != nil {
+		return session.Config{}, usageErr("--ask: %v", err)
+	}
+	lr.attend = approval.NewAttendance(f.inputFormat == "json" || lr.prompt != nil, func(s string) { lr.say("%s", s) })
 	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
-	lr.run = protocol.Run{Version: buildinfo.Version(), Model: model, Endpoint: baseURL, Profile: kcfg.RootProfile, Workspace: abs(f.workspace), Limits: f.limits}
+	lr.run = protocol.Run{Version: buildinfo.Version(), Model: model, Endpoint: baseURL, Profile: kcfg.RootProfile, Workspace: userfile.Abs(f.workspace), Limits: f.limits}
 	for _, e := range lr.a.cfg.Endpoints() { // a root profile may name its own model
 		lr.run.Profiles = append(lr.run.Profiles, e.Profile)
 		if e.Profile == kcfg.RootProfile {
@@ -198,7 +202,7 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Conf
 		return session.Config{}, usageErr("%v", err)
 	}
 	return session.Config{Kernel: kcfg, Model: fedModel, Tools: fedTools, ModelName: model, Observer: lr.observe, Spans: exp,
-		Redact: lr.redact, Notice: func(s string) { lr.say("%s", s) },
+		Redact: lr.redact, Notice: func(s string) { lr.say("%s", s) }, Policy: lr.attend.Policy(),
 		WrapFile: lr.a.wrapSession, WrapLog: lr.a.wrapLog}, nil
 }
 
@@ -279,11 +283,3 @@ func (lr *liveRun) discardFinal() {
 // traceHeaderPrefix starts every trace (kernel/trace writes the header's
 // fields in a fixed order).
 const traceHeaderPrefix = `{"type":"header",`
-
-// abs is dir made absolute (as it is when it cannot be).
-func abs(dir string) string {
-	if a, err := filepath.Abs(dir); err == nil {
-		return a
-	}
-	return dir
-}

@@ -18,6 +18,7 @@ import (
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/buildinfo"
 	"github.com/escapement/escapement/internal/redact"
+	"github.com/escapement/escapement/internal/simcli"
 	"github.com/escapement/escapement/internal/termtext"
 	"github.com/muesli/termenv"
 	"github.com/spf13/cobra"
@@ -144,11 +145,16 @@ func runWith(ctx context.Context, args []string, s streams, exit func(code int),
 // terminal.
 func reportErr(w io.Writer, secrets *redact.Redactor, err error) {
 	var ee *exitError
+	var se *simcli.ExitError
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
 		if ee.err != nil {
 			fmt.Fprintf(w, "escapement: %s\n", termtext.Text(secrets.Redact(ee.err.Error())))
+		}
+	case errors.As(err, &se):
+		if se.Err != nil {
+			fmt.Fprintf(w, "escapement: %s\n", termtext.Text(secrets.Redact(se.Err.Error())))
 		}
 	default:
 		fmt.Fprintf(w, "escapement: %s\nRun 'escapement --help' for usage.\n", termtext.Text(secrets.Redact(err.Error())))
@@ -160,11 +166,14 @@ func reportErr(w io.Writer, secrets *redact.Redactor, err error) {
 // command, bad flag, wrong number of arguments).
 func exitCodeOf(err error) int {
 	var ee *exitError
+	var se *simcli.ExitError
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.As(err, &se):
+		return se.Code
 	}
 	return exitUsage
 }
@@ -198,13 +207,23 @@ Exit codes: 0 ok, 1 a check failed, 2 usage or input error, 130 interrupted.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageErr("%v", err)
 	})
-	root.AddCommand(newFSMCmd(a), newSimCmd(a), newRunCmd(a), newChatCmd(a), newConfigCmd(a), &cobra.Command{
+	root.AddCommand(newFSMCmd(a), simcli.Command(a.simHost()), newRunCmd(a), newChatCmd(a), newConfigCmd(a), &cobra.Command{
 		Use: "version", Short: "Print escapement's version, its event protocol's and the Go toolchain's", Args: cobra.NoArgs,
+		// The version is asked for when something is wrong, a broken
+		// configuration included: it reads none (as --version does not).
+		PersistentPreRunE: func(*cobra.Command, []string) error { return nil },
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintf(a.out, "escapement %s\nprotocol %d\n%s\n", buildinfo.Version(), protocol.Version, buildinfo.Platform())
 		},
 	})
 	return root
+}
+
+// simHost is what the simulator's commands take from the process: its
+// streams, its signals, the logger (set up before a command runs).
+func (a *app) simHost() simcli.Host {
+	return simcli.Host{Out: a.out, Err: a.err, Signals: a.signals, Build: "escapement",
+		Debug: func(msg string, keyvals ...any) { a.logger.Debug(msg, keyvals...) }}
 }
 
 // setupLogging builds the charmbracelet logger on stderr and installs it as

@@ -28,7 +28,11 @@ type Message struct {
 	Role       string `json:"role"`
 	Content    string `json:"content"`
 	ToolCallID string `json:"tool_call_id"`
-	ToolCalls  []struct {
+	// ReasoningContent and ReasoningDetails are the reasoning a client
+	// sent back (DeepSeek's field, OpenRouter's).
+	ReasoningContent string          `json:"reasoning_content"`
+	ReasoningDetails json.RawMessage `json:"reasoning_details"`
+	ToolCalls        []struct {
 		ID       string `json:"id"`
 		Type     string `json:"type"`
 		Function struct {
@@ -47,10 +51,53 @@ type Body struct {
 	StreamOptions *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
+	// The model settings a client sent (nil or 0 when it sent none).
+	Temperature         *float64        `json:"temperature"`
+	MaxTokens           int             `json:"max_tokens"`
+	MaxCompletionTokens int             `json:"max_completion_tokens"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
 }
 
 // Last is the last message of the request.
 func (b Body) Last() Message { return b.Messages[len(b.Messages)-1] }
+
+// SummaryInstruction starts the user message of escapement's summarising
+// request (kernel/summary.go): a compaction.
+const SummaryInstruction = "Summarise the conversation between the <conversation> tags"
+
+// Compaction reports whether the request is a compaction's summarising
+// request: no tools offered, and one user message (after the system
+// prompt) that asks for the summary (docs/semantics.md, "Compaction").
+func (b Body) Compaction() bool {
+	if len(b.Messages) == 0 || len(b.Tools) > 0 && string(b.Tools) != "null" {
+		return false
+	}
+	last := b.Last()
+	return last.Role == "user" && strings.HasPrefix(last.Content, SummaryInstruction)
+}
+
+// Tokens is the prompt's size as this server counts it: escapement's
+// measure of each message (docs/semantics.md, "Compaction": 4 tokens of
+// framing plus a quarter, rounded up, of the bytes of its content,
+// tool_call_id, calls and reasoning), plus a quarter of the tools'
+// definitions, which a real server counts too and escapement's measure
+// does not see. A test's server reports it as prompt_tokens and refuses a
+// request over its window, as a real one does.
+func (b Body) Tokens() int {
+	n := (len(b.Tools) + 3) / 4
+	if string(b.Tools) == "null" {
+		n = 0
+	}
+	for _, m := range b.Messages {
+		bytes := len(m.Content) + len(m.ToolCallID) + len(m.ReasoningContent) + len(m.ReasoningDetails)
+		for _, c := range m.ToolCalls {
+			bytes += len(c.ID) + len(c.Function.Name) + len(c.Function.Arguments)
+		}
+		n += 4 + (bytes+3)/4
+	}
+	return n
+}
 
 // FirstUser is the first user message's content (a child's task).
 func (b Body) FirstUser() string {
@@ -262,6 +309,26 @@ func (w *Writer) Finish(reason string) error {
 // Usage sends the usage chunk (empty choices).
 func (w *Writer) Usage(prompt, completion int) error {
 	return w.Raw(fmt.Sprintf(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"fake","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, prompt, completion, prompt+completion))
+}
+
+// UsageDetail sends the usage chunk with OpenAI's breakdown: the cached
+// part of the input and the reasoning part of the output.
+func (w *Writer) UsageDetail(prompt, completion, cached, reasoning int) error {
+	return w.Raw(fmt.Sprintf(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"fake","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d},"completion_tokens_details":{"reasoning_tokens":%d}}}`,
+		prompt, completion, prompt+completion, cached, reasoning))
+}
+
+// Reasoning sends a reasoning delta in DeepSeek's field,
+// reasoning_content.
+func (w *Writer) Reasoning(s string) error {
+	b, _ := json.Marshal(s)
+	return w.chunk(fmt.Sprintf(`{"index":0,"delta":{"reasoning_content":%s},"finish_reason":null}`, b))
+}
+
+// ContextLengthExceeded answers 400 with OpenAI's body for a request
+// longer than the model's context window (tokens is what it counted).
+func (w *Writer) ContextLengthExceeded(window, tokens int) {
+	w.Status(http.StatusBadRequest, fmt.Sprintf(`{"error":{"message":"This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`, window, tokens))
 }
 
 // Done sends [DONE].

@@ -120,6 +120,10 @@ type Turns struct {
 	turn  uint64
 	ended uint64 // root turns ended so far
 	last  kernel.Lifecycle
+	// invalid is the root turn whose answer failed --output-schema
+	// (Answers), and why: its end counts as failed.
+	invalid       uint64
+	invalidDetail string
 }
 
 // Get says whether a root turn runs, its number, how many have ended and
@@ -146,11 +150,21 @@ func (s *Turns) Update(effects []kernel.Effect) (changed bool) {
 			changed = true
 		case kernel.LifeTurnEnded:
 			s.busy, s.last = false, e.Life
+			if s.invalid != 0 && s.invalid == e.Life.Turn {
+				s.last.Outcome, s.last.Detail = kernel.OutcomeFailed, s.invalidDetail
+			}
 			s.ended++
 			changed = true
 		}
 	}
 	return changed
+}
+
+// fail marks turn's end failed: its answer fails the output schema.
+func (s *Turns) fail(turn uint64, detail string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.invalid, s.invalidDetail = turn, detail
 }
 
 // Running says turn runs before any step has said so: a crashed run's,

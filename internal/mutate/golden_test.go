@@ -73,7 +73,7 @@ func goldenTests(t *testing.T, dir string) []string {
 // other test is. The detector is checked on the golden tests that exist
 // elsewhere, so it cannot silently find nothing.
 func TestSimGoldenTestsSkipped(t *testing.T) {
-	for dir, want := range map[string]string{"../../kernel/trace": "TestWriterGolden", "../../cmd/escapement": "TestSimTableGolden"} {
+	for dir, want := range map[string]string{"../../kernel/trace": "TestWriterGolden", "../simcli": "TestSimTableGolden"} {
 		if got := goldenTests(t, dir); !slices.Contains(got, want) {
 			t.Fatalf("the golden-test detector misses %s in %s (found %v)", want, dir, got)
 		}

@@ -16,8 +16,9 @@
 // hash on every simulated step. Format 3 writes every limit of
 // kernel.LimitTable in the header (the output caps among them) and the
 // root's prior turn count of a resumed session. Format 4 adds approvals:
-// the header's ask list and approval_timeout limit, decision events and
-// approval records (docs/semantics.md, "Approvals"); and token usage
+// the header's ask list, approval_timeout limit and a resumed session's
+// grants, decision events and approval records (docs/semantics.md,
+// "Approvals"); and token usage
 // (cached and reasoning tokens on a stream's end, a request's usage on its
 // op_ended record, a turn's total on turn_ended), reasoning riding on a
 // stream's end and kept in messages, compaction (the compact event, the
@@ -85,6 +86,10 @@ type Header struct {
 	// Ask names the tools whose calls wait for approval
 	// (kernel.Config.Ask), so a replay asks the calls the run asked.
 	Ask []string `json:"ask,omitempty"`
+	// Grants are the session grants a resumed session started with
+	// (kernel.Config.Grants), so a replay asks none of the calls they
+	// cover.
+	Grants []kernel.Grant `json:"grants,omitempty"`
 	// DelegateTool is kernel.Config's, when not the default: a rebuild
 	// from a write-ahead log needs every setting that shapes the effects.
 	DelegateTool string `json:"delegate_tool,omitempty"`
@@ -216,7 +221,7 @@ func ContinueWriter(w io.Writer, steps int) *Writer {
 // its effects — in a header, so Config can rebuild it.
 func HeaderOf(cfg kernel.Config) Header {
 	h := Header{Limits: cfg.Limits, RootName: cfg.RootName, System: cfg.System, ChildSystem: cfg.ChildSystem,
-		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, Ask: cfg.Ask, Profiles: cfg.Profiles, RootProfile: cfg.RootProfile}
+		History: cfg.History, Idempotent: cfg.Idempotent, Turns: cfg.Turns, Ask: cfg.Ask, Grants: cfg.Grants, Profiles: cfg.Profiles, RootProfile: cfg.RootProfile}
 	if cfg.DelegateTool != kernel.DefaultDelegateTool {
 		h.DelegateTool = cfg.DelegateTool
 	}
@@ -228,7 +233,7 @@ func HeaderOf(cfg kernel.Config) Header {
 // trace's effects.
 func (h Header) Config() kernel.Config {
 	return kernel.Config{Limits: h.Limits, RootName: h.RootName, System: h.System, ChildSystem: h.ChildSystem,
-		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, Ask: h.Ask, DelegateTool: h.DelegateTool,
+		History: h.History, Idempotent: h.Idempotent, Turns: h.Turns, Ask: h.Ask, Grants: h.Grants, DelegateTool: h.DelegateTool,
 		Profiles: h.Profiles, RootProfile: h.RootProfile}
 }
 
@@ -300,6 +305,12 @@ func appendHeader(b []byte, h *Header) ([]byte, error) {
 	if len(h.Ask) > 0 {
 		e.lit(`,"ask":`)
 		if err := e.json(h.Ask); err != nil {
+			return b, err
+		}
+	}
+	if len(h.Grants) > 0 {
+		e.lit(`,"grants":`)
+		if err := e.json(h.Grants); err != nil {
 			return b, err
 		}
 	}

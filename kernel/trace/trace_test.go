@@ -205,7 +205,8 @@ func TestContinueWriter(t *testing.T) {
 func TestHeaderConfigRoundTrip(t *testing.T) {
 	cfg := kernel.Config{Limits: kernel.DefaultLimits(), RootName: "boss", System: "sys", ChildSystem: "child",
 		History:    []kernel.Message{{Role: kernel.RoleUser, Content: "hi"}, {Role: kernel.RoleAssistant, Content: "hello"}},
-		Idempotent: []string{"read_file", "grep"}, Turns: 3, DelegateTool: "spawn",
+		Idempotent: []string{"read_file", "grep"}, Turns: 3, DelegateTool: "spawn", Ask: []string{"grep", "write_file"},
+		Grants: []kernel.Grant{{Tool: "grep"}, {Tool: "write_file", Args: `{"path":"a"}`, Exact: true}},
 		Profiles: []kernel.Profile{{Name: "lead", Description: "leads", System: "You lead.", Tools: []string{"grep"}, Delegates: []string{"lead", "any"}, MaxRequests: 3, MaxChildren: 2, MaxDepth: 1},
 			{Name: "any", AllTools: true}},
 		RootProfile: "lead"}

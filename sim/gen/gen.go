@@ -47,11 +47,16 @@ type Options struct {
 	// MaxAgents bounds the agents a world can spawn (every delegation its
 	// scripts hold carried out, none refused); 0 means DefaultMaxAgents.
 	MaxAgents int
+	// Approvals lets a world's tools ask for approval, and a person decide
+	// (approvals.go), in about one world of three; AlwaysAsk in every
+	// world (with Approvals).
+	Approvals bool
+	AlwaysAsk bool
 }
 
 // DefaultOptions are what the property suites use.
 func DefaultOptions(maxDepth int) Options {
-	return Options{MaxDepth: maxDepth, MaxInputs: 14, Faults: true, Shutdowns: true}
+	return Options{MaxDepth: maxDepth, MaxInputs: 14, Faults: true, Shutdowns: true, Approvals: true}
 }
 
 // MaxDepth is the deepest delegation chain a generated world has (the
@@ -71,6 +76,9 @@ func World(o Options) *rapid.Generator[*scenario.Scenario] {
 		// Drawn last, so every draw before it (and so every world it
 		// leaves at the default) stays what it was.
 		s.Limits.MaxParallelRequests = pick(t, []int{8, 8, 8, 1, 2}, "max_parallel_requests")
+		if o.Approvals { // after it, for the same reason
+			drawApprovals(t, s, o.AlwaysAsk)
+		}
 		drawContext(t, s, o.Faults) // last of all (context.go)
 		return s
 	})

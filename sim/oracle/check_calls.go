@@ -162,7 +162,10 @@ func (c *callChecker) toolStart(e *kernel.Effect, n *note) {
 		return
 	}
 	if i := callIndex(n.a, e.Call.ID); i > 0 {
-		if w := c.firstWaiting(n.a, i); w >= 0 {
+		// A call a grant approved in this step was still waiting for a
+		// person when the decision's own call started (the named call
+		// starts first, docs/semantics.md "Approvals": For this session).
+		if w := c.firstWaiting(n.a, i); w >= 0 && !c.m.ap.approvedNow(n.a.id, n.a.lastCalls[w].ID, c.m.s.n) {
 			c.violate(CapsHold, e.Agent, "tool call %s started ahead of call %s, which waits", e.Call.ID, n.a.lastCalls[w].ID)
 		}
 	}
@@ -230,8 +233,8 @@ func (c *callChecker) dropped(s *stepObs, op *opObs) {
 // limit, that has neither started, nor a result, nor a child (-1: none).
 func (c *callChecker) firstWaiting(a *agentObs, limit int) int {
 	for j, call := range a.lastCalls[:min(limit, len(a.lastCalls))] {
-		if slices.Contains(a.started, call.ID) || c.m.calls[callKey{a.id, call.ID}] != nil {
-			continue
+		if slices.Contains(a.started, call.ID) || c.m.calls[callKey{a.id, call.ID}] != nil || c.m.ap.pending(a.id, call.ID) {
+			continue // a call waiting for a person holds no slot
 		}
 		if _, child := a.delegated[call.ID]; child {
 			continue

@@ -130,6 +130,14 @@ func (c *inputChecker) input(s *stepObs) {
 	if who == kernel.NoAgent {
 		who = kernel.Root
 	}
+	if s.is(kernel.EvDecision) {
+		// Where a decision is refused is I30's (check_approvals.go); that
+		// a refusal changes nothing is this one's.
+		if s.rejected {
+			c.refusedChangesNothing(s, who)
+		}
+		return
+	}
 	why := c.refusal(s)
 	switch {
 	case why != "" && !s.rejected:

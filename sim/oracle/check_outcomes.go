@@ -179,8 +179,10 @@ func (c *outcomeChecker) justified(r *callFinObs) bool {
 		return c.refusalJustified(r)
 	case kernel.CallMalformed:
 		return l.Reason == kernel.ReasonMalformed && c.m.malformedCall(r.a, c.m.ops.get(f.lastReq), callIndex(r.a, l.CallID))
-	case kernel.CallLost:
-		return c.lostJustified(r)
+	case kernel.CallLost, kernel.CallDenied, kernel.CallExpired:
+		// Results of calls that never ran: lost to a crash, or not
+		// approved (each judge holds its own statuses to their reasons).
+		return c.neverRanJustified(r)
 	}
 	return false
 }
@@ -194,6 +196,12 @@ func abortedBy(f *turnFacts, reason kernel.Reason) bool {
 // successful or not as ok says.
 func answered(op *opObs, ok bool) bool {
 	return op != nil && op.tool && op.terminal && op.cancels == 0 && (op.result == kernel.ToolOK) == ok
+}
+
+// neverRanJustified: a call that never ran (or was lost) was lost to a
+// crash, or not approved.
+func (c *outcomeChecker) neverRanJustified(r *callFinObs) bool {
+	return c.lostJustified(r) || c.m.ap.notApprovedJustified(r.l)
 }
 
 // lostJustified: a crash lost the tool, and it is not safe to run again.
@@ -283,6 +291,8 @@ func resultType(status kernel.CallStatus) string {
 		return "tool_aborted"
 	case kernel.CallLost:
 		return "tool_lost"
+	case kernel.CallDenied, kernel.CallExpired:
+		return "tool_not_approved"
 	}
 	return "tool_error"
 }

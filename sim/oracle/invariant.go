@@ -17,33 +17,37 @@ type Invariant string
 // or — for the two the simulator checks itself, I6 by running a scenario
 // twice and I24 by rebuilding a crashed host — a file of package sim.
 const (
-	NoRequestAfterInterrupt Invariant = "I1"
-	CancelReachesSubtree    Invariant = "I2"
-	QuiescentByGrace        Invariant = "I3"
-	ValidTranscripts        Invariant = "I4"
-	DeadlinesOnTime         Invariant = "I5"
-	Deterministic           Invariant = "I6"
-	DeclaredTransitions     Invariant = "I7"
-	StaleChangesNothing     Invariant = "I8"
-	OpsAccounted            Invariant = "I9"
-	UserTextOnce            Invariant = "I10"
-	IdempotentInterrupts    Invariant = "I11"
-	NoUIText                Invariant = "I12"
-	TypedOutcomes           Invariant = "I13"
-	FinishedCallsOnly       Invariant = "I14"
-	CapsHold                Invariant = "I15"
-	ChildDeadlineClamped    Invariant = "I16"
-	MarkersTell             Invariant = "I17"
-	InputsAnswered          Invariant = "I18"
-	RequestBudget           Invariant = "I19"
-	ResultsCarryText        Invariant = "I20"
-	OpEndsTruthful          Invariant = "I21"
-	NoWaitingForNothing     Invariant = "I22"
-	ViewsTellTruth          Invariant = "I23"
-	RebuildsExactly         Invariant = "I24"
-	SpansEnd                Invariant = "I25"
-	ProfileTools            Invariant = "I26"
-	// I27–I31 are the approvals' (docs/semantics.md, "Approvals").
+	NoRequestAfterInterrupt   Invariant = "I1"
+	CancelReachesSubtree      Invariant = "I2"
+	QuiescentByGrace          Invariant = "I3"
+	ValidTranscripts          Invariant = "I4"
+	DeadlinesOnTime           Invariant = "I5"
+	Deterministic             Invariant = "I6"
+	DeclaredTransitions       Invariant = "I7"
+	StaleChangesNothing       Invariant = "I8"
+	OpsAccounted              Invariant = "I9"
+	UserTextOnce              Invariant = "I10"
+	IdempotentInterrupts      Invariant = "I11"
+	NoUIText                  Invariant = "I12"
+	TypedOutcomes             Invariant = "I13"
+	FinishedCallsOnly         Invariant = "I14"
+	CapsHold                  Invariant = "I15"
+	ChildDeadlineClamped      Invariant = "I16"
+	MarkersTell               Invariant = "I17"
+	InputsAnswered            Invariant = "I18"
+	RequestBudget             Invariant = "I19"
+	ResultsCarryText          Invariant = "I20"
+	OpEndsTruthful            Invariant = "I21"
+	NoWaitingForNothing       Invariant = "I22"
+	ViewsTellTruth            Invariant = "I23"
+	RebuildsExactly           Invariant = "I24"
+	SpansEnd                  Invariant = "I25"
+	ProfileTools              Invariant = "I26"
+	ApprovedBeforeStart       Invariant = "I27"
+	ApprovalEndsOnce          Invariant = "I28"
+	EndsNeverAuthorize        Invariant = "I29"
+	DecisionsBind             Invariant = "I30"
+	WithdrawalNotDenial       Invariant = "I31"
 	CompactionAtomic          Invariant = "I32"
 	NoSplitPair               Invariant = "I33"
 	WindowHeld                Invariant = "I34"
@@ -94,6 +98,11 @@ var invariantTable = [...]invariantSpec{
 	{RebuildsExactly, "a host rebuilt after a crash from the events it logged replays every logged step exactly as logged and holds the tree the crashed host held (every agent's view, the lifecycle log, quiescence)", "sim/crash.go"},
 	{SpansEnd, "every span derived from the steps (an agent's turn, a request, a tool op, a delegation) starts in the step what it stands for starts, under its parent (a root turn's under none, a child's turn under the delegation that spawned it, the rest under their agent's turn), and ends exactly once, in the step the last of what it stands for and the spans under it ends, whatever ended it, with the error.type and typed reason of what did", "sim/oracle/check_spans.go"},
 	{ProfileTools, "an agent acts within its profile: no tool starts that its profile does not list, a child is spawned only with the profile its delegation names and only one its parent's profile may delegate to, it starts with that profile's system prompt, and every request carries its agent's profile", "sim/oracle/check_profiles.go"},
+	{ApprovedBeforeStart, "a call of a tool that asks starts only after an approval naming its agent, call and digest, or under a session grant that covers it; a request shows a call of its agent's last message and its arguments' digest", "sim/oracle/check_approvals.go"},
+	{ApprovalEndsOnce, "every approval request ends exactly once (approved, denied, expired or withdrawn) and is asked again only by a recovery, which asks again every one still waiting; it ends by the earlier of its asking + approval_timeout and its turn deadline, expires exactly at the first and only when that is before the second, and is withdrawn only by its turn's abort", "sim/oracle/check_approvals.go"},
+	{EndsNeverAuthorize, "expiry and withdrawal never authorize: a wait ends approved only in a decision's step, and a call whose wait ended denied, expired or withdrawn never starts, across crashes too", "sim/oracle/check_approvals.go"},
+	{DecisionsBind, "a decision changes only the call it names: applied only while that call waits and only with its arguments' digest (an approval must name one); refused for other arguments, a call of its agent that never asked or an agent the tree never gave; stale, changing nothing, after its wait ended or its agent was freed", "sim/oracle/check_approvals.go"},
+	{WithdrawalNotDenial, "a withdrawal never reads as a denial: a withdrawn call's result is its abort's (status and reason) marked approval withdrawn, a denied call's is tool_not_approved with the decision's note, an expired call's says expired, and approval_resolved gives the reason the result gives", "sim/oracle/check_approvals.go"},
 	{CompactionAtomic, "a compaction replaces a history atomically: while its request streams the history stays as it was, and in the step it completes the history becomes exactly the system prompt, the summary its request streamed and the kept tail (then only the interjections that waited for it)", "sim/oracle/check_compaction.go"},
 	{NoSplitPair, "a compaction never separates a call from its result: its kept tail starts at a cut point (never a tool message, a marker or an interjection) and is the longest such tail within half the threshold (none on demand or with the window unknown)", "sim/oracle/check_compaction.go"},
 	{WindowHeld, "no request goes out with an estimate (the last reported prompt plus the measure of what was added since, or the measure) past a known context_window, and no compaction's request measures past the threshold", "sim/oracle/check_compaction.go"},

@@ -52,7 +52,8 @@ type Oracle struct {
 		progress   progressChecker
 		view       viewChecker
 		profile    profileChecker
-		checks     [18]checker
+		approval   approvalChecker
+		checks     [19]checker
 	}
 }
 
@@ -117,11 +118,15 @@ func New(t Tree, cfg kernel.Config, derive func(spans.Config) SpanDeriver) *Orac
 	all.progress = progressChecker{judge: j}
 	all.view = viewChecker{judge: j, quiet: true}
 	all.profile = profileChecker{judge: j}
+	all.approval = approvalChecker{judge: j}
 	o.quiesce = &all.quiesce
 	o.deadline = newDeadlineChecker(j)
 	o.spanChecker = newSpanChecker(j)
 	// The order is the order violations of one step are reported in.
 	all.checks = [...]checker{
+		// Approvals first: a broken decision or wait is told by what it
+		// broke there, before what it broke downstream (I8, I13).
+		&all.approval,
 		&all.stale,
 		&all.freeze,
 		&all.input,

@@ -258,6 +258,8 @@ func (m *model) life(l *kernel.Lifecycle, n *note) {
 		m.callFinished(l, a)
 	case kernel.LifeDelegated:
 		m.delegated(l, n, a)
+	case kernel.LifeApprovalRequested, kernel.LifeApprovalResolved, kernel.LifeApprovalGranted:
+		m.approvalLife(l, n)
 	case kernel.LifeCompacted:
 		m.s.compacted = append(m.s.compacted, compactedObs{a: a, n: l.N, op: l.Op})
 	}

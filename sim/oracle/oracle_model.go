@@ -66,6 +66,8 @@ type model struct {
 	profiles                []kernel.Profile
 	rootSystem, childSystem string
 	spawning                []kernel.AgentID
+	// ap is what was observed of approvals (oracle_approvals.go).
+	ap approvalModel
 }
 
 // agentObs is what the model knows of one agent.
@@ -308,6 +310,10 @@ type resultContent struct {
 	Partial string `json:"partial"`
 	Error   string `json:"error"`
 	Limit   int    `json:"limit"`
+	// Note is a denial's note; Approval marks a withdrawn wait's result
+	// (docs/semantics.md, "Approvals").
+	Note     string `json:"note"`
+	Approval string `json:"approval"`
 }
 
 func newModel(c Tree, cfg kernel.Config) *model {
@@ -322,6 +328,7 @@ func newModel(c Tree, cfg kernel.Config) *model {
 		profiles:     ownProfiles(cfg.Profiles),
 		rootSystem:   cfg.System,
 		childSystem:  cfg.ChildSystem,
+		ap:           newApprovalModel(cfg.Ask),
 	}
 	root := m.observe(kernel.Root)
 	root.profile, root.profileName, root.depthCap = profileOf(cfg.Profiles, cfg.RootProfile), cfg.RootProfile, cfg.MaxDepth

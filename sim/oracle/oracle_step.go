@@ -92,6 +92,7 @@ const (
 	staleCancelled // progress of an op after its cancel
 	staleTimer     // a timer that is not set
 	staleEmpty     // a call fragment with no id, no name and no arguments: no progress
+	staleDecision  // a decision for a wait that ended, or a freed agent's call
 )
 
 // cancelObs is a cancel (or shutdown) as read before the step.
@@ -224,6 +225,7 @@ func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 	m.freeFinished()
 	s := &m.s
 	s.reset(ev, target)
+	m.ap.resetStep()
 	root := m.agents[kernel.Root]
 	s.rootWas = root.state
 	switch ev.Kind {
@@ -232,6 +234,8 @@ func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 	case kernel.EvCancel, kernel.EvShutdown:
 		s.input = true
 		m.beginCancel(ev)
+	case kernel.EvDecision:
+		m.beginDecision(ev)
 	case kernel.EvCompact:
 		s.input = true
 	case kernel.EvLLMDelta, kernel.EvLLMEnd, kernel.EvLLMError, kernel.EvLLMRetry, kernel.EvToolResult:
@@ -246,20 +250,27 @@ func (m *model) begin(ev *kernel.Event, target kernel.AgentID) {
 			}
 		}
 	case kernel.EvTimer:
-		t, ok := m.timers[ev.Op]
-		if !ok {
-			if op := m.ops.get(ev.Op); op != nil && !op.ended {
-				s.malformed = "a timer event names a running op"
-				return
-			}
-			s.stale, s.staleWhy = staleTimer, "timer that is not set"
-			return
-		}
-		delete(m.timers, ev.Op)
-		s.timer, s.timerSet = t, true
+		m.beginTimer(ev)
 	default:
 		s.malformed = "an unknown kind of event"
 	}
+}
+
+// beginTimer reads a timer event: one the model saw set, or stale (or
+// malformed: it names a running op).
+func (m *model) beginTimer(ev *kernel.Event) {
+	s := &m.s
+	t, ok := m.timers[ev.Op]
+	if !ok {
+		if op := m.ops.get(ev.Op); op != nil && !op.ended {
+			s.malformed = "a timer event names a running op"
+			return
+		}
+		s.stale, s.staleWhy = staleTimer, "timer that is not set"
+		return
+	}
+	delete(m.timers, ev.Op)
+	s.timer, s.timerSet = t, true
 }
 
 func (m *model) beginCancel(ev *kernel.Event) {

@@ -30,6 +30,15 @@ const (
 	ProbeOutputLimit             Probe = "cap_output_limit"
 	ProbeMaxCalls                Probe = "cap_max_calls"
 	ProbeToolWaited              Probe = "cap_tool_waited"
+	// The approval probes (docs/semantics.md, "Approvals"): each end of a
+	// wait, a session grant, and a decision stale or refused.
+	ProbeApprovalApproved  Probe = "approval_approved"
+	ProbeApprovalDenied    Probe = "approval_denied"
+	ProbeApprovalExpired   Probe = "approval_expired"
+	ProbeApprovalWithdrawn Probe = "approval_withdrawn"
+	ProbeApprovalGranted   Probe = "approval_granted"
+	ProbeDecisionStale     Probe = "decision_stale"
+	ProbeDecisionRefused   Probe = "decision_refused"
 	// Compaction's (oracle_compaction.go).
 	ProbeCompactionThreshold     Probe = "compaction_threshold"
 	ProbeCompactionContextLength Probe = "compaction_context_length"
@@ -46,6 +55,8 @@ func Probes() []Probe {
 		ProbeTimeoutRacesResult, ProbeLateAfterAbandon, ProbeLateResultAfterCancel,
 		ProbeAbandoned, ProbeToolTimeout, ProbeTimeout, ProbeBudget, ProbeDepth4Delegation,
 		ProbeOutputLimit, ProbeMaxCalls, ProbeToolWaited,
+		ProbeApprovalApproved, ProbeApprovalDenied, ProbeApprovalExpired, ProbeApprovalWithdrawn,
+		ProbeApprovalGranted, ProbeDecisionStale, ProbeDecisionRefused,
 		ProbeCompactionThreshold, ProbeCompactionContextLength, ProbeCompactionAborted, ProbeCompactionFailed, ProbeContextExhausted,
 	}
 }
@@ -134,6 +145,9 @@ func (p *probeSet) observe(m *model) {
 	}
 	for i := range s.effs {
 		p.effect(m, &s.effs[i], &s.notes[i])
+	}
+	if s.is(kernel.EvDecision) || len(m.ap.st.resolved) > 0 {
+		p.approvals(m)
 	}
 }
 

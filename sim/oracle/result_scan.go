@@ -139,6 +139,10 @@ func parseResult(content string, r *resultContent) bool {
 			p = &fast.Partial
 		case "error":
 			p = &fast.Error
+		case "note":
+			p = &fast.Note
+		case "approval":
+			p = &fast.Approval
 		default:
 			// encoding/json matches keys without regard to case
 			// and skips unknown ones; leave both to it.

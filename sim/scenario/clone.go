@@ -27,6 +27,7 @@ func (s *Scenario) Clone() *Scenario {
 	if c.Tools == nil {
 		c.Tools = map[string]ToolSpec{}
 	}
+	c.Ask = slices.Clone(s.Ask)
 	c.Faults = append([]Fault(nil), s.Faults...)
 	c.Inputs = append([]Input(nil), s.Inputs...)
 	c.Expect.Outcomes = maps.Clone(s.Expect.Outcomes)
@@ -70,10 +71,9 @@ func (s *Scenario) Pruned() *Scenario {
 		refs = append(refs, f.Agent)
 		usedTools[f.Tool] = true
 	}
-	for _, in := range s.Inputs {
-		if in.Cancel != "" {
-			refs = append(refs, in.Cancel)
-		}
+	refs = append(refs, s.inputRefs()...)
+	for _, name := range s.Ask { // a tool the ask list names stays
+		usedTools[name] = true
 	}
 	refs = append(refs, slices.Collect(maps.Keys(s.Expect.Outcomes))...)
 	refs = append(refs, slices.Collect(maps.Keys(s.Expect.LLMRequests))...)
@@ -101,4 +101,19 @@ func (s *Scenario) Pruned() *Scenario {
 		return nil
 	}
 	return c
+}
+
+// inputRefs are the agent references of s's inputs: a cancel's target, a
+// decision's agent.
+func (s *Scenario) inputRefs() []string {
+	var refs []string
+	for _, in := range s.Inputs {
+		if in.Cancel != "" {
+			refs = append(refs, in.Cancel)
+		}
+		if in.IsDecision() {
+			refs = append(refs, in.DecisionAgent())
+		}
+	}
+	return refs
 }

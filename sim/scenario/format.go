@@ -138,6 +138,8 @@ var checks = map[string]namedCheck{
 		}
 		return nil
 	}},
+	"approval": {[]kind{kString}, checkApprovalMode},
+	"grant":    {[]kind{kString}, checkGrant},
 	"outcome": {[]kind{kString}, func(v reflect.Value) error {
 		_, err := kernel.ParseOutcome(v.String())
 		return err

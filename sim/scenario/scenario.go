@@ -31,6 +31,9 @@ type Scenario struct {
 	// Usage says what token usage the scripted models report (compaction.go).
 	Usage UsageSpec           `scenario:"usage,omitempty"`
 	Tools map[string]ToolSpec `scenario:"tools,omitempty,keys=tool"`
+	// Ask names tools whose calls wait for approval besides those that
+	// declare it, or "all" for every tool (approval.go).
+	Ask []string `scenario:"ask,omitempty,check=name"`
 	// Profiles are the agent profiles a delegation may name, by name
 	// (profiles.go); RootProfile the root's.
 	Profiles    map[string]ProfileSpec `scenario:"profiles,omitempty,keys=name"`
@@ -145,6 +148,9 @@ type ToolSpec struct {
 	// OnCancel is written stop, ignore or "delay 5s" (CancelDelay).
 	OnCancel    CancelMode    `scenario:"on_cancel,omitempty,with=CancelDelay"`
 	CancelDelay time.Duration `scenario:"-"`
+	// Approval is "required" when the tool's calls wait for a person's
+	// decision (kernel.Config.Ask; approval.go).
+	Approval string `scenario:"approval,omitempty,check=approval"`
 }
 
 // FaultKind names an injected fault.
@@ -217,6 +223,18 @@ type Input struct {
 	// Turn binds a cancel to a turn of its agent (0: the current one) (F14).
 	Turn     uint64 `scenario:"turn,omitempty,check=turn"`
 	Shutdown bool   `scenario:"shutdown,omitempty"`
+	// Approve and Deny decide the waiting call of this id (approval.go):
+	// the call of Agent (script, instance or path; main when empty).
+	// Digest is the arguments' digest the decision names (empty: the
+	// digest of the call's arguments; "wrong": one that is not); Note is
+	// a denial's note, For what an approval grants for the session
+	// (args or tool).
+	Approve string `scenario:"approve,omitempty"`
+	Deny    string `scenario:"deny,omitempty"`
+	Agent   string `scenario:"agent,omitempty"`
+	Digest  string `scenario:"digest,omitempty"`
+	Note    string `scenario:"note,omitempty"`
+	For     string `scenario:"for,omitempty,check=grant"`
 	// Compact asks for the root's history to be compacted now (chat's
 	// /compact), with Focus (compaction.go).
 	Compact bool   `scenario:"compact,omitempty"`
@@ -234,6 +252,10 @@ func (in Input) Kind() string {
 		return "cancel"
 	case in.Shutdown:
 		return "shutdown"
+	case in.Approve != "":
+		return "approve"
+	case in.Deny != "":
+		return "deny"
 	case in.Compact:
 		return "compact"
 	}
@@ -399,5 +421,5 @@ func faultList() string {
 
 // KernelConfig is the kernel configuration a run of s uses.
 func (s *Scenario) KernelConfig() kernel.Config {
-	return kernel.Config{Limits: s.Limits, RootName: RootScript, Profiles: s.kernelProfiles(), RootProfile: s.RootProfile}
+	return kernel.Config{Limits: s.Limits, RootName: RootScript, Profiles: s.kernelProfiles(), RootProfile: s.RootProfile, Ask: s.KernelAsk()}
 }

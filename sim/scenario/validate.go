@@ -122,7 +122,7 @@ func (s *Scenario) checkRefs() *LoadError {
 	if _, ok := s.Agents[RootScript]; !ok {
 		return fieldErr(keyPath("agents"), "the root script %q is missing", RootScript)
 	}
-	for _, check := range []func() *LoadError{s.checkScripts, s.checkProfiles, s.checkFaults, s.checkCompaction, s.checkInputs, s.checkSchedule, s.checkExpectRefs} {
+	for _, check := range []func() *LoadError{s.checkScripts, s.checkProfiles, s.checkAsk, s.checkFaults, s.checkCompaction, s.checkInputs, s.checkSchedule, s.checkExpectRefs} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -204,19 +204,22 @@ func (s *Scenario) checkInputs() *LoadError {
 	for i, in := range s.Inputs {
 		at := keyPath("inputs").index(i)
 		n := 0
-		for _, set := range []bool{in.Submit != "", in.Interject != "", in.Cancel != "", in.Shutdown, in.Compact} {
+		for _, set := range []bool{in.Submit != "", in.Interject != "", in.Cancel != "", in.Shutdown, in.Approve != "", in.Deny != "", in.Compact} {
 			if set {
 				n++
 			}
 		}
 		if n != 1 {
-			return fieldErr(at, "exactly one of submit, interject, cancel, shutdown or compact")
+			return fieldErr(at, "exactly one of submit, interject, cancel, shutdown, approve, deny or compact")
 		}
 		if in.At < last {
 			return fieldErr(at.key("at"), "%v is before the previous input's %v; list inputs in time order", in.At, last)
 		}
 		last = in.At
 		if err := s.checkCancel(in, at); err != nil {
+			return err
+		}
+		if err := s.checkDecision(in, at); err != nil {
 			return err
 		}
 	}

@@ -80,7 +80,8 @@ func (e *env) start(tr protocol.Tree) *remote.Session {
 // replayAll replays the history of every run of the session's workflow
 // against the workflow's code, as a worker that picks the tree up does: a
 // workflow that decides differently on replay (non-determinism) fails the
-// test. It also fails on a workflow task that failed while the test ran.
+// test. It also fails on a workflow task that failed while the test ran
+// (but for a failure a test injected: testenv.InjectedFailure).
 // A failed test logs every run's events.
 func (e *env) replayAll(s *remote.Session) {
 	e.t.Helper()
@@ -102,7 +103,7 @@ func (e *env) replayAll(s *remote.Session) {
 				e.t.Fatal(err)
 			}
 			hist.Events = append(hist.Events, ev)
-			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
+			if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED && ev.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage() != testenv.InjectedFailure {
 				e.t.Errorf("run %s: workflow task %d failed: %v", run, ev.GetEventId(), ev.GetWorkflowTaskFailedEventAttributes().GetFailure())
 			}
 			if a := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); a != nil {

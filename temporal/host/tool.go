@@ -51,10 +51,10 @@ func (a *Activities) runTool(ctx context.Context, call ports.Call) (r ports.Tool
 	return a.Tools.Run(ctx, call)
 }
 
-// Toolbox is ToolboxActivity: the worker's tools and which of them are
-// idempotent.
+// Toolbox is ToolboxActivity: the worker's tools, which of them are
+// idempotent, and whether it exports spans.
 func (a *Activities) Toolbox(context.Context) (protocol.Toolbox, error) {
-	box := protocol.Toolbox{Idempotent: a.Idempotent}
+	box := protocol.Toolbox{Idempotent: a.Idempotent, Spans: a.spanExport()}
 	for _, s := range a.Specs {
 		box.Tools = append(box.Tools, s.Name)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/kernel/spans"
 	"github.com/escapement/escapement/temporal/protocol"
 )
 
@@ -41,6 +42,17 @@ type tree struct {
 	// hardStop: the history reached StopAt*: the running turn was shut
 	// down so that the run can continue as new.
 	hardStop bool
+
+	// The span export (SpanExporter; spans nil: none): the derivation,
+	// fed every step; whether the batches carry content; the spans the
+	// task ended, not yet scheduled for export; the exports scheduled;
+	// the conversation the spans are in (the workflow's id, which every
+	// run of the chain shares).
+	spans   *spans.Deriver
+	content bool
+	pending []protocol.EndedSpan
+	exports []workflow.Future
+	conv    string
 }
 
 // Tree is the workflow: one execution runs one agent tree with the
@@ -58,6 +70,7 @@ func Tree(ctx workflow.Context, in protocol.Tree) (protocol.Result, error) {
 		timers:   make(map[kernel.OpID]*timer),
 		chunks:   workflow.GetSignalChannel(ctx, protocol.ChunksSignal),
 		shutdown: workflow.GetSignalChannel(ctx, protocol.ShutdownSignal),
+		conv:     workflow.GetInfo(ctx).WorkflowExecution.ID,
 	}
 	if err := t.handle(); err != nil {
 		return protocol.Result{}, err
@@ -67,6 +80,7 @@ func Tree(ctx workflow.Context, in protocol.Tree) (protocol.Result, error) {
 	}
 	for {
 		t.drain()
+		t.flushSpans()
 		if done, res, err := t.end(); done {
 			return res, err
 		}
@@ -103,6 +117,7 @@ func (t *tree) build() error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), "bad_input", err)
 	}
 	t.k = k
+	t.deriveSpans(box.Spans)
 	return nil
 }
 
@@ -207,6 +222,7 @@ func (t *tree) finished() bool {
 func (t *tree) step(ev kernel.Event) []error {
 	var refused []error
 	effects := t.k.Step(ev)
+	t.derive(ev, effects)
 	for i := range effects {
 		e := &effects[i]
 		if e.Kind == kernel.EffError {
@@ -257,9 +273,12 @@ func (t *tree) end() (bool, protocol.Result, error) {
 	// running when the run ends would be lost to its caller. One that
 	// passed its validator before the run began closing queues its input
 	// meanwhile: it is refused like the rest (the client sends it again).
+	// The spans' last exports go first too: one not yet started when the
+	// run closes would never run.
 	t.refuseInbox()
-	for !workflow.AllHandlersFinished(t.ctx) {
-		if err := workflow.Await(t.ctx, func() bool { return len(t.inbox) > 0 || workflow.AllHandlersFinished(t.ctx) }); err != nil {
+	settled := func() bool { return workflow.AllHandlersFinished(t.ctx) && t.exported() }
+	for !settled() {
+		if err := workflow.Await(t.ctx, func() bool { return len(t.inbox) > 0 || settled() }); err != nil {
 			return true, protocol.Result{}, err
 		}
 		t.refuseInbox()

@@ -25,6 +25,9 @@ type Activities struct {
 	// was lost (kernel.Config.Idempotent); toolset.Set and tools.Box say
 	// which through their Idempotent method.
 	Idempotent []string
+	// Spans exports the OpenTelemetry spans of the trees the worker's
+	// activities serve (nil: none; docs/temporal.md, "OpenTelemetry").
+	Spans SpanExporter
 }
 
 // Register registers the workflow and a's activities under their
@@ -46,6 +49,7 @@ func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.Stream, activity.RegisterOptions{Name: protocol.StreamActivity})
 	r.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: protocol.ToolActivity})
 	r.RegisterActivityWithOptions(a.Toolbox, activity.RegisterOptions{Name: protocol.ToolboxActivity})
+	r.RegisterActivityWithOptions(a.ExportSpans, activity.RegisterOptions{Name: protocol.SpansActivity})
 }
 
 // MaxHeartbeatThrottle is the longest the SDK may hold back an activity's

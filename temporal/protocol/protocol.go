@@ -33,6 +33,9 @@ const (
 	// ToolboxActivity tells the workflow which of the worker's tools are
 	// idempotent (kernel.Config.Idempotent), once per run.
 	ToolboxActivity = "escapement.toolbox"
+	// SpansActivity exports the OpenTelemetry spans one workflow task
+	// ended (SpanBatch), from the worker that runs it, once.
+	SpansActivity = "escapement.spans"
 
 	// ChunksSignal carries a batch of a stream's chunks (Chunks) from the
 	// stream activity to its workflow.

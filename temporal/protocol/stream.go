@@ -100,6 +100,11 @@ type Toolbox struct {
 	// was lost (kernel.Config.Idempotent); any other call then gets a
 	// tool_lost result.
 	Idempotent []string `json:"idempotent,omitempty"`
+	// Spans is set when the worker exports OpenTelemetry spans: the
+	// workflow derives them and sends the ones each task ends to
+	// SpansActivity. Every activity worker of a task queue should export
+	// alike; the answer one gives is the run's (it is in the history).
+	Spans *SpanExport `json:"spans,omitempty"`
 }
 
 // WorkerLost is the Type of the error an activity returns when its worker

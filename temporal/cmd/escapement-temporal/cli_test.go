@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/escapement/escapement/internal/fakeopenai"
+	"github.com/escapement/escapement/internal/otlptest"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/internal/testenv"
 	"github.com/escapement/escapement/temporal/protocol"
@@ -267,8 +269,16 @@ func TestRunAttachesToRunningTurn(t *testing.T) {
 }
 
 // The worker command serves trees with the model and tools its flags
-// name, and stops on Ctrl-C (exit 130).
+// name, exports their spans where OTEL_EXPORTER_OTLP_ENDPOINT says
+// (sending what it holds when it stops), and stops on Ctrl-C (exit 130).
 func TestWorkerCommand(t *testing.T) {
+	rcv, err := otlptest.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.URL)
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "10")
 	ts := testenv.Server(t)
 	fake := fakeopenai.New(func(ctx context.Context, req *fakeopenai.Request, w *fakeopenai.Writer) {
 		if req.Body.Last().Role == "tool" {
@@ -319,11 +329,37 @@ func TestWorkerCommand(t *testing.T) {
 	if n := len(fake.Requests()); n != 2 || fake.Requests()[0].Body.Model != "m" {
 		t.Fatalf("the model got %d requests (model %q), want 2 for model m", n, fake.Requests()[0].Body.Model)
 	}
+	// The turn's last spans go out in an activity its last workflow task
+	// scheduled: a worker stopped before it takes that task sends none.
+	if err := rcv.WaitFor(ctx, func(ss []otlptest.Span) bool { return len(ss) >= 4 }); err != nil {
+		t.Fatalf("waiting for the turn's 4 spans: %v (%d)", err, len(rcv.Spans()))
+	}
 	sigs <- os.Interrupt
 	if c := <-code; c != exitInterrupted {
 		t.Fatalf("worker: exit %d, want 130; stderr %q", c, errw.String())
 	}
 	if !strings.Contains(errw.String(), "worker on task queue worker-cmd") {
 		t.Fatalf("stderr %q does not announce the worker", errw.String())
+	}
+	var names []string
+	for _, sp := range rcv.Spans() {
+		names = append(names, sp.GetName())
+	}
+	slices.Sort(names)
+	if want := []string{"chat m", "chat m", "execute_tool list_dir", "invoke_agent main"}; !slices.Equal(names, want) {
+		t.Fatalf("the worker exported %v, want %v", names, want)
+	}
+}
+
+// A span export the OTEL_* variables ask for and the worker cannot honour
+// is a usage error naming the variable, before the worker dials.
+func TestWorkerRefusesBadOTelConfig(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+	var errw syncBuffer
+	c := run(context.Background(), []string{"worker", "--temporal", "127.0.0.1:1", "--workspace", t.TempDir()},
+		streams{in: strings.NewReader(""), out: io.Discard, err: &errw}, func(int) {}, func() (<-chan os.Signal, func()) { return make(chan os.Signal), func() {} })
+	if c != exitUsage || !strings.Contains(errw.String(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
+		t.Fatalf("exit %d, stderr %q; want %d naming OTEL_EXPORTER_OTLP_PROTOCOL", c, errw.String(), exitUsage)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/escapement/escapement/adapters/mcp"
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/otel"
 	"github.com/escapement/escapement/adapters/ports"
 	toolproc "github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/adapters/tools"
@@ -87,7 +88,12 @@ $OPENAI_API_KEY (never a flag, never sent to the service). Ctrl-C or
 SIGTERM stops the worker: the requests and tool calls it runs are cancelled
 and reported lost, and the trees they belong to recover them on another
 worker (a request restarts, an idempotent tool runs again, any other call is
-answered tool_lost). It exits 130.`,
+answered tool_lost). It exits 130.
+
+When OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is
+set, the worker exports the trees' OpenTelemetry spans over OTLP with the
+standard OTEL_* configuration, as a live run does: every activity worker of
+a task queue should be configured alike.`,
 		Example: `  escapement-temporal worker --temporal localhost:7233 --model llama3.1 --base-url http://localhost:11434/v1 --workspace ./repo`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -118,6 +124,7 @@ func runWorker(ctx context.Context, a *app, f *workerFlags) error {
 	var run interface {
 		ports.Tools
 		Specs() []ports.ToolSpec
+		Idempotent() []string
 		Close() error
 	} = box
 	if len(f.mcpConfigs) > 0 {
@@ -130,14 +137,24 @@ func runWorker(ctx context.Context, a *app, f *workerFlags) error {
 	}
 	defer run.Close()
 	model := firstNonEmpty(f.model, os.Getenv("OPENAI_MODEL"), defaultModel)
+	baseURL := firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL)
 	m, err := openai.New(openai.Config{
 		APIKey:  key,
-		BaseURL: firstNonEmpty(f.baseURL, os.Getenv("OPENAI_BASE_URL"), openai.DefaultBaseURL),
+		BaseURL: baseURL,
 		Model:   model,
 		Tools:   run.Specs(),
 	})
 	if err != nil {
 		return usageErr("--base-url/--model: %v", err)
+	}
+	acts := &host.Activities{Model: m, Tools: run, Specs: run.Specs(), Idempotent: run.Idempotent()}
+	exp, err := startSpans(a, key, model, baseURL)
+	if err != nil {
+		return err
+	}
+	if exp != nil {
+		defer stopSpans(a, exp)
+		acts.Spans = exp
 	}
 	cl, err := f.conn.dial(a)
 	if err != nil {
@@ -145,7 +162,7 @@ func runWorker(ctx context.Context, a *app, f *workerFlags) error {
 	}
 	defer cl.Close()
 	w := worker.New(cl, f.conn.taskQueue, host.WorkerOptions(worker.Options{}))
-	host.Register(w, &host.Activities{Model: m, Tools: run, Specs: run.Specs(), Idempotent: box.Idempotent()})
+	host.Register(w, acts)
 	var names []string
 	for _, s := range run.Specs() {
 		names = append(names, s.Name)
@@ -174,6 +191,31 @@ func runWorker(ctx context.Context, a *app, f *workerFlags) error {
 		return &exitError{code: exitInterrupted}
 	}
 	return nil
+}
+
+// startSpans starts the OpenTelemetry export the standard OTEL_*
+// variables ask for (nil: none, nothing started): the spans of the trees
+// the worker's activities serve (docs/temporal.md, "OpenTelemetry"), with
+// the API key redacted from every string they carry.
+func startSpans(a *app, key, model, baseURL string) (*otel.Exporter, error) {
+	exp, err := otel.NewFromEnv(context.Background(), os.Getenv, otel.Config{
+		Model: model, BaseURL: baseURL, Redact: redact.New(key).Redact,
+		OnError: func(err error) { fmt.Fprintf(a.err, "escapement: %v\n", err) },
+	})
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	return exp, nil
+}
+
+// stopSpans sends what the export still holds, once the worker has
+// stopped: every batch its activities took.
+func stopSpans(a *app, exp *otel.Exporter) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := exp.Shutdown(ctx); err != nil {
+		fmt.Fprintf(a.err, "escapement: spans: %v\n", err)
+	}
 }
 
 // startMCP starts the servers of every --mcp-config file and returns the

@@ -14,6 +14,7 @@ package testenv
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -25,11 +26,13 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
 
 	"github.com/escapement/escapement/adapters/openai"
+	"github.com/escapement/escapement/adapters/otel"
 	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/adapters/toolset"
@@ -62,7 +65,19 @@ type WorkerConfig struct {
 	// Role limits the worker to workflows (RoleWorkflows) or to
 	// activities (RoleActivities); both when empty.
 	Role string `json:"role,omitempty"`
+	// Spans exports the workflows' spans (host.Activities.Spans) with the
+	// exporter the OTEL_* variables of the worker's process ask for;
+	// they must ask for one.
+	Spans bool `json:"spans,omitempty"`
+	// Interceptors wrap the worker's workflows and activities (a worker
+	// in this process only).
+	Interceptors []interceptor.WorkerInterceptor `json:"-"`
 }
+
+// InjectedFailure is the value a test's interceptor panics with to fail a
+// workflow task on purpose: the service runs the task again, and the
+// worker's panic report does not fail the test.
+const InjectedFailure = "testenv: a workflow task failed on purpose"
 
 // Worker roles.
 const (
@@ -77,14 +92,19 @@ const envVar = "ESCAPEMENT_TEMPORAL_TEST_WORKER"
 type Worker struct {
 	w    worker.Worker
 	c    client.Client
+	exp  *otel.Exporter
 	once sync.Once
 }
 
 // Stop stops the worker (gracefully: what it runs is told through the
-// worker's stop channel) and closes its client. Later calls do nothing.
+// worker's stop channel), sends the spans its workflows ended and closes
+// its client. Later calls do nothing.
 func (w *Worker) Stop() {
 	w.once.Do(func() {
 		w.w.Stop()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = w.exp.Shutdown(ctx) // a test that counts the spans sees what failed
 		w.c.Close()
 	})
 }
@@ -116,7 +136,7 @@ type panicLogger struct {
 // replays the workflow from its history and goes on, and replayAll in the
 // tests checks that history replays cleanly.
 func (l panicLogger) Error(msg string, keyvals ...any) {
-	if msg == "Workflow panic" && strings.Contains(fmt.Sprint(keyvals...), "github.com/escapement/escapement") {
+	if report := fmt.Sprint(keyvals...); msg == "Workflow panic" && strings.Contains(report, "github.com/escapement/escapement") && !strings.Contains(report, InjectedFailure) {
 		l.t.Errorf("workflow panic: %v", keyvals)
 	}
 	l.Logger.Error(msg, keyvals...)
@@ -132,11 +152,26 @@ func startWorker(cfg WorkerConfig, logger tlog.Logger, sticky time.Duration) (*W
 		c.Close()
 		return nil, err
 	}
+	var exp *otel.Exporter
+	if cfg.Spans {
+		exp, err = otel.NewFromEnv(context.Background(), os.Getenv, otel.Config{Model: testModel, BaseURL: cfg.BaseURL})
+		if err == nil && exp == nil {
+			err = errors.New("no OTEL_EXPORTER_OTLP_ENDPOINT for a worker that exports spans")
+		}
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("testenv: %w", err)
+		}
+	}
 	w := worker.New(c, cfg.TaskQueue, host.WorkerOptions(worker.Options{
 		StickyScheduleToStartTimeout: sticky,
 		DisableWorkflowWorker:        cfg.Role == RoleActivities,
 		LocalActivityWorkerOnly:      cfg.Role == RoleWorkflows,
+		Interceptors:                 cfg.Interceptors,
 	}))
+	if exp != nil {
+		acts.Spans = exp
+	}
 	if cfg.Role != RoleActivities {
 		host.RegisterWorkflow(w)
 	}
@@ -144,10 +179,11 @@ func startWorker(cfg WorkerConfig, logger tlog.Logger, sticky time.Duration) (*W
 		host.RegisterActivities(w, acts)
 	}
 	if err := w.Start(); err != nil {
+		_ = exp.Shutdown(context.Background())
 		c.Close()
 		return nil, fmt.Errorf("testenv: worker: %w", err)
 	}
-	return &Worker{w: w, c: c}, nil
+	return &Worker{w: w, c: c, exp: exp}, nil
 }
 
 // activities are the test worker's model and tools.
@@ -184,12 +220,16 @@ func activities(cfg WorkerConfig) (*host.Activities, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := openai.New(openai.Config{BaseURL: cfg.BaseURL, Model: "test-model", Tools: set.Specs()})
+	m, err := openai.New(openai.Config{BaseURL: cfg.BaseURL, Model: testModel, Tools: set.Specs()})
 	if err != nil {
 		return nil, err
 	}
-	return &host.Activities{Model: m, Tools: set, Specs: set.Specs(), Idempotent: box.Idempotent()}, nil
+	return &host.Activities{Model: m, Tools: set, Specs: set.Specs(), Idempotent: set.Idempotent()}, nil
 }
+
+// testModel is the model the test workers ask for (and their chat spans
+// name).
+const testModel = "test-model"
 
 // Process is a worker in a child process.
 type Process struct {

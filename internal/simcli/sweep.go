@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"context"
@@ -93,27 +93,9 @@ func shardFromEnv() (string, error) {
 }
 
 func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
-	p := sweep.Plan{From: f.from, Seeds: f.seeds, Depth: f.depth, Shards: 1, RecheckEvery: f.recheck, CrashEvery: f.crashEvery}
-	shard := f.shard
-	if shard == "" {
-		s, err := shardFromEnv()
-		if err != nil {
-			return usageErr("%v", err)
-		}
-		shard = s
-	}
-	if shard != "" {
-		i, n, err := sweep.ParseShard(shard)
-		if err != nil {
-			return usageErr("--shard: %v", err)
-		}
-		p.Shard, p.Shards = i, n
-	}
-	if err := p.Validate(); err != nil {
-		return usageErr("%v", err)
-	}
-	if f.jobs < 1 {
-		return usageErr("--jobs must be at least 1, got %d", f.jobs)
+	p, err := f.plan()
+	if err != nil {
+		return err
 	}
 	ctx, interrupted, stopSignals := a.cancelOnSignal(ctx)
 	defer stopSignals()
@@ -141,24 +123,58 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 	var worldErr *sweep.WorldError
 	switch {
 	case errors.As(runErr, &worldErr):
-		return &exitError{code: exitCheckFailed, err: fmt.Errorf("a generated world does not run, a generator or simulator bug (reproduce: escapement sim sweep --from %d --seeds 1 --depth %d%s): %w",
+		return &ExitError{Code: exitCheckFailed, Err: fmt.Errorf("a generated world does not run, a generator or simulator bug (reproduce: escapement sim sweep --from %d --seeds 1 --depth %d%s): %w",
 			worldErr.Seed, p.Depth, p.SweepFlags(), worldErr.Err)}
 	case outErr != nil:
 		return usageErr("--out: %v", outErr)
 	case interrupted.Load() || runErr != nil:
-		sum.Write(a.out, f.jobs)
-		fmt.Fprintf(a.err, "escapement: sweep interrupted after %d of %d worlds\n", sum.Worlds, len(p.SeedList()))
-		return &exitError{code: exitInterrupted}
+		sum.Write(a.Out, f.jobs)
+		fmt.Fprintf(a.Err, "escapement: sweep interrupted after %d of %d worlds\n", sum.Worlds, len(p.SeedList()))
+		return &ExitError{Code: exitInterrupted}
 	}
+	return a.report(sum, p, f)
+}
+
+// plan is the sweep the flags ask for: its shard from --shard or, without
+// it, from a Kubernetes indexed job's environment.
+func (f sweepFlags) plan() (sweep.Plan, error) {
+	p := sweep.Plan{From: f.from, Seeds: f.seeds, Depth: f.depth, Shards: 1, RecheckEvery: f.recheck, CrashEvery: f.crashEvery}
+	shard := f.shard
+	if shard == "" {
+		s, err := shardFromEnv()
+		if err != nil {
+			return p, usageErr("%v", err)
+		}
+		shard = s
+	}
+	if shard != "" {
+		i, n, err := sweep.ParseShard(shard)
+		if err != nil {
+			return p, usageErr("--shard: %v", err)
+		}
+		p.Shard, p.Shards = i, n
+	}
+	if err := p.Validate(); err != nil {
+		return p, usageErr("%v", err)
+	}
+	if f.jobs < 1 {
+		return p, usageErr("--jobs must be at least 1, got %d", f.jobs)
+	}
+	return p, nil
+}
+
+// report writes a finished sweep's summary (to --summary as JSON too) and
+// fails on a violation, or on a probe never reached by an unsharded sweep.
+func (a *app) report(sum *sweep.Summary, p sweep.Plan, f sweepFlags) error {
 	if f.summary != "" {
 		b, _ := json.MarshalIndent(sum, "", "  ")
 		if err := os.WriteFile(f.summary, append(b, '\n'), 0o644); err != nil {
 			return usageErr("--summary: %v", err)
 		}
 	}
-	sum.Write(a.out, f.jobs)
+	sum.Write(a.Out, f.jobs)
 	if len(sum.Failures) > 0 || (p.Shards == 1 && len(sum.Unreached()) > 0) {
-		return &exitError{code: exitCheckFailed}
+		return &ExitError{Code: exitCheckFailed}
 	}
 	return nil
 }
@@ -189,13 +205,13 @@ when a probe was never reached.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			m.Write(a.out, 0)
+			m.Write(a.Out, 0)
 			if !m.Complete() {
-				fmt.Fprintf(a.out, "incomplete: shards %v of %d merged, %d of %d worlds\n", m.ShardsMerged, m.Plan.Shards, m.Worlds, m.Plan.Seeds)
-				return &exitError{code: exitCheckFailed}
+				fmt.Fprintf(a.Out, "incomplete: shards %v of %d merged, %d of %d worlds\n", m.ShardsMerged, m.Plan.Shards, m.Worlds, m.Plan.Seeds)
+				return &ExitError{Code: exitCheckFailed}
 			}
 			if len(m.Failures) > 0 || len(m.Unreached()) > 0 {
-				return &exitError{code: exitCheckFailed}
+				return &ExitError{Code: exitCheckFailed}
 			}
 			return nil
 		},

@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"path/filepath"

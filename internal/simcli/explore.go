@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"context"
@@ -111,26 +111,9 @@ interrupted (SIGINT or SIGTERM; the counts so far are printed).`,
 }
 
 func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) error {
-	switch err := f.Validate(paths); {
-	case err != nil:
-		return usageErr("%v", err)
-	case f.timeLimit < 0:
-		return usageErr("--time must not be negative, got %v", f.timeLimit)
-	case f.jobs < 1:
-		return usageErr("--jobs must be at least 1, got %d", f.jobs)
-	}
-	var given []*scenario.Scenario
-	if !f.Generated() {
-		ss, err := loadScenarios(paths)
-		if err != nil {
-			return err
-		}
-		given = ss
-	}
-	if f.out != "" {
-		if err := os.MkdirAll(f.out, 0o755); err != nil {
-			return usageErr("--out: %v", err)
-		}
+	given, err := f.scenarios(paths)
+	if err != nil {
+		return err
 	}
 	ctx, interrupted, stopSignals := a.cancelOnSignal(ctx)
 	defer stopSignals()
@@ -147,15 +130,63 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 	}})
 	bar.finish()
 	if it := explore.Failed(items); it != nil {
-		return &exitError{code: exitCheckFailed, err: fmt.Errorf("%s: the exploration could not run: %w", it.Scenario.Name, it.Err)}
+		return &ExitError{Code: exitCheckFailed, Err: fmt.Errorf("%s: the exploration could not run: %w", it.Scenario.Name, it.Err)}
 	}
 	sum := explore.Summarize(f.Plan, items)
 	sum.Wall = time.Since(started)
+	writeErr := f.writeFound(sum)
+	sum.Write(a.Out)
+	switch {
+	case writeErr != nil:
+		return usageErr("--out: %v", writeErr)
+	case interrupted.Load():
+		fmt.Fprintf(a.Err, "escapement: explore interrupted after %d of %d scenario(s); not exhaustive\n", sum.Done, len(items))
+		return &ExitError{Code: exitInterrupted}
+	case sum.Violations > 0:
+		return &ExitError{Code: exitCheckFailed}
+	case sum.Stopped > 0 && !f.partial:
+		fmt.Fprintf(a.Err, "escapement: a bound stopped %d exploration(s) early: not exhaustive (--partial accepts that)\n", sum.Stopped)
+		return &ExitError{Code: exitCheckFailed}
+	}
+	return nil
+}
+
+// scenarios checks the flags and loads the scenarios to explore (none in
+// a generated mode), creating --out.
+func (f exploreFlags) scenarios(paths []string) ([]*scenario.Scenario, error) {
+	switch err := f.Validate(paths); {
+	case err != nil:
+		return nil, usageErr("%v", err)
+	case f.timeLimit < 0:
+		return nil, usageErr("--time must not be negative, got %v", f.timeLimit)
+	case f.jobs < 1:
+		return nil, usageErr("--jobs must be at least 1, got %d", f.jobs)
+	}
+	var given []*scenario.Scenario
+	if !f.Generated() {
+		ss, err := loadScenarios(paths)
+		if err != nil {
+			return nil, err
+		}
+		given = ss
+	}
+	if f.out != "" {
+		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			return nil, usageErr("--out: %v", err)
+		}
+	}
+	return given, nil
+}
+
+// writeFound writes each violation's shrunk scenario into --out (none
+// without it), naming the files in sum; it returns the last write's
+// error, the others written all the same.
+func (f exploreFlags) writeFound(sum *explore.Summary) error {
+	if f.out == "" {
+		return nil
+	}
 	var writeErr error
 	for _, v := range sum.Found() {
-		if f.out == "" {
-			break
-		}
 		p, err := userfile.WriteNew(f.out, v.Scenario.Name+"-explore", ".yaml", v.Scenario.YAML())
 		if err != nil {
 			writeErr = err
@@ -163,18 +194,5 @@ func (a *app) runExplore(ctx context.Context, paths []string, f exploreFlags) er
 		}
 		sum.Files = append(sum.Files, p)
 	}
-	sum.Write(a.out)
-	switch {
-	case writeErr != nil:
-		return usageErr("--out: %v", writeErr)
-	case interrupted.Load():
-		fmt.Fprintf(a.err, "escapement: explore interrupted after %d of %d scenario(s); not exhaustive\n", sum.Done, len(items))
-		return &exitError{code: exitInterrupted}
-	case sum.Violations > 0:
-		return &exitError{code: exitCheckFailed}
-	case sum.Stopped > 0 && !f.partial:
-		fmt.Fprintf(a.err, "escapement: a bound stopped %d exploration(s) early: not exhaustive (--partial accepts that)\n", sum.Stopped)
-		return &exitError{code: exitCheckFailed}
-	}
-	return nil
+	return writeErr
 }

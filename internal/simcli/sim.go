@@ -1,15 +1,12 @@
-package main
+package simcli
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/escapement/escapement/adapters/protocol"
-	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
@@ -102,21 +99,15 @@ func loadScenarios(paths []string) ([]*scenario.Scenario, error) {
 		ss, err = scenario.LoadFS(scenarios.FS, ".", "scenarios (embedded)")
 	}
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, &ExitError{Code: exitUsage, Err: err}
 	}
 	return ss, nil
 }
 
 func (a *app) runSim(paths []string, f simFlags) error {
-	budget, err := budgetBytes(f.memoryBudget)
+	opt, err := f.options(a.Build)
 	if err != nil {
 		return err
-	}
-	opt := sim.Options{Permute: f.permute, Build: buildInfo(), Idempotent: f.idempotent, MemoryBudget: budget}
-	if f.crashAt != "" {
-		if opt.CrashAt, err = sim.ParseCrashAt(f.crashAt); err != nil {
-			return usageErr("--crash-at: %v", err)
-		}
 	}
 	ss, err := loadScenarios(paths)
 	if err != nil {
@@ -130,32 +121,58 @@ func (a *app) runSim(paths []string, f simFlags) error {
 		}
 	}
 	started := time.Now()
+	results, err := a.checkAll(ss, opt, f)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		err = sim.WriteJSON(a.Out, results)
+	} else {
+		sim.WriteTable(a.Out, results, time.Since(started))
+	}
+	if err == nil && sim.ExitCode(results) != 0 {
+		return &ExitError{Code: exitCheckFailed}
+	}
+	return err
+}
+
+// options are the simulator's options the flags ask for (build names the
+// program in trace headers).
+func (f simFlags) options(build string) (sim.Options, error) {
+	budget, err := budgetBytes(f.memoryBudget)
+	if err != nil {
+		return sim.Options{}, err
+	}
+	opt := sim.Options{Permute: f.permute, Build: build, Idempotent: f.idempotent, MemoryBudget: budget}
+	if f.crashAt != "" {
+		if opt.CrashAt, err = sim.ParseCrashAt(f.crashAt); err != nil {
+			return sim.Options{}, usageErr("--crash-at: %v", err)
+		}
+	}
+	return opt, nil
+}
+
+// checkAll runs each scenario (twice with --recheck), writes its trace and
+// timeline where the flags say, and returns the results in order.
+func (a *app) checkAll(ss []*scenario.Scenario, opt sim.Options, f simFlags) ([]*sim.Result, error) {
 	var results []*sim.Result
 	for _, s := range ss {
 		c, err := sim.Check(s, opt, f.recheck, sim.Keep{Trace: f.trace != "", Perfetto: f.perfetto != ""})
 		if errors.Is(err, sim.ErrBudget) {
-			return &exitError{code: exitUsage, err: err} // the input is too big
+			return nil, &ExitError{Code: exitUsage, Err: err} // the input is too big
 		} else if err != nil {
-			return err
+			return nil, err
 		}
-		a.logger.Debug("scenario", "name", s.Name, "passed", c.Passed, "events", c.Events, "sha256", c.TraceSHA256)
+		a.debug("scenario", "name", s.Name, "passed", c.Passed, "events", c.Events, "sha256", c.TraceSHA256)
 		if _, err := writeOut(f.trace, s.Name+".jsonl", len(ss) > 1, c.Trace); err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := writeOut(f.perfetto, s.Name+".json", len(ss) > 1, c.Perfetto); err != nil {
-			return err
+			return nil, err
 		}
 		results = append(results, c.Result)
 	}
-	if f.json {
-		err = sim.WriteJSON(a.out, results)
-	} else {
-		sim.WriteTable(a.out, results, time.Since(started))
-	}
-	if err == nil && sim.ExitCode(results) != 0 {
-		return &exitError{code: exitCheckFailed}
-	}
-	return err
+	return results, nil
 }
 
 // writeOut writes data to target ("": nowhere), or when dir to target/name
@@ -214,9 +231,9 @@ Exit codes: 0 identical, 1 different, 2 unreadable trace or over budget.`,
 			if _, err := writeOut(perfetto, "", false, timeline); err != nil {
 				return usageErr("--perfetto: %v", err)
 			}
-			res.Write(a.out, args[0])
+			res.Write(a.Out, args[0])
 			if !res.Identical {
-				return &exitError{code: exitCheckFailed}
+				return &ExitError{Code: exitCheckFailed}
 			}
 			return nil
 		},
@@ -224,22 +241,4 @@ Exit codes: 0 identical, 1 different, 2 unreadable trace or over budget.`,
 	cmd.Flags().StringVar(&perfetto, "perfetto", "", "write the replayed run's spans as a Perfetto/Chrome trace-event timeline to FILE")
 	memoryBudgetFlag(cmd, &mib)
 	return cmd
-}
-
-// buildInfo names this binary in trace headers.
-func buildInfo() string { return "escapement" }
-
-// clip puts s on one line and cuts it to at most n bytes, at a rune
-// boundary, marking the cut.
-func clip(s string, n int) string {
-	return textcut.Clip(strings.ReplaceAll(s, "\n", " "), n)
-}
-
-// inputError says on stderr, and as an error event with --json, that
-// input line n was not acted on, and why.
-func (lr *liveRun) inputError(n int, err error) {
-	lr.say("stdin line %d: %v; it was not acted on", n, err)
-	if lr.enc != nil {
-		_ = lr.enc.Encode(protocol.ErrorEvent(protocol.SourceInput, n, err.Error()))
-	}
 }

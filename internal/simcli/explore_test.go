@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"context"
@@ -99,9 +99,9 @@ func TestExploreUsageErrors(t *testing.T) {
 func TestExploreInterrupted(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	sigs <- syscall.SIGINT
-	a, out, errb := sweepApp(sigs)
+	a, out, errb := testApp(sigs)
 	err := a.runExplore(context.Background(), []string{filepath.Join("..", "..", "scenarios")}, exploreFlags{Plan: explore.Plan{MaxStates: 0, MaxInputs: -1, Nudge: 1e6}, jobs: 1, out: t.TempDir()})
-	if code := exitCodeOf(err); code != exitInterrupted || !strings.Contains(errb.String(), "interrupted after") {
+	if code := exitCodeOf(err, nil); code != exitInterrupted || !strings.Contains(errb.String(), "interrupted after") {
 		t.Fatalf("exit %d (%v), stderr %q; want 130", code, err, errb)
 	}
 	if counts, _ := parseExplore(t, out.String()); !strings.Contains(counts, "NOT exhaustive") {

@@ -1,7 +1,6 @@
-package main
+package simcli
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -142,25 +141,14 @@ func unsetenv(t *testing.T, key string) {
 	}
 }
 
-// sweepApp is an in-process app whose interrupts arrive on sigs, for
-// calling runSweep directly (with a test core).
-func sweepApp(sigs chan os.Signal) (*app, *bytes.Buffer, *bytes.Buffer) {
-	var out, errb bytes.Buffer
-	return &app{
-		streams: streams{in: strings.NewReader(""), out: &out, err: &errb},
-		exit:    func(code int) { panic(fmt.Sprintf("exit %d", code)) },
-		signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
-	}, &out, &errb
-}
-
 // TestSweepInterrupted: a signal from the app's hook (SIGINT or SIGTERM)
 // stops the sweep early: exit 130 and the partial summary.
 func TestSweepInterrupted(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	sigs <- syscall.SIGTERM
-	a, out, errb := sweepApp(sigs)
+	a, out, errb := testApp(sigs)
 	err := a.runSweep(context.Background(), sweepFlags{seeds: 20000, from: 1, depth: 6, jobs: 2, recheck: 10, out: t.TempDir()})
-	if code := exitCodeOf(err); code != exitInterrupted || !strings.Contains(errb.String(), "interrupted after") {
+	if code := exitCodeOf(err, nil); code != exitInterrupted || !strings.Contains(errb.String(), "interrupted after") {
 		t.Fatalf("exit %d (%v), stderr %q; want 130", code, err, errb)
 	}
 	if m := parseSweep(t, out.String()); m[1] == "20000" {
@@ -177,10 +165,10 @@ func TestSweepStopsAtFirstBrokenWorld(t *testing.T) {
 		calls.Add(1)
 		return nil, errors.New("no core today")
 	}
-	a, _, _ := sweepApp(make(chan os.Signal))
+	a, _, _ := testApp(make(chan os.Signal))
 	const jobs = 2
 	err := a.runSweep(context.Background(), sweepFlags{seeds: 2000, from: 1, depth: 2, jobs: jobs, out: t.TempDir(), core: broken})
-	if code := exitCodeOf(err); code != exitCheckFailed || !strings.Contains(fmt.Sprint(err), "does not run") || !strings.Contains(fmt.Sprint(err), "--seeds 1") {
+	if code := exitCodeOf(err, nil); code != exitCheckFailed || !strings.Contains(fmt.Sprint(err), "does not run") || !strings.Contains(fmt.Sprint(err), "--seeds 1") {
 		t.Fatalf("exit %d: %v; want 1 naming the world that does not run", code, err)
 	}
 	// Each worker may have started one more world before the cancel.
@@ -196,9 +184,9 @@ func TestSweepOutNotWritable(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	a, _, _ := sweepApp(make(chan os.Signal))
+	a, _, _ := testApp(make(chan os.Signal))
 	err := a.runSweep(context.Background(), sweepFlags{seeds: 1, from: 1, depth: 1, jobs: 1, out: file, core: simtest.DropsFirstStep}) // loses the first step's effects: the world fails
-	if code := exitCodeOf(err); code != exitUsage || !strings.Contains(fmt.Sprint(err), "--out") {
+	if code := exitCodeOf(err, nil); code != exitUsage || !strings.Contains(fmt.Sprint(err), "--out") {
 		t.Fatalf("exit %d: %v; want 2 naming --out", code, err)
 	}
 }
@@ -209,9 +197,9 @@ func TestSweepOutNotWritable(t *testing.T) {
 // the real kernel, passes: exit 0 from `escapement sim FILE`.
 func TestSweepOutReproduces(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "fail")
-	a, out, _ := sweepApp(make(chan os.Signal))
+	a, out, _ := testApp(make(chan os.Signal))
 	err := a.runSweep(context.Background(), sweepFlags{seeds: 1, from: 1, depth: 1, jobs: 1, out: dir, core: simtest.DropsFirstStep})
-	if code := exitCodeOf(err); code != exitCheckFailed {
+	if code := exitCodeOf(err, nil); code != exitCheckFailed {
 		t.Fatalf("exit %d: %v; want 1\n%s", code, err, out)
 	}
 	m := regexp.MustCompile(`shrunk to \d+ agent\(s\), \d+ events: escapement sim (\S+)`).FindStringSubmatch(out.String())

@@ -1,4 +1,4 @@
-package main
+package simcli
 
 import (
 	"bufio"
@@ -40,7 +40,7 @@ func TestSimTableGolden(t *testing.T) {
 		t.Fatalf("%v (run with -update to create it)", err)
 	}
 	if got != string(want) {
-		t.Fatalf("sim table changed; run `go test ./cmd/escapement -update` if intended.\n got:\n%s\nwant:\n%s", got, want)
+		t.Fatalf("sim table changed; run `go test ./internal/simcli -run TestSimTableGolden -update` if intended.\n got:\n%s\nwant:\n%s", got, want)
 	}
 }
 
@@ -84,6 +84,7 @@ func suiteSize(t *testing.T) int {
 	return len(files)
 }
 
+// writeFile writes content to dir/name and returns the path.
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
