@@ -67,16 +67,18 @@ func (s *Session) Follow(ctx context.Context, fromStart bool) (*Follower, error)
 // Poll reads what is new: at most one page of records, or the move to the
 // next run, or the workflow's end. An error is a failed query or lookup
 // (no worker answered in time, the service is unreachable): try again.
+//
+// A run's close is reported only after a query made once the run had
+// closed found nothing more: the page that says the run is closing may be
+// older than its close, which logs the tree's last records (the turn a
+// shutdown ended) in between. A closed run answers queries too (its
+// history replayed), so its last records are read, never skipped.
 func (f *Follower) Poll(ctx context.Context) (Batch, error) {
 	p, err := f.query(ctx)
 	if err != nil {
 		return Batch{}, err
 	}
-	b := Batch{Page: p, Records: p.Records}
-	if len(p.Records) > 0 && p.Records[0].Seq > f.next {
-		b.Missed = p.Records[0].Seq - f.next
-	}
-	f.next = p.Next
+	b := f.batch(p)
 	if len(p.Records) > 0 || p.More || p.Closing == "" {
 		return b, nil
 	}
@@ -86,9 +88,20 @@ func (f *Follower) Poll(ctx context.Context) (Batch, error) {
 	if err != nil {
 		return Batch{}, err
 	}
-	switch desc.GetWorkflowExecutionInfo().GetStatus() {
-	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+	status := desc.GetWorkflowExecutionInfo().GetStatus()
+	if status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		return b, nil
+	}
+	last, err := f.query(ctx)
+	switch {
+	case err == nil && (len(last.Records) > 0 || last.More):
+		return f.batch(last), nil
+	case err != nil && (status == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED || status == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW):
+		return Batch{}, err
+	}
+	// Nothing more: a run that failed, was terminated or timed out may
+	// not answer at all (its history cannot be replayed to its end).
+	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
 		next, err := f.successor(ctx)
 		if err != nil {
@@ -104,9 +117,20 @@ func (f *Follower) Poll(ctx context.Context) (Batch, error) {
 		return b, nil
 	default:
 		b.Ended = true
-		b.Err = fmt.Errorf("workflow %s %s", f.s.id, desc.GetWorkflowExecutionInfo().GetStatus())
+		b.Err = fmt.Errorf("workflow %s %s", f.s.id, status)
 		return b, nil
 	}
+}
+
+// batch is a page's records, counting those the run no longer held, and
+// moves the follower past them.
+func (f *Follower) batch(p protocol.Page) Batch {
+	b := Batch{Page: p, Records: p.Records}
+	if len(p.Records) > 0 && p.Records[0].Seq > f.next {
+		b.Missed = p.Records[0].Seq - f.next
+	}
+	f.next = p.Next
+	return b
 }
 
 // Check reports, for a follower whose queries fail, whether the run it

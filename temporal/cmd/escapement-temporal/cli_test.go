@@ -84,6 +84,11 @@ func (e *cliEnv) cli(in string, sigs chan os.Signal, args ...string) result {
 
 // cliTo is cli writing to out and errw, which the test may read meanwhile.
 func (e *cliEnv) cliTo(out, errw *syncBuffer, in string, sigs chan os.Signal, args ...string) result {
+	return e.cliFrom(out, errw, strings.NewReader(in), sigs, args...)
+}
+
+// cliFrom is cliTo reading stdin from in.
+func (e *cliEnv) cliFrom(out, errw *syncBuffer, in io.Reader, sigs chan os.Signal, args ...string) result {
 	if sigs == nil {
 		sigs = make(chan os.Signal)
 	}
@@ -92,7 +97,7 @@ func (e *cliEnv) cliTo(out, errw *syncBuffer, in string, sigs chan os.Signal, ar
 	exited := make(chan int, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	code := run(ctx, args, streams{in: strings.NewReader(in), out: out, err: errw},
+	code := run(ctx, args, streams{in: in, out: out, err: errw},
 		func(code int) { exited <- code }, func() (<-chan os.Signal, func()) { return sigs, func() {} })
 	return result{code: code, out: out.String(), err: errw.String()}
 }
@@ -199,14 +204,11 @@ func TestChatRunsQueuedLines(t *testing.T) {
 	}
 }
 
-// SIGTERM in chat shuts the tree down: the workflow ends, chat exits 130.
+// SIGTERM in chat shuts the tree down: the running turn ends (its line on
+// stderr), the workflow ends, chat exits 130.
 func TestChatSIGTERMShutsDown(t *testing.T) {
 	streaming := make(chan struct{})
-	e := newCLIEnv(t, func(ctx context.Context, req *fakeopenai.Request, w *fakeopenai.Writer) {
-		w.Text("working")
-		close(streaming)
-		w.Stall(ctx)
-	})
+	e := newCLIEnv(t, stallAfter("working", streaming))
 	sigs := make(chan os.Signal, 1)
 	go func() {
 		<-streaming
@@ -215,6 +217,90 @@ func TestChatSIGTERMShutsDown(t *testing.T) {
 	r := e.cli("go\n", sigs, "chat") // at the end of input chat waits for the turn: the signal ends it
 	if r.code != exitInterrupted || !strings.Contains(r.err, kernel.UIShutdown) {
 		t.Fatalf("chat: exit %d, stderr %q; want 130 and the shutdown's line", r.code, r.err)
+	}
+	e.wantShutDown(workflowID(t, r.err))
+}
+
+// SIGTERM that chat reads right after it has submitted a line — before
+// its next look at the tree, whatever the follower has shown — shuts the
+// turn that line started down and shows its end: the submit's answer says
+// a turn runs.
+func TestChatSIGTERMRightAfterSubmit(t *testing.T) {
+	e := newCLIEnv(t, stallAfter("working", make(chan struct{})))
+	sigs := make(chan os.Signal, 1)
+	var out, errw syncBuffer
+	r := e.cliFrom(&out, &errw, &signalAfterLine{line: "go\n", sigs: sigs}, sigs, "chat")
+	if r.code != exitInterrupted || !strings.Contains(r.err, kernel.UIShutdown) {
+		t.Fatalf("chat: exit %d, stderr %q; want 130 and the shutdown's line", r.code, r.err)
+	}
+	if n := len(e.fake.Requests()); n != 1 {
+		t.Fatalf("the model got %d requests, want the submitted line's 1", n)
+	}
+	e.wantShutDown(workflowID(t, r.err))
+}
+
+// SIGTERM in run shuts the tree down: the turn ends (its line on stderr),
+// the workflow ends, run exits 130.
+func TestRunSIGTERMShutsDown(t *testing.T) {
+	streaming := make(chan struct{})
+	e := newCLIEnv(t, stallAfter("working", streaming))
+	sigs := make(chan os.Signal, 1)
+	go func() {
+		<-streaming
+		sigs <- syscall.SIGTERM
+	}()
+	r := e.cli("", sigs, "run", "go")
+	if r.code != exitInterrupted || !strings.Contains(r.err, kernel.UIShutdown) {
+		t.Fatalf("run: exit %d, stderr %q; want 130 and the shutdown's line", r.code, r.err)
+	}
+	e.wantShutDown(workflowID(t, r.err))
+}
+
+// stallAfter is a model that streams text, closes streaming (once), and
+// stalls until its request is cancelled.
+func stallAfter(text string, streaming chan struct{}) fakeopenai.Handler {
+	var once sync.Once
+	return func(ctx context.Context, req *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Text(text)
+		once.Do(func() { close(streaming) })
+		w.Stall(ctx)
+	}
+}
+
+// signalAfterLine is stdin holding one line, then SIGTERM: chat's reader
+// reads again only once chat has taken the line, so the signal is sent
+// while chat submits it, and the end of input follows.
+type signalAfterLine struct {
+	line  string
+	sigs  chan<- os.Signal
+	reads int
+}
+
+func (s *signalAfterLine) Read(p []byte) (int, error) {
+	s.reads++
+	switch s.reads {
+	case 1:
+		return copy(p, s.line), nil
+	case 2:
+		s.sigs <- syscall.SIGTERM
+	}
+	return 0, io.EOF
+}
+
+// wantShutDown fails the test unless workflow id has ended with its tree
+// shut down.
+func (e *cliEnv) wantShutDown(id string) {
+	e.t.Helper()
+	c, err := client.Dial(client.Options{HostPort: e.cfg.HostPort, Namespace: e.cfg.Namespace})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var res protocol.Result
+	if err := c.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil || res.Reason != kernel.ReasonShutdown {
+		e.t.Fatalf("workflow %s: %v, %+v; want it ended with its tree shut down", id, err, res)
 	}
 }
 
