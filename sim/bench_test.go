@@ -10,6 +10,7 @@ import (
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel/trace"
+	"github.com/escapement/escapement/sim/scenario"
 
 	"github.com/escapement/escapement/kernel"
 )
@@ -17,27 +18,27 @@ import (
 // depth6Scenario is a chain main → l1 → … → l6; every level streams a long
 // text, runs two parallel tools, then delegates; the leaf answers. A cancel
 // arrives at the end so the abort path is in the mix too.
-func depth6Scenario() *Scenario {
-	s := &Scenario{Name: "bench-depth6", Seed: 1, Limits: kernel.DefaultLimits(), Agents: map[string]Script{},
-		Tools: map[string]ToolSpec{"t": {Duration: 300 * time.Millisecond, Result: "ok"}}}
+func depth6Scenario() *scenario.Scenario {
+	s := &scenario.Scenario{Name: "bench-depth6", Seed: 1, Limits: kernel.DefaultLimits(), Agents: map[string]scenario.Script{},
+		Tools: map[string]scenario.ToolSpec{"t": {Duration: 300 * time.Millisecond, Result: "ok"}}}
 	text := strings.TrimSpace(strings.Repeat("token ", 40))
 	for d := 0; d <= 6; d++ {
-		name := RootScript
+		name := scenario.RootScript
 		if d > 0 {
 			name = fmt.Sprintf("l%d", d)
 		}
-		var script Script
-		script = append(script, Reply{Text: text, FirstToken: 50 * time.Millisecond, Rate: 200,
-			Calls: []Call{{Tool: "t", Args: map[string]any{"n": 1}}, {Tool: "t", Args: map[string]any{"n": 2}}}})
+		var script scenario.Script
+		script = append(script, scenario.Reply{Text: text, FirstToken: 50 * time.Millisecond, Rate: 200,
+			Calls: []scenario.Call{{Tool: "t", Args: map[string]any{"n": 1}}, {Tool: "t", Args: map[string]any{"n": 2}}}})
 		if d < 6 {
-			script = append(script, Reply{Text: text, FirstToken: 50 * time.Millisecond, Rate: 200,
-				Calls: []Call{{Delegate: fmt.Sprintf("l%d", d+1), Prompt: "go deeper"}}})
+			script = append(script, scenario.Reply{Text: text, FirstToken: 50 * time.Millisecond, Rate: 200,
+				Calls: []scenario.Call{{Delegate: fmt.Sprintf("l%d", d+1), Prompt: "go deeper"}}})
 		}
-		script = append(script, Reply{Text: text, FirstToken: 50 * time.Millisecond, Rate: 200})
+		script = append(script, scenario.Reply{Text: text, FirstToken: 50 * time.Millisecond, Rate: 200})
 		s.Agents[name] = script
 	}
-	s.Inputs = []Input{{At: 0, Submit: "go"}, {At: 10 * time.Second, Submit: "again"}, {At: 10*time.Second + 500*time.Millisecond, Cancel: RootScript}}
-	s.applyDefaults()
+	s.Inputs = []scenario.Input{{At: 0, Submit: "go"}, {At: 10 * time.Second, Submit: "again"}, {At: 10*time.Second + 500*time.Millisecond, Cancel: scenario.RootScript}}
+	s.FillDefaults()
 	return s
 }
 

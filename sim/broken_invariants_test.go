@@ -10,6 +10,7 @@ import (
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/oracle"
 )
 
 // The invariant loops: one broken loop per invariant no failure of the
@@ -83,22 +84,22 @@ func TestRecheckCatchesNondeterminism(t *testing.T) {
 func invariantLoops() []BrokenLoop {
 	summary := regexp.MustCompile(`"summary":"[^"]*"`)
 	return []BrokenLoop{
-		{"deadline-stall-exact", "I5: the watchdog is never re-armed for a stall: a stalled stream is noticed at its first-token deadline, or never", DeadlinesOnTime,
+		{"deadline-stall-exact", "I5: the watchdog is never re-armed for a stall: a stalled stream is noticed at its first-token deadline, or never", oracle.DeadlinesOnTime,
 			dropping(func(ev kernel.Event, e kernel.Effect) bool {
 				return ev.Kind == kernel.EvLLMDelta && (e.Kind == kernel.EffSetTimer || e.Kind == kernel.EffStopTimer) && e.Timer == kernel.TimerWatchdog
 			})},
-		{"tool-ignores-cancel", "I5: a cancelled op is abandoned after half its grace", DeadlinesOnTime,
+		{"tool-ignores-cancel", "I5: a cancelled op is abandoned after half its grace", oracle.DeadlinesOnTime,
 			retiming(kernel.TimerGrace, func(cfg kernel.Config) time.Duration { return -cfg.Grace / 2 })},
-		{"interject-while-streaming", "I5: an interjection's restart waits twice the debounce window", DeadlinesOnTime,
+		{"interject-while-streaming", "I5: an interjection's restart waits twice the debounce window", oracle.DeadlinesOnTime,
 			retiming(kernel.TimerRestart, func(cfg kernel.Config) time.Duration { return cfg.Debounce })},
-		{"cap-parallel-tools", "I15: a call that waited for a tool slot never starts when one frees", CapsHold,
+		{"cap-parallel-tools", "I15: a call that waited for a tool slot never starts when one frees", oracle.CapsHold,
 			dropping(func(ev kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffStartTool && ev.Kind != kernel.EvLLMEnd
 			})},
 		// The acknowledgement of a timed-out tool's cancel changes nothing
 		// of its agent but its running tools: the slot it frees must start
 		// the call waiting behind it all the same.
-		{"tool-cancel-ack-frees-slot", "I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it", CapsHold,
+		{"tool-cancel-ack-frees-slot", "I15: a slot freed by a cancelled tool's acknowledgement does not start the call waiting behind it", oracle.CapsHold,
 			dropping(func(ev kernel.Event, e kernel.Effect) bool {
 				return ev.Kind == kernel.EvToolResult && ev.Status == kernel.ToolCancelled &&
 					(e.Kind == kernel.EffStartTool || (e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeToolStarted))
@@ -108,7 +109,7 @@ func invariantLoops() []BrokenLoop {
 		// delegation spend slots, and a call that could run is refused.
 		// (The kernel one slot short, its refusals naming the configured
 		// limit, shows the same refusal.)
-		{"cap-max-calls-counts-runs", "I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls", CapsHold,
+		{"cap-max-calls-counts-runs", "I15: a call that never runs takes a max_calls slot, so a call that could run is refused max_calls", oracle.CapsHold,
 			func(cfg kernel.Config) (Core, error) {
 				if cfg.MaxCalls <= 1 {
 					return KernelCore(cfg) // no slot to lose: a world of max_calls 1 runs the kernel
@@ -121,7 +122,7 @@ func invariantLoops() []BrokenLoop {
 					b.view = rewriting(func(m *kernel.Message) { m.Content = strings.Replace(m.Content, short, was, 1) })
 				})(cfg)
 			}},
-		{"nested-delegation", "I16: a child's turn deadline is its own, not clamped to its parent's", ChildDeadlineClamped,
+		{"nested-delegation", "I16: a child's turn deadline is its own, not clamped to its parent's", oracle.ChildDeadlineClamped,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					out := b.inner(ev)
@@ -133,7 +134,7 @@ func invariantLoops() []BrokenLoop {
 					return out
 				}
 			})},
-		{"partial-kept", "I17: the marker says nothing was cut although the abort cut streamed text", MarkersTell,
+		{"partial-kept", "I17: the marker says nothing was cut although the abort cut streamed text", oracle.MarkersTell,
 			broken(func(b *brokenCore) {
 				b.view = rewriting(func(m *kernel.Message) {
 					if m.Marker {
@@ -141,7 +142,7 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
-		{"timeout-typed-reason", "I17: a timed-out turn's marker tells the next request the user interrupted it", MarkersTell,
+		{"timeout-typed-reason", "I17: a timed-out turn's marker tells the next request the user interrupted it", oracle.MarkersTell,
 			broken(func(b *brokenCore) {
 				b.view = rewriting(func(m *kernel.Message) {
 					if m.Marker {
@@ -151,7 +152,7 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
-		{"interject-and-rapid-esc", "I18: a repeated Esc is refused instead of ignored", InputsAnswered,
+		{"interject-and-rapid-esc", "I18: a repeated Esc is refused instead of ignored", oracle.InputsAnswered,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					out := b.inner(ev)
@@ -164,7 +165,7 @@ func invariantLoops() []BrokenLoop {
 					return out
 				}
 			})},
-		{"submit-while-interrupted-queued", "I18: a submission made while the root is Interrupted is silently lost", InputsAnswered,
+		{"submit-while-interrupted-queued", "I18: a submission made while the root is Interrupted is silently lost", oracle.InputsAnswered,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					if ev.Kind == kernel.EvSubmit && b.AgentState(kernel.Root) == fsm.Interrupted {
@@ -173,9 +174,9 @@ func invariantLoops() []BrokenLoop {
 					return b.inner(ev)
 				}
 			})},
-		{"budget-exhaustion", "I19: the request budget is off by one", RequestBudget,
+		{"budget-exhaustion", "I19: the request budget is off by one", oracle.RequestBudget,
 			ignoring(func(l *kernel.Limits) { l.MaxRequests++ })},
-		{"nested-delegation", "I20: a child's result hands the parent another summary than the child's final answer", ResultsCarryText,
+		{"nested-delegation", "I20: a child's result hands the parent another summary than the child's final answer", oracle.ResultsCarryText,
 			broken(func(b *brokenCore) {
 				b.view = rewriting(func(m *kernel.Message) {
 					if m.Role == kernel.RoleTool {
@@ -183,7 +184,7 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
-		{"stream-error-typed", "I20: a failed turn's end drops the text it had streamed", ResultsCarryText,
+		{"stream-error-typed", "I20: a failed turn's end drops the text it had streamed", oracle.ResultsCarryText,
 			broken(func(b *brokenCore) {
 				b.step = editingLife(func(l *kernel.Lifecycle) {
 					if l.Kind == kernel.LifeTurnEnded && l.Outcome != kernel.OutcomeCompleted {
@@ -191,15 +192,15 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
-		{"rate-limit-then-success", "I20: an adapter's retry is not published to subscribers", ResultsCarryText,
+		{"rate-limit-then-success", "I20: an adapter's retry is not published to subscribers", oracle.ResultsCarryText,
 			dropping(func(_ kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeRetry
 			})},
-		{"cancelled-tool-result-dropped", "I21: a tool's real result after its cancel is dropped without its late record", OpEndsTruthful,
+		{"cancelled-tool-result-dropped", "I21: a tool's real result after its cancel is dropped without its late record", oracle.OpEndsTruthful,
 			dropping(func(_ kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeLate
 			})},
-		{"interject-while-streaming", "I21: a request's acknowledgement of its cancel is recorded as a dropped late result", OpEndsTruthful,
+		{"interject-while-streaming", "I21: a request's acknowledgement of its cancel is recorded as a dropped late result", oracle.OpEndsTruthful,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					out := b.inner(ev)
@@ -211,7 +212,7 @@ func invariantLoops() []BrokenLoop {
 					return out
 				}
 			})},
-		{"result-json-as-written", "I13: structured results escape what is not ASCII (\\u00e9, as Python's json.dumps does) instead of carrying it as written", TypedOutcomes,
+		{"result-json-as-written", "I13: structured results escape what is not ASCII (\\u00e9, as Python's json.dumps does) instead of carrying it as written", oracle.TypedOutcomes,
 			broken(func(b *brokenCore) {
 				b.view = rewriting(func(m *kernel.Message) {
 					if m.Role == kernel.RoleTool && strings.HasPrefix(m.Content, `{"type":"agent_result"`) {
@@ -219,7 +220,7 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
-		{"tool-ignores-cancel", "I21: an abandoned op is reported as cancelled", OpEndsTruthful,
+		{"tool-ignores-cancel", "I21: an abandoned op is reported as cancelled", oracle.OpEndsTruthful,
 			broken(func(b *brokenCore) {
 				b.step = editingLife(func(l *kernel.Lifecycle) {
 					if l.Kind == kernel.LifeOpEnded && l.End == kernel.OpAbandoned {
@@ -227,7 +228,7 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
-		{"budget-exhaustion", "I4: the follow-up request leaves out the last tool result", ValidTranscripts,
+		{"budget-exhaustion", "I4: the follow-up request leaves out the last tool result", oracle.ValidTranscripts,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					out := b.inner(ev)
@@ -239,19 +240,19 @@ func invariantLoops() []BrokenLoop {
 					return out
 				}
 			})},
-		{"budget-exhaustion", "I22: once every result is in, the loop goes on only at the next event", NoWaitingForNothing,
+		{"budget-exhaustion", "I22: once every result is in, the loop goes on only at the next event", oracle.NoWaitingForNothing,
 			holding(func(l *kernel.Lifecycle) bool { return l.Kind == kernel.LifeTransition && l.Trigger == fsm.ResultsIn })},
-		{"tool-ignores-cancel", "I22: an interrupted agent whose last op is gone settles only at the next event", NoWaitingForNothing,
+		{"tool-ignores-cancel", "I22: an interrupted agent whose last op is gone settles only at the next event", oracle.NoWaitingForNothing,
 			holding(func(l *kernel.Lifecycle) bool { return l.Kind == kernel.LifeTransition && l.Trigger == fsm.Settled })},
-		{"nested-delegation", "I22: a child's result reaches its parent only at the next event", NoWaitingForNothing,
+		{"nested-delegation", "I22: a child's result reaches its parent only at the next event", oracle.NoWaitingForNothing,
 			holding(func(l *kernel.Lifecycle) bool {
 				return l.Kind == kernel.LifeCallFinished && l.Status == kernel.CallChild
 			})},
-		{"half-streamed-call-dropped", "I14: a half-streamed call is dropped without its record", FinishedCallsOnly,
+		{"half-streamed-call-dropped", "I14: a half-streamed call is dropped without its record", oracle.FinishedCallsOnly,
 			dropping(func(_ kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeCallDropped
 			})},
-		{"interject-while-tooling", "I18: an interjection queued while tools run is recorded as delivered at once", InputsAnswered,
+		{"interject-while-tooling", "I18: an interjection queued while tools run is recorded as delivered at once", oracle.InputsAnswered,
 			broken(func(b *brokenCore) {
 				b.step = editingLife(func(l *kernel.Lifecycle) {
 					if l.Kind == kernel.LifeInterjected {
@@ -259,7 +260,7 @@ func invariantLoops() []BrokenLoop {
 					}
 				})
 			})},
-		{"interject-while-streaming", "I20: a completed turn keeps an old failure's detail", ResultsCarryText,
+		{"interject-while-streaming", "I20: a completed turn keeps an old failure's detail", oracle.ResultsCarryText,
 			broken(func(b *brokenCore) {
 				b.step = editingLife(func(l *kernel.Lifecycle) {
 					if l.Kind == kernel.LifeTurnEnded && l.Outcome == kernel.OutcomeCompleted {
@@ -270,7 +271,7 @@ func invariantLoops() []BrokenLoop {
 		// A loop that hands the shutdown's reason to every turn it ends —
 		// its records, results and markers all agreeing — where a
 		// descendant of the aborted root ends parent_cancelled.
-		{"shutdown-reaches-descendants", "I13: a shutdown ends a descendant's turn with reason shutdown, not parent_cancelled", TypedOutcomes,
+		{"shutdown-reaches-descendants", "I13: a shutdown ends a descendant's turn with reason shutdown, not parent_cancelled", oracle.TypedOutcomes,
 			broken(func(b *brokenCore) {
 				shut := false
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
@@ -283,7 +284,7 @@ func invariantLoops() []BrokenLoop {
 					}
 					return out
 				}
-				b.view = func(v View) View {
+				b.view = func(v oracle.View) oracle.View {
 					if !shut {
 						return v
 					}
@@ -293,13 +294,13 @@ func invariantLoops() []BrokenLoop {
 					})(v)
 				}
 			})},
-		{"max-depth-refused", "I13: a refusal names another limit than the one reached", TypedOutcomes,
+		{"max-depth-refused", "I13: a refusal names another limit than the one reached", oracle.TypedOutcomes,
 			broken(func(b *brokenCore) {
 				b.view = rewriting(func(m *kernel.Message) {
 					m.Content = strings.Replace(m.Content, `"limit":`+strconv.Itoa(b.cfg.MaxDepth), `"limit":`+strconv.Itoa(b.cfg.MaxDepth+1), 1)
 				})
 			})},
-		{"tool-timeout-ends-only-that-call", "I2: a tool whose deadline fired is not told to stop", CancelReachesSubtree,
+		{"tool-timeout-ends-only-that-call", "I2: a tool whose deadline fired is not told to stop", oracle.CancelReachesSubtree,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					out := b.inner(ev)
@@ -309,11 +310,11 @@ func invariantLoops() []BrokenLoop {
 					return slices.DeleteFunc(out, func(e kernel.Effect) bool { return e.Kind == kernel.EffCancelTool })
 				}
 			})},
-		{"abort-and-refusal-results", "I19: a delegation beyond max_children is spawned", RequestBudget,
+		{"abort-and-refusal-results", "I19: a delegation beyond max_children is spawned", oracle.RequestBudget,
 			ignoring(func(l *kernel.Limits) { l.MaxChildren++ })},
-		{"max-depth-refused", "I19: a delegation beyond max_depth is spawned", RequestBudget,
+		{"max-depth-refused", "I19: a delegation beyond max_depth is spawned", oracle.RequestBudget,
 			ignoring(func(l *kernel.Limits) { l.MaxDepth++ })},
-		{"repeated-call-ids", "I19: the request after the tools is started twice, two streams of one agent at once", RequestBudget,
+		{"repeated-call-ids", "I19: the request after the tools is started twice, two streams of one agent at once", oracle.RequestBudget,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					out := b.inner(ev)
@@ -325,15 +326,15 @@ func invariantLoops() []BrokenLoop {
 					return out
 				}
 			})},
-		{"interject-while-streaming", "I10: an interjection is kept unflagged, as if it had been submitted", UserTextOnce,
+		{"interject-while-streaming", "I10: an interjection is kept unflagged, as if it had been submitted", oracle.UserTextOnce,
 			broken(func(b *brokenCore) { b.view = rewriting(func(m *kernel.Message) { m.Interjection = false }) })},
 		// A shutdown that treats every queued input alike: the
 		// interjection typed into the turn it aborts is thrown away with
 		// the inputs waiting for a next turn, instead of kept before the
 		// marker as any abort keeps it.
-		{"shutdown-reaches-descendants", "I10: a shutdown drops the interjection queued for the turn it aborts", UserTextOnce,
+		{"shutdown-reaches-descendants", "I10: a shutdown drops the interjection queued for the turn it aborts", oracle.UserTextOnce,
 			broken(func(b *brokenCore) {
-				b.view = func(v View) View {
+				b.view = func(v oracle.View) oracle.View {
 					h := slices.Clone(v.History)
 					for i := len(h) - 1; i > 0; i-- {
 						if h[i].Marker && strings.Contains(h[i].Content, `reason="shutdown"`) && h[i-1].Interjection {
@@ -344,9 +345,9 @@ func invariantLoops() []BrokenLoop {
 					return v
 				}
 			})},
-		{"budget-exhaustion", "I14: the assistant message records a call under another name than the stream gave it", FinishedCallsOnly,
+		{"budget-exhaustion", "I14: the assistant message records a call under another name than the stream gave it", oracle.FinishedCallsOnly,
 			broken(func(b *brokenCore) {
-				b.view = func(v View) View {
+				b.view = func(v oracle.View) oracle.View {
 					h := slices.Clone(v.History)
 					for i := range h {
 						if len(h[i].ToolCalls) > 0 {
@@ -359,25 +360,25 @@ func invariantLoops() []BrokenLoop {
 					return v
 				}
 			})},
-		{"partial-kept", "I20: streamed text is not published to subscribers as it arrives", ResultsCarryText,
+		{"partial-kept", "I20: streamed text is not published to subscribers as it arrives", oracle.ResultsCarryText,
 			dropping(func(_ kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffEmit && e.Life.Kind == kernel.LifeDelta
 			})},
-		{"nested-delegation", "I23: a finished turn's summary is not kept for the drivers that read it", ViewsTellTruth,
+		{"nested-delegation", "I23: a finished turn's summary is not kept for the drivers that read it", oracle.ViewsTellTruth,
 			broken(func(b *brokenCore) {
-				b.view = func(v View) View {
+				b.view = func(v oracle.View) oracle.View {
 					v.Summary = ""
 					return v
 				}
 			})},
-		{"cap-parallel-requests", "I19: no request ever waits for a slot: a fan-out streams as many requests at once as it has agents", RequestBudget,
+		{"cap-parallel-requests", "I19: no request ever waits for a slot: a fan-out streams as many requests at once as it has agents", oracle.RequestBudget,
 			withConfig(func(cfg *kernel.Config) { cfg.MaxParallelRequests = kernel.MaxAgentsCeiling })},
-		{"cap-parallel-requests", "I19: a request waits while a slot is free (the loop counts one slot fewer than the tree has)", RequestBudget,
+		{"cap-parallel-requests", "I19: a request waits while a slot is free (the loop counts one slot fewer than the tree has)", oracle.RequestBudget,
 			withConfig(func(cfg *kernel.Config) { cfg.MaxParallelRequests = max(1, cfg.MaxParallelRequests-1) })},
-		{"nested-delegation", "I23: finished children are never freed: the tree keeps every child it ran, and its memory grows with every delegation", ViewsTellTruth,
+		{"nested-delegation", "I23: finished children are never freed: the tree keeps every child it ran, and its memory grows with every delegation", oracle.ViewsTellTruth,
 			broken(func(b *brokenCore) {
-				kept := map[kernel.AgentID]View{}
-				b.viewID = func(b *brokenCore, id kernel.AgentID, v View) View {
+				kept := map[kernel.AgentID]oracle.View{}
+				b.viewID = func(b *brokenCore, id kernel.AgentID, v oracle.View) oracle.View {
 					if k, ok := kept[id]; ok && v.Freed {
 						return k
 					}
@@ -385,7 +386,7 @@ func invariantLoops() []BrokenLoop {
 					return v
 				}
 			})},
-		{"cancel-single-child", "I23: a name no agent has finds the root, so a cancel of a mistyped name stops the whole tree", ViewsTellTruth,
+		{"cancel-single-child", "I23: a name no agent has finds the root, so a cancel of a mistyped name stops the whole tree", oracle.ViewsTellTruth,
 			broken(func(b *brokenCore) {
 				b.find = func(b *brokenCore, name string) (kernel.AgentID, bool) {
 					if id, ok := b.Core.Find(name); ok {
@@ -394,7 +395,7 @@ func invariantLoops() []BrokenLoop {
 					return kernel.Root, true
 				}
 			})},
-		{"deadline-stall-exact", "liveness: a loop without a clock never sets a timer, so a stream that goes silent hangs the tree", Liveness,
+		{"deadline-stall-exact", "liveness: a loop without a clock never sets a timer, so a stream that goes silent hangs the tree", oracle.Liveness,
 			dropping(func(_ kernel.Event, e kernel.Effect) bool {
 				return e.Kind == kernel.EffSetTimer || e.Kind == kernel.EffStopTimer
 			})},
@@ -419,10 +420,10 @@ func withConfig(change func(*kernel.Config)) CoreFactory {
 func holding(hold func(*kernel.Lifecycle) bool) CoreFactory {
 	return broken(func(b *brokenCore) {
 		var held []kernel.Effect
-		shown := map[string]View{} // by path: the view to show while held
+		shown := map[string]oracle.View{} // by path: the view to show while held
 		done := false
 		b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
-			var before []View
+			var before []oracle.View
 			if !done {
 				for id := 0; id < b.NumAgents(); id++ {
 					before = append(before, b.Core.View(kernel.AgentID(id)))
@@ -466,7 +467,7 @@ func holding(hold func(*kernel.Lifecycle) bool) CoreFactory {
 			}
 			return out
 		}
-		b.view = func(v View) View {
+		b.view = func(v oracle.View) oracle.View {
 			if s, ok := shown[v.Path]; ok {
 				return s
 			}
@@ -514,7 +515,7 @@ func TestOracleCatchesInvariantLoops(t *testing.T) {
 // catches it by (I6's is TestRecheckCatchesNondeterminism, I24's a broken
 // recovery, I25's a broken span derivation).
 func TestEveryInvariantHasTeeth(t *testing.T) {
-	named := map[Invariant]bool{Deterministic: true}
+	named := map[oracle.Invariant]bool{oracle.Deterministic: true}
 	for _, list := range [][]BrokenLoop{brokenLoops(), brokenInvariants(), invariantLoops(), profileLoops()} {
 		for _, bl := range list {
 			named[bl.Invariant] = true
@@ -524,9 +525,9 @@ func TestEveryInvariantHasTeeth(t *testing.T) {
 		named[cl.Invariant] = true
 	}
 	if len(SpanLoops()) > 0 { // the broken span derivations (broken_spans_test.go)
-		named[SpansEnd] = true
+		named[oracle.SpansEnd] = true
 	}
-	for _, inv := range Invariants() {
+	for _, inv := range oracle.Invariants() {
 		if !named[inv] {
 			t.Errorf("no broken loop violates %s (%s)", inv, inv.Statement())
 		}

@@ -4,8 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/spans"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // SpanLoop is a deliberately broken span derivation: kernel/spans with one
@@ -21,7 +24,7 @@ type SpanLoop struct {
 	// CrashAt crashes the host after these steps (Options.CrashAt).
 	CrashAt []int
 	Failure string
-	Derive  func(spans.Config) SpanDeriver
+	Derive  func(spans.Config) oracle.SpanDeriver
 }
 
 // ScenarioOnly says why random worlds do not fit a loop ("" when they do).
@@ -95,8 +98,8 @@ type spanEdit struct {
 	turns    map[kernel.AgentID]*spans.Span
 }
 
-func editing(edit func(e *spanEdit, c spans.Change) []spans.Change) func(spans.Config) SpanDeriver {
-	return func(cfg spans.Config) SpanDeriver {
+func editing(edit func(e *spanEdit, c spans.Change) []spans.Change) func(spans.Config) oracle.SpanDeriver {
+	return func(cfg spans.Config) oracle.SpanDeriver {
 		return &spanEdit{inner: spans.New(cfg), edit: edit, turnEnds: map[kernel.AgentID]bool{}, early: map[spans.ID]bool{}, turns: map[kernel.AgentID]*spans.Span{}}
 	}
 }
@@ -136,7 +139,7 @@ func (e *spanEdit) endAtTurnEnd(c spans.Change) []spans.Change {
 // step and which the derivation did not end.
 func (e *spanEdit) flushTurnEnds() []spans.Change {
 	var out []spans.Change
-	for _, a := range sortedKeys(e.turnEnds) {
+	for _, a := range keys.Sorted(e.turnEnds) {
 		sp := e.turns[a]
 		if sp == nil {
 			continue
@@ -158,7 +161,7 @@ func (e *spanEdit) flushTurnEnds() []spans.Change {
 func TestOracleCatchesSpanLoops(t *testing.T) {
 	for _, sl := range SpanLoops() {
 		t.Run(sl.Name, func(t *testing.T) {
-			var s *Scenario
+			var s *scenario.Scenario
 			if strings.Contains(sl.Scenario, "\n") {
 				s = mustLoad(t, sl.Scenario)
 			} else {
@@ -174,8 +177,8 @@ func TestOracleCatchesSpanLoops(t *testing.T) {
 			if res.Passed || ExitCode([]*Result{res}) != 1 {
 				t.Fatalf("%s: the oracle did not catch it", sl.Failure)
 			}
-			if got := res.Violations[0]; got.Invariant != SpansEnd {
-				t.Fatalf("%s: first violation is %s, want %s\nall: %v", sl.Failure, got, SpansEnd, res.Violations)
+			if got := res.Violations[0]; got.Invariant != oracle.SpansEnd {
+				t.Fatalf("%s: first violation is %s, want %s\nall: %v", sl.Failure, got, oracle.SpansEnd, res.Violations)
 			}
 			t.Logf("%s → %s", sl.Failure, res.Violations[0])
 		})

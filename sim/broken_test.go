@@ -10,6 +10,7 @@ import (
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/oracle"
 )
 
 // brokenCore is a deliberately broken agent loop: the real kernel with one
@@ -18,8 +19,8 @@ import (
 type brokenCore struct {
 	Core
 	step     func(b *brokenCore, ev kernel.Event) []kernel.Effect
-	view     func(v View) View
-	viewID   func(b *brokenCore, id kernel.AgentID, v View) View
+	view     func(v oracle.View) oracle.View
+	viewID   func(b *brokenCore, id kernel.AgentID, v oracle.View) oracle.View
 	logRange func(b *brokenCore, seq uint64, fn func(kernel.Lifecycle) bool) error
 	find     func(b *brokenCore, name string) (kernel.AgentID, bool)
 	fake     kernel.OpID
@@ -58,7 +59,7 @@ func (b *brokenCore) Step(ev kernel.Event) []kernel.Effect {
 	return b.Core.Step(ev)
 }
 
-func (b *brokenCore) View(id kernel.AgentID) View {
+func (b *brokenCore) View(id kernel.AgentID) oracle.View {
 	v := b.Core.View(id)
 	if b.view != nil {
 		v = b.view(v)
@@ -114,7 +115,7 @@ func emit(agent kernel.AgentID, l kernel.Lifecycle) kernel.Effect {
 // hiding is a loop whose histories lack the messages drop matches.
 func hiding(drop func(kernel.Message) bool) CoreFactory {
 	return broken(func(b *brokenCore) {
-		b.view = func(v View) View {
+		b.view = func(v oracle.View) oracle.View {
 			v.History = slices.DeleteFunc(slices.Clone(v.History), drop)
 			return v
 		}
@@ -136,8 +137,8 @@ func editingLife(edit func(l *kernel.Lifecycle)) func(*brokenCore, kernel.Event)
 }
 
 // rewriting returns a view hook that edits every message of a history copy.
-func rewriting(edit func(m *kernel.Message)) func(View) View {
-	return func(v View) View {
+func rewriting(edit func(m *kernel.Message)) func(oracle.View) oracle.View {
+	return func(v oracle.View) oracle.View {
 		h := slices.Clone(v.History)
 		for i := range h {
 			edit(&h[i])
@@ -158,7 +159,7 @@ func ignoring(edit func(*kernel.Limits)) CoreFactory {
 
 // assertCaught: scenario passes with the kernel and, run with core, fails —
 // exit 1 — with invariant named first. It returns that first violation.
-func assertCaught(t *testing.T, scenario string, core CoreFactory, invariant Invariant, what string) Violation {
+func assertCaught(t *testing.T, scenario string, core CoreFactory, invariant oracle.Invariant, what string) oracle.Violation {
 	t.Helper()
 	s := byName(t, scenario)
 	good := mustRun(t, s, Options{})
@@ -421,7 +422,7 @@ func brokenInvariants() []BrokenLoop {
 			})},
 		{"interject-while-streaming", "the root's history gains a user text nobody typed", "I10",
 			broken(func(b *brokenCore) {
-				b.view = func(v View) View {
+				b.view = func(v oracle.View) oracle.View {
 					if v.Parent != kernel.NoAgent || len(v.History) < 2 {
 						return v
 					}
@@ -476,7 +477,7 @@ func brokenInvariants() []BrokenLoop {
 // every time).
 func rareLoops() []BrokenLoop {
 	return []BrokenLoop{
-		{"", "F14: a cancel is lost when it lands in the same instant as a child's start, ordered after it", CancelReachesSubtree,
+		{"", "F14: a cancel is lost when it lands in the same instant as a child's start, ordered after it", oracle.CancelReachesSubtree,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					if ev.Kind == kernel.EvCancel && b.mark.set && b.mark.at == ev.At {
@@ -494,7 +495,7 @@ func rareLoops() []BrokenLoop {
 		// The oracle names the second request in the step it starts: its
 		// agent already streams one that nobody answered or cancelled
 		// (I19, one stream per agent).
-		{"", "I19: a tool's result that arrives in the same instant as its timeout, after it, wakes the model a second time", RequestBudget,
+		{"", "I19: a tool's result that arrives in the same instant as its timeout, after it, wakes the model a second time", oracle.RequestBudget,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					out := b.inner(ev)
@@ -512,7 +513,7 @@ func rareLoops() []BrokenLoop {
 					return out
 				}
 			})},
-		{"", "I18: an interjection that lands on the instant its debounce window closes, before the restart, is lost", InputsAnswered,
+		{"", "I18: an interjection that lands on the instant its debounce window closes, before the restart, is lost", oracle.InputsAnswered,
 			broken(func(b *brokenCore) {
 				b.step = func(b *brokenCore, ev kernel.Event) []kernel.Effect {
 					if ev.Kind == kernel.EvInterject && b.mark.set && b.mark.at == ev.At {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // fanOutBomb is a scenario of under a kilobyte whose every agent delegates
@@ -34,7 +35,7 @@ inputs:
 // delegations past them are refused and the run ends quickly, well inside
 // its memory budget.
 func TestDefaultLimitsBoundAFanOut(t *testing.T) {
-	s, err := Load("bomb.yaml", []byte(fanOutBomb("")))
+	s, err := scenario.Load("bomb.yaml", []byte(fanOutBomb("")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func TestDefaultLimitsBoundAFanOut(t *testing.T) {
 // budget with ErrBudget, saying what it held, instead of taking the
 // machine's memory.
 func TestBudgetStopsARunawayFanOut(t *testing.T) {
-	s, err := Load("bomb.yaml", []byte(fanOutBomb(", max_agents: 4194304, max_parallel_requests: 4194304")))
+	s, err := scenario.Load("bomb.yaml", []byte(fanOutBomb(", max_agents: 4194304, max_parallel_requests: 4194304")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,59 +1,22 @@
 package sim
 
 import (
-	"time"
-
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/oracle"
 )
 
 // Core is what the simulator drives: the kernel, or — in tests only — a
 // deliberately broken agent loop wrapped around it, so the suite can prove
 // the oracle catches each failure of the catalogue (docs/semantics.md).
 type Core interface {
+	// Tree is what the oracle reads of the core: its agents' views, the
+	// lifecycle log, name lookups, quiescence.
+	oracle.Tree
 	Step(kernel.Event) []kernel.Effect
 	// Target is the agent an event is addressed to (kernel.Kernel.Target).
 	Target(kernel.Event) kernel.AgentID
-	NumAgents() int
-	View(kernel.AgentID) View
 	AgentPath(kernel.AgentID) string
-	AgentState(kernel.AgentID) fsm.State
-	// LogRange replays the lifecycle log from seq, as a late subscriber
-	// would read it (F10).
-	LogRange(seq uint64, fn func(kernel.Lifecycle) bool) error
-	// LogOldest is the oldest sequence number the log still holds.
-	LogOldest() uint64
-	// Find resolves a path or instance name (kernel.Kernel.Find).
-	Find(name string) (kernel.AgentID, bool)
-	// Quiescent is the core's own report that nothing runs.
-	Quiescent() bool
-}
-
-// View is what the oracle may see of an agent.
-type View struct {
-	Path    string
-	Name    string
-	Script  string
-	Parent  kernel.AgentID
-	State   fsm.State
-	Turn    uint64
-	Outcome kernel.Outcome
-	History []kernel.Message
-	// What a driver reads of the agent beside: how its last turn ended,
-	// the children it spawned, the current turn's requests, deadline and
-	// abort, and what it still waits for.
-	Reason       kernel.Reason
-	Summary      string
-	Children     []kernel.AgentID
-	Requests     int
-	Deadline     time.Duration
-	InFlight     int
-	LiveChildren int
-	Abort        kernel.Reason
-	// Freed: the core has freed the agent (a child that finished before
-	// this step); every other field is then empty (docs/semantics.md,
-	// "Finished agents").
-	Freed bool
 }
 
 type kernelCore struct{ k *kernel.Kernel }
@@ -72,10 +35,10 @@ func (c kernelCore) Quiescent() bool                         { return c.k.Quiesc
 func (c kernelCore) AppendState(b []byte, r kernel.Renamer) []byte {
 	return c.k.AppendState(b, r)
 }
-func (c kernelCore) View(id kernel.AgentID) View {
+func (c kernelCore) View(id kernel.AgentID) oracle.View {
 	a := c.k.Agent(id)
 	o, r := a.Outcome()
-	return View{
+	return oracle.View{
 		Path: a.Path(), Name: a.Name(), Script: a.Script(), Parent: a.Parent(),
 		State: a.State(), Turn: a.Turn(), Outcome: o, History: a.History(),
 		Reason: r, Summary: a.Summary(), Children: a.Children(), Requests: a.Requests(),
@@ -91,6 +54,10 @@ type CoreFactory func(kernel.Config) (Core, error)
 // the replay check of F10 over a run's recent history without growing a
 // large ring for every generated world.
 const SimLogCapacity = 256
+
+// The oracle compares every record a late subscriber can replay with what
+// was emitted: its window must hold a simulated kernel's whole log.
+const _ = uint(oracle.ReplayWindow - SimLogCapacity)
 
 // SequentialKernelCore is KernelCore for runs made one after another on
 // one goroutine (a sweep's worker, a world and its re-runs): its kernels

@@ -11,9 +11,11 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/fsm"
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
+	"github.com/escapement/escapement/sim/oracle"
 )
 
 // hostLog is the simulated host's write-ahead log (docs/durable.md): the
@@ -74,11 +76,11 @@ func (m *Sim) crashDue() {
 // after it is blamed on the rebuild.
 func (m *Sim) rebuild() {
 	logged := len(m.log.ends)
-	m.o.m.now = m.now // a violation is located at the crash
+	m.o.SetClock(m.now) // a violation is located at the crash
 	m.note(m.now, "crash: the host is rebuilt from its "+strconv.Itoa(logged)+" logged step(s)")
 	fresh, err := m.factory(m.cfg)
 	if err != nil {
-		m.o.violate(RebuildsExactly, kernel.NoAgent, "the restarted host cannot build its core: %v", err)
+		m.o.Violate(oracle.RebuildsExactly, kernel.NoAgent, "the restarted host cannot build its core: %v", err)
 		return
 	}
 	var out trace.LastLine
@@ -87,7 +89,7 @@ func (m *Sim) rebuild() {
 		want := m.log.line(i)
 		ev, err := trace.StepEvent(bytes.TrimSuffix(want, []byte("\n")))
 		if err != nil {
-			m.o.violate(RebuildsExactly, kernel.NoAgent, "logged step %d cannot be read back: %v", i+1, err)
+			m.o.Violate(oracle.RebuildsExactly, kernel.NoAgent, "logged step %d cannot be read back: %v", i+1, err)
 			return
 		}
 		target := fresh.Target(ev)
@@ -96,15 +98,16 @@ func (m *Sim) rebuild() {
 		_ = tw.Flush() // LastLine.Write never fails
 		if !bytes.Equal(out.B, want) {
 			logged, replayed := around(want, out.B)
-			m.o.violate(RebuildsExactly, target, "logged step %d replays differently\n  logged:   %s\n  replayed: %s", i+1, logged, replayed)
+			m.o.Violate(oracle.RebuildsExactly, target, "logged step %d replays differently\n  logged:   %s\n  replayed: %s", i+1, logged, replayed)
 			return
 		}
 	}
 	if err := sameTree(m.core, fresh); err != nil {
-		m.o.violate(RebuildsExactly, kernel.NoAgent, "the tree rebuilt from %d logged step(s) is not the crashed one: %v", logged, err)
+		m.o.Violate(oracle.RebuildsExactly, kernel.NoAgent, "the tree rebuilt from %d logged step(s) is not the crashed one: %v", logged, err)
 		return
 	}
-	m.core, m.o.m.c = fresh, fresh
+	m.core = fresh
+	m.o.Rebuilt(fresh)
 }
 
 // around quotes two lines where they first differ.
@@ -159,7 +162,7 @@ func sameTree(was, now Core) error {
 }
 
 // viewDiff names the first field of a view that differs from other's.
-func viewDiff(v, other View) string {
+func viewDiff(v, other oracle.View) string {
 	rv, ro := reflect.ValueOf(v), reflect.ValueOf(other)
 	for i := 0; i < rv.NumField(); i++ {
 		if !reflect.DeepEqual(rv.Field(i).Interface(), ro.Field(i).Interface()) {
@@ -306,7 +309,7 @@ func (w *world) lose(now time.Duration, op *worldOp) string {
 // turn's max_requests refused changes the story too.
 func (w *world) recovered(c Core) []string {
 	var changed []string
-	for _, id := range sortedKeys(w.again) {
+	for _, id := range keys.Sorted(w.again) {
 		changed = append(changed, fmt.Sprintf("%s: request %d is not asked again: its turn had spent max_requests", c.AgentPath(id), w.again[id].id))
 	}
 	clear(w.again)
@@ -329,30 +332,16 @@ func (w *world) meetFaults(now time.Duration, c Core, op, lost *worldOp, toolNam
 	}
 }
 
-// crashSpent notes a turn that ran out of max_requests with a request a
-// recovery asked again among those it counted: the restart spent the
-// budget sooner, a change of the story (docs/semantics.md,
-// "Expectations under a crash").
-func (m *model) crashSpent(a *agentObs, turn uint64) {
-	m.spent = append(m.spent, spentTurn{m.now, fmt.Sprintf("%s: turn %d ran out of max_requests with %d request(s) asked again after a crash among them", a.path, turn, a.t.restarts)})
-}
-
-// spentTurn is a crashSpent note and when its turn ended.
-type spentTurn struct {
-	at   time.Duration
-	note string
-}
-
 // crashJudged sets aside the expectations a run no longer meets after a
 // crash that changed its story (Result.CrashChanged): they describe the
 // story the crash changed, in a way docs/durable.md allows and the
 // invariants judge. A run whose every crash changed nothing is held to
 // its expectations as any run.
-func crashJudged(res *Result, spent []spentTurn, out []Violation) []Violation {
+func crashJudged(res *Result, spent []oracle.SpentTurn, out []oracle.Violation) []oracle.Violation {
 	for _, sp := range spent { // the note goes to the last crash before the turn's end
 		for i := len(res.Crashes) - 1; i >= 0; i-- {
-			if res.Crashes[i].At <= sp.at {
-				res.Crashes[i].Changed = append(res.Crashes[i].Changed, sp.note)
+			if res.Crashes[i].At <= sp.At {
+				res.Crashes[i].Changed = append(res.Crashes[i].Changed, sp.Note)
 				break
 			}
 		}
@@ -366,7 +355,7 @@ func crashJudged(res *Result, spent []spentTurn, out []Violation) []Violation {
 	}
 	kept := out[:0]
 	for _, v := range out {
-		if v.Invariant == Expectation {
+		if v.Invariant == oracle.Expectation {
 			res.CrashChanged = append(res.CrashChanged, v)
 			continue
 		}

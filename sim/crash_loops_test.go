@@ -8,6 +8,8 @@ import (
 
 	"github.com/escapement/escapement/fsm"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // CrashLoop is a deliberately broken recovery: the real kernel with what it
@@ -23,8 +25,8 @@ type CrashLoop struct {
 	CrashAfter time.Duration
 	Idempotent []string
 	Failure    string
-	Invariant  Invariant
-	Core       func(s *Scenario) CoreFactory
+	Invariant  oracle.Invariant
+	Core       func(s *scenario.Scenario) CoreFactory
 }
 
 // The worlds CrashLoops are caught in: a crash while two tools run (one
@@ -42,23 +44,23 @@ const (
 // shrink (TestCrashCatchesBrokenRecoveries, TestCrashLoopsInScenarios).
 func CrashLoops() []CrashLoop {
 	return []CrashLoop{
-		{crashMidTools, time.Second, nil, "re-runs a shell call after a crash: every tool is treated as idempotent (a resumed graph re-executes the node)", FinishedCallsOnly,
-			func(s *Scenario) CoreFactory {
+		{crashMidTools, time.Second, nil, "re-runs a shell call after a crash: every tool is treated as idempotent (a resumed graph re-executes the node)", oracle.FinishedCallsOnly,
+			func(s *scenario.Scenario) CoreFactory {
 				return func(cfg kernel.Config) (Core, error) {
 					cfg.Idempotent = slices.Sorted(maps.Keys(s.Tools))
 					return KernelCore(cfg)
 				}
 			}},
-		{crashMidTools, time.Second, nil, "runs a finished call again after a crash: the recovery starts every call of the message in flight, answered or not", FinishedCallsOnly,
-			func(*Scenario) CoreFactory { return broken(rerunningAnswered) }},
-		{crashMidChild, time.Second, nil, "loses a child's result: the rebuilt tree does not link a running child to its parent's call, so the child's outcome never reaches it", NoWaitingForNothing,
-			func(*Scenario) CoreFactory { return broken(losingChildResults) }},
-		{crashMidTools, time.Second, []string{"slow"}, "forgets the timers armed before the crash: a turn deadline or a watchdog is never armed again", DeadlinesOnTime,
-			func(*Scenario) CoreFactory { return broken(forgettingTimers) }},
-		{crashMidStream, 350 * time.Millisecond, nil, "drops the partial text: a restarted request's history leaves out the text the crashed stream had sent", UserTextOnce,
-			func(*Scenario) CoreFactory { return broken(droppingPartials) }},
-		{crashMidStream, 350 * time.Millisecond, nil, "numbers its ops from a process-wide counter: the rebuilt process numbers them anew, so the log's answers name ops it never started", RebuildsExactly,
-			func(*Scenario) CoreFactory { return processNumbered() }},
+		{crashMidTools, time.Second, nil, "runs a finished call again after a crash: the recovery starts every call of the message in flight, answered or not", oracle.FinishedCallsOnly,
+			func(*scenario.Scenario) CoreFactory { return broken(rerunningAnswered) }},
+		{crashMidChild, time.Second, nil, "loses a child's result: the rebuilt tree does not link a running child to its parent's call, so the child's outcome never reaches it", oracle.NoWaitingForNothing,
+			func(*scenario.Scenario) CoreFactory { return broken(losingChildResults) }},
+		{crashMidTools, time.Second, []string{"slow"}, "forgets the timers armed before the crash: a turn deadline or a watchdog is never armed again", oracle.DeadlinesOnTime,
+			func(*scenario.Scenario) CoreFactory { return broken(forgettingTimers) }},
+		{crashMidStream, 350 * time.Millisecond, nil, "drops the partial text: a restarted request's history leaves out the text the crashed stream had sent", oracle.UserTextOnce,
+			func(*scenario.Scenario) CoreFactory { return broken(droppingPartials) }},
+		{crashMidStream, 350 * time.Millisecond, nil, "numbers its ops from a process-wide counter: the rebuilt process numbers them anew, so the log's answers name ops it never started", oracle.RebuildsExactly,
+			func(*scenario.Scenario) CoreFactory { return processNumbered() }},
 	}
 }
 
@@ -126,7 +128,7 @@ func losingChildResults(b *brokenCore) {
 		}
 		return out
 	}
-	b.view = func(v View) View {
+	b.view = func(v oracle.View) oracle.View {
 		for id, n := range hidden { // determinism: one entry matches
 			if v.Path == b.Core.AgentPath(id) && n < len(v.History) {
 				v.History = v.History[:n]
@@ -171,7 +173,7 @@ func droppingPartials(b *brokenCore) {
 		}
 		return out
 	}
-	b.view = func(v View) View {
+	b.view = func(v oracle.View) oracle.View {
 		for id, idx := range dropped { // determinism: one entry matches
 			if v.Path != b.Core.AgentPath(id) {
 				continue
@@ -220,7 +222,7 @@ func processNumbered() CoreFactory {
 
 // crashRun runs s with core, crashing the host at `at` (no crash when at
 // is 0).
-func crashRun(t *testing.T, s *Scenario, core CoreFactory, idempotent []string, at time.Duration) *Result {
+func crashRun(t *testing.T, s *scenario.Scenario, core CoreFactory, idempotent []string, at time.Duration) *Result {
 	t.Helper()
 	m, err := New(s, Options{Core: core, Idempotent: idempotent, Durable: true})
 	if err != nil {

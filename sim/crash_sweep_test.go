@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 	"github.com/escapement/escapement/sim/sweep"
 )
 
@@ -34,7 +35,7 @@ func TestSweepCrashEvery(t *testing.T) {
 	t.Logf("%d worlds, %d crashed runs, no violation", len(p.SeedList()), crashes)
 	// The tools every generated world names (gen: t0, t1, t2), for the
 	// loop that treats a scenario's every tool as idempotent.
-	generated := &sim.Scenario{Tools: map[string]sim.ToolSpec{"t0": {}, "t1": {}, "t2": {}}}
+	generated := &scenario.Scenario{Tools: map[string]scenario.ToolSpec{"t0": {}, "t1": {}, "t2": {}}}
 	for _, cl := range sim.CrashLoops() {
 		t.Run(string(cl.Invariant)+"/"+cl.Failure[:20], func(t *testing.T) {
 			p := sweep.Plan{From: 1, Seeds: 300, Depth: 4, Shards: 1, CrashEvery: 1}

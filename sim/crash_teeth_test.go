@@ -7,6 +7,7 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
 )
 
@@ -66,7 +67,7 @@ func (ct crashTeeth) catches(d crashDraw) bool {
 // of several, no idempotent tool, and the earliest step a single crash
 // still catches the loop at.
 func (ct crashTeeth) shrink(d crashDraw) crashDraw {
-	d.s = sim.Shrink(d.s, func(s *sim.Scenario) bool {
+	d.s = sim.Shrink(d.s, func(s *scenario.Scenario) bool {
 		c := d
 		c.s = s
 		return ct.catches(c)

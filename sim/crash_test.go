@@ -13,6 +13,8 @@ import (
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 	"github.com/escapement/escapement/sim/sweep"
 	"pgregory.net/rapid"
 )
@@ -49,7 +51,7 @@ const crashRange = 1024
 // crashCase is a world, the tools a crash may run again, and the steps
 // after which its host crashes.
 type crashCase struct {
-	s          *sim.Scenario
+	s          *scenario.Scenario
 	idempotent []string
 	at         []int
 	events     int
@@ -59,7 +61,7 @@ type crashCase struct {
 // again, and its crash points before they are folded into the run's length
 // (first and each of after from 0 to crashRange-1).
 type crashDraw struct {
-	s          *sim.Scenario
+	s          *scenario.Scenario
 	idempotent []string
 	first      int
 	after      []int
@@ -87,7 +89,7 @@ func drawCrashPoints(t *rapid.T, o gen.Options) crashDraw {
 // folded into the run's length: when shrinking changes the length, a point
 // within it stays where it was (a range that followed the length would
 // move every point).
-func (d crashDraw) place(core func(*sim.Scenario) sim.CoreFactory) (c crashCase, ref *sim.Result, err error) {
+func (d crashDraw) place(core func(*scenario.Scenario) sim.CoreFactory) (c crashCase, ref *sim.Result, err error) {
 	ref, err = sim.Run(d.s, sim.Options{Idempotent: d.idempotent, Core: coreFor(core, d.s)})
 	if err != nil {
 		return crashCase{}, nil, err
@@ -103,7 +105,7 @@ func (d crashDraw) place(core func(*sim.Scenario) sim.CoreFactory) (c crashCase,
 // drawCrash draws a crashCase: crash points within the world's uncrashed
 // run, which must itself pass (a failure there is TestWorlds' business,
 // not a crash's).
-func drawCrash(t *rapid.T, o gen.Options, core func(*sim.Scenario) sim.CoreFactory) crashCase {
+func drawCrash(t *rapid.T, o gen.Options, core func(*scenario.Scenario) sim.CoreFactory) crashCase {
 	c, ref, err := drawCrashPoints(t, o).place(core)
 	if err != nil {
 		t.Fatal(err)
@@ -116,7 +118,7 @@ func drawCrash(t *rapid.T, o gen.Options, core func(*sim.Scenario) sim.CoreFacto
 
 // runCrash runs a crashCase; the first crash point always falls within the
 // run, so at least one recovery is stepped.
-func runCrash(t fataler, c crashCase, core func(*sim.Scenario) sim.CoreFactory) *sim.Result {
+func runCrash(t fataler, c crashCase, core func(*scenario.Scenario) sim.CoreFactory) *sim.Result {
 	recoveries := 0
 	r, err := sim.Run(c.s, sim.Options{Idempotent: c.idempotent, CrashAt: c.at, Core: coreFor(core, c.s), Observe: countRecoveries(&recoveries)})
 	if err != nil {
@@ -129,7 +131,7 @@ func runCrash(t fataler, c crashCase, core func(*sim.Scenario) sim.CoreFactory) 
 }
 
 // coreFor builds a run's core factory (nil: the real kernel).
-func coreFor(core func(*sim.Scenario) sim.CoreFactory, s *sim.Scenario) sim.CoreFactory {
+func coreFor(core func(*scenario.Scenario) sim.CoreFactory, s *scenario.Scenario) sim.CoreFactory {
 	if core == nil {
 		return nil
 	}
@@ -189,7 +191,7 @@ func crashStride(t *testing.T) int {
 // uncrashed run's. A crash that changed the story sets aside only the
 // expectations it changed, and says how.
 func TestCrashEveryStepScenarios(t *testing.T) {
-	ss, err := sim.LoadFS(scenarios.FS, ".", "scenarios")
+	ss, err := scenario.LoadFS(scenarios.FS, ".", "scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,9 +243,9 @@ func TestCrashEveryStepScenarios(t *testing.T) {
 // last step that held it (it is freed in the step after it finished, which
 // a crash's recovery step may or may not be;
 // docs/semantics.md, "Finished agents").
-func runTree(t *testing.T, s *sim.Scenario, opt sim.Options) (*sim.Result, string) {
+func runTree(t *testing.T, s *scenario.Scenario, opt sim.Options) (*sim.Result, string) {
 	t.Helper()
-	var held []sim.View
+	var held []oracle.View
 	observe := opt.Observe
 	opt.Observe = func(si sim.StepInfo) {
 		if observe != nil {
@@ -251,7 +253,7 @@ func runTree(t *testing.T, s *sim.Scenario, opt sim.Options) (*sim.Result, strin
 		}
 		for id := range si.Core.NumAgents() {
 			if id == len(held) {
-				held = append(held, sim.View{})
+				held = append(held, oracle.View{})
 			}
 			if v := si.Core.View(kernel.AgentID(id)); !v.Freed {
 				held[id] = v

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestTurnTimeoutSettlingInItsStep: an interjection cancels the stream just
@@ -21,7 +23,7 @@ func TestTurnTimeoutSettlingInItsStep(t *testing.T) {
 	if !r.Passed {
 		t.Fatalf("violations: %v", r.Violations)
 	}
-	if got := r.Outcomes[RootScript]; got != "timed_out" || r.QuiescentAt.String() != "3s" {
+	if got := r.Outcomes[scenario.RootScript]; got != "timed_out" || r.QuiescentAt.String() != "3s" {
 		t.Fatalf("outcome %s, quiescent at %v; want timed_out at 3s", got, r.QuiescentAt)
 	}
 }
@@ -44,7 +46,7 @@ func TestLateTurnTimeoutOfAnEndedTurn(t *testing.T) {
 	})
 	r := mustRun(t, s, Options{Core: core})
 	for _, v := range r.Violations {
-		if v.Invariant == DeadlinesOnTime && strings.Contains(v.Detail, "turn timeout at 3s") {
+		if v.Invariant == oracle.DeadlinesOnTime && strings.Contains(v.Detail, "turn timeout at 3s") {
 			return
 		}
 	}

@@ -1,8 +1,12 @@
 // Package sim is escapement's deterministic simulator: a virtual clock with
 // an event queue ordered by (virtual time, insertion sequence), a scripted
-// world (models, tools, faults, user inputs), the invariant oracle checked
-// after every step (docs/semantics.md), JSON Lines traces with their SHA-256, and the
-// scenario format.
+// world (models, tools, faults, user inputs), and JSON Lines traces with
+// their SHA-256. It runs scenarios in the format of sim/scenario, and hands
+// every step to the oracle of sim/oracle, which checks the invariants of
+// docs/semantics.md after each: the engine publishes each step's event
+// and effects and, through Core (an oracle.Tree), what the agent loop
+// shows of its agents; it checks itself only what needs the engine — a run
+// twice (I6, Recheck) and a crashed host rebuilt from its log (I24).
 //
 // Nothing here reads the wall clock, uses global randomness, starts a
 // goroutine or lets map order reach an output: every random choice comes from
@@ -11,9 +15,10 @@
 //
 // # Using it
 //
-// Load (or LoadFile, LoadFS) reads a scenario and Run runs it to the end,
-// returning a Result with every Violation; Example runs one from a string
-// and Example_violation shows a failed check. Scenario is a plain value, so
+// scenario.Load (or LoadFile, LoadPaths, LoadFS) reads a scenario and Run
+// runs it to the end, returning a Result with every Violation; Example runs
+// one from a string and Example_violation shows a failed check. A
+// scenario.Scenario is a plain value, so
 // a program can also build one, or draw random ones with sim/gen (whose
 // Example_property is a rapid property test over a program's own agent
 // scripts), and sweep many seeds with sim/sweep. New returns a Sim to drive

@@ -7,12 +7,13 @@ import (
 	"slices"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
-// scenario is a whole world in YAML (the format is in docs/scenarios.md, "Scenario
+// world is a whole world in YAML (the format is in docs/scenarios.md, "Scenario
 // format"): the root delegates to a child whose tool ignores its cancel, and
 // the user presses Esc while that tool runs.
-const scenario = `
+const world = `
 name: esc-during-child-tool
 seed: 1
 limits: {grace: 2s}
@@ -40,7 +41,7 @@ expect:
 // docs/semantics.md after every step. Run is deterministic: the same
 // scenario always gives the same Result and the same trace bytes.
 func Example() {
-	s, err := sim.Load("example.yaml", []byte(scenario))
+	s, err := scenario.Load("example.yaml", []byte(world))
 	if err != nil {
 		log.Fatal(err) // names example.yaml:line:col and the field
 	}
@@ -67,7 +68,7 @@ func Example() {
 // violation names the check, the virtual time and the agent. An invariant
 // broken by the agent loop itself reads the same way (see Options.Core).
 func Example_violation() {
-	s, err := sim.Load("wrong.yaml", []byte(`
+	s, err := scenario.Load("wrong.yaml", []byte(`
 name: wrong-expectation
 agents:
   main: [{text: "Hello."}]
@@ -93,7 +94,7 @@ expect: {outcomes: {main: completed}}
 // ExampleLoad_error: bad input is refused with the file, line, column and
 // field path, before anything runs.
 func ExampleLoad_error() {
-	_, err := sim.Load("typo.yaml", []byte(`
+	_, err := scenario.Load("typo.yaml", []byte(`
 name: typo
 agents:
   main: [{text: "Hi.", frist_token: 1s}]

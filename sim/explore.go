@@ -8,7 +8,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // This file is what an explorer (sim/explore) needs of a run beyond Step:
@@ -91,7 +93,7 @@ func (m *Sim) Due() []Due {
 		switch it.kind {
 		case itemInput:
 			d.Kind = DueInput
-			d.Event, _ = inputEvent(m.inputs[it.index], m.core, m.o.m)
+			d.Event, _ = inputEvent(m.inputs[it.index], m.o)
 			if d.Event.Kind != kernel.EventNone && d.Event.Kind != kernel.EvShutdown {
 				d.Target = m.core.Target(d.Event)
 			}
@@ -156,19 +158,19 @@ func (m *Sim) StepDue(d Due) bool {
 // Schedule queues one more user input at in.At (not before now), as if
 // the scenario had listed it; it counts as activity for the liveness bound
 // from then on. It returns the input's index.
-func (m *Sim) Schedule(in Input) int {
+func (m *Sim) Schedule(in scenario.Input) int {
 	if in.At < m.now {
 		panic(fmt.Sprintf("sim: input scheduled at %v, before now=%v", in.At, m.now))
 	}
 	m.inputs = append(m.inputs, in)
 	i := len(m.inputs) - 1
 	m.w.q.push(item{at: in.At, kind: itemInput, index: i})
-	m.o.activity(in.At)
+	m.o.Activity(in.At)
 	return i
 }
 
 // Inputs returns the run's inputs: the scenario's and those Schedule added.
-func (m *Sim) Inputs() []Input { return m.inputs }
+func (m *Sim) Inputs() []scenario.Input { return m.inputs }
 
 // schedule replays Scenario.Schedule: at each instant where two or more
 // live items are due, the next pick says which goes first.
@@ -220,8 +222,41 @@ func (m *Sim) AppendState(dst []byte, due []Due) (_ []byte, names []string, ok b
 	}
 	r := kernel.NewFirstSight()
 	dst = enc.AppendState(dst, r)
-	w := m.w
-	// World ops by agent, then id (an agent's ops start in call order).
+	ops, live := m.w.sortedOps(), m.liveItems()
+	for _, op := range ops {
+		r.Op(op.id)
+	}
+	for _, it := range live {
+		r.Op(it.ev.Op)
+	}
+	e := kernelEnc{b: dst}
+	e.int(int64(m.now))
+	e.uint(uint64(len(ops)))
+	for _, op := range ops {
+		e.worldOp(op, r)
+	}
+	// Live items as a sorted multiset: every order of one instant's items
+	// is explored, so only which are due when matters.
+	encs := make([][]byte, 0, len(live))
+	for _, it := range live {
+		encs = append(encs, m.itemEnc(it, r))
+	}
+	q := &m.w.q
+	for _, d := range due {
+		names = append(names, string(m.itemEnc(&q.slab[q.keys[d.key].slot], r)))
+	}
+	slices.SortFunc(encs, bytes.Compare)
+	e.uint(uint64(len(encs)))
+	for _, b := range encs {
+		e.bytes(b)
+	}
+	m.w.appendPending(&e, r)
+	return e.b, names, true
+}
+
+// sortedOps are the world's ops by agent, then id (an agent's ops start in
+// call order).
+func (w *world) sortedOps() []*worldOp {
 	ops := make([]*worldOp, 0, len(w.ops))
 	for _, op := range w.ops { // determinism: sorted below
 		ops = append(ops, op)
@@ -232,9 +267,14 @@ func (m *Sim) AppendState(dst []byte, due []Due) (_ []byte, names []string, ok b
 		}
 		return cmp.Compare(a.id, b.id)
 	})
-	// Ops named only by queued items (ended ops' late or duplicate
-	// events), and timers, get their names in (time, agent, id) order.
-	q := &w.q
+	return ops
+}
+
+// liveItems are the queued items that will deliver something, in (time,
+// op) order: ops named only by queued items (ended ops' late or duplicate
+// events), and timers, get their names in that order.
+func (m *Sim) liveItems() []*item {
+	q := &m.w.q
 	var live []*item
 	for i := range q.keys {
 		if it := &q.slab[q.keys[i].slot]; !m.dead(it) {
@@ -247,65 +287,50 @@ func (m *Sim) AppendState(dst []byte, due []Due) (_ []byte, names []string, ok b
 		}
 		return cmp.Compare(a.ev.Op, b.ev.Op)
 	})
-	for _, op := range ops {
-		r.Op(op.id)
-	}
-	for _, it := range live {
-		r.Op(it.ev.Op)
-	}
-	e := kernelEnc{b: dst}
-	e.int(int64(m.now))
-	e.uint(uint64(len(ops)))
-	for _, op := range ops {
-		e.uint(r.Op(op.id))
-		e.int(int64(op.agent))
-		e.flags(op.tool, op.cancelled, op.done, op.finished, op.dup, op.dupChunk, op.hang)
-		e.int(int64(op.late))
-		e.str(op.text[op.pos:])
-		e.int(int64(op.tokens))
-		e.uint(uint64(len(op.frags)))
-		for _, f := range op.frags {
-			e.int(int64(f.Index))
-			if f.ID != "" {
-				e.uint(r.Call(f.ID))
-			} else {
-				e.uint(0)
-			}
-			e.str(f.Name)
-			e.str(f.Args)
+	return live
+}
+
+// worldOp encodes one world op: its state and its script position.
+func (e *kernelEnc) worldOp(op *worldOp, r *kernel.FirstSight) {
+	e.uint(r.Op(op.id))
+	e.int(int64(op.agent))
+	e.flags(op.tool, op.cancelled, op.done, op.finished, op.dup, op.dupChunk, op.hang)
+	e.int(int64(op.late))
+	e.str(op.text[op.pos:])
+	e.int(int64(op.tokens))
+	e.uint(uint64(len(op.frags)))
+	for _, f := range op.frags {
+		e.int(int64(f.Index))
+		if f.ID != "" {
+			e.uint(r.Call(f.ID))
+		} else {
+			e.uint(0)
 		}
-		e.int(int64(op.next))
-		e.int(int64(op.interval))
-		e.int(int64(op.firstToken))
-		e.int(int64(op.errAfter))
-		e.int(int64(op.errKind))
-		e.int(int64(op.retries))
-		e.int(int64(op.attempt))
-		e.int(int64(op.retryAfter))
-		e.int(int64(op.retryWait))
-		e.str(op.name)
-		e.int(int64(op.spec.Duration))
-		e.str(op.spec.Result)
-		e.str(op.spec.Error)
-		e.int(int64(op.spec.OnCancel))
-		e.int(int64(op.spec.CancelDelay))
-		e.int(int64(op.finalAt))
-		e.event(op.finalEv, r)
+		e.str(f.Name)
+		e.str(f.Args)
 	}
-	// Live items as a sorted multiset: every order of one instant's items
-	// is explored, so only which are due when matters.
-	encs := make([][]byte, 0, len(live))
-	for _, it := range live {
-		encs = append(encs, m.itemEnc(it, r))
-	}
-	for _, d := range due {
-		names = append(names, string(m.itemEnc(&q.slab[q.keys[d.key].slot], r)))
-	}
-	slices.SortFunc(encs, bytes.Compare)
-	e.uint(uint64(len(encs)))
-	for _, b := range encs {
-		e.bytes(b)
-	}
+	e.int(int64(op.next))
+	e.int(int64(op.interval))
+	e.int(int64(op.firstToken))
+	e.int(int64(op.errAfter))
+	e.int(int64(op.errKind))
+	e.int(int64(op.retries))
+	e.int(int64(op.attempt))
+	e.int(int64(op.retryAfter))
+	e.int(int64(op.retryWait))
+	e.str(op.name)
+	e.int(int64(op.spec.Duration))
+	e.str(op.spec.Result)
+	e.str(op.spec.Error)
+	e.int(int64(op.spec.OnCancel))
+	e.int(int64(op.spec.CancelDelay))
+	e.int(int64(op.finalAt))
+	e.event(op.finalEv, r)
+}
+
+// appendPending encodes what else the world will do: its timers, each
+// agent's place in its script, the armed faults and its random source.
+func (w *world) appendPending(e *kernelEnc, r *kernel.FirstSight) {
 	timers := make([]uint64, 0, len(w.timers))
 	for id, on := range w.timers { // determinism: sorted below
 		if on {
@@ -335,7 +360,6 @@ func (m *Sim) AppendState(dst []byte, due []Due) (_ []byte, names []string, ok b
 		panic("sim: PCG state: " + err.Error())
 	}
 	e.bytes(src)
-	return e.b, names, true
 }
 
 // itemEnc is one queued item's canonical encoding.
@@ -359,6 +383,36 @@ func (m *Sim) itemEnc(it *item, r *kernel.FirstSight) []byte {
 		ie.flags(in.Shutdown)
 	}
 	return ie.b
+}
+
+// AppendExpectState appends to dst what the scenario's expectations,
+// judged at the end of the run, will read of the run's past — beyond its
+// state (AppendState), which holds every outcome and history they read:
+// for each llm_requests expectation, the requests its agent made so far
+// (counted to one past the number expected: every larger count fails
+// alike); for quiescent_by, whether the tree is quiescent now, and whether
+// it became so, or delivered its last event, after the bound. An explorer
+// that prunes on a state adds this, so two schedules whose expectations
+// could still end differently never merge (docs/semantics.md,
+// "Exploration").
+func (m *Sim) AppendExpectState(dst []byte) []byte {
+	e := m.s.Expect
+	enc := kernelEnc{b: dst}
+	for _, ref := range keys.Sorted(e.LLMRequests) {
+		got := int64(-1) // not there (yet)
+		if id, ok := m.o.Find(ref); ok {
+			got = 0
+			if asked, seen := m.o.Asked(id); seen {
+				got = int64(min(asked, e.LLMRequests[ref]+1))
+			}
+		}
+		enc.int(got)
+	}
+	if by := e.QuiescentBy; by > 0 {
+		quiet, since := m.o.Quiet()
+		enc.flags(quiet, quiet && since > by, m.res.End > by)
+	}
+	return enc.b
 }
 
 type kernelEnc struct{ b []byte }

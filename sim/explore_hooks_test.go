@@ -3,6 +3,8 @@ package sim
 import (
 	"strings"
 	"testing"
+
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestScheduleFixesOrder: a scenario's schedule picks which of the events
@@ -13,13 +15,13 @@ import (
 // expectation).
 func TestScheduleFixesOrder(t *testing.T) {
 	s := byName(t, "same-instant-cancel-and-timeout").Clone()
-	s.Expect = Expect{}
+	s.Expect = scenario.Expect{}
 	plain := mustRun(t, s, Options{})
-	if plain.Outcomes[RootScript] != "interrupted" {
-		t.Fatalf("plain order: %s", plain.Outcomes[RootScript])
+	if plain.Outcomes[scenario.RootScript] != "interrupted" {
+		t.Fatalf("plain order: %s", plain.Outcomes[scenario.RootScript])
 	}
 	s.Schedule = []int{1}
-	re, err := Load("s.yaml", s.YAML())
+	re, err := scenario.Load("s.yaml", s.YAML())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,16 +30,16 @@ func TestScheduleFixesOrder(t *testing.T) {
 	}
 	var trace strings.Builder
 	r := mustRun(t, re, Options{Trace: &trace})
-	if !r.Passed || r.Outcomes[RootScript] != "timed_out" {
-		t.Fatalf("scheduled order: %s %v", r.Outcomes[RootScript], r.Violations)
+	if !r.Passed || r.Outcomes[scenario.RootScript] != "timed_out" {
+		t.Fatalf("scheduled order: %s %v", r.Outcomes[scenario.RootScript], r.Violations)
 	}
 	// A choice past the events due is noted in the trace, and the first
 	// goes.
 	s.Schedule = []int{7}
 	trace.Reset()
 	r = mustRun(t, s, Options{Trace: &trace})
-	if r.Outcomes[RootScript] != "interrupted" || !strings.Contains(trace.String(), "schedule: choice 1 is 7") {
-		t.Fatalf("out-of-range choice: %s, trace lacks the note", r.Outcomes[RootScript])
+	if r.Outcomes[scenario.RootScript] != "interrupted" || !strings.Contains(trace.String(), "schedule: choice 1 is 7") {
+		t.Fatalf("out-of-range choice: %s, trace lacks the note", r.Outcomes[scenario.RootScript])
 	}
 	s.Schedule = []int{-1}
 	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "schedule") {

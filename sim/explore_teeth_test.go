@@ -10,29 +10,30 @@ import (
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/explore"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // rareCase is a rare loop and the small world explore searches for it.
 type rareCase struct {
 	loop sim.BrokenLoop
-	s    *sim.Scenario
+	s    *scenario.Scenario
 	opt  explore.Options
 }
 
 // toolAtItsDeadline: one tool call that takes exactly its tool_timeout (and runs on
 // when cancelled), so
 // its result and its deadline fall due in one instant.
-func toolAtItsDeadline() *sim.Scenario {
+func toolAtItsDeadline() *scenario.Scenario {
 	lim := kernel.DefaultLimits()
 	lim.ToolTimeout = 2 * time.Second
-	r := func(text string, calls ...sim.Call) sim.Reply {
-		return sim.Reply{Text: text, FirstToken: sim.DefaultFirstToken, Rate: sim.DefaultRate, Calls: calls}
+	r := func(text string, calls ...scenario.Call) scenario.Reply {
+		return scenario.Reply{Text: text, FirstToken: scenario.DefaultFirstToken, Rate: scenario.DefaultRate, Calls: calls}
 	}
-	return &sim.Scenario{
+	return &scenario.Scenario{
 		Name: "tool-at-its-deadline", Seed: 1, Limits: lim,
-		Agents: map[string]sim.Script{sim.RootScript: {r("", sim.Call{Tool: "build"}), r("built")}},
-		Tools:  map[string]sim.ToolSpec{"build": {Duration: 2 * time.Second, Result: "ok", OnCancel: sim.CancelIgnore}},
-		Inputs: []sim.Input{{Submit: "build it"}},
+		Agents: map[string]scenario.Script{scenario.RootScript: {r("", scenario.Call{Tool: "build"}), r("built")}},
+		Tools:  map[string]scenario.ToolSpec{"build": {Duration: 2 * time.Second, Result: "ok", OnCancel: scenario.CancelIgnore}},
+		Inputs: []scenario.Input{{Submit: "build it"}},
 	}
 }
 
@@ -45,11 +46,11 @@ func rareCases(t *testing.T) []rareCase {
 	txt := explore.NewWorld(explore.Tree{Shape: explore.Text})
 	return []rareCase{
 		// A cancel of main anywhere, the submission first.
-		{loops[0], dt.Scenario, explore.Options{Alphabet: []sim.Input{{Submit: "go"}, {Cancel: sim.RootScript}}, MaxInputs: 2}},
+		{loops[0], dt.Scenario, explore.Options{Alphabet: []scenario.Input{{Submit: "go"}, {Cancel: scenario.RootScript}}, MaxInputs: 2}},
 		// Only the orders of the one instant where result and deadline meet.
 		{loops[1], toolAtItsDeadline(), explore.Options{MaxInputs: 0}},
 		// Two interjections anywhere in one streamed reply.
-		{loops[2], txt.Scenario, explore.Options{Alphabet: []sim.Input{{Submit: "go"}, {Interject: "also"}}, MaxInputs: 3}},
+		{loops[2], txt.Scenario, explore.Options{Alphabet: []scenario.Input{{Submit: "go"}, {Interject: "also"}}, MaxInputs: 3}},
 	}
 }
 
@@ -94,7 +95,7 @@ func TestExploreFindsRareLoops(t *testing.T) {
 				}
 			}
 			// Read back from its file, as `escapement sim FILE` does.
-			s, err := sim.Load(c.s.Name+".yaml", first.Violation.Scenario.YAML())
+			s, err := scenario.Load(c.s.Name+".yaml", first.Violation.Scenario.YAML())
 			if err != nil {
 				t.Fatal(err)
 			}

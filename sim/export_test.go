@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // BrokenLoop is a deliberately broken agent loop for one failure of the
@@ -12,7 +14,7 @@ import (
 type BrokenLoop struct {
 	Scenario  string
 	Failure   string
-	Invariant Invariant
+	Invariant oracle.Invariant
 	Core      CoreFactory
 }
 
@@ -25,7 +27,7 @@ func InvariantLoops() []BrokenLoop { return invariantLoops() }
 
 // Depth6Scenario is BenchmarkSimEvents' world, for benchmarks outside the
 // package that measure against it (BenchmarkSweepVsSim).
-func Depth6Scenario() *Scenario { return depth6Scenario() }
+func Depth6Scenario() *scenario.Scenario { return depth6Scenario() }
 
 // RareLoops returns the broken loops that go wrong only in one rare
 // ordering or instant (their Scenario is empty: the test builds the

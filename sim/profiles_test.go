@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/oracle"
 )
 
 // profileLoops are the broken loops of I26 (TestEveryInvariantHasTeeth
@@ -15,7 +16,7 @@ func profileLoops() []BrokenLoop {
 		// A loop that keeps each agent's profile for its system prompt and
 		// model but never checks its tools: a child runs whatever its
 		// model asks for.
-		{"profile-tools", "I26: an agent runs a tool its profile does not list", ProfileTools,
+		{"profile-tools", "I26: an agent runs a tool its profile does not list", oracle.ProfileTools,
 			withConfig(func(cfg *kernel.Config) {
 				cfg.Profiles = slices.Clone(cfg.Profiles) // the oracle's stay the scenario's
 				for i := range cfg.Profiles {
@@ -84,7 +85,7 @@ func TestProfileLoopsCaught(t *testing.T) {
 	}
 	for _, l := range loops {
 		t.Run(l.what, func(t *testing.T) {
-			assertCaught(t, "profile-tools", l.core, ProfileTools, l.what)
+			assertCaught(t, "profile-tools", l.core, oracle.ProfileTools, l.what)
 		})
 	}
 	// A profile's own budget is I19's: a loop that takes the tree's
@@ -94,7 +95,7 @@ func TestProfileLoopsCaught(t *testing.T) {
 		for i := range cfg.Profiles {
 			cfg.Profiles[i].MaxRequests = 0
 		}
-	}), RequestBudget, "a profile's max_requests ignored")
+	}), oracle.RequestBudget, "a profile's max_requests ignored")
 	// A refusal is I13's to justify: a loop that refuses the tool the
 	// profile lists (it reads another profile's list) is caught there.
 	assertCaught(t, "profile-tools", withConfig(func(cfg *kernel.Config) {
@@ -104,5 +105,5 @@ func TestProfileLoopsCaught(t *testing.T) {
 				cfg.Profiles[i].Tools = []string{"grep"}
 			}
 		}
-	}), TypedOutcomes, "a refusal of a tool the profile lists")
+	}), oracle.TypedOutcomes, "a refusal of a tool the profile lists")
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
 )
 
@@ -33,7 +35,7 @@ func failureDir() string {
 }
 
 // writeFailure saves the world and returns the command that reproduces it.
-func writeFailure(s *sim.Scenario, r *sim.Result) string {
+func writeFailure(s *scenario.Scenario, r *sim.Result) string {
 	y := s.YAML()
 	sum := sha256.Sum256(y)
 	c := s.Clone()
@@ -129,12 +131,12 @@ func stateMachine(depth int) func(*rapid.T) {
 			return kind + strconv.Itoa(texts)
 		}
 		t.Repeat(map[string]func(*rapid.T){
-			"submit":    func(t *rapid.T) { m.Input(sim.Input{Submit: text("s")}) },
-			"interject": func(t *rapid.T) { m.Input(sim.Input{Interject: text("i")}) },
+			"submit":    func(t *rapid.T) { m.Input(scenario.Input{Submit: text("s")}) },
+			"interject": func(t *rapid.T) { m.Input(scenario.Input{Interject: text("i")}) },
 			"cancel": func(t *rapid.T) {
 				n := m.Core().NumAgents()
 				id := rapid.IntRange(0, n-1).Draw(t, "agent")
-				in := sim.Input{Cancel: m.Core().AgentPath(kernelID(id))}
+				in := scenario.Input{Cancel: m.Core().AgentPath(kernelID(id))}
 				if rapid.IntRange(0, 3).Draw(t, "bound") == 0 {
 					// A cancel bound to a turn — the current one, an
 					// ended one, or one not started yet (F14).
@@ -147,7 +149,7 @@ func stateMachine(depth int) func(*rapid.T) {
 				if rapid.IntRange(0, 19).Draw(t, "rare") != 0 {
 					t.Skip("shutdown is rare: it ends the session")
 				}
-				m.Input(sim.Input{Shutdown: true})
+				m.Input(scenario.Input{Shutdown: true})
 			},
 			"crash": func(t *rapid.T) {
 				if rapid.IntRange(0, 4).Draw(t, "rare") != 0 {
@@ -238,7 +240,7 @@ func TestProbesReached(t *testing.T) {
 		n = 400
 	}
 	g := gen.World(gen.DefaultOptions(6))
-	counts := map[sim.Probe]int{}
+	counts := map[oracle.Probe]int{}
 	for seed := 0; seed < n; seed++ {
 		r, err := sim.Run(g.Example(seed), sim.Options{})
 		if err != nil {
@@ -251,7 +253,7 @@ func TestProbesReached(t *testing.T) {
 			counts[p] += c
 		}
 	}
-	for _, p := range sim.Probes() {
+	for _, p := range oracle.Probes() {
 		t.Logf("%-28s %d", p, counts[p])
 		if counts[p] == 0 && !testing.Short() {
 			t.Errorf("probe %s never reached in %d worlds", p, n)

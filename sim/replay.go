@@ -11,6 +11,7 @@ import (
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/trace"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // ReplayResult says whether a trace reproduced byte for byte.
@@ -31,6 +32,9 @@ type ReplayResult struct {
 
 // MaxTraceLine bounds one trace line when reading.
 const MaxTraceLine = 16 << 20
+
+// MaxTraceBytes bounds a trace Replay reads.
+const MaxTraceBytes = 1 << 30
 
 // Replay re-runs what a trace recorded and compares the bytes. A simulator
 // trace names its scenario (embedded in the header), which is run again with
@@ -53,7 +57,7 @@ func ReplayWithin(r io.Reader, memoryBudget int64) (*ReplayResult, error) {
 // (nil: none), as Options.Observe sees a simulated run's — a Perfetto
 // timeline of a live trace, for one (escapement sim replay --perfetto).
 func ReplayObserved(r io.Reader, memoryBudget int64, observe func(StepInfo)) (*ReplayResult, error) {
-	recorded, err := io.ReadAll(io.LimitReader(r, 1<<30))
+	recorded, err := io.ReadAll(io.LimitReader(r, MaxTraceBytes))
 	if err != nil {
 		return nil, fmt.Errorf("read trace: %w", err)
 	}
@@ -66,7 +70,7 @@ func ReplayObserved(r io.Reader, memoryBudget int64, observe func(StepInfo)) (*R
 	var end time.Duration
 	switch hdr.Source {
 	case "sim":
-		s, err := Load("trace:"+hdr.Name, []byte(hdr.Scenario))
+		s, err := scenario.Load("trace:"+hdr.Name, []byte(hdr.Scenario))
 		if err != nil {
 			return nil, fmt.Errorf("trace header scenario: %w", err)
 		}

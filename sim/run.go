@@ -13,6 +13,8 @@ import (
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/kernel/spans"
 	"github.com/escapement/escapement/kernel/trace"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // Options tune a run. The zero value runs the real kernel and keeps only the
@@ -23,8 +25,8 @@ type Options struct {
 	// Core builds the agent loop under test; nil is the real kernel.
 	Core CoreFactory
 	// Spans builds the span derivation the oracle holds to I25; nil is
-	// kernel/spans (tests pass broken ones).
-	Spans func(spans.Config) SpanDeriver
+	// kernel/spans's (tests pass broken ones).
+	Spans func(spans.Config) oracle.SpanDeriver
 	// TimeLimit stops a run at this virtual time (default DefaultTimeLimit).
 	TimeLimit time.Duration
 	// MaxEvents stops a run after this many delivered events (default
@@ -129,7 +131,7 @@ type Result struct {
 	// every expectation held.
 	Passed bool
 	// Violations are the broken invariants and expectations, in order.
-	Violations []Violation
+	Violations []oracle.Violation
 	// Outcomes maps every agent's path to its last turn's outcome.
 	Outcomes map[string]string
 	// LLMRequests maps every agent's path to the requests it made, as the
@@ -146,18 +148,18 @@ type Result struct {
 	// scenario and seed give the same hash within a build (I6).
 	TraceSHA256 string
 	// Probes counts the reachability probes hit.
-	Probes map[Probe]int
+	Probes map[oracle.Probe]int
 	// Agents is how many agents the tree held.
 	Agents int
 	// Expectations are the scenario's expectations as judged, in order.
-	Expectations []ExpectVerdict
+	Expectations []oracle.ExpectVerdict
 	// Crashes are the host's crashes, in order, each with how its
 	// recovery changed the run's story.
 	Crashes []Crash
 	// CrashChanged are the expectations the run did not meet after a
 	// crash changed its story; they do not fail it (docs/semantics.md,
 	// "Expectations under a crash").
-	CrashChanged []Violation
+	CrashChanged []oracle.Violation
 }
 
 // Sim is one simulation in progress. Run drives it to the end; tests that
@@ -165,15 +167,15 @@ type Result struct {
 // Advance and Input. It is not safe for concurrent use and starts no
 // goroutines.
 type Sim struct {
-	s    *Scenario
+	s    *scenario.Scenario
 	opt  Options
 	core Core
 	w    *world
-	o    *oracle
+	o    *oracle.Oracle
 	tw   *trace.Writer
 	perm *permuter
 	// inputs are the scenario's inputs and those Schedule added.
-	inputs []Input
+	inputs []scenario.Input
 	// sched replays Scenario.Schedule (nil when it is empty).
 	sched *schedule
 	res   *Result
@@ -195,7 +197,7 @@ type Sim struct {
 }
 
 // New prepares a run of s: the scenario's inputs and faults are queued.
-func New(s *Scenario, opt Options) (*Sim, error) {
+func New(s *scenario.Scenario, opt Options) (*Sim, error) {
 	if opt.TimeLimit == 0 {
 		opt.TimeLimit = DefaultTimeLimit
 	}
@@ -221,7 +223,7 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 	m := &Sim{
 		s: s, opt: opt, core: core,
 		w:   newWorld(s, opt.Idempotent),
-		o:   newOracle(core, cfg, opt.Spans),
+		o:   oracle.New(core, cfg, derivation(opt.Spans)),
 		res: &Result{Name: s.Name, File: s.File},
 
 		factory: factory, cfg: cfg,
@@ -234,7 +236,7 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 		}
 		hdr := trace.Header{
 			Source: "sim", Name: s.Name, Seed: s.Seed, Scenario: string(s.YAML()),
-			Limits: s.Limits, RootName: RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
+			Limits: s.Limits, RootName: scenario.RootScript, Build: opt.Build, Idempotent: opt.Idempotent,
 		}
 		hdr.Options = headerOptions(opt)
 		m.tw = trace.NewWriter(out, hdr)
@@ -250,18 +252,27 @@ func New(s *Scenario, opt Options) (*Sim, error) {
 		m.sched = &schedule{picks: s.Schedule}
 	}
 	for _, in := range s.Inputs {
-		m.o.activity(in.At)
+		m.o.Activity(in.At)
 	}
 	for _, f := range s.Faults {
-		m.o.activity(f.At)
+		m.o.Activity(f.At)
 	}
 	return m, nil
+}
+
+// derivation is the span derivation a run's oracle holds to I25:
+// Options.Spans, or kernel/spans's.
+func derivation(derive func(spans.Config) oracle.SpanDeriver) func(spans.Config) oracle.SpanDeriver {
+	if derive != nil {
+		return derive
+	}
+	return func(cfg spans.Config) oracle.SpanDeriver { return spans.New(cfg) }
 }
 
 // Run runs one scenario to quiescence (or the limits) and checks every
 // invariant after every step. The returned error is for failures of the run
 // itself (a bad core, a trace that cannot be written), not for violations.
-func Run(s *Scenario, opt Options) (*Result, error) {
+func Run(s *scenario.Scenario, opt Options) (*Result, error) {
 	m, err := New(s, opt)
 	if err != nil {
 		return nil, err
@@ -278,7 +289,7 @@ func (m *Sim) Now() time.Duration { return m.now }
 func (m *Sim) Pending() int { return m.w.q.len() }
 
 // Violations so far.
-func (m *Sim) Violations() []Violation { return m.o.out }
+func (m *Sim) Violations() []oracle.Violation { return m.o.Violations() }
 
 // Core is the agent loop under simulation.
 func (m *Sim) Core() Core { return m.core }
@@ -324,13 +335,13 @@ func (m *Sim) stepUntil(until time.Duration) bool {
 // or the event budget is spent.
 func (m *Sim) withinLimits() bool {
 	if m.w.q.peek().at > m.opt.TimeLimit {
-		m.o.quiesce.timeLimit(m.w.q.peek().at, m.opt.TimeLimit)
-		m.o.m.stopped, m.stop = true, true
+		m.o.TimeLimitReached(m.w.q.peek().at, m.opt.TimeLimit)
+		m.stop = true
 		return false
 	}
 	if m.res.Events >= m.opt.MaxEvents {
-		m.o.violate(RunLimit, kernel.NoAgent, "event budget %d exhausted", m.opt.MaxEvents)
-		m.o.m.stopped, m.stop = true, true
+		m.o.EventLimitReached(m.opt.MaxEvents)
+		m.stop = true
 		return false
 	}
 	if m.budget.spent() {
@@ -361,7 +372,7 @@ func (m *Sim) take() bool {
 		return false
 	case itemInput:
 		var note string
-		ev, note = inputEvent(m.inputs[it.index], m.core, m.o.m)
+		ev, note = inputEvent(m.inputs[it.index], m.o)
 		if note != "" {
 			m.note(it.at, note)
 		}
@@ -404,9 +415,9 @@ func (m *Sim) Advance(d time.Duration) {
 
 // Input delivers a user input now (the state-machine test's actions). The
 // input counts as activity for the liveness bound.
-func (m *Sim) Input(in Input) {
-	ev, note := inputEvent(in, m.core, m.o.m)
-	m.o.activity(m.now)
+func (m *Sim) Input(in scenario.Input) {
+	ev, note := inputEvent(in, m.o)
+	m.o.Activity(m.now)
 	if note != "" {
 		m.note(m.now, note)
 	}
@@ -424,10 +435,10 @@ func (m *Sim) Input(in Input) {
 // liveness bound.
 func (m *Sim) Recover() {
 	c := Crash{After: m.res.Events, At: m.now, Changed: m.w.crash(m.now, m.core)}
-	if m.o.m.shutdown {
+	if m.o.ShutdownBegun() {
 		c.Changed = append(c.Changed, shutdownEnds)
 	}
-	m.o.activity(m.now)
+	m.o.Activity(m.now)
 	if m.log != nil {
 		m.rebuild()
 	}
@@ -449,12 +460,12 @@ func (m *Sim) deliver(ev kernel.Event, it *item) {
 	ev.At = m.now
 	target := m.core.Target(ev)
 	before := m.core.AgentState(target)
-	m.o.before(&ev, target)
+	m.o.Before(&ev, target)
 	effs := m.core.Step(ev)
 	if m.tw != nil {
 		m.tw.Step(m.core, ev, target, before, effs)
 	}
-	m.o.after(effs)
+	m.o.After(effs)
 	if m.log != nil {
 		m.log.record(m.core, ev, target, before, effs)
 	}
@@ -481,11 +492,11 @@ func (m *Sim) Finish() (*Result, error) {
 	if m.overBudget != nil {
 		return nil, m.overBudget // its end-of-run checks would read all of it
 	}
-	res, o, core := m.res, m.o, m.core
-	o.finish()
+	res, o := m.res, m.o
+	o.Finish()
 	res.QuiescentAt = res.End
-	if o.m.quiet {
-		res.QuiescentAt = o.m.quietAt
+	if quiet, since := o.Quiet(); quiet {
+		res.QuiescentAt = since
 	}
 	if m.tw != nil {
 		sum, err := m.tw.Close(res.End)
@@ -494,25 +505,20 @@ func (m *Sim) Finish() (*Result, error) {
 		}
 		res.TraceSHA256 = sum
 	}
-	res.Probes = o.probes.counts
-	res.Agents = core.NumAgents()
-	res.Outcomes = map[string]string{}
-	res.LLMRequests = map[string]int{}
-	for id := 0; id < core.NumAgents(); id++ {
-		a := o.m.agents[id] // finish observed every agent (a freed one as last held)
-		res.Outcomes[a.view.Path] = a.view.Outcome.String()
-		res.LLMRequests[a.view.Path] = a.asked()
-	}
-	checkExpect(m.s, core, o, res, m.opt.Permute)
-	res.Violations = crashJudged(res, o.m.spent, o.out)
+	res.Probes = o.Probes()
+	res.Agents = m.core.NumAgents()
+	res.Outcomes, res.LLMRequests = o.Tally() // Finish observed every agent (a freed one as last held)
+	res.Expectations = o.JudgeExpect(m.s.Expect, res.QuiescentAt, m.opt.Permute)
+	res.Violations = crashJudged(res, o.Spent(), o.Violations())
 	res.Passed = len(res.Violations) == 0
 	return res, nil
 }
 
 // inputEvent turns a scripted input into a kernel event, resolving a cancel's
 // agent at the moment it is pressed (one the core has freed too: the press
-// names it, and the core answers it as for any finished agent).
-func inputEvent(in Input, c Core, m *model) (kernel.Event, string) {
+// names it, and the core answers it as for any finished agent), as the
+// oracle resolves a scenario's references.
+func inputEvent(in scenario.Input, o *oracle.Oracle) (kernel.Event, string) {
 	switch {
 	case in.Submit != "":
 		return kernel.Submit(0, in.Submit), ""
@@ -521,29 +527,11 @@ func inputEvent(in Input, c Core, m *model) (kernel.Event, string) {
 	case in.Shutdown:
 		return kernel.Shutdown(0), ""
 	}
-	id, ok := findAgent(c, m, in.Cancel)
+	id, ok := o.Find(in.Cancel)
 	if !ok {
 		return kernel.Event{}, fmt.Sprintf("cancel of %s: no such agent (yet); nothing to press", in.Cancel)
 	}
 	return kernel.CancelTurn(0, id, in.Turn), ""
-}
-
-// findAgent resolves a path, instance name or script name (first instance)
-// to an agent id: among the agents the core holds, and the freed ones as
-// the model last saw them.
-func findAgent(c Core, m *model, ref string) (kernel.AgentID, bool) {
-	for id := 0; id < c.NumAgents(); id++ {
-		v := c.View(kernel.AgentID(id))
-		if v.Freed {
-			if a := m.agent(kernel.AgentID(id)); a != nil {
-				v = a.view
-			}
-		}
-		if matches(v, ref) {
-			return kernel.AgentID(id), true
-		}
-	}
-	return kernel.NoAgent, false
 }
 
 // ExitCode is the CLI's verdict for a set of results: 0 when every run

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // records runs an embedded scenario (it must pass) and returns every
@@ -39,7 +40,7 @@ func records(t *testing.T, name string) ([]kernel.Lifecycle, Core) {
 // delegated records tell it: a finished child is freed, and its path is
 // no longer the core's to tell (docs/semantics.md, "Finished agents").
 func paths(ls []kernel.Lifecycle) map[kernel.AgentID]string {
-	out := map[kernel.AgentID]string{kernel.Root: RootScript}
+	out := map[kernel.AgentID]string{kernel.Root: scenario.RootScript}
 	for _, l := range ls {
 		if l.Kind == kernel.LifeDelegated {
 			out[l.Child] = out[l.Agent] + "/" + l.Name

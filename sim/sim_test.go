@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"errors"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,11 +9,12 @@ import (
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/scenarios"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
-func suite(t testing.TB) []*Scenario {
+func suite(t testing.TB) []*scenario.Scenario {
 	t.Helper()
-	ss, err := LoadFS(scenarios.FS, ".", "scenarios")
+	ss, err := scenario.LoadFS(scenarios.FS, ".", "scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,9 +22,9 @@ func suite(t testing.TB) []*Scenario {
 }
 
 // mustLoad loads a scenario written inline, failing the test on bad input.
-func mustLoad(t testing.TB, src string) *Scenario {
+func mustLoad(t testing.TB, src string) *scenario.Scenario {
 	t.Helper()
-	s, err := Load(t.Name()+".yaml", []byte(src))
+	s, err := scenario.Load(t.Name()+".yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func mustLoad(t testing.TB, src string) *Scenario {
 
 // mustRun runs s and fails the test on a run error (never on violations:
 // callers judge those).
-func mustRun(t testing.TB, s *Scenario, opt Options) *Result {
+func mustRun(t testing.TB, s *scenario.Scenario, opt Options) *Result {
 	t.Helper()
 	r, err := Run(s, opt)
 	if err != nil {
@@ -42,7 +42,7 @@ func mustRun(t testing.TB, s *Scenario, opt Options) *Result {
 	return r
 }
 
-func byName(t testing.TB, name string) *Scenario {
+func byName(t testing.TB, name string) *scenario.Scenario {
 	t.Helper()
 	for _, s := range suite(t) {
 		if s.Name == name {
@@ -125,7 +125,7 @@ func TestPermutedOrdersHoldInvariants(t *testing.T) {
 func TestYAMLRoundTrip(t *testing.T) {
 	for _, s := range suite(t) {
 		y := s.YAML()
-		s2, err := Load("roundtrip.yaml", y)
+		s2, err := scenario.Load("roundtrip.yaml", y)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", s.Name, err, y)
 		}
@@ -137,63 +137,6 @@ func TestYAMLRoundTrip(t *testing.T) {
 		if r1.TraceSHA256 != r2.TraceSHA256 {
 			t.Fatalf("%s: round-tripped scenario runs differently", s.Name)
 		}
-	}
-}
-
-const goodHead = `name: t
-agents:
-  main:
-    - text: hi
-      calls: [{delegate: child, prompt: go}, {tool: grep, args: {p: x}}]
-  child:
-    - text: ok
-tools:
-  grep: {duration: 1s, result: r}
-`
-
-// TestBadScenarios: each kind of bad input names file:line and what is wrong.
-func TestBadScenarios(t *testing.T) {
-	for _, tc := range []struct {
-		name, yaml, where, msg string
-	}{
-		{"unknown field", "name: t\nagents: {main: []}\nbogus: 1\n", "bad.yaml:3:1:", `unknown field "bogus"`},
-		{"unknown nested field", "name: t\nagents:\n  main:\n    - text: hi\n      colour: red\n", "bad.yaml:5:7:", `unknown field "colour"`},
-		{"wrong type", "name: t\nseed: seven\nagents: {main: []}\n", "bad.yaml:2:7:", "want a whole number"},
-		{"wrong type list", "name: t\nagents: {main: {text: hi}}\n", "bad.yaml:2:16:", "want a list"},
-		{"negative duration", "name: t\nlimits: {grace: -2s}\nagents: {main: []}\n", "bad.yaml:2:17:", "negative duration"},
-		{"not a duration", "name: t\nlimits: {grace: 2}\nagents: {main: []}\n", "bad.yaml:2:17:", "duration in Go syntax"},
-		{"unknown script", "name: t\nagents:\n  main:\n    - calls: [{delegate: ghost, prompt: boo}]\n", "bad.yaml:4:", `unknown script "ghost"`},
-		{"unknown tool", "name: t\nagents:\n  main:\n    - calls: [{tool: hammer}]\n", "bad.yaml:4:", `unknown tool "hammer"`},
-		{"missing name", "agents: {main: []}\n", "bad.yaml:1:1:", "name: required"},
-		{"input unknown agent", goodHead + "inputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: ghost}\n", "bad.yaml:12:", `no script named "ghost"`},
-		{"fault unknown agent", goodHead + "faults:\n  - {at: 0s, agent: nobody, fault: hang}\n", "bad.yaml:11:", `no script named "nobody"`},
-		{"unknown fault", goodHead + "faults:\n  - {at: 0s, agent: main, fault: meteor}\n", "bad.yaml:11:", `unknown fault "meteor"`},
-		{"missing root", "name: t\nagents: {other: []}\n", "bad.yaml:2:", `root script "main" is missing`},
-		{"duplicate key", "name: t\nname: u\nagents: {main: []}\n", "bad.yaml:2:1:", "given twice"},
-		{"syntax", "name: t\nagents: [\n", "bad.yaml:2:", "YAML syntax"},
-		{"bad on_cancel", strings.Replace(goodHead, "result: r}", "result: r, on_cancel: sulk}", 1), "bad.yaml:9:", "on_cancel"},
-		{"inputs out of order", goodHead + "inputs:\n  - {at: 2s, submit: a}\n  - {at: 1s, submit: b}\n", "bad.yaml:12:", "before the previous input"},
-		{"two actions", goodHead + "inputs:\n  - {at: 0s, submit: a, cancel: main}\n", "bad.yaml:11:", "exactly one of"},
-		{"bad outcome", goodHead + "expect:\n  outcomes: {main: exploded}\n", "bad.yaml:11:", `unknown outcome "exploded"`},
-		{"bad limit", "name: t\nlimits: {max_requests: 0}\nagents: {main: []}\n", "bad.yaml:2:", "max_requests"},
-		{"empty", "", "bad.yaml:1:", "empty scenario"},
-		{"two documents", "name: t\nagents: {main: []}\n---\nname: u\n", "bad.yaml:3:", "more than one YAML document"},
-		{"args not JSON", "name: t\nagents:\n  main:\n    - calls: [{tool: x, args: {v: .nan}}]\ntools: {x: {duration: 1s}}\n", "bad.yaml:4:", "not representable as JSON"},
-		{"expect line per section", goodHead + "expect:\n  outcomes: {main: completed}\n  llm_requests:\n    main: -1\n  history:\n    main: {marker: true}\n", "bad.yaml:13:", "must not be negative"},
-		{"call with both", "name: t\nagents:\n  main:\n    - calls: [{tool: x, delegate: y}]\ntools: {x: {duration: 1s}}\n", "bad.yaml:4:", "exactly one of tool or delegate"},
-		{"nameless tool call", "name: t\nagents:\n  main:\n    - calls: [{tool: x, nameless: true}]\ntools: {x: {duration: 1s}}\n", "bad.yaml:4:", "nameless belong to delegate calls"},
-		{"nameless other script", "name: t\nagents:\n  main:\n    - calls: [{delegate: y, nameless: true}]\n  y: []\n", "bad.yaml:4:", `a nameless delegation runs the script "agent", not "y"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Load("bad.yaml", []byte(tc.yaml))
-			var le *LoadError
-			if !errors.As(err, &le) {
-				t.Fatalf("want a *LoadError, got %v", err)
-			}
-			if !strings.HasPrefix(err.Error(), tc.where) || !strings.Contains(err.Error(), tc.msg) {
-				t.Fatalf("got %q\nwant prefix %q containing %q", err, tc.where, tc.msg)
-			}
-		})
 	}
 }
 
@@ -211,44 +154,11 @@ func fuzzSeeds(f *testing.F) {
 	for _, s := range suite(f) {
 		f.Add(s.YAML())
 	}
-	f.Add([]byte(goodHead + "inputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: child}\n"))
+	f.Add([]byte("name: t\nagents:\n  main:\n    - text: hi\n      calls: [{delegate: child, prompt: go}, {tool: grep, args: {p: x}}]\n  child:\n    - text: ok\ntools:\n  grep: {duration: 1s, result: r}\n" + "inputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: child}\n"))
 	f.Add([]byte("name: x\nagents: {main: [{text: a b c, rate: 0.001}]}\ninputs: [{at: 0s, submit: s}]\n"))
 	f.Add([]byte("name: x\nagents: &a {main: []}\nexpect: {outcomes: {main: *a}}\n"))
 	f.Add([]byte("name: x\nabout: caf\xe9\nagents: {main: []}\n"))
 	f.Add([]byte("\xff\xfen\x00a\x00m\x00e\x00:\x00 \x00x\x00\n\x00"))
-	f.Add([]byte(bomb(4, 2)))
-}
-
-// FuzzLoad: the loader never panics and only returns *LoadError, which
-// names a line; whatever it accepts is valid and survives the canonical
-// round trip. CI runs it for a few seconds (make fuzz).
-func FuzzLoad(f *testing.F) {
-	fuzzSeeds(f)
-	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Load("fuzz.yaml", data)
-		if err != nil {
-			var le *LoadError
-			if !errors.As(err, &le) {
-				t.Fatalf("error of type %T: %v", err, err)
-			}
-			if le.Line < 1 && len(data) <= MaxScenarioBytes {
-				t.Fatalf("error without a line: %v", err)
-			}
-			return
-		}
-		if err := s.Validate(); err != nil {
-			t.Fatalf("loaded, yet invalid: %v", err)
-		}
-		// The canonical form (what a trace header embeds) loads back to a
-		// scenario with the same canonical form.
-		back, err := Load("again.yaml", s.YAML())
-		if err != nil {
-			t.Fatalf("canonical form does not load: %v\n%s", err, s.YAML())
-		}
-		if !bytes.Equal(back.YAML(), s.YAML()) {
-			t.Fatalf("canonical form changes on reload:\n%s\n---\n%s", s.YAML(), back.YAML())
-		}
-	})
 }
 
 // FuzzRun also runs whatever the loader accepts through the simulator (with
@@ -256,7 +166,7 @@ func FuzzLoad(f *testing.F) {
 func FuzzRun(f *testing.F) {
 	fuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Load("fuzz.yaml", data)
+		s, err := scenario.Load("fuzz.yaml", data)
 		if err != nil {
 			return
 		}
@@ -343,28 +253,6 @@ func TestMalformedCallsJustified(t *testing.T) {
 	}
 }
 
-// TestPruneKeepsReferencedScripts: shrinking drops scripts nothing uses, but
-// keeps one an expectation or a path names, so the pruned world still loads.
-func TestPruneKeepsReferencedScripts(t *testing.T) {
-	s := mustLoad(t, "name: p\nagents:\n  main: [{text: hi}]\n  ghost: [{text: boo}]\n  extra: [{text: x}]\n  deep: [{text: d}]\n"+
-		"inputs:\n  - {at: 0s, submit: go}\n  - {at: 1s, cancel: main/deep}\nexpect:\n  outcomes: {ghost: completed}\n")
-	c := pruneUnreferenced(s)
-	if c == nil {
-		t.Fatal("nothing pruned")
-	}
-	if _, ok := c.Agents["extra"]; ok {
-		t.Fatal("an unused script was kept")
-	}
-	for _, keep := range []string{"ghost", "deep"} {
-		if _, ok := c.Agents[keep]; !ok {
-			t.Fatalf("script %q is referenced but was pruned", keep)
-		}
-	}
-	if err := c.Validate(); err != nil {
-		t.Fatalf("pruned world is invalid: %v", err)
-	}
-}
-
 // TestSameInstantOrder: the other order of the two same-instant scenarios
 // (docs/semantics.md, "One instant, one order"): the event delivered first
 // wins and the second sees what it left. A first-token deadline fired
@@ -375,21 +263,21 @@ func TestPruneKeepsReferencedScripts(t *testing.T) {
 func TestSameInstantOrder(t *testing.T) {
 	for _, c := range []struct {
 		scenario string
-		input    Input
+		input    scenario.Input
 		check    func(t *testing.T, r *Result, h []kernel.Message)
 	}{
-		{"same-instant-cancel-and-timeout", Input{Cancel: RootScript}, func(t *testing.T, r *Result, h []kernel.Message) {
-			if got := r.Outcomes[RootScript]; got != "timed_out" || !historyContains(h, `reason="first_token_timeout"`) {
+		{"same-instant-cancel-and-timeout", scenario.Input{Cancel: scenario.RootScript}, func(t *testing.T, r *Result, h []kernel.Message) {
+			if got := r.Outcomes[scenario.RootScript]; got != "timed_out" || !inHistory(h, `reason="first_token_timeout"`) {
 				t.Fatalf("outcome %s, history %+v", got, h)
 			}
 		}},
-		{"same-instant-interject-and-stream-end", Input{Interject: "wait, one more thing"}, func(t *testing.T, r *Result, h []kernel.Message) {
+		{"same-instant-interject-and-stream-end", scenario.Input{Interject: "wait, one more thing"}, func(t *testing.T, r *Result, h []kernel.Message) {
 			var partial bool
 			for _, m := range h {
 				partial = partial || m.Partial
 			}
-			if partial || r.LLMRequests[RootScript] != 2 || !historyContains(h, "Adjusted.") || len(h) != 4 {
-				t.Fatalf("requests %d, history %+v", r.LLMRequests[RootScript], h)
+			if partial || r.LLMRequests[scenario.RootScript] != 2 || !inHistory(h, "Adjusted.") || len(h) != 4 {
+				t.Fatalf("requests %d, history %+v", r.LLMRequests[scenario.RootScript], h)
 			}
 		}},
 	} {
@@ -397,7 +285,7 @@ func TestSameInstantOrder(t *testing.T) {
 			s := byName(t, c.scenario).Clone()
 			at := s.Inputs[1].At
 			s.Inputs = s.Inputs[:1]
-			s.Expect = Expect{}
+			s.Expect = scenario.Expect{}
 			m, err := New(s, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -472,17 +360,33 @@ func TestRecovery(t *testing.T) {
 			for id := 0; id < r.Agents; id++ {
 				all = append(all, m.Core().View(kernel.AgentID(id)).History...)
 			}
-			if got := r.Outcomes[RootScript]; got != c.outcome || r.LLMRequests[RootScript] != c.requests {
-				t.Fatalf("outcome %s after %d requests, want %s after %d", got, r.LLMRequests[RootScript], c.outcome, c.requests)
+			if got := r.Outcomes[scenario.RootScript]; got != c.outcome || r.LLMRequests[scenario.RootScript] != c.requests {
+				t.Fatalf("outcome %s after %d requests, want %s after %d", got, r.LLMRequests[scenario.RootScript], c.outcome, c.requests)
 			}
 			for _, sub := range c.contains {
-				if !historyContains(all, sub) {
+				if !inHistory(all, sub) {
 					t.Errorf("no message contains %q", sub)
 				}
 			}
-			if historyContains(all, "never asked") {
+			if inHistory(all, "never asked") {
 				t.Error("a restarted request got the script's next reply")
 			}
 		})
 	}
+}
+
+// inHistory reports whether a message of h, or a call's arguments, holds
+// sub.
+func inHistory(h []kernel.Message, sub string) bool {
+	for _, m := range h {
+		if strings.Contains(m.Content, sub) {
+			return true
+		}
+		for _, c := range m.ToolCalls {
+			if strings.Contains(c.Arguments, sub) {
+				return true
+			}
+		}
+	}
+	return false
 }

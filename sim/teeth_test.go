@@ -7,6 +7,8 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // The teeth tests prove the oracle would notice each broken loop in worlds
@@ -58,12 +60,12 @@ func teethFind(catches func(seed int) bool) (int, bool) {
 
 // caughtFirst reports whether r's first violation is inv: a broken loop
 // must be named by its own invariant, not by another it trips on the way.
-func caughtFirst(r *sim.Result, inv sim.Invariant) bool {
+func caughtFirst(r *sim.Result, inv oracle.Invariant) bool {
 	return r != nil && len(r.Violations) > 0 && r.Violations[0].Invariant == inv
 }
 
 // shrunkSize is a shrunk counterexample's size for the teeth tests' logs.
-func shrunkSize(s *sim.Scenario, r *sim.Result) string {
+func shrunkSize(s *scenario.Scenario, r *sim.Result) string {
 	scripts, replies, calls, inputs, faults := s.Size()
 	return strings.Join([]string{
 		strconv.Itoa(r.Agents) + " agent(s)", strconv.Itoa(r.Events) + " events",
@@ -83,7 +85,7 @@ func TestOracleTeethRapid(t *testing.T) {
 		id := bl.Failure[:strings.Index(bl.Failure, ":")]
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
-			run := func(s *sim.Scenario) *sim.Result {
+			run := func(s *scenario.Scenario) *sim.Result {
 				r, err := sim.Run(s, sim.Options{Core: bl.Core})
 				if err != nil {
 					t.Fatalf("%s: %v\n%s", bl.Failure, err, s.YAML())
@@ -94,7 +96,7 @@ func TestOracleTeethRapid(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s: no world of seeds 1..%d fails with %s first", bl.Failure, teethSeeds, bl.Invariant)
 			}
-			shrunk := sim.Shrink(g.Example(seed), func(s *sim.Scenario) bool { return caughtFirst(run(s), bl.Invariant) }, teethShrinkBudget)
+			shrunk := sim.Shrink(g.Example(seed), func(s *scenario.Scenario) bool { return caughtFirst(run(s), bl.Invariant) }, teethShrinkBudget)
 			r := run(shrunk)
 			if !caughtFirst(r, bl.Invariant) {
 				t.Fatalf("%s: the shrunk world no longer fails with %s first: %v\n%s", bl.Failure, bl.Invariant, r.Violations, shrunk.YAML())

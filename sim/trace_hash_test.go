@@ -8,13 +8,14 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestTraceHashWithoutFile: a run that only hashes its trace (a sweep's,
 // whose writer hashes in smaller blocks) reports the hash of exactly the
 // bytes the same run writes to a file.
 func TestTraceHashWithoutFile(t *testing.T) {
-	worlds := []*sim.Scenario{sim.Depth6Scenario()}
+	worlds := []*scenario.Scenario{sim.Depth6Scenario()}
 	g := gen.World(gen.DefaultOptions(6))
 	for seed := 1; seed <= 20; seed++ {
 		worlds = append(worlds, g.Example(seed))
@@ -50,7 +51,7 @@ func TestSequentialKernelCore(t *testing.T) {
 	for seed := 1; seed <= 40; seed += 2 {
 		a, b := g.Example(seed), g.Example(seed+1)
 		var want [2]string
-		for i, s := range []*sim.Scenario{a, b} {
+		for i, s := range []*scenario.Scenario{a, b} {
 			r, err := sim.Run(s.Clone(), sim.Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -58,7 +59,7 @@ func TestSequentialKernelCore(t *testing.T) {
 			want[i] = r.TraceSHA256
 		}
 		var runs [2]*sim.Sim
-		for i, s := range []*sim.Scenario{a, b} {
+		for i, s := range []*scenario.Scenario{a, b} {
 			m, err := sim.New(s.Clone(), sim.Options{Core: shared})
 			if err != nil {
 				t.Fatal(err)

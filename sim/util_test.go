@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,71 +9,8 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/scenario"
 )
-
-// TestArgsJSON: the reflection-free rendering of call arguments is byte for
-// byte json.Marshal's, on the flat maps it handles itself and on the values
-// it hands over.
-func TestArgsJSON(t *testing.T) {
-	odd := "quote \" back \\ nl \n tab \t ctrl \x01 \b \f é ✓ sep \u2028 <html>&amp; bad \xff"
-	cases := []map[string]any{
-		nil,
-		{},
-		{"n": 1},
-		{"b": true, "a": false, "c": nil, "d": -42, "e": "x"},
-		{odd: odd, "<k>": "&"},
-		{"f": 1.5},                                   // float: json.Marshal
-		{"nested": map[string]any{"z": 1, "a": "<"}}, // nested: json.Marshal
-		{"list": []any{1, "two", nil}},
-		{"big": 1 << 62},
-	}
-	for _, m := range cases {
-		want, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := argsJSON(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != string(want) {
-			t.Errorf("argsJSON(%#v)\n got %s\nwant %s", m, got, want)
-		}
-		if got, _ := appendArgsJSON([]byte("pre"), m); string(got) != "pre"+string(want) {
-			t.Errorf("appendArgsJSON(pre, %#v) = %s, want pre%s", m, got, want)
-		}
-	}
-	for _, s := range []string{"", "plain", odd, "a<b", "x&y>z"} {
-		want, _ := json.Marshal(s)
-		if got := appendJSONHTML([]byte("pre"), s); string(got) != "pre"+string(want) {
-			t.Errorf("appendJSONHTML(%q) = %s, want pre%s", s, got, want)
-		}
-	}
-}
-
-// TestOpTable: ops below and above the dense bound are found, missing ones
-// are nil, and ids come back in increasing order across both parts.
-func TestOpTable(t *testing.T) {
-	var tab opTable
-	ids := []kernel.OpID{denseOps + 7, 3, 1, denseOps, 1 << 62, denseOps - 1}
-	for i, id := range ids {
-		tab.set(id, &opObs{agent: kernel.AgentID(i)})
-	}
-	for i, id := range ids {
-		if op := tab.get(id); op == nil || op.agent != kernel.AgentID(i) {
-			t.Fatalf("get(%d) = %+v", id, op)
-		}
-	}
-	for _, id := range []kernel.OpID{0, 2, 4, denseOps + 1, 1<<62 + 1} {
-		if op := tab.get(id); op != nil {
-			t.Fatalf("get(%d) = %+v, want nil", id, op)
-		}
-	}
-	want := []kernel.OpID{1, 3, denseOps - 1, denseOps, denseOps + 7, 1 << 62}
-	if got := tab.ids(); !slices.Equal(got, want) {
-		t.Fatalf("ids() = %v, want %v", got, want)
-	}
-}
 
 // TestStreamTokens: the world streams a reply's text a token at a time, each
 // token a word with the space after it, and the chunks concatenate back to
@@ -175,7 +111,7 @@ func TestSeedFullRange(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"-1", "18446744073709551616", "1.5", "x"} {
-		if _, err := Load("bad.yaml", []byte("name: s\nseed: "+bad+"\nagents:\n  main: []\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml:2") {
+		if _, err := scenario.Load("bad.yaml", []byte("name: s\nseed: "+bad+"\nagents:\n  main: []\n")); err == nil || !strings.Contains(err.Error(), "bad.yaml:2") {
 			t.Errorf("seed %s: %v, want an error at bad.yaml:2", bad, err)
 		}
 	}

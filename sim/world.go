@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/kernel"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // CancelAckLatency is how long a scripted model or a cooperative tool takes
@@ -64,7 +65,7 @@ type worldOp struct {
 	faults   []int
 
 	// Tool call.
-	spec    ToolSpec
+	spec    scenario.ToolSpec
 	name    string
 	finalAt time.Duration
 	finalEv kernel.Event
@@ -72,7 +73,7 @@ type worldOp struct {
 
 // world is the scripted environment of one run.
 type world struct {
-	s       *Scenario
+	s       *scenario.Scenario
 	q       queue
 	rng     *rand.Rand
 	src     *rand.PCG // rng's source, whose state an explorer's state hash reads
@@ -90,7 +91,13 @@ type world struct {
 	idempotent []string
 }
 
-func newWorld(s *Scenario, idempotent []string) *world {
+// callKey names a call: the agent whose message made it, and its id.
+type callKey struct {
+	agent kernel.AgentID
+	id    string
+}
+
+func newWorld(s *scenario.Scenario, idempotent []string) *world {
 	src := rand.NewPCG(s.Seed, s.Seed^0x9e3779b97f4a7c15)
 	w := &world{
 		s:      s,
@@ -160,7 +167,7 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 	} else {
 		w.cursor[e.Agent] = n + 1
 	}
-	reply := Reply{FirstToken: DefaultFirstToken, Rate: DefaultRate}
+	reply := scenario.Reply{FirstToken: scenario.DefaultFirstToken, Rate: scenario.DefaultRate}
 	if n < len(script) {
 		reply = script[n]
 	}
@@ -196,35 +203,6 @@ func (w *world) startLLM(now time.Duration, c Core, e *kernel.Effect) {
 // chunks is how many stream chunks the reply has: a chunk per token, three
 // per call.
 func (op *worldOp) chunks() int { return op.tokens + len(op.frags) }
-
-// Wire is the call as the simulated model streams it: the function name
-// and the arguments' JSON (a delegation's {"task":…,"name":…,"profile":…}
-// included).
-// It panics on arguments Validate refused.
-func (c Call) Wire() (name, args string) {
-	if c.Delegate != "" {
-		// {"task":…,"name":…}, as json.Marshal writes the struct.
-		b := appendJSONHTML([]byte(`{"task":`), c.Prompt)
-		if !c.Nameless {
-			b = appendJSONHTML(append(b, `,"name":`...), c.Delegate)
-		}
-		if c.Profile != "" {
-			b = appendJSONHTML(append(b, `,"profile":`...), c.Profile)
-		}
-		return "delegate", string(append(b, '}'))
-	}
-	if c.ArgsRaw != "" {
-		return c.Tool, c.ArgsRaw
-	}
-	if c.Args == nil {
-		return c.Tool, "{}"
-	}
-	b, err := argsJSON(c.Args) // map keys are sorted: deterministic
-	if err != nil {
-		panic("sim: call args passed Validate but do not marshal: " + err.Error())
-	}
-	return c.Tool, string(b)
-}
 
 // nextToken is text's first token: up to and including its first space (the
 // space stays with the word before it, so tokens concatenate back to the
@@ -312,7 +290,7 @@ func (w *world) startTool(now time.Duration, c Core, e *kernel.Effect) {
 	op := &worldOp{id: e.Op, agent: e.Agent, tool: true, start: now, name: e.Call.Name, call: e.Call.ID, errAfter: -1}
 	spec, ok := w.s.Tools[e.Call.Name]
 	if !ok {
-		spec = ToolSpec{Error: "unknown tool " + strconv.Quote(e.Call.Name)}
+		spec = scenario.ToolSpec{Error: "unknown tool " + strconv.Quote(e.Call.Name)}
 	}
 	op.spec = spec
 	w.ops[e.Op] = op
@@ -349,9 +327,9 @@ func (w *world) cancel(now time.Duration, id kernel.OpID) {
 		return
 	}
 	switch op.spec.OnCancel {
-	case CancelIgnore:
+	case scenario.CancelIgnore:
 		// Runs to completion: its result arrives as scheduled (F3).
-	case CancelDelay:
+	case scenario.CancelDelay:
 		op.gen++
 		w.schedule(op, now+op.spec.CancelDelay+op.late, kernel.ToolResult(0, op.id, kernel.ToolCancelled, ""), false)
 	default:
@@ -383,21 +361,12 @@ func (w *world) crash(now time.Duration, c Core) []string {
 	return changed
 }
 
-// matches reports whether the agent is what a fault or input names: its
-// path, its instance name, or (for a bare name) its script.
-func matches(v View, ref string) bool {
-	if v.Path == ref || v.Name == ref {
-		return true
-	}
-	return !strings.ContainsAny(ref, "/#") && v.Script == ref
-}
-
 // faultFits reports whether fault f can hit an op of this kind (and tool).
-func faultFits(f Fault, tool bool, toolName string) bool {
+func faultFits(f scenario.Fault, tool bool, toolName string) bool {
 	switch f.Fault {
-	case FaultToolPanic:
+	case scenario.FaultToolPanic:
 		return tool && (f.Tool == "" || f.Tool == toolName)
-	case FaultDuplicate, FaultLate:
+	case scenario.FaultDuplicate, scenario.FaultLate:
 		if f.Tool != "" {
 			return tool && f.Tool == toolName
 		}
@@ -415,7 +384,7 @@ func (w *world) takeArmed(c Core, agent kernel.AgentID, tool bool, toolName stri
 	v := c.View(agent)
 	for i, fi := range w.armed {
 		f := w.s.Faults[fi]
-		if matches(v, f.Agent) && faultFits(f, tool, toolName) {
+		if v.Matches(f.Agent) && faultFits(f, tool, toolName) {
 			w.armed = append(w.armed[:i], w.armed[i+1:]...)
 			return fi
 		}
@@ -434,10 +403,10 @@ func (w *world) activate(now time.Duration, c Core, fi int) string {
 		if op.cancelled || (op.tool && op.finished) || (!op.tool && op.done) || (best != nil && op.id > best.id) {
 			continue
 		}
-		if !matches(c.View(op.agent), f.Agent) || !faultFits(f, op.tool, op.name) {
+		if !c.View(op.agent).Matches(f.Agent) || !faultFits(f, op.tool, op.name) {
 			continue
 		}
-		if f.Fault == FaultRateLimit && (op.next > 0 || op.attempt > 0) {
+		if f.Fault == scenario.FaultRateLimit && (op.next > 0 || op.attempt > 0) {
 			continue // only before the first token
 		}
 		best = op
@@ -456,34 +425,18 @@ func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 	f := w.s.Faults[fi]
 	op.faults = append(op.faults, fi)
 	switch f.Fault {
-	case FaultStreamError, FaultDisconnect:
-		op.errKind = kernel.FailureStream
-		if f.Fault == FaultDisconnect {
-			op.errKind = kernel.FailureDisconnect
-		}
-		if !fresh {
-			op.gen++
-			op.done = true
-			w.schedule(op, now, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), false)
-			return
-		}
-		op.errAfter = f.After
-		if f.After == 0 {
-			op.errAfter = op.chunks() / 2
-		}
-		if op.errAfter > op.chunks() {
-			op.errAfter = op.chunks()
-		}
-	case FaultHang:
+	case scenario.FaultStreamError, scenario.FaultDisconnect:
+		w.streamFault(now, op, f, fresh)
+	case scenario.FaultHang:
 		op.gen++
 		op.hang = true
-	case FaultRateLimit:
+	case scenario.FaultRateLimit:
 		op.retries, op.retryAfter = f.Attempts, f.RetryAfter
 		if !fresh {
 			op.gen++
 			w.llmNext(op, now)
 		}
-	case FaultToolPanic:
+	case scenario.FaultToolPanic:
 		op.finalAt = now + op.spec.Duration/2
 		if !fresh {
 			op.gen++
@@ -493,8 +446,8 @@ func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 		if !fresh {
 			w.scheduleToolFinal(op)
 		}
-	case FaultDuplicate, FaultLate:
-		if f.Fault == FaultDuplicate {
+	case scenario.FaultDuplicate, scenario.FaultLate:
+		if f.Fault == scenario.FaultDuplicate {
 			op.dup = true
 		} else {
 			op.late = f.Delay
@@ -503,5 +456,28 @@ func (w *world) applyFault(now time.Duration, op *worldOp, fi int, fresh bool) {
 			op.gen++
 			w.scheduleToolFinal(op)
 		}
+	}
+}
+
+// streamFault fails a stream (a stream error or a disconnect): a fresh
+// request after After chunks (0: halfway; past its last chunk: just
+// before its end), one in flight at once.
+func (w *world) streamFault(now time.Duration, op *worldOp, f scenario.Fault, fresh bool) {
+	op.errKind = kernel.FailureStream
+	if f.Fault == scenario.FaultDisconnect {
+		op.errKind = kernel.FailureDisconnect
+	}
+	if !fresh {
+		op.gen++
+		op.done = true
+		w.schedule(op, now, kernel.LLMError(0, op.id, op.errKind, "simulated "+op.errKind.String()), false)
+		return
+	}
+	op.errAfter = f.After
+	if f.After == 0 {
+		op.errAfter = op.chunks() / 2
+	}
+	if op.errAfter > op.chunks() {
+		op.errAfter = op.chunks()
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestDifferentialSimVsLive runs a nested-delegation scenario twice: through
@@ -24,11 +25,11 @@ import (
 // the same transcripts. The scenario avoids same-instant coincidences: the
 // simulator orders those by insertion, synctest by the scheduler.
 func TestDifferentialSimVsLive(t *testing.T) {
-	all, err := sim.LoadFS(scenarios.FS, ".", "scenarios")
+	all, err := scenario.LoadFS(scenarios.FS, ".", "scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s *sim.Scenario
+	var s *scenario.Scenario
 	for _, x := range all {
 		if x.Name == "nested-delegation" {
 			s = x
@@ -181,13 +182,13 @@ func canonical(h []kernel.Message) []string {
 // scenario's first-token latency and rate; tools take their duration and
 // react to a cancel as scripted.
 type scriptedWorld struct {
-	s      *sim.Scenario
+	s      *scenario.Scenario
 	mu     sync.Mutex
 	cursor map[string]int
 	calls  int
 }
 
-func newScriptedWorld(s *sim.Scenario) *scriptedWorld {
+func newScriptedWorld(s *scenario.Scenario) *scriptedWorld {
 	return &scriptedWorld{s: s, cursor: map[string]int{}}
 }
 
@@ -217,7 +218,7 @@ func (w *scriptedWorld) Stream(ctx context.Context, req ports.Request, sink port
 	script := w.s.Agents[scriptOf(req.Path)]
 	n := w.cursor[req.Path]
 	w.cursor[req.Path] = n + 1
-	reply := sim.Reply{FirstToken: sim.DefaultFirstToken, Rate: sim.DefaultRate}
+	reply := scenario.Reply{FirstToken: scenario.DefaultFirstToken, Rate: scenario.DefaultRate}
 	if n < len(script) {
 		reply = script[n]
 	}
@@ -284,9 +285,9 @@ func (w *scriptedWorld) Run(ctx context.Context, call ports.Call) ports.ToolResu
 	start := time.Now()
 	if err := sleep(ctx, spec.Duration); err != nil {
 		switch spec.OnCancel {
-		case sim.CancelIgnore:
+		case scenario.CancelIgnore:
 			time.Sleep(spec.Duration - time.Since(start))
-		case sim.CancelDelay:
+		case scenario.CancelDelay:
 			time.Sleep(spec.CancelDelay)
 			return ports.ToolResult{Status: kernel.ToolCancelled}
 		default:

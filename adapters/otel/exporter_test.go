@@ -16,6 +16,7 @@ import (
 	"github.com/escapement/escapement/kernel/spans"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 func TestFromEnv(t *testing.T) {
@@ -57,7 +58,7 @@ func TestFromEnv(t *testing.T) {
 // run runs s in the simulator and returns the kernel's configuration and
 // the events it was fed, to be replayed into a kernel of the test's own
 // (ports.Step carries the kernel: a request's answer is read from it).
-func run(t *testing.T, s *sim.Scenario, opt sim.Options) (kernel.Config, []kernel.Event) {
+func run(t *testing.T, s *scenario.Scenario, opt sim.Options) (kernel.Config, []kernel.Event) {
 	t.Helper()
 	var evs []kernel.Event
 	opt.Observe = func(si sim.StepInfo) { evs = append(evs, si.Event) }
@@ -83,9 +84,9 @@ func replay(t *testing.T, cfg kernel.Config, evs []kernel.Event, fn func(i int, 
 	}
 }
 
-func scenario(t *testing.T, name string) *sim.Scenario {
+func embedded(t *testing.T, name string) *scenario.Scenario {
 	t.Helper()
-	all, err := sim.LoadFS(scenarios.FS, ".", "scenarios")
+	all, err := scenario.LoadFS(scenarios.FS, ".", "scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func TestExportNested(t *testing.T) {
 	for _, protocol := range []string{otel.ProtocolHTTP, otel.ProtocolGRPC} {
 		t.Run(protocol, func(t *testing.T) {
 			r := receiver(t, protocol)
-			cfg, evs := run(t, scenario(t, "cancel-reaches-descendants"), sim.Options{})
+			cfg, evs := run(t, embedded(t, "cancel-reaches-descendants"), sim.Options{})
 			want := derived(t, cfg, evs)
 			e := exporter(t, otel.Config{Settings: otel.Settings{Protocol: protocol}, RootName: cfg.RootName, Model: "gpt-test", BaseURL: "https://user:pw@llm.example:8443/v1?key=k"})
 			replay(t, cfg, evs, func(_ int, s ports.Step) { e.Observe(s) })
@@ -275,7 +276,7 @@ func TestExportNested(t *testing.T) {
 // redacted.
 func TestContentOptIn(t *testing.T) {
 	const secret = "sk-otel-test-SECRET-0123456789"
-	s, err := sim.Load("content.yaml", []byte(`name: content
+	s, err := scenario.Load("content.yaml", []byte(`name: content
 agents:
   main:
     - text: "the key was `+secret+`"
@@ -370,7 +371,7 @@ func TestCompactionContent(t *testing.T) {
 // error.type lost — under the ids the crashed one gave them, so the two
 // processes' exports together are every derived span, once, whole.
 func TestRecoveredProcessEndsOpenSpans(t *testing.T) {
-	s, err := sim.Load("crash.yaml", []byte(`name: crash
+	s, err := scenario.Load("crash.yaml", []byte(`name: crash
 limits: {turn_timeout: 30s}
 agents:
   main:
@@ -457,7 +458,7 @@ func TestObserveNeverWaitsForTheNetwork(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", r.URL)
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "1")
 	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "16")
-	cfg, evs := run(t, scenario(t, "cancel-reaches-descendants"), sim.Options{})
+	cfg, evs := run(t, embedded(t, "cancel-reaches-descendants"), sim.Options{})
 	e := exporter(t, otel.Config{Settings: otel.Settings{Protocol: otel.ProtocolHTTP}})
 	for range 200 {
 		replay(t, cfg, evs, func(_ int, s ports.Step) { e.Observe(s) })

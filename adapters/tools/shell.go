@@ -177,3 +177,23 @@ func (h *headTail) String() string {
 	dropped := h.dropped + int64(len(h.head)-len(head)+len(h.tail)-len(tail))
 	return fmt.Sprintf("%s\n[… %d bytes of output not shown …]\n%s", head, dropped, tail)
 }
+
+// ShellExit is how the shell's command ended, read from the first line of
+// the result the shell tool writes ("exit status 3 in 12ms", "killed by
+// signal killed in 2s"): "ok" for exit status 0, "exit N", "killed by
+// signal NAME"; "" for a result that does not start so (a cancelled or a
+// failed start). A user's display shows it: the call itself succeeded
+// whatever the command's status, which the model reads.
+func ShellExit(result string) string {
+	first, _, _ := strings.Cut(result, "\n")
+	first, _, _ = strings.Cut(first, " in ")
+	switch code, ok := strings.CutPrefix(first, "exit status "); {
+	case ok && code == "0":
+		return "ok"
+	case ok:
+		return "exit " + code
+	case strings.HasPrefix(first, "killed by signal "):
+		return first
+	}
+	return ""
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/internal/fakeopenai"
 )
 
@@ -150,6 +151,32 @@ profiles:
 	if !strings.Contains(p.stdout.String(), "Reviewed:") {
 		t.Errorf("stdout %q lacks the root's answer", p.stdout)
 	}
+	// Stderr names the child's profile; with --json, started names the
+	// root's and every profile, delegated the child's.
+	mustHave(t, p.stderr.String(), "[main] delegate → main/rev (profile reviewer): review a.txt\n")
+	pj := startBinary(t, bin, srv, dir, "run", "review a.txt", "--json", "--workspace", filepath.Join(dir, "ws"))
+	if code := pj.wait(t); code != exitOK {
+		t.Fatalf("--json: exit %d\nstderr: %s", code, pj.stderr)
+	}
+	evs := jsonRun(t, pj.stdout.String())
+	if st := evs[0]; st.Profile != "lead" || st.Model != "lead-model" || !slices.Equal(sorted(st.Profiles), []string{"lead", "reviewer"}) {
+		t.Errorf("started: profile %q, model %q, profiles %v", st.Profile, st.Model, st.Profiles)
+	}
+	var delegated []string
+	for _, ev := range evs {
+		if ev.Type == protocol.TypeDelegated {
+			delegated = append(delegated, ev.Child+" "+ev.Profile)
+		}
+	}
+	if !slices.Equal(delegated, []string{"main/rev reviewer"}) {
+		t.Errorf("delegated: %q", delegated)
+	}
+}
+
+func sorted(s []string) []string {
+	s = slices.Clone(s)
+	slices.Sort(s)
+	return s
 }
 
 // TestConfigPrecedenceE2E: one setting, the model, given by each source

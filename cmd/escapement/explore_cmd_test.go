@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/escapement/escapement/sim/explore"
 )
 
 // exploreLine is the summary line's counts and digest, without the time.
@@ -98,7 +100,7 @@ func TestExploreInterrupted(t *testing.T) {
 	sigs := make(chan os.Signal, 1)
 	sigs <- syscall.SIGINT
 	a, out, errb := sweepApp(sigs)
-	err := a.runExplore(context.Background(), []string{filepath.Join("..", "..", "scenarios")}, exploreFlags{maxStates: 0, maxInputs: -1, jobs: 1, out: t.TempDir(), nudge: 1e6})
+	err := a.runExplore(context.Background(), []string{filepath.Join("..", "..", "scenarios")}, exploreFlags{Plan: explore.Plan{MaxStates: 0, MaxInputs: -1, Nudge: 1e6}, jobs: 1, out: t.TempDir()})
 	if code := exitCodeOf(err); code != exitInterrupted || !strings.Contains(errb.String(), "interrupted after") {
 		t.Fatalf("exit %d (%v), stderr %q; want 130", code, err, errb)
 	}

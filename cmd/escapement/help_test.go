@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
 	"github.com/spf13/cobra"
 )
 
@@ -51,13 +51,13 @@ func TestExploreHelpDefaults(t *testing.T) {
 }
 
 // TestSimHelpNamesEveryInvariant: sim --help names the oracle's invariants
-// from the first to the last in sim.Invariants().
+// from the first to the last in oracle.Invariants().
 func TestSimHelpNamesEveryInvariant(t *testing.T) {
 	code, out, _ := runCLI(t, "sim", "--help")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)
 	}
-	invs := sim.Invariants()
+	invs := oracle.Invariants()
 	numbered := 0
 	for _, inv := range invs {
 		if strings.HasPrefix(string(inv), "I") {

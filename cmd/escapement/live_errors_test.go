@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
@@ -48,20 +49,18 @@ func TestFailedRequestSaysWhy(t *testing.T) {
 			if code != exitCheckFailed {
 				t.Fatalf("--json: exit %d", code)
 			}
-			var ended, op *kernel.Lifecycle
-			for _, l := range jsonEvents(t, out) {
-				switch l.Kind {
-				case kernel.LifeTurnEnded:
-					ended = &l
-				case kernel.LifeOpEnded:
-					op = &l
-				}
-			}
-			if ended == nil || ended.Outcome != kernel.OutcomeFailed || !strings.Contains(ended.Detail, tc.want) {
+			evs := jsonRun(t, out)
+			ended, _ := lastOf(evs, protocol.TypeTurnEnded, "main")
+			op, _ := lastOf(evs, protocol.TypeOpEnded, "main")
+			res := evs[len(evs)-1]
+			if ended.Outcome != "failed" || !strings.Contains(ended.Detail, tc.want) {
 				t.Errorf("--json turn_ended %+v, want failed with detail %q", ended, tc.want)
 			}
-			if op == nil || op.End != kernel.OpFailed {
-				t.Errorf("--json op_ended %+v, want failed", op)
+			if op.End != "failed" || op.OpKind != protocol.OpRequest || op.Usage != nil {
+				t.Errorf("--json op_ended %+v, want a failed request without usage", op)
+			}
+			if res.Outcome != "failed" || res.Reason != "llm_error" || !strings.Contains(res.Detail, tc.want) || res.Requests != 1 || res.Usage.Unreported != 1 {
+				t.Errorf("--json result %+v", res)
 			}
 		})
 	}
@@ -89,13 +88,8 @@ func TestCapsShown(t *testing.T) {
 			t.Errorf("stderr %q", errb)
 		}
 		code, out, _ = runCLI(t, "run", "talk", "--json", "--max-message-bytes", "64", "--session", filepath.Join(dir, "j.jsonl"), "--workspace", dir)
-		var ended *kernel.Lifecycle
-		for _, l := range jsonEvents(t, out) {
-			if l.Kind == kernel.LifeTurnEnded {
-				ended = &l
-			}
-		}
-		if code != exitCheckFailed || ended == nil || ended.Reason != kernel.ReasonOutputLimit || !strings.Contains(ended.Detail, "max_message_bytes") {
+		ended, _ := lastOf(jsonRun(t, out), protocol.TypeTurnEnded, "main")
+		if code != exitCheckFailed || ended.Reason != kernel.ReasonOutputLimit.String() || !strings.Contains(ended.Detail, "max_message_bytes") {
 			t.Errorf("--json: exit %d, turn_ended %+v", code, ended)
 		}
 	})
@@ -116,8 +110,8 @@ func TestCapsShown(t *testing.T) {
 			t.Fatalf("exit %d\n%s", code, errb)
 		}
 		refused := 0
-		for _, l := range jsonEvents(t, out) {
-			if l.Kind == kernel.LifeCallFinished && l.Status == kernel.CallRefused && l.Reason == kernel.ReasonMaxCalls {
+		for _, ev := range jsonRun(t, out) {
+			if ev.Type == protocol.TypeCallFinished && ev.Status == "refused" && ev.Reason == "max_calls" && ev.Op == 0 && ev.Tool == "list_dir" {
 				refused++
 			}
 		}

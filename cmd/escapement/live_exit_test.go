@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/kernel"
 )
@@ -165,7 +166,7 @@ func TestSIGTERMIsShutdown(t *testing.T) {
 			if cmd == "chat" {
 				c.say("count")
 			}
-			eventually(t, "the stream", func() bool { return strings.Count(c.out.String(), `"kind":"delta"`) >= 2 })
+			eventually(t, "the stream", func() bool { return strings.Count(c.out.String(), `"type":"delta"`) >= 2 })
 			c.signal(syscall.SIGTERM)
 			if code := c.wait(20 * time.Second); code != exitInterrupted {
 				t.Fatalf("exit %d, want 130\nstderr: %s", code, c.errb)
@@ -174,13 +175,9 @@ func TestSIGTERMIsShutdown(t *testing.T) {
 			if last := recs[len(recs)-1]; last.Type != "turn_end" || last.Reason != kernel.ReasonShutdown || last.Outcome != kernel.OutcomeInterrupted {
 				t.Errorf("last session record %+v, want turn_end interrupted/shutdown", last)
 			}
-			var ended *kernel.Lifecycle
-			for _, l := range jsonEvents(t, c.out.String()) {
-				if l.Kind == kernel.LifeTurnEnded && l.Agent == kernel.Root {
-					ended = &l
-				}
-			}
-			if ended == nil || ended.Reason != kernel.ReasonShutdown {
+			evs := jsonRun(t, c.out.String())
+			ended, ok := lastOf(evs, protocol.TypeTurnEnded, "main")
+			if !ok || ended.Reason != "shutdown" || evs[len(evs)-1].Reason != "shutdown" {
 				t.Errorf("--json turn_ended %+v, want reason shutdown", ended)
 			}
 			if !strings.Contains(c.errb.String(), kernel.UIShutdown) {

@@ -2,11 +2,12 @@ package main
 
 import (
 	"path/filepath"
-	"strings"
+	"slices"
 
 	"github.com/escapement/escapement/adapters/config"
 	"github.com/escapement/escapement/adapters/openai"
 	toolproc "github.com/escapement/escapement/adapters/proc"
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/kernel"
 	"github.com/spf13/cobra"
 )
@@ -33,6 +34,11 @@ type liveFlags struct {
 	whileBusy  string // chat only; "" until resolved from stdin
 	limits     kernel.Limits
 	cfg        config.Flags // --config, --trust-project, --profile, --api-key-env
+
+	// The protocol and headless habits (docs/protocol.md, docs/cli.md).
+	inputFormat string // text or json
+	finalOnly   bool
+	lastMessage string // -o FILE
 }
 
 func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
@@ -49,6 +55,10 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
 	registerMCPFlags(fl, f)
 	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools and MCP servers although it looks secret (a name containing KEY, SECRET, TOKEN, PASSWORD, PASSWD, PWD, CREDENTIAL, AUTH or the word PAT; a value that is a URL with a password); repeatable; never OPENAI_API_KEY")
+	// The protocol and headless habits, together (docs/protocol.md).
+	fl.StringVar(&f.inputFormat, "input-format", "text", "what stdin holds: text (chat: a line is a message; run: the prompt, when no PROMPT is given) or json (protocol input lines: messages, interjections, cancels, decisions; docs/protocol.md)")
+	fl.BoolVar(&f.finalOnly, "final-only", false, "print only the final answer on stdout, once the turn has completed, instead of streaming every message of the turn")
+	fl.StringVarP(&f.lastMessage, "output-last-message", "o", "", "write the last completed turn's final answer to `FILE` at the end (0600; a file already there is kept as FILE.~N~)")
 	fl.StringVar(&f.model, "model", "gpt-4o-mini", "model name ($OPENAI_MODEL too, below $ESCAPEMENT_MODEL)")
 	fl.StringVar(&f.baseURL, "base-url", openai.DefaultBaseURL, "OpenAI-compatible API root ($OPENAI_BASE_URL too, below $ESCAPEMENT_BASE_URL)")
 	f.cfg.Register(fl)
@@ -91,13 +101,26 @@ func (f *liveFlags) validate() error {
 	default:
 		return usageErr("--while-busy %q: want interject or queue", f.whileBusy)
 	}
+	return f.validateHeadless()
+}
+
+// validateHeadless checks the protocol's and the headless habits' flags.
+func (f *liveFlags) validateHeadless() error {
+	switch {
+	case f.inputFormat != "text" && f.inputFormat != "json":
+		return usageErr("--input-format %q: want text or json", f.inputFormat)
+	case f.finalOnly && f.json:
+		return usageErr("--final-only and --json both say what stdout holds; the result event of --json has the final answer")
+	case f.lastMessage != "" && slices.Contains([]string{filepath.Clean(f.session), filepath.Clean(f.resume), filepath.Clean(f.trace)}, filepath.Clean(f.lastMessage)):
+		return usageErr("-o and the session or the trace name the same file %s", f.lastMessage)
+	}
 	return nil
 }
 
 func newRunCmd(a *app) *cobra.Command {
 	f := &liveFlags{}
 	cmd := &cobra.Command{
-		Use:   "run [PROMPT]",
+		Use:   "run [PROMPT | -]",
 		Short: "Run one turn against an OpenAI-compatible endpoint",
 		Long: `Run one turn of the root agent against an OpenAI-compatible endpoint:
 the answer streams to stdout, tool and delegation activity to stderr. A turn
@@ -113,22 +136,20 @@ $OPENAI_API_KEY (never a flag, never logged).
 --resume FILE continues the session in FILE; when the last run on it died
 in the middle of a turn (its write-ahead log FILE.wal is left beside it),
 that turn is continued first, and PROMPT (optional then) runs after it.
+With - (or no PROMPT, no --resume and stdin not a terminal) the prompt is
+read from stdin.
 
 Exit codes: 0 completed, 1 the turn failed or timed out, 2 usage or input
-error, 130 interrupted (of the last turn run).`,
+error, 130 interrupted (of the last turn run), 141 stdout was closed.`,
 		Example: `  OPENAI_BASE_URL=http://localhost:11434/v1 escapement run --model llama3.1 "list the Go files here"
   escapement run --allow-shell --workspace ./repo "run the tests and summarise failures"
-  escapement run --json --trace run.jsonl "hello" | jq -c 'select(.kind=="turn_ended")'`,
+  git diff | escapement run --final-only -o review.md "review this diff"
+  escapement run --json "hello" | jq -r 'select(.type=="result") | .answer'`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			prompt := ""
-			switch {
-			case len(args) == 1 && strings.TrimSpace(args[0]) == "":
-				return usageErr("the prompt is empty")
-			case len(args) == 1:
-				prompt = args[0]
-			case f.resume == "":
-				return usageErr("run needs a PROMPT (or --resume FILE, to continue a turn a crashed run left)")
+			prompt, err := headless.Prompt(args, f.resume != "", f.inputFormat == "json", a.in, isTerminal(a.in))
+			if err != nil {
+				return usageErr("%v", err)
 			}
 			lr, err := a.setupLive(f)
 			if err != nil {

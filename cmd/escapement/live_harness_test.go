@@ -4,13 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/protocheck"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -92,21 +93,40 @@ func (c *cli) wait(bound time.Duration) int {
 	}
 }
 
-// jsonEvents decodes --json stdout.
-func jsonEvents(t *testing.T, out string) []kernel.Lifecycle {
+// jsonEvents validates every line of --json stdout against the protocol's
+// JSON Schema (docs/protocol.md) and decodes it: every test that reads
+// --json output goes through here, so a line any of them prints that
+// breaks the protocol fails it. A whole run's output opens with started
+// and closes with result.
+func jsonEvents(t *testing.T, out string) []protocol.Event {
 	t.Helper()
-	var evs []kernel.Lifecycle
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if line == "" {
-			continue
-		}
-		var l kernel.Lifecycle
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Fatalf("stdout line %q: %v", line, err)
-		}
-		evs = append(evs, l)
+	evs := protocheck.Lines(t, out)
+	if len(evs) > 0 && evs[0].Type != protocol.TypeStarted {
+		t.Errorf("--json opens with %s, want started", evs[0].Type)
 	}
 	return evs
+}
+
+// jsonRun is jsonEvents of a run that has ended: its last line is the
+// result.
+func jsonRun(t *testing.T, out string) []protocol.Event {
+	t.Helper()
+	evs := jsonEvents(t, out)
+	if len(evs) == 0 || evs[len(evs)-1].Type != protocol.TypeResult {
+		t.Fatalf("--json output does not end with a result:\n%s", out)
+	}
+	return evs
+}
+
+// lastOf is the last event of type typ (of the agent at path, when not
+// ""), and whether there is one.
+func lastOf(evs []protocol.Event, typ, path string) (protocol.Event, bool) {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Type == typ && (path == "" || evs[i].Agent == path) {
+			return evs[i], true
+		}
+	}
+	return protocol.Event{}, false
 }
 
 // stuckTools is a toolBox whose only tool, "stuck", ignores its context

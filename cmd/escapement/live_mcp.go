@@ -2,12 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"sync/atomic"
 
 	"github.com/escapement/escapement/adapters/mcp"
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/toolset"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/termtext"
@@ -98,52 +97,25 @@ func newMCPView(a *app, red *redact.Redactor) *mcpView {
 	return &mcpView{a: a, red: red}
 }
 
-// mcpEvent is an MCP event as a --json line: kind "mcp_" + the event's.
-type mcpEvent struct {
-	mcp.Event
-	Kind string `json:"kind"`
-}
-
-// show renders one MCP event: progress and server ends on stderr (or every
-// event but a server's stderr line as a JSON line with --json); a server's
-// stderr, the lines of its stdout that are not JSON-RPC, the cancels sent
-// and late results in the debug log.
+// show renders one MCP event: progress and server ends to the run (the
+// console, or a protocol line with --json); a server's stderr, the lines
+// of its stdout that are not JSON-RPC, and everything before the run
+// exists, in the debug log.
 func (v *mcpView) show(e mcp.Event) {
 	lr := v.lr.Load()
-	log := v.a.logger
+	if log := v.a.logger; log != nil {
+		log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "tool", termtext.Line(e.Tool), "op", e.Op, "line", termtext.Line(v.redact(e.Message)), "detail", termtext.Line(v.redact(e.Detail)))
+	}
 	if e.Kind == mcp.EventStderr || e.Kind == mcp.EventStdoutNoise || lr == nil {
-		if log != nil {
-			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "line", termtext.Line(v.redact(e.Message)), "detail", termtext.Line(v.redact(e.Detail)))
-		}
 		if lr == nil && e.Kind == mcp.EventStarted {
 			fmt.Fprintf(v.a.err, "escapement: MCP server %s: %s\n", termtext.Line(e.Server), termtext.Line(v.redact(e.Detail)))
 		}
 		return
 	}
-	if lr.json {
-		if b, err := json.Marshal(mcpEvent{Event: e, Kind: "mcp_" + string(e.Kind)}); err == nil {
-			io.WriteString(lr.out, lr.redact(string(b))+"\n")
-		}
-		return
+	var progress *float64
+	if e.Kind == mcp.EventProgress {
+		progress = &e.Progress
 	}
-	switch e.Kind {
-	case mcp.EventProgress:
-		of := fmt.Sprintf("%g", e.Progress)
-		if e.Total > 0 {
-			of += fmt.Sprintf("/%g", e.Total)
-		}
-		line := fmt.Sprintf("[%s] %s progress %s", e.Path, e.Tool, of)
-		if e.Message != "" {
-			line += ": " + clip(e.Message, 160)
-		}
-		io.WriteString(lr.errw, termtext.Line(lr.redact(line))+"\n")
-	case mcp.EventStopped:
-		lr.say("MCP server %s stopped: %s; it is restarted on its next use", e.Server, clip(e.Detail, 400))
-	case mcp.EventStarted:
-		lr.say("MCP server %s %s", e.Server, clip(e.Detail, 400))
-	default:
-		if log != nil {
-			log.Debug("mcp", "server", e.Server, "event", string(e.Kind), "tool", termtext.Line(e.Tool), "op", e.Op, "request", termtext.Line(e.RequestID))
-		}
-	}
+	lr.emit(protocol.Event{Type: protocol.TypeMCP, MCPEvent: string(e.Kind), Server: e.Server, Agent: e.Path, Tool: e.Tool, Op: uint64(e.Op),
+		Progress: progress, Total: e.Total, Message: e.Message, Detail: e.Detail, RequestID: e.RequestID})
 }

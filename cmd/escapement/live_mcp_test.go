@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/internal/fakeopenai"
-	"github.com/escapement/escapement/kernel"
 )
 
 // everythingJSON writes an --mcp-config file for the MCP reference server
@@ -111,7 +111,7 @@ func TestMCPCtrlCDuringLongCall(t *testing.T) {
 	})
 	const grace = 2 * time.Second
 	c := startCLI(t, []string{"run", "run the long operation", "--json", "--grace", grace.String(), "--mcp-config", cfg, "--session", filepath.Join(dir, "s.jsonl"), "--workspace", dir})
-	eventually(t, "a progress notification", func() bool { return strings.Contains(c.out.String(), `"kind":"mcp_progress"`) })
+	eventually(t, "a progress notification", func() bool { return strings.Contains(c.out.String(), `"event":"progress"`) })
 	c.signal(syscall.SIGINT)
 	at := time.Now()
 	if code := c.wait(30 * time.Second); code != exitInterrupted {
@@ -119,51 +119,34 @@ func TestMCPCtrlCDuringLongCall(t *testing.T) {
 	}
 	t.Logf("SIGINT → exit 130: %v (grace %v)", time.Since(at), grace)
 	var (
-		lifes    []kernel.Lifecycle
-		progress []map[string]any
+		progress []protocol.Event
 		sent     int
 	)
-	for _, line := range strings.Split(strings.TrimSpace(c.out.String()), "\n") {
-		var probe struct{ Kind string }
-		if err := json.Unmarshal([]byte(line), &probe); err != nil {
-			t.Fatalf("stdout line %q: %v", line, err)
-		}
+	evs := jsonRun(t, c.out.String())
+	for _, ev := range evs {
 		switch {
-		case probe.Kind == "mcp_progress":
-			var p map[string]any
-			_ = json.Unmarshal([]byte(line), &p)
-			progress = append(progress, p)
-		case probe.Kind == "mcp_cancel_sent":
+		case ev.Type == protocol.TypeMCP && ev.MCPEvent == "progress":
+			progress = append(progress, ev)
+		case ev.Type == protocol.TypeMCP && ev.MCPEvent == "cancel_sent":
 			sent++
-		case strings.HasPrefix(probe.Kind, "mcp_"):
-		default:
-			var l kernel.Lifecycle
-			if err := json.Unmarshal([]byte(line), &l); err != nil {
-				t.Fatal(err)
-			}
-			lifes = append(lifes, l)
 		}
 	}
-	if len(progress) == 0 || progress[0]["name"] != "mcp__everything__trigger-long-running-operation" || progress[0]["total"] != float64(120) || progress[0]["server"] != "everything" {
-		t.Errorf("progress lines %v", progress)
+	if len(progress) == 0 || progress[0].Tool != "mcp__everything__trigger-long-running-operation" || progress[0].Total != 120 || progress[0].Server != "everything" || progress[0].Agent != "main" || progress[0].Progress == nil {
+		t.Errorf("progress lines %+v", progress)
 	}
 	if sent != 1 {
-		t.Errorf("%d mcp_cancel_sent lines, want 1", sent)
+		t.Errorf("%d mcp cancel_sent lines, want 1", sent)
 	}
-	var toolEnd, turnEnd *kernel.Lifecycle
-	for i := range lifes {
-		l := &lifes[i]
-		switch {
-		case l.Kind == kernel.LifeOpEnded && l.Op != 0 && l.End != kernel.OpCompleted:
-			toolEnd = l
-		case l.Kind == kernel.LifeTurnEnded:
-			turnEnd = l
+	toolEnd, _ := lastOf(evs, protocol.TypeOpEnded, "main")
+	for _, ev := range evs {
+		if ev.Type == protocol.TypeOpEnded && ev.OpKind == protocol.OpTool {
+			toolEnd = ev
 		}
 	}
-	if toolEnd == nil || toolEnd.End != kernel.OpCancelled {
+	if toolEnd.OpKind != protocol.OpTool || toolEnd.End != "cancelled" {
 		t.Errorf("the long call ended %+v, want cancelled (acknowledged before grace)", toolEnd)
 	}
-	if turnEnd == nil || turnEnd.Outcome != kernel.OutcomeInterrupted || turnEnd.Reason != kernel.ReasonUserCancel {
+	if turnEnd, _ := lastOf(evs, protocol.TypeTurnEnded, "main"); turnEnd.Outcome != "interrupted" || turnEnd.Reason != "user_cancel" {
 		t.Errorf("turn end %+v", turnEnd)
 	}
 	if n := len(srv.Requests()); n != 1 {

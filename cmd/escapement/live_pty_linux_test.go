@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/internal/fakeopenai"
-	"github.com/escapement/escapement/kernel"
 	"golang.org/x/sys/unix"
 )
 
@@ -125,9 +125,9 @@ func TestTerminalStdoutEscaped(t *testing.T) {
 			continue
 		}
 		var text strings.Builder
-		for _, l := range jsonEvents(t, strings.ReplaceAll(out, "\r\n", "\n")) {
-			if l.Kind == kernel.LifeDelta && l.Agent == kernel.Root {
-				text.WriteString(l.Text)
+		for _, ev := range jsonRun(t, out) {
+			if ev.Type == protocol.TypeDelta && ev.Agent == "main" {
+				text.WriteString(ev.Text)
 			}
 		}
 		if text.String() != answer {

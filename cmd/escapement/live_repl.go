@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/escapement/escapement/adapters/live"
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/internal/lineread"
 	"github.com/escapement/escapement/kernel"
 )
@@ -28,7 +29,7 @@ var commandRE = regexp.MustCompile(`^/([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?$`)
 
 // chat is `escapement chat`.
 func (lr *liveRun) chat(ctx context.Context) error {
-	return lr.serve(ctx, lr.repl)
+	return lr.serve(ctx, func(ctx context.Context) error { return lr.repl(ctx, false, "") })
 }
 
 // repl is chat's loop: it reads lines until end of input or /exit, handles
@@ -41,22 +42,30 @@ type repl struct {
 	queue     []string             // lines waiting for the running turn to end (--while-busy queue, /queue)
 	eof       bool
 	inputErr  error // why the input ended early (a read error), once eof
-	refused   int   // lines over lineread.MaxLine, not sent
+	refused   int   // lines over lineread.MaxLine, or bad --input-format json lines: not acted on
 	seenEnded uint64
+	json      bool // --input-format json: a line is a protocol input (docs/protocol.md)
+	once      bool // run's: the first turn's end ends the loop
+	started   bool // a turn ran
 	// terminating: a SIGTERM (a service manager, `kill`) asks the process
 	// to end, not the turn: the tree is shut down and chat exits 130 once
 	// it has.
 	terminating bool
 }
 
-func (lr *liveRun) repl(ctx context.Context) error {
+// repl runs chat's loop, or with once run's with --input-format json:
+// prompt ("" for none) starts the turn, or the input's first message does.
+func (lr *liveRun) repl(ctx context.Context, once bool, prompt string) error {
 	input, err := lineread.Start(lr.a.in)
 	if err != nil {
 		return &exitError{code: exitCheckFailed, err: err}
 	}
 	defer input.Close()
-	r := &repl{lr: lr, input: input, lines: input.Lines}
-	if busy, _, _, _ := lr.state.get(); !busy { // a recovered turn may still run
+	r := &repl{lr: lr, input: input, lines: input.Lines, json: lr.flags.inputFormat == "json", once: once}
+	if prompt != "" && !r.submit(ctx, prompt) {
+		return &exitError{code: exitCheckFailed}
+	}
+	if busy, _, _, _ := lr.state.Get(); !busy { // a recovered turn may still run
 		r.prompt()
 	}
 	for {
@@ -78,6 +87,9 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 		if line.Size > 0 {
 			r.refuse(line)
 			return false, nil
+		}
+		if r.json {
+			return r.protocolInput(ctx, line)
 		}
 		return r.line(ctx, line.Text)
 	case <-lr.notify:
@@ -102,7 +114,10 @@ func (r *repl) inputEnded() (done bool, err error) {
 	if r.inputErr != nil {
 		r.lr.say("%v; no more input is read", r.inputErr)
 	}
-	if busy, _, _, _ := r.lr.state.get(); !busy && len(r.queue) == 0 {
+	if busy, _, _, _ := r.lr.state.Get(); !busy && len(r.queue) == 0 {
+		if r.once && !r.started {
+			return true, usageErr("stdin ended without a message to run (--input-format json: a line such as {\"message\": \"…\"})")
+		}
 		return true, r.end()
 	}
 	return false, nil
@@ -112,13 +127,15 @@ func (r *repl) inputEnded() (done bool, err error) {
 // ends (after a SIGTERM, or at the end of input), or the prompt shows.
 func (r *repl) turnEnded(ctx context.Context) (done bool, err error) {
 	lr := r.lr
-	busy, _, ended, _ := lr.state.get()
+	busy, _, ended, last := lr.state.Get()
 	if busy || ended == r.seenEnded {
 		return false, nil
 	}
 	r.seenEnded = ended
 	lr.intr.disarm()
 	switch {
+	case r.once:
+		return true, errors.Join(outcomeErr(last), r.end())
 	case r.terminating:
 		return true, &exitError{code: exitInterrupted}
 	case r.next(ctx):
@@ -130,14 +147,22 @@ func (r *repl) turnEnded(ctx context.Context) (done bool, err error) {
 	return false, nil
 }
 
-func (r *repl) prompt() { fmt.Fprint(r.lr.errw, "> ") }
+// prompt shows "> " for the next line (text input only).
+func (r *repl) prompt() {
+	if !r.json {
+		fmt.Fprint(r.lr.errw, "> ")
+	}
+}
 
 // refuse says that a line over lineread.MaxLine was not sent; chat goes on
 // reading, and exits 2 at the end (end).
 func (r *repl) refuse(line lineread.Line) {
 	r.refused++
 	r.lr.say("stdin line %d: %d bytes, over the %d MiB a line may hold; it was not sent (the lines after it are read)", line.N, line.Size, lineread.MaxLine>>20)
-	if busy, _, _, _ := r.lr.state.get(); !busy {
+	if r.lr.enc != nil {
+		_ = r.lr.enc.Encode(protocol.ErrorEvent(protocol.SourceInput, line.N, fmt.Sprintf("%d bytes, over the %d MiB a line may hold", line.Size, lineread.MaxLine>>20)))
+	}
+	if busy, _, _, _ := r.lr.state.Get(); !busy {
 		r.prompt()
 	}
 }
@@ -147,6 +172,8 @@ func (r *repl) refuse(line lineread.Line) {
 // script never sees success for input chat did not act on.
 func (r *repl) end() error {
 	switch {
+	case r.refused > 0 && r.json:
+		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were refused and not acted on", r.refused)}
 	case r.refused > 0:
 		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were over the %d MiB a line may hold and were not sent", r.refused, lineread.MaxLine>>20)}
 	case r.inputErr != nil:
@@ -158,7 +185,7 @@ func (r *repl) end() error {
 // line handles one line of input; done means chat ends with err.
 func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 	text := strings.TrimSpace(line)
-	busy, turn, _, _ := r.lr.state.get()
+	busy, turn, _, _ := r.lr.state.Get()
 	switch {
 	case text == "":
 		return false, nil
@@ -275,6 +302,7 @@ func (r *repl) submit(ctx context.Context, text string) bool {
 		r.lr.say("%v", err)
 		return false
 	}
+	r.started = true
 	return true
 }
 
@@ -290,8 +318,8 @@ func (r *repl) cancel(ctx context.Context, turn uint64) {
 // itself on one that follows a cancel or a shutdown).
 func (r *repl) signal(ctx context.Context, sig os.Signal) (done bool, err error) {
 	lr := r.lr
-	busy, turn, _, _ := lr.state.get()
-	if sig == syscall.SIGTERM {
+	busy, turn, _, _ := lr.state.Get()
+	if sig == syscall.SIGTERM || sig == syscall.SIGPIPE {
 		r.terminating = true
 		r.queue = nil
 		lr.intr.arm()
@@ -311,4 +339,66 @@ func (r *repl) signal(ctx context.Context, sig os.Signal) (done bool, err error)
 	}
 	r.cancel(ctx, turn)
 	return false, nil
+}
+
+// protocolInput acts on one --input-format json line (docs/protocol.md, "Input");
+// a line that cannot be acted on is said on stderr (and as an error event
+// with --json), and chat or run exits 2 at the end.
+func (r *repl) protocolInput(ctx context.Context, line lineread.Line) (done bool, err error) {
+	if strings.TrimSpace(line.Text) == "" {
+		return false, nil
+	}
+	in, err := protocol.ParseInput([]byte(line.Text))
+	busy, turn, _, _ := r.lr.state.Get()
+	switch {
+	case err != nil:
+	case in.Kind == protocol.InputMessage || in.Kind == protocol.InputInterject:
+		if in.Kind == protocol.InputInterject && busy {
+			err = r.lr.driver.Interject(ctx, in.Text)
+			break
+		}
+		r.started = r.started || !busy
+		r.message(ctx, in.Text, busy)
+	case in.Kind == protocol.InputQueue && r.once:
+		err = errors.New("run runs one turn; queue the next in chat")
+	case in.Kind == protocol.InputQueue:
+		r.enqueue(ctx, in.Text, busy)
+	case in.Kind == protocol.InputCancel:
+		err = r.cancelInput(ctx, in.Agent, busy, turn)
+	default: // approve, deny
+		err = r.decide(ctx, in)
+	}
+	if err != nil {
+		r.refused++
+		r.lr.inputError(line.N, err)
+	}
+	return false, nil
+}
+
+// decide hands a decision on a call waiting for approval to the driver,
+// once it takes them (protocol.Decider); until then no call asks.
+func (r *repl) decide(ctx context.Context, in protocol.Input) error {
+	if d, ok := any(r.lr.driver).(protocol.Decider); ok {
+		return protocol.Decide(ctx, d, in)
+	}
+	return errors.New("no tool call waits for approval: this escapement asks for none")
+}
+
+// cancelInput cancels the root's running turn, or the agent path names.
+func (r *repl) cancelInput(ctx context.Context, path string, busy bool, turn uint64) error {
+	if path == "" {
+		if busy {
+			r.cancel(ctx, turn)
+		}
+		return nil
+	}
+	id, ok := kernel.NoAgent, false
+	if err := r.lr.driver.Inspect(ctx, func(k *kernel.Kernel) { id, ok = k.Find(path) }); err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("no agent %q is running", path)
+	}
+	r.lr.intr.arm()
+	return r.lr.driver.Cancel(ctx, id, 0)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/session"
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/termtext"
 	"github.com/escapement/escapement/kernel"
 )
@@ -40,16 +41,25 @@ type interrupts struct {
 	stopOnce sync.Once
 }
 
-func startInterrupts(sigs <-chan os.Signal, hardExit func()) *interrupts {
+// startInterrupts reads sigs; gone closing (stdout's reader went away)
+// counts as a SIGPIPE that asks for a shutdown, never as an insistence.
+func startInterrupts(sigs <-chan os.Signal, gone <-chan struct{}, hardExit func()) *interrupts {
 	in := &interrupts{soft: make(chan os.Signal, 1), exited: make(chan struct{}), stop: make(chan struct{}), done: make(chan struct{})}
-	go in.read(sigs, hardExit) // owned: close waits for it
+	go in.read(sigs, gone, hardExit) // owned: close waits for it
 	return in
 }
 
-func (in *interrupts) read(sigs <-chan os.Signal, hardExit func()) {
+func (in *interrupts) read(sigs <-chan os.Signal, gone <-chan struct{}, hardExit func()) {
 	defer close(in.done)
 	for {
 		select {
+		case <-gone:
+			gone = nil
+			in.armed.Store(true)
+			select {
+			case in.soft <- syscall.SIGPIPE:
+			default: // a signal is pending: it ends the turn as well
+			}
 		case sig := <-sigs:
 			if in.armed.CompareAndSwap(false, true) {
 				select {
@@ -95,7 +105,10 @@ func (in *interrupts) close() {
 func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) error) error {
 	sigs, stopSignals := lr.a.signals()
 	defer stopSignals()
-	lr.intr = startInterrupts(sigs, lr.hardExit)
+	if lr.a.catchPipe != nil {
+		defer lr.a.catchPipe()()
+	}
+	lr.intr = startInterrupts(sigs, lr.out.Gone(), lr.hardExit)
 	defer lr.intr.close()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
@@ -119,7 +132,7 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 		if ferr := lr.finish(runErr); ferr != nil && (err == nil || runErr != nil) {
 			err = ferr
 		}
-		return err
+		return lr.ended(err)
 	case <-lr.intr.exited:
 		lr.sess.Abandon()
 		return &exitError{code: exitInterrupted}
@@ -128,6 +141,7 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 		// be touched. What it wrote is on disk (every record and step is
 		// written through); sync the session and go.
 		lr.box.KillAll()
+		lr.discardFinal()
 		serr := lr.sess.Abandon()
 		fmt.Fprintf(lr.errw, "escapement: the agent tree did not stop within %v of the end (grace %v + %v); exiting without it\n", bound, lr.grace, stopSlack)
 		if err == nil {
@@ -164,6 +178,27 @@ func (lr *liveRun) finish(runErr error) error {
 	return nil
 }
 
+// ended closes the run for its reader once the driver has stopped: the
+// result event (--json), the final answer (-o), how to continue the
+// session; a stdout that went away makes the exit 141.
+func (lr *liveRun) ended(err error) error {
+	lr.emit(lr.view.Result(lr.sess.Path())) // with the console's line on how to continue
+	if lr.final != nil {
+		note, ferr := headless.WriteFinal(lr.final, lr.redact, lr.view)
+		if note != "" {
+			lr.say("-o %s: %s", lr.flags.lastMessage, note)
+		}
+		if ferr != nil && err == nil {
+			err = writeErr("-o: %v", ferr)
+		}
+	}
+	if lr.out.Closed() {
+		lr.say("stdout was closed; the run was shut down and its session closed cleanly")
+		return &exitError{code: exitBrokenPipe}
+	}
+	return err
+}
+
 // stopped explains a driver that stopped because its write-ahead log
 // failed (a full disk, an I/O error): the run could not record what it did
 // next, so it did nothing more; what was recorded is kept, and a resume
@@ -182,10 +217,7 @@ func (lr *liveRun) stopped(runErr error) error {
 func (lr *liveRun) submitLost(ctx context.Context) {
 	if err := lr.sess.Resubmit(ctx); err != nil {
 		lr.say("%v", err)
-		lr.state.mu.Lock()
-		lr.state.busy = false
-		lr.state.ended++ // the command stops waiting for it
-		lr.state.mu.Unlock()
+		lr.state.GiveUp()
 		select {
 		case lr.notify <- struct{}{}:
 		default:
@@ -200,6 +232,7 @@ func (lr *liveRun) submitLost(ctx context.Context) {
 func (lr *liveRun) hardExit() {
 	lr.box.KillAll()
 	lr.sess.Sync() // the log stays for --resume
+	lr.discardFinal()
 	lr.a.exit(exitInterrupted)
 }
 
@@ -207,12 +240,17 @@ func (lr *liveRun) hardExit() {
 // run resumed from a crash first finishes the turn the dead process left
 // (adapters/session), then runs prompt, if any, as the next turn.
 func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
+	jsonIn := lr.flags.inputFormat == "json"
+	lr.whileBusy = busyInterject // a message while the turn runs joins it
 	return lr.serve(ctx, func(ctx context.Context) error {
-		if busy, _, _, _ := lr.state.get(); busy {
+		if busy, _, _, _ := lr.state.Get(); busy {
 			signalled, err := lr.await(ctx, 0)
-			if prompt == "" || signalled {
+			if prompt == "" && !jsonIn || signalled {
 				return err
 			}
+		}
+		if jsonIn {
+			return lr.repl(ctx, true, prompt)
 		}
 		if prompt == "" {
 			lr.say("no turn was left unfinished and no prompt was given; nothing to do")
@@ -224,7 +262,7 @@ func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
 
 // turn submits prompt and waits for its end.
 func (lr *liveRun) turn(ctx context.Context, prompt string) error {
-	_, _, ended, _ := lr.state.get()
+	_, _, ended, _ := lr.state.Get()
 	if err := lr.driver.Submit(ctx, prompt); err != nil {
 		return &exitError{code: exitCheckFailed, err: err}
 	}
@@ -241,7 +279,7 @@ func (lr *liveRun) await(ctx context.Context, ended uint64) (signalled bool, err
 	for {
 		select {
 		case <-lr.notify:
-			if _, _, n, last := lr.state.get(); n > ended {
+			if _, _, n, last := lr.state.Get(); n > ended {
 				return signalled, outcomeErr(last)
 			}
 		case sig := <-lr.intr.soft:
@@ -265,10 +303,10 @@ func (lr *liveRun) await(ctx context.Context, ended uint64) (signalled bool, err
 // is the user's interrupt of the running turn (reason user_cancel).
 func (lr *liveRun) interrupt(ctx context.Context, sig os.Signal) error {
 	var err error
-	if sig == syscall.SIGTERM {
+	if sig == syscall.SIGTERM || sig == syscall.SIGPIPE {
 		err = lr.driver.Shutdown(ctx)
 	} else {
-		_, turn, _, _ := lr.state.get()
+		_, turn, _, _ := lr.state.Get()
 		err = lr.driver.Cancel(ctx, kernel.Root, turn)
 	}
 	if err != nil && !errors.Is(err, live.ErrStopped) {

@@ -1,19 +1,25 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 
+	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/adapters/otel"
 	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/profiles"
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/buildinfo"
 	"github.com/escapement/escapement/internal/edge"
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
@@ -48,8 +54,7 @@ func (a *app) setupLive(f *liveFlags) (_ *liveRun, err error) {
 		return nil, err
 	}
 	a.session = sess // released when the command has returned (runWith)
-	lr := &liveRun{a: a, out: &lockedWriter{w: a.out}, errw: &lockedWriter{w: a.err}, secret: key, sess: sess, red: a.secrets, redact: a.secrets.Redact,
-		grace: f.limits.Grace, json: f.json, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1)}
+	lr := a.newLiveRun(f, key, sess)
 	view, err := a.startTools(f, lr)
 	if err != nil {
 		return nil, err
@@ -69,6 +74,21 @@ func (a *app) setupLive(f *liveFlags) (_ *liveRun, err error) {
 	view.lr.Store(lr)
 	fmt.Fprintf(lr.errw, "escapement: session %s\n", sess.Path())
 	return lr, nil
+}
+
+// newLiveRun is the run's state before anything starts: its outputs —
+// the protocol's encoder (--json) or the console, stderr's notices in
+// both, -o's file — and the view that turns its steps into events.
+func (a *app) newLiveRun(f *liveFlags, key string, sess *session.Session) *liveRun {
+	out := headless.NewWriter(a.out)
+	lr := &liveRun{a: a, out: out, errw: headless.NewWriter(a.err), secret: key, sess: sess, red: a.secrets, redact: a.secrets.Redact,
+		grace: f.limits.Grace, whileBusy: a.whileBusy(f.whileBusy), notify: make(chan struct{}, 1), flags: f, view: protocol.NewView()}
+	lr.con = &console.Console{Out: out, Err: lr.errw, Secret: key, Terminal: isTerminal(a.out), FinalOnly: f.finalOnly, Quiet: f.json,
+		Redact: func(s string) string { return lr.redact(s) }}
+	if f.json {
+		lr.enc = protocol.NewEncoder(out, func(s string) string { return lr.redact(s) })
+	}
+	return lr
 }
 
 // apiKey is the variable name names (--api-key-env, $OPENAI_API_KEY by
@@ -162,6 +182,16 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (session.Conf
 	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
+	lr.run = protocol.Run{Version: buildinfo.Version(), Model: model, Endpoint: baseURL, Profile: kcfg.RootProfile, Workspace: abs(f.workspace), Limits: f.limits}
+	for _, e := range lr.a.cfg.Endpoints() { // a root profile may name its own model
+		lr.run.Profiles = append(lr.run.Profiles, e.Profile)
+		if e.Profile == kcfg.RootProfile {
+			lr.run.Model, lr.run.Endpoint = cmp.Or(e.Model, model), cmp.Or(e.BaseURL, baseURL)
+		}
+	}
+	for _, spec := range lr.box.Specs() {
+		lr.run.Tools = append(lr.run.Tools, spec.Name)
+	}
 	fedModel, fedTools := edge.Redact(m, lr.box, lr.red)
 	exp, err := otel.NewFromEnv(context.Background(), os.Getenv, otel.Config{Model: model, BaseURL: baseURL, Redact: lr.redact, OnError: func(err error) { lr.say("%v", err) }})
 	if err != nil {
@@ -179,8 +209,14 @@ func (lr *liveRun) start(f *liveFlags, scfg session.Config) (err error) {
 	if f.resume != "" {
 		flag = "--resume"
 	}
+	if f.lastMessage != "" {
+		if lr.final, err = userfile.CreateReplacement(f.lastMessage); err != nil {
+			return usageErr("-o: %v", err)
+		}
+	}
 	if f.trace != "" {
 		if lr.traceOut, err = userfile.OpenOutput(f.trace, "an escapement trace", traceHeaderPrefix); err != nil {
+			lr.discardFinal()
 			scfg.Spans.Shutdown(context.Background()) // the session never owned it
 			return usageErr("--trace: %v", err)
 		}
@@ -190,11 +226,14 @@ func (lr *liveRun) start(f *liveFlags, scfg session.Config) (err error) {
 		if lr.traceOut != nil {
 			lr.traceOut.Discard()
 		}
+		lr.discardFinal()
 		return writeErr(flag+": %v", err)
 	}
 	lr.driver = lr.sess.Driver()
+	lr.run.Session, lr.run.Resumed = lr.sess.Path(), f.resume != ""
+	lr.emit(protocol.Started(lr.run))
 	if u, ok := lr.sess.Unfinished(); ok {
-		lr.state.busy, lr.state.turn = true, u.Turn
+		lr.state.Running(u.Turn)
 	}
 	return nil
 }
@@ -215,15 +254,36 @@ func writeErr(format string, err error) error {
 // person typing while an answer streams means to steer it), queue when it
 // is not (a script's lines are turns, one after another).
 func (a *app) whileBusy(flag string) string {
-	if flag != "" {
+	switch {
+	case flag != "":
 		return flag
-	}
-	if f, ok := a.in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+	case isTerminal(a.in):
 		return busyInterject
 	}
 	return busyQueue
 }
 
+// isTerminal says s is a terminal.
+func isTerminal(s any) bool {
+	f, ok := s.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// discardFinal drops -o's file before anything was written to it.
+func (lr *liveRun) discardFinal() {
+	if lr.final != nil {
+		lr.final.Discard()
+	}
+}
+
 // traceHeaderPrefix starts every trace (kernel/trace writes the header's
 // fields in a fixed order).
 const traceHeaderPrefix = `{"type":"header",`
+
+// abs is dir made absolute (as it is when it cannot be).
+func abs(dir string) string {
+	if a, err := filepath.Abs(dir); err == nil {
+		return a
+	}
+	return dir
+}

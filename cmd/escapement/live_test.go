@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/internal/proctest"
@@ -26,14 +27,25 @@ import (
 
 const testKey = "sk-e2e-DO-NOT-LEAK-4f9c2a7b"
 
-// TestMain removes the binary the end-to-end tests built.
+// TestMain makes the environment the tests' own (hermeticEnv), and
+// removes the binary the end-to-end tests built.
 func TestMain(m *testing.M) {
+	envDir, err := os.MkdirTemp("", "escapement-env-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	goEnv = hermeticEnv(envDir)
 	code := m.Run()
+	os.RemoveAll(envDir)
 	if built.dir != "" {
 		os.RemoveAll(built.dir)
 	}
 	os.Exit(code)
 }
+
+// goEnv is the environment the tests were started with: go build's.
+var goEnv []string
 
 // built is the CLI binary, built once per test run (the end-to-end tests
 // run the real binary: real signals, real process groups, real exit codes).
@@ -60,7 +72,9 @@ func buildBinary(t *testing.T) string {
 			return
 		}
 		built.bin = filepath.Join(built.dir, "escapement")
-		if out, err := exec.Command(goBin, "build", "-o", built.bin, ".").CombinedOutput(); err != nil {
+		build := exec.Command(goBin, "build", "-o", built.bin, ".")
+		build.Env = goEnv
+		if out, err := build.CombinedOutput(); err != nil {
 			built.err = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
@@ -108,10 +122,7 @@ func startBinaryEnv(t *testing.T, bin string, srv *fakeopenai.Server, dir string
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = append([]string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "XDG_STATE_HOME=" + filepath.Join(dir, "state"),
-		"OPENAI_API_KEY=" + testKey, "OPENAI_BASE_URL=" + srv.BaseURL(),
-	}, env...)
+	cmd.Env = binEnv(dir, append([]string{"OPENAI_API_KEY=" + testKey, "OPENAI_BASE_URL=" + srv.BaseURL()}, env...)...)
 	p := &proc{cmd: cmd, stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	var err error
@@ -458,14 +469,8 @@ func TestAPIKeyNeverPrinted(t *testing.T) {
 	if !strings.Contains(outputs[t2], "[redacted]") || !strings.Contains(outputs["stderr"], "retry") {
 		t.Errorf("expected the redacted 401 in the trace and a retry on stderr\ntrace: %s\nstderr: %s", outputs[t2], outputs["stderr"])
 	}
-	// --json: stdout is JSON Lines of lifecycle events only.
-	for _, line := range strings.Split(strings.TrimSpace(outputs["stdout"]), "\n") {
-		var l kernel.Lifecycle
-		if err := json.Unmarshal([]byte(line), &l); err != nil || l.Seq == 0 {
-			t.Errorf("stdout line %q is not a lifecycle event (%v)", line, err)
-		}
-	}
-	if !strings.Contains(outputs["stdout"], `"kind":"turn_ended"`) {
+	// --json: stdout is the protocol's events only, each a valid line.
+	if _, ok := lastOf(jsonRun(t, outputs["stdout"]), protocol.TypeTurnEnded, "main"); !ok {
 		t.Error("no turn_ended event on stdout")
 	}
 }

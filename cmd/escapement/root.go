@@ -13,11 +13,15 @@ import (
 
 	"github.com/charmbracelet/log"
 	"github.com/escapement/escapement/adapters/config"
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
+	"github.com/escapement/escapement/internal/buildinfo"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/termtext"
+	"github.com/muesli/termenv"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 // Exit codes, documented in docs/cli.md and in --help.
@@ -26,6 +30,7 @@ const (
 	exitCheckFailed = 1
 	exitUsage       = 2
 	exitInterrupted = 130
+	exitBrokenPipe  = 141 // stdout was closed: the run was shut down (128 + SIGPIPE)
 )
 
 // streams are the process's standard streams, injectable for tests.
@@ -66,6 +71,9 @@ type app struct {
 	// subscription). runWith injects both.
 	exit    func(code int)
 	signals func() (<-chan os.Signal, func())
+	// catchPipe, when set (the process's own run), catches SIGPIPE while
+	// a live command runs (the returned func stops it).
+	catchPipe func() func()
 	// newTools builds a live run's tools (nil: tools.New); tests inject
 	// fakes (a tool that ignores its cancel).
 	newTools func(tools.Config) (toolBox, error)
@@ -86,7 +94,7 @@ type app struct {
 
 // run is main without os.Exit: the process's own hard exit and signals.
 func run(ctx context.Context, args []string, s streams) int {
-	return runWith(ctx, args, s, os.Exit, processSignals)
+	return runWith(ctx, args, s, os.Exit, processSignals, func(a *app) { a.catchPipe = catchPipe })
 }
 
 // processSignals delivers SIGINT and SIGTERM until the returned func is
@@ -95,6 +103,16 @@ func processSignals() (<-chan os.Signal, func()) {
 	ch := make(chan os.Signal, 4)
 	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
 	return ch, func() { signal.Stop(ch) }
+}
+
+// catchPipe catches SIGPIPE (and drops it) until the returned func is
+// called, so a live run's write to a closed stdout fails with EPIPE — the
+// run then shuts down (headless.Writer) — instead of killing the process
+// mid-turn; a child's SIGPIPE stays its default.
+func catchPipe() func() {
+	pipe := make(chan os.Signal, 1)
+	signal.Notify(pipe, syscall.SIGPIPE) // never read: a full channel drops the rest
+	return func() { signal.Stop(pipe) }
 }
 
 // runWith is run with the process-wide effects injected: in-process tests
@@ -172,18 +190,31 @@ Exit codes: 0 ok, 1 a check failed, 2 usage or input error, 130 interrupted.`,
 			}
 			return a.setupLogging()
 		},
+		Version: buildinfo.Version(),
 	}
+	root.SetVersionTemplate("escapement {{.Version}}\n")
 	root.PersistentFlags().StringVar(&a.logLevel, "log-level", "warn", "log level on stderr: debug, info, warn, error")
 	root.PersistentFlags().StringVar(&a.logFormat, "log-format", "text", "log format on stderr: text, json, logfmt")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return usageErr("%v", err)
 	})
-	root.AddCommand(newFSMCmd(a), newSimCmd(a), newRunCmd(a), newChatCmd(a), newConfigCmd(a))
+	root.AddCommand(newFSMCmd(a), newSimCmd(a), newRunCmd(a), newChatCmd(a), newConfigCmd(a), &cobra.Command{
+		Use: "version", Short: "Print escapement's version, its event protocol's and the Go toolchain's", Args: cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(a.out, "escapement %s\nprotocol %d\n%s\n", buildinfo.Version(), protocol.Version, buildinfo.Platform())
+		},
+	})
 	return root
 }
 
 // setupLogging builds the charmbracelet logger on stderr and installs it as
 // the slog handler for this process's edges (never the kernel's hot path).
+// The logger never asks the terminal anything: given stderr itself, its
+// styles would query the terminal's colours (OSC 10/11, a cursor position
+// report) and wait up to 10 s for an answer a pseudo-terminal may never
+// give. It writes through a wrapper no terminal library recognises, and
+// colours, when stderr is a terminal, come from the environment alone
+// (TERM, COLORTERM, NO_COLOR, CLICOLOR_FORCE).
 func (a *app) setupLogging() error {
 	lvl, err := log.ParseLevel(a.logLevel)
 	if err != nil {
@@ -200,6 +231,9 @@ func (a *app) setupLogging() error {
 	default:
 		return usageErr("--log-format: unknown format %q (want text, json or logfmt)", a.logFormat)
 	}
-	a.logger = log.NewWithOptions(a.err, opts)
+	a.logger = log.NewWithOptions(struct{ io.Writer }{a.err}, opts)
+	if f, ok := a.err.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		a.logger.SetColorProfile(termenv.NewOutput(f).EnvColorProfile()) // the environment's answer: no query
+	}
 	return nil
 }

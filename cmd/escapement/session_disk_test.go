@@ -110,8 +110,7 @@ code=$?
 cp -a "$D/." "$KEPT/"
 exit $code`
 	cmd := exec.Command(unshare, "-rm", "sh", "-c", script)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "OPENAI_API_KEY=" + testKey, "OPENAI_BASE_URL=" + srv.BaseURL(),
-		"BIN=" + bin, "D=" + small, "KEPT=" + kept}
+	cmd.Env = binEnv(dir, "OPENAI_API_KEY="+testKey, "OPENAI_BASE_URL="+srv.BaseURL(), "BIN="+bin, "D="+small, "KEPT="+kept)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err = cmd.Run()

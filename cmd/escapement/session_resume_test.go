@@ -12,9 +12,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
-	"github.com/escapement/escapement/kernel"
 )
 
 // opLog wraps the session file and records what reaches it: "write:TYPE"
@@ -151,9 +151,9 @@ func TestResumeContinuesTurnNumbers(t *testing.T) {
 	if fmt.Sprint(turns) != "[1 2 3]" {
 		t.Errorf("session turn_end turns %v, want [1 2 3]", turns)
 	}
-	for _, l := range jsonEvents(t, out) {
-		if l.Agent == kernel.Root && (l.Kind == kernel.LifeTurnStarted || l.Kind == kernel.LifeTurnEnded) && l.Turn != 3 {
-			t.Errorf("--json %s of turn %d, want 3", l.Kind, l.Turn)
+	for _, ev := range jsonRun(t, out) {
+		if ev.Agent == "main" && (ev.Type == protocol.TypeTurnStarted || ev.Type == protocol.TypeTurnEnded) && ev.Turn != 3 {
+			t.Errorf("--json %s of turn %d, want 3", ev.Type, ev.Turn)
 		}
 	}
 	if code, out, errb := runCLI(t, "sim", "replay", tr); code != exitOK || !strings.Contains(out, "reproduced") {

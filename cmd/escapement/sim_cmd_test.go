@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/scenarios"
-	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // wallTime matches the summary's wall clock, whatever its unit (36ms,
@@ -168,7 +168,7 @@ func TestSimRefusesNonRegularFiles(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skipf("mkfifo: %v", err)
 	}
-	big := writeFile(t, dir, "big.yaml", "name: big\n#"+strings.Repeat("x", sim.MaxScenarioBytes)+"\n")
+	big := writeFile(t, dir, "big.yaml", "name: big\n#"+strings.Repeat("x", scenario.MaxScenarioBytes)+"\n")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -195,7 +195,7 @@ func TestSimDuplicateNamesAcrossPaths(t *testing.T) {
 	a := writeFile(t, dir, "a.yaml", "name: same\n"+body)
 	b := writeFile(t, dir, "b.yaml", "# a comment\nname: same\n"+body)
 	code, _, errb := runCLI(t, "sim", a, b)
-	if code != exitUsage || !strings.Contains(errb, b+":2: name: \"same\" is already used by "+a) {
+	if code != exitUsage || !strings.Contains(errb, b+":2:7: name: \"same\" is already used by "+a) {
 		t.Fatalf("exit %d, stderr %q", code, errb)
 	}
 }

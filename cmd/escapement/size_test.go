@@ -19,7 +19,7 @@ const maxCommandLines = 2000
 // the whole command. Until then the rest of the command is held to
 // maxCommandLines less what the simulator commands are expected to keep
 // (simCommandShare).
-var unslimmed = map[string]bool{"sim_cmd.go": true, "sweep_cmd.go": true, "explore_cmd.go": true, "sim_files.go": true}
+var unslimmed = map[string]bool{"sim_cmd.go": true, "sweep_cmd.go": true, "explore_cmd.go": true, "interrupt.go": true}
 
 // simCommandShare is the lines the simulator commands may keep once slimmed:
 // the live commands' budget is what is left of maxCommandLines.

@@ -5,20 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/scenario"
 	"github.com/escapement/escapement/sim/sweep"
-	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 )
 
 // sweepGCPercent is the collector's target while a sweep runs (see runSweep).
@@ -119,17 +115,8 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 	if f.jobs < 1 {
 		return usageErr("--jobs must be at least 1, got %d", f.jobs)
 	}
-	seeds := p.SeedList()
 	ctx, interrupted, stopSignals := a.cancelOnSignal(ctx)
 	defer stopSignals()
-
-	var bar *progressbar.ProgressBar
-	if fd, ok := a.err.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(fd.Fd())) {
-		bar = progressbar.NewOptions(len(seeds), progressbar.OptionSetWriter(a.err), progressbar.OptionSetDescription("sweep"),
-			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("worlds"),
-			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
-	}
-
 	// A world is a few hundred KB of garbage once it is summarised, and the
 	// live heap stays a few MB, so at the default GOGC the collector runs
 	// every few dozen worlds and costs about a fifth of the sweep's CPU;
@@ -138,29 +125,19 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 	if _, set := os.LookupEnv("GOGC"); !set {
 		defer debug.SetGCPercent(debug.SetGCPercent(sweepGCPercent))
 	}
-	started := time.Now()
-	sum := sweep.NewSummary(p)
+	bar, added := a.progressBar(len(p.SeedList()), "sweep", "worlds"), 0
 	var outErr error
-	pool := sweep.Pool{Jobs: f.jobs, Core: f.core, Start: func(w func()) { go w() }} // owned: Pool.Run waits for every worker
-	runErr := pool.Run(ctx, p, func(w sweep.World) error {
-		file := ""
-		if w.Shrunk != nil {
-			var err error
-			if file, err = writeOut(f.out, w.Shrunk.Name+".yaml", true, w.Shrunk.YAML()); err != nil {
-				outErr = err
-				return err
-			}
+	save := func(s *scenario.Scenario) (string, error) {
+		file, err := writeOut(f.out, s.Name+".yaml", true, s.YAML())
+		if err != nil {
+			outErr = err
 		}
-		sum.Add(w, file)
-		if bar != nil {
-			_ = bar.Add(1)
-		}
-		return nil
-	})
-	sum.Wall = time.Since(started)
-	if bar != nil {
-		_ = bar.Finish()
+		return file, err
 	}
+	started := time.Now()
+	sum, runErr := sweep.Pool{Jobs: f.jobs, Core: f.core, Start: goWorker}.Sweep(ctx, p, save, func() { added++; bar.set(added, "") })
+	sum.Wall = time.Since(started)
+	bar.finish()
 	var worldErr *sweep.WorldError
 	switch {
 	case errors.As(runErr, &worldErr):
@@ -169,8 +146,8 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 	case outErr != nil:
 		return usageErr("--out: %v", outErr)
 	case interrupted.Load() || runErr != nil:
-		printSweep(a.out, sum, f.jobs)
-		fmt.Fprintf(a.err, "escapement: sweep interrupted after %d of %d worlds\n", sum.Worlds, len(seeds))
+		sum.Write(a.out, f.jobs)
+		fmt.Fprintf(a.err, "escapement: sweep interrupted after %d of %d worlds\n", sum.Worlds, len(p.SeedList()))
 		return &exitError{code: exitInterrupted}
 	}
 	if f.summary != "" {
@@ -179,64 +156,11 @@ func (a *app) runSweep(ctx context.Context, f sweepFlags) error {
 			return usageErr("--summary: %v", err)
 		}
 	}
-	printSweep(a.out, sum, f.jobs)
+	sum.Write(a.out, f.jobs)
 	if len(sum.Failures) > 0 || (p.Shards == 1 && len(sum.Unreached()) > 0) {
 		return &exitError{code: exitCheckFailed}
 	}
 	return nil
-}
-
-func printSweep(w io.Writer, s *sweep.Summary, jobs int) {
-	p := s.Plan
-	secs := s.Wall.Seconds()
-	if secs <= 0 {
-		secs = 1e-9
-	}
-	shard := ""
-	if p.Shards > 1 || len(s.ShardsMerged) > 1 {
-		shard = fmt.Sprintf(", shards %v of %d", s.ShardsMerged, p.Shards)
-	}
-	unreached, skipped := s.Unreached(), s.Skipped()
-	required := len(sim.Probes()) - len(skipped)
-	skippedText := ""
-	if len(skipped) > 0 {
-		skippedText = fmt.Sprintf(" (%d skipped: they need deeper worlds than depth %d)", len(skipped), p.Depth)
-	}
-	jobsText := ""
-	if jobs > 0 {
-		jobsText = ", " + strconv.Itoa(jobs) + " jobs"
-	}
-	crash := ""
-	if p.CrashEvery > 0 {
-		crash = fmt.Sprintf(", each also crashed after every %d step(s): %d crashed runs", p.CrashEvery, s.Crashes)
-	}
-	fmt.Fprintf(w, "sweep: %d worlds (seeds %d..%d, depth %d%s%s%s) in %v: %.0f worlds/s, %d events (%.0f events/s), %d violation(s), probes %d/%d reached%s, digest %s\n",
-		s.Worlds, p.From, p.From+p.Seeds-1, p.Depth, crash, shard, jobsText, s.Wall.Round(time.Millisecond),
-		float64(s.Worlds)/secs, s.Events, float64(s.Events)/secs, len(s.Failures),
-		required-len(unreached), required, skippedText, s.Digest[:16])
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROBE\tREACHED")
-	for _, pr := range sim.Probes() {
-		mark := ""
-		switch {
-		case sweep.Skips(p, pr):
-			mark = fmt.Sprintf("  skipped: needs --depth %d or more", pr.MinDepth())
-		case s.Probes[string(pr)] == 0:
-			mark = "  <- never reached"
-		}
-		fmt.Fprintf(tw, "%s\t%d%s\n", pr, s.Probes[string(pr)], mark)
-	}
-	_ = tw.Flush()
-	for _, f := range s.Failures {
-		fmt.Fprintf(w, "FAIL seed %d: %s @%s %s: %s\n", f.Seed, f.Invariant, f.At, f.Agent, f.Detail)
-		if f.File != "" {
-			flags := ""
-			if f.Flags != "" {
-				flags = " " + f.Flags
-			}
-			fmt.Fprintf(w, "     shrunk to %d agent(s), %d events: escapement sim %s%s\n", f.Agents, f.Events, f.File, flags)
-		}
-	}
 }
 
 func newSweepMergeCmd(a *app) *cobra.Command {
@@ -265,7 +189,7 @@ when a probe was never reached.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
-			printSweep(a.out, m, 0)
+			m.Write(a.out, 0)
 			if !m.Complete() {
 				fmt.Fprintf(a.out, "incomplete: shards %v of %d merged, %d of %d worlds\n", m.ShardsMerged, m.Plan.Shards, m.Worlds, m.Plan.Seeds)
 				return &exitError{code: exitCheckFailed}

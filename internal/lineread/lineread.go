@@ -137,3 +137,19 @@ func (in *Reader) Close() {
 }
 
 var errStopped = errors.New("input stopped")
+
+// MaxPrompt bounds a prompt read whole from stdin (ReadPrompt): 8 MiB.
+const MaxPrompt = 8 << 20
+
+// ReadPrompt reads r (run's stdin) to its end as one prompt, its trailing
+// line ends dropped; an input over MaxPrompt is refused, saying so.
+func ReadPrompt(r io.Reader) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, MaxPrompt+1))
+	if err != nil {
+		return "", fmt.Errorf("stdin: %w", err)
+	}
+	if len(b) > MaxPrompt {
+		return "", fmt.Errorf("stdin holds more than the %d MiB a prompt may hold", MaxPrompt>>20)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}

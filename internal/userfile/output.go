@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -92,5 +93,32 @@ func (o *Output) Discard() {
 	o.f.Close()
 	if o.created {
 		os.Remove(o.path)
+	}
+}
+
+// WriteNew writes data as dir/name+ext, or name-2+ext, name-3+ext, … when
+// that exists, and returns the path written: an earlier file (a finding of
+// an earlier run) is never overwritten.
+func WriteNew(dir, name, ext string, data []byte) (string, error) {
+	for n := 1; ; n++ {
+		p := filepath.Join(dir, name+ext)
+		if n > 1 {
+			p = filepath.Join(dir, fmt.Sprintf("%s-%d%s", name, n, ext))
+		}
+		fh, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		_, err = fh.Write(data)
+		if cerr := fh.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return "", fmt.Errorf("write %s: %w", p, err)
+		}
+		return p, nil
 	}
 }

@@ -42,3 +42,26 @@ func TestOutputReplacesOnlyItsKind(t *testing.T) {
 		t.Errorf("a discarded new output is still there: %v", err)
 	}
 }
+
+// TestWriteNewKeepsEarlierFiles: a second and a third file of one name get
+// -2 and -3, and the first keeps what it held.
+func TestWriteNewKeepsEarlierFiles(t *testing.T) {
+	dir := t.TempDir()
+	var got []string
+	for _, data := range []string{"one", "two", "three"} {
+		p, err := WriteNew(dir, "finding", ".yaml", []byte(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, filepath.Base(p))
+	}
+	if strings.Join(got, " ") != "finding.yaml finding-2.yaml finding-3.yaml" {
+		t.Fatalf("wrote %v", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "finding.yaml")); string(b) != "one" {
+		t.Fatalf("the first file holds %q", b)
+	}
+	if _, err := WriteNew(filepath.Join(dir, "missing"), "x", ".yaml", nil); err == nil {
+		t.Fatal("a missing directory was accepted")
+	}
+}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/escapement/escapement/kernel/spans"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // Example derives the spans of a turn in which the root delegates to a
@@ -13,7 +14,7 @@ import (
 // the simulator's steps): each span as it ends — the spans under it
 // first — with its number and a dot per level it nests.
 func Example() {
-	s, err := sim.Load("example.yaml", []byte(`name: example
+	s, err := scenario.Load("example.yaml", []byte(`name: example
 agents:
   main:
     - calls: [{delegate: reader, prompt: "read the notes"}]

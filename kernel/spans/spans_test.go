@@ -9,17 +9,18 @@ import (
 	"github.com/escapement/escapement/kernel/spans"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // derive runs an embedded scenario and derives its spans; it returns them
 // by id as they ended, and the deriver.
 func derive(t *testing.T, name string, opt sim.Options) (map[spans.ID]spans.Span, *spans.Deriver, []sim.StepInfo) {
 	t.Helper()
-	all, err := sim.LoadFS(scenarios.FS, ".", "scenarios")
+	all, err := scenario.LoadFS(scenarios.FS, ".", "scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s *sim.Scenario
+	var s *scenario.Scenario
 	for _, x := range all {
 		if x.Name == name {
 			s = x

@@ -13,6 +13,7 @@ import (
 	"github.com/escapement/escapement/kernel/trace"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // step is one Step as the writer was given it: the event, its agent's path
@@ -87,7 +88,7 @@ func traceRecord(line []byte) (*trace.Record, error) {
 // writes for the decoded record, and decodes to the event or effect the
 // writer was given.
 func TestEncoderMatchesJSON(t *testing.T) {
-	ss, err := sim.LoadFS(scenarios.FS, ".", "scenarios")
+	ss, err := scenario.LoadFS(scenarios.FS, ".", "scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}

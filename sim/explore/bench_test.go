@@ -3,7 +3,7 @@ package explore
 import (
 	"testing"
 
-	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // BenchmarkExploreFamily explores each member of the everyday family with
@@ -37,7 +37,7 @@ func BenchmarkExploreSuite(b *testing.B) {
 	report(b, states, moves)
 }
 
-func benchExplore(b *testing.B, s *sim.Scenario, opt Options) {
+func benchExplore(b *testing.B, s *scenario.Scenario, opt Options) {
 	var rep *Report
 	for b.Loop() {
 		rep = explore1(b, s, opt)
@@ -46,7 +46,7 @@ func benchExplore(b *testing.B, s *sim.Scenario, opt Options) {
 }
 
 // explore1 explores s, which must pass exhaustively.
-func explore1(b *testing.B, s *sim.Scenario, opt Options) *Report {
+func explore1(b *testing.B, s *scenario.Scenario, opt Options) *Report {
 	rep, err := Scenario(s, opt)
 	if err != nil {
 		b.Fatal(err)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // The brute-force check of exploration (docs/semantics.md,
@@ -28,12 +30,12 @@ type census struct {
 	ends   map[[16]byte][]string // the verdicts seen at each end state
 	// broken: invariants broken (the enumeration goes on; the explorer
 	// stops at the first).
-	broken    map[sim.Invariant]bool
+	broken    map[oracle.Invariant]bool
 	schedules int
 }
 
 func newCensus() *census {
-	return &census{states: map[[16]byte]bool{}, ends: map[[16]byte][]string{}, broken: map[sim.Invariant]bool{}}
+	return &census{states: map[[16]byte]bool{}, ends: map[[16]byte][]string{}, broken: map[oracle.Invariant]bool{}}
 }
 
 // verdict writes what an end's result says: the end-of-run violations
@@ -54,7 +56,7 @@ func verdict(res *sim.Result) string {
 type choice struct {
 	queue bool
 	pick  int
-	in    sim.Input
+	in    scenario.Input
 	moved bool
 }
 
@@ -69,7 +71,7 @@ type brute struct {
 
 // bruteForce enumerates s; it fails t when the scope holds more than
 // limit schedules.
-func bruteForce(t *testing.T, s *sim.Scenario, opt Options, limit int) *census {
+func bruteForce(t *testing.T, s *scenario.Scenario, opt Options, limit int) *census {
 	t.Helper()
 	x, err := newExplorer(s, opt)
 	if err != nil {
@@ -176,7 +178,7 @@ func (b *brute) walk(t *testing.T, path []choice, st *bstate) {
 		}
 		b.c.schedules++
 		for _, v := range res.Violations {
-			if v.Invariant != sim.Expectation {
+			if v.Invariant != oracle.Expectation {
 				b.c.broken[v.Invariant] = true
 			}
 		}
@@ -244,7 +246,7 @@ func (b *brute) placements(st *bstate, due []sim.Due) []choice {
 }
 
 // explored runs the explorer on s and takes its census.
-func explored(t *testing.T, s *sim.Scenario, opt Options) (*census, *Report) {
+func explored(t *testing.T, s *scenario.Scenario, opt Options) (*census, *Report) {
 	t.Helper()
 	x, err := newExplorer(s, opt)
 	if err != nil {
@@ -311,7 +313,7 @@ func diffCensus(got, want *census) []string {
 // bruteCase is one small world.
 type bruteCase struct {
 	name string
-	s    *sim.Scenario
+	s    *scenario.Scenario
 	opt  Options
 }
 

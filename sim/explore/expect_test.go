@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestExploreFailsAFailingExpectation: a scenario whose expectation fails
@@ -22,7 +24,7 @@ func TestExploreFailsAFailingExpectation(t *testing.T) {
 			t.Fatal(err)
 		}
 		v := rep.Violation
-		if v == nil || v.First.Invariant != sim.Expectation || v.First.Expect != "outcomes.slow" || rep.Passed() {
+		if v == nil || v.First.Invariant != oracle.Expectation || v.First.Expect != "outcomes.slow" || rep.Passed() {
 			t.Fatalf("moved=%d: explore passed or named something else: %+v", moved, rep)
 		}
 		reproduces(t, v, "outcomes.slow")
@@ -31,9 +33,9 @@ func TestExploreFailsAFailingExpectation(t *testing.T) {
 
 // reproduces: the scenario v wrote, read back from its YAML, fails the
 // expectation name under a plain run.
-func reproduces(t *testing.T, v *Violation, name string) *sim.Scenario {
+func reproduces(t *testing.T, v *Violation, name string) *scenario.Scenario {
 	t.Helper()
-	s, err := sim.Load(v.Scenario.Name+".yaml", v.Scenario.YAML())
+	s, err := scenario.Load(v.Scenario.Name+".yaml", v.Scenario.YAML())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func reproduces(t *testing.T, v *Violation, name string) *sim.Scenario {
 		t.Fatal(err)
 	}
 	for _, got := range res.Violations {
-		if got.Invariant == sim.Expectation && got.Expect == name {
+		if got.Invariant == oracle.Expectation && got.Expect == name {
 			return s
 		}
 	}

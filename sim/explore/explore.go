@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // Options bound and tune one exploration. The zero value explores the
@@ -44,7 +46,7 @@ type Options struct {
 	MaxInputs int
 	// Alphabet, when set, replaces the scenario's inputs: every sequence of
 	// up to MaxInputs of these, each placed anywhere (small-scope mode).
-	Alphabet []sim.Input
+	Alphabet []scenario.Input
 	// Nudge is "just before" and "just after" an anchor (default 1ms;
 	// negative: only the anchor's own instant).
 	Nudge time.Duration
@@ -82,7 +84,7 @@ type Report struct {
 	Stopped string
 	// Violation is the first one found (nil: none); the exploration stops
 	// there. An expectation not marked schedule-dependent that fails on a
-	// schedule is one (invariant sim.Expectation).
+	// schedule is one (invariant oracle.Expectation).
 	Violation *Violation
 	// Expectations tell, for each of the scenario's expectations, on how
 	// many of the Schedules it held.
@@ -127,19 +129,19 @@ func (r *Report) Passed() bool { return r.Violation == nil && len(r.Unmet()) == 
 // schedule.
 type Violation struct {
 	// First is the first violation the oracle reported.
-	First sim.Violation
+	First oracle.Violation
 	// Scenario reproduces it with `escapement sim FILE`: the inputs where
 	// the schedule placed them, Schedule the order of same-instant events,
 	// shrunk. Its Expect holds the expectations required on every
 	// schedule for an expectation's failure, none for an invariant's.
-	Scenario *sim.Scenario
+	Scenario *scenario.Scenario
 	// Moves is the schedule's length before shrinking.
 	Moves int
 }
 
 // Scenario explores s. The error is for runs that cannot start (a bad
 // core, an invalid scenario); violations are in the report.
-func Scenario(s *sim.Scenario, opt Options) (*Report, error) {
+func Scenario(s *scenario.Scenario, opt Options) (*Report, error) {
 	x, err := newExplorer(s, opt)
 	if err != nil {
 		return nil, err
@@ -151,7 +153,7 @@ func Scenario(s *sim.Scenario, opt Options) (*Report, error) {
 }
 
 // newExplorer prepares an exploration of s.
-func newExplorer(s *sim.Scenario, opt Options) (*explorer, error) {
+func newExplorer(s *scenario.Scenario, opt Options) (*explorer, error) {
 	if opt.Nudge == 0 {
 		opt.Nudge = time.Millisecond
 	}
@@ -166,7 +168,7 @@ func newExplorer(s *sim.Scenario, opt Options) (*explorer, error) {
 	base.Schedule = nil
 	if len(opt.Alphabet) > 0 {
 		// Generated inputs: the scenario's expectations are about its own.
-		base.Expect = sim.Expect{}
+		base.Expect = scenario.Expect{}
 	}
 	if err := base.Validate(); err != nil {
 		return nil, fmt.Errorf("explore %s: %w", s.Name, err)

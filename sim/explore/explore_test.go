@@ -9,18 +9,19 @@ import (
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
-func suite(t testing.TB) []*sim.Scenario {
+func suite(t testing.TB) []*scenario.Scenario {
 	t.Helper()
-	ss, err := sim.LoadFS(scenarios.FS, ".", "scenarios")
+	ss, err := scenario.LoadFS(scenarios.FS, ".", "scenarios")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ss
 }
 
-func byName(t testing.TB, name string) *sim.Scenario {
+func byName(t testing.TB, name string) *scenario.Scenario {
 	t.Helper()
 	for _, s := range suite(t) {
 		if s.Name == name {

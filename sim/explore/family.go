@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/kernel"
-	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // The everyday family: scenarios of the size users write — two or three
@@ -68,18 +68,18 @@ func Family() []Everyday {
 // everydayInputs are the user's actions, in time order: ask, add a detail
 // while the first reply streams, stop the helper, add another detail,
 // stop everything, ask again, add a last detail. The first n are used.
-var everydayInputs = []sim.Input{
+var everydayInputs = []scenario.Input{
 	{At: 0, Submit: "find the bug"},
 	{At: 250 * time.Millisecond, Interject: "it is in the parser"},
 	{At: 900 * time.Millisecond, Cancel: "helper"},
 	{At: 1300 * time.Millisecond, Interject: "and explain it"},
-	{At: 2 * time.Second, Cancel: sim.RootScript},
+	{At: 2 * time.Second, Cancel: scenario.RootScript},
 	{At: 2500 * time.Millisecond, Submit: "try again"},
 	{At: 2700 * time.Millisecond, Interject: "briefly"},
 }
 
 // Scenario writes e. It panics on a member outside the grid's ranges.
-func (e Everyday) Scenario() *sim.Scenario {
+func (e Everyday) Scenario() *scenario.Scenario {
 	if e.Chunks < 1 || e.Chunks > 10 || e.Inputs < 1 || e.Inputs > len(everydayInputs) {
 		panic(fmt.Sprintf("explore: everyday member %+v out of range", e))
 	}
@@ -88,35 +88,35 @@ func (e Everyday) Scenario() *sim.Scenario {
 		words[i] = fmt.Sprintf("w%d", i+1)
 	}
 	text := strings.Join(words, " ")
-	reply := func(text string, calls ...sim.Call) sim.Reply {
-		return sim.Reply{Text: text, FirstToken: sim.DefaultFirstToken, Rate: sim.DefaultRate, Calls: calls}
+	reply := func(text string, calls ...scenario.Call) scenario.Reply {
+		return scenario.Reply{Text: text, FirstToken: scenario.DefaultFirstToken, Rate: scenario.DefaultRate, Calls: calls}
 	}
-	tool := sim.Call{Tool: "search", Args: map[string]any{"q": "bug"}}
-	s := &sim.Scenario{
+	tool := scenario.Call{Tool: "search", Args: map[string]any{"q": "bug"}}
+	s := &scenario.Scenario{
 		Name:   e.String(),
 		About:  fmt.Sprintf("everyday family: %s tree, %d chunks a stream, %d inputs (escapement sim explore --family)", e.Shape, e.Chunks, e.Inputs),
 		Seed:   1,
 		Limits: kernel.DefaultLimits(),
-		Tools:  map[string]sim.ToolSpec{"search": {Duration: time.Second, Result: "3 hits", OnCancel: sim.CancelDelay, CancelDelay: 200 * time.Millisecond}},
-		Inputs: append([]sim.Input(nil), everydayInputs[:e.Inputs]...),
+		Tools:  map[string]scenario.ToolSpec{"search": {Duration: time.Second, Result: "3 hits", OnCancel: scenario.CancelDelay, CancelDelay: 200 * time.Millisecond}},
+		Inputs: append([]scenario.Input(nil), everydayInputs[:e.Inputs]...),
 	}
 	switch e.Shape {
 	case Pair:
-		s.Agents = map[string]sim.Script{
-			sim.RootScript: {reply(text, tool, sim.Call{Delegate: "helper", Prompt: "read the code"}), reply(text), reply("ok")},
-			"helper":       {reply(text), reply("again")},
+		s.Agents = map[string]scenario.Script{
+			scenario.RootScript: {reply(text, tool, scenario.Call{Delegate: "helper", Prompt: "read the code"}), reply(text), reply("ok")},
+			"helper":            {reply(text), reply("again")},
 		}
 	case Chain:
-		s.Agents = map[string]sim.Script{
-			sim.RootScript: {reply(text, sim.Call{Delegate: "helper", Prompt: "find it"}), reply(text), reply("ok")},
-			"helper":       {reply("", tool, sim.Call{Delegate: "reader", Prompt: "read the code"}), reply(text), reply("again")},
-			"reader":       {reply(text), reply("again")},
+		s.Agents = map[string]scenario.Script{
+			scenario.RootScript: {reply(text, scenario.Call{Delegate: "helper", Prompt: "find it"}), reply(text), reply("ok")},
+			"helper":            {reply("", tool, scenario.Call{Delegate: "reader", Prompt: "read the code"}), reply(text), reply("again")},
+			"reader":            {reply(text), reply("again")},
 		}
 	case Fan:
-		s.Agents = map[string]sim.Script{
-			sim.RootScript: {reply("", tool, sim.Call{Delegate: "helper", Prompt: "read a"}, sim.Call{Delegate: "reader", Prompt: "read b"}), reply(text), reply("ok")},
-			"helper":       {reply(text), reply("again")},
-			"reader":       {reply(text), reply("again")},
+		s.Agents = map[string]scenario.Script{
+			scenario.RootScript: {reply("", tool, scenario.Call{Delegate: "helper", Prompt: "read a"}, scenario.Call{Delegate: "reader", Prompt: "read b"}), reply(text), reply("ok")},
+			"helper":            {reply(text), reply("again")},
+			"reader":            {reply(text), reply("again")},
 		}
 	default:
 		panic(fmt.Sprintf("explore: everyday shape %q", e.Shape))

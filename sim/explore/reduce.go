@@ -3,6 +3,7 @@ package explore
 import (
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // Partial-order reduction (docs/semantics.md, "Exploration"): a chunk of a
@@ -41,10 +42,10 @@ func (x *explorer) apart(r *run, d, e sim.Due) bool {
 
 // outputCapReachable reports a reply whose message could reach
 // max_message_bytes: its text, and each call's id, name and arguments as
-// the simulated model streams them (sim.Call.Wire) plus the kernel's
+// the simulated model streams them (scenario.Call.Wire) plus the kernel's
 // per-call overhead (both counted generously: 64 bytes a call, 64 a
 // message).
-func outputCapReachable(s *sim.Scenario) bool {
+func outputCapReachable(s *scenario.Scenario) bool {
 	limit := s.Limits.MaxMessageBytes
 	if limit == 0 {
 		limit = kernel.DefaultLimits().MaxMessageBytes

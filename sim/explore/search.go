@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // The depth-first search over schedules (docs/semantics.md, "Exploration").
@@ -16,9 +18,9 @@ import (
 // after that event is delivered, so each order is reached one way).
 type move struct {
 	place bool
-	pick  int       // deliver: index into Due()
-	in    sim.Input // place: the input, its At the chosen instant
-	moved bool      // place: away from its instant (docs/semantics.md, "Exploration")
+	pick  int            // deliver: index into Due()
+	in    scenario.Input // place: the input, its At the chosen instant
+	moved bool           // place: away from its instant (docs/semantics.md, "Exploration")
 }
 
 // run is a simulation at the end of a schedule, with the explorer's own
@@ -49,9 +51,9 @@ type node struct {
 }
 
 type explorer struct {
-	s *sim.Scenario // the scenario explored, its inputs and expectations
+	s *scenario.Scenario // the scenario explored, its inputs and expectations
 	// start is s without inputs: every run starts from it.
-	start   *sim.Scenario
+	start   *scenario.Scenario
 	opt     Options
 	rep     *Report
 	visited map[[16]byte]seen
@@ -66,7 +68,7 @@ type explorer struct {
 	// that keep its inputs at their instants).
 	judged  bool
 	ticks   int
-	found   *sim.Violation
+	found   *oracle.Violation
 	foundAt []move
 	err     error
 	// In tests: onVisit sees every state the search explores from (it
@@ -162,16 +164,10 @@ func (x *explorer) dfs(n node, sleep []string) error {
 	if x.stopped || x.found != nil {
 		return nil
 	}
-	r := x.cur
-	mvs := x.moves(r, n.due)
-	if x.onVisit != nil {
-		x.onVisit(r, n.due)
-		if x.cur != r {
-			if err := x.replay(); err != nil {
-				return err
-			}
-			r = x.cur
-		}
+	mvs := x.moves(x.cur, n.due)
+	r, err := x.visit(n)
+	if err != nil {
+		return err
 	}
 	if len(n.due) == 0 && (len(x.opt.Alphabet) > 0 || r.next == len(x.s.Inputs)) {
 		// Nothing is left to happen: this schedule may end here (the
@@ -184,40 +180,74 @@ func (x *explorer) dfs(n node, sleep []string) error {
 		if x.stopped || x.found != nil || x.err != nil {
 			return nil
 		}
-		var name string
-		if !mv.place {
-			name = n.names[mv.pick]
-			if slices.Contains(sleep, name) {
-				x.rep.Slept++
-				continue
-			}
-		}
-		if x.cur == nil {
-			if err := x.replay(); err != nil {
-				return err
-			}
-		}
-		r = x.cur
-		// The child's sleep set: what sleeps here and what was explored
-		// here already, as far as it commutes with this move.
-		var childSleep []string
-		if x.sleepOK && !mv.place {
-			d := n.due[mv.pick]
-			for _, z := range append(slices.Clone(sleep), done...) {
-				if j := slices.Index(n.names, z); j >= 0 && x.independent(r, n.due[j], d) {
-					childSleep = append(childSleep, z)
-				}
-			}
-		}
-		if err := x.step(r, mv, childSleep); err != nil {
+		name, err := x.move(n, mv, sleep, done)
+		if err != nil {
 			return err
 		}
-		if !mv.place {
+		if name != "" {
 			done = append(done, name)
 		}
-		x.cur = nil // r moved on: the next sibling replays
 	}
 	return nil
+}
+
+// visit shows n to the test hook onVisit, and replays to it when the hook
+// moved the run on: it returns the run in n's state.
+func (x *explorer) visit(n node) (*run, error) {
+	r := x.cur
+	if x.onVisit == nil {
+		return r, nil
+	}
+	x.onVisit(r, n.due)
+	if x.cur != r {
+		if err := x.replay(); err != nil {
+			return nil, err
+		}
+		r = x.cur
+	}
+	return r, nil
+}
+
+// move explores mv from n, unless it delivers an item that sleeps there.
+// It returns the name of the item it delivered ("" for a placement, or a
+// move skipped).
+func (x *explorer) move(n node, mv move, sleep, done []string) (string, error) {
+	var name string
+	if !mv.place {
+		name = n.names[mv.pick]
+		if slices.Contains(sleep, name) {
+			x.rep.Slept++
+			return "", nil
+		}
+	}
+	if x.cur == nil {
+		if err := x.replay(); err != nil {
+			return "", err
+		}
+	}
+	r := x.cur
+	if err := x.step(r, mv, x.childSleep(r, n, mv, sleep, done)); err != nil {
+		return "", err
+	}
+	x.cur = nil // r moved on: the next sibling replays
+	return name, nil
+}
+
+// childSleep is the sleep set of the state mv reaches: what sleeps at n
+// and what was explored from n already (done), as far as it commutes with
+// mv.
+func (x *explorer) childSleep(r *run, n node, mv move, sleep, done []string) []string {
+	if !x.sleepOK || mv.place {
+		return nil
+	}
+	d := n.due[mv.pick]
+	var out []string
+	for _, z := range append(slices.Clone(sleep), done...) {
+		if j := slices.Index(n.names, z); j >= 0 && x.independent(r, n.due[j], d) {
+			out = append(out, z)
+		}
+	}
+	return out
 }
 
 // step makes move mv from the state r is in and explores what it reaches,
@@ -293,7 +323,7 @@ func (x *explorer) end(key [16]byte) {
 		x.tally(res)
 	}
 	for _, v := range res.Violations {
-		if v.Invariant == sim.Expectation && (!scripted || x.dependent(v.Expect)) {
+		if v.Invariant == oracle.Expectation && (!scripted || x.dependent(v.Expect)) {
 			continue // not this schedule's to meet, or counted, not required
 		}
 		x.report(v)
@@ -342,7 +372,7 @@ func (x *explorer) tick() {
 	}
 }
 
-func (x *explorer) report(v sim.Violation) {
+func (x *explorer) report(v oracle.Violation) {
 	if x.found == nil {
 		x.found = &v
 		x.foundAt = slices.Clone(x.path)

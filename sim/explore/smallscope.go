@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/kernel"
-	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // Shape is what one agent of a small-scope world does when asked: the
@@ -94,8 +94,8 @@ func Trees(maxAgents int) []Tree {
 // interjection, and a cancel of each agent.
 type World struct {
 	Tree     Tree
-	Scenario *sim.Scenario
-	Alphabet []sim.Input
+	Scenario *scenario.Scenario
+	Alphabet []scenario.Input
 }
 
 // Sequences is how many input sequences of at most n inputs the alphabet
@@ -130,50 +130,50 @@ const (
 func NewWorld(t Tree) World {
 	lim := kernel.DefaultLimits()
 	lim.StallTimeout = stallTimeout
-	s := &sim.Scenario{
+	s := &scenario.Scenario{
 		Name:   "small-" + strings.NewReplacer("[", "_", "]", "", ",", ".").Replace(t.String()),
 		About:  "small-scope world " + t.String() + " (escapement sim explore --small-scope)",
 		Seed:   1,
 		Limits: lim,
-		Agents: map[string]sim.Script{},
-		Tools: map[string]sim.ToolSpec{
+		Agents: map[string]scenario.Script{},
+		Tools: map[string]scenario.ToolSpec{
 			"stops":   {Duration: toolTime, Result: "done"},
-			"ignores": {Duration: toolTime, Result: "done", OnCancel: sim.CancelIgnore},
+			"ignores": {Duration: toolTime, Result: "done", OnCancel: scenario.CancelIgnore},
 		},
 	}
 	w := World{Tree: t, Scenario: s}
-	w.Alphabet = []sim.Input{{Submit: "go"}, {Interject: "also"}}
-	names := []string{sim.RootScript, "a", "b", "c"}
+	w.Alphabet = []scenario.Input{{Submit: "go"}, {Interject: "also"}}
+	names := []string{scenario.RootScript, "a", "b", "c"}
 	next := 0
 	var add func(t Tree) string
 	add = func(t Tree) string {
 		name := names[next]
 		next++
-		w.Alphabet = append(w.Alphabet, sim.Input{Cancel: name})
-		reply := func(text string, calls ...sim.Call) sim.Reply {
-			return sim.Reply{Text: text, FirstToken: sim.DefaultFirstToken, Rate: sim.DefaultRate, Calls: calls}
+		w.Alphabet = append(w.Alphabet, scenario.Input{Cancel: name})
+		reply := func(text string, calls ...scenario.Call) scenario.Reply {
+			return scenario.Reply{Text: text, FirstToken: scenario.DefaultFirstToken, Rate: scenario.DefaultRate, Calls: calls}
 		}
-		var script sim.Script
+		var script scenario.Script
 		switch t.Shape {
 		case Text:
-			script = sim.Script{reply("hi there")}
+			script = scenario.Script{reply("hi there")}
 		case ToolStop, ToolIgnore:
 			tool := "stops"
 			if t.Shape == ToolIgnore {
 				tool = "ignores"
 			}
-			script = sim.Script{reply("", sim.Call{Tool: tool}), reply("ok")}
+			script = scenario.Script{reply("", scenario.Call{Tool: tool}), reply("ok")}
 		case Stall:
 			r := reply("slow reply")
 			r.Rate = 0.5 // a chunk every 2s: the stall deadline comes first
-			script = sim.Script{r}
+			script = scenario.Script{r}
 		case Delegate:
-			var calls []sim.Call
+			var calls []scenario.Call
 			for _, c := range t.Children {
 				child := add(c)
-				calls = append(calls, sim.Call{Delegate: child, Prompt: "task " + child})
+				calls = append(calls, scenario.Call{Delegate: child, Prompt: "task " + child})
 			}
-			script = sim.Script{reply("", calls...), reply("done")}
+			script = scenario.Script{reply("", calls...), reply("done")}
 		}
 		s.Agents[name] = script
 		return name

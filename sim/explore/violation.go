@@ -5,6 +5,8 @@ import (
 	"slices"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // scenarioOf writes the schedule path as a scenario a plain run
@@ -13,11 +15,11 @@ import (
 // or more were (found by running the file and matching each delivery of
 // the path by its identity). It returns nil when the path cannot be
 // written so (it then is not a reproduction).
-func (x *explorer) scenarioOf(path []move, v sim.Violation) *sim.Scenario {
+func (x *explorer) scenarioOf(path []move, v oracle.Violation) *scenario.Scenario {
 	c := x.s.Clone()
 	c.Inputs = nil
-	c.Expect = sim.Expect{}
-	if v.Invariant == sim.Expectation {
+	c.Expect = scenario.Expect{}
+	if v.Invariant == oracle.Expectation {
 		// The expectations required on every schedule; those that hold
 		// on some only are not this schedule's to meet.
 		c.Expect = x.s.Expect.Required()
@@ -63,22 +65,9 @@ func (x *explorer) scenarioOf(path []move, v sim.Violation) *sim.Scenario {
 	return c
 }
 
-// breaks reports that a plain run of c breaks the invariant of v (for an
-// expectation: the same expectation).
-func (x *explorer) breaks(c *sim.Scenario, v sim.Violation) bool {
-	if c == nil || c.Validate() != nil {
-		return false
-	}
-	res, err := sim.Run(c, sim.Options{Core: x.opt.Core})
-	if err != nil {
-		return false
-	}
-	for _, got := range res.Violations {
-		if got.Invariant == v.Invariant && got.Expect == v.Expect {
-			return true
-		}
-	}
-	return false
+// breaks reports that a plain run of c breaks what v broke (sim.Breaks).
+func (x *explorer) breaks(c *scenario.Scenario, v oracle.Violation) bool {
+	return sim.Breaks(c, sim.Options{Core: x.opt.Core}, v)
 }
 
 // shrink turns the violating path into a small scenario: the schedule up
@@ -95,8 +84,8 @@ func (x *explorer) shrink() *Violation {
 		v.Scenario = c
 		return v
 	}
-	if inv != sim.Expectation {
-		c = sim.Shrink(c, func(s *sim.Scenario) bool { return x.breaks(s, found) }, x.opt.ShrinkBudget)
+	if inv != oracle.Expectation {
+		c = sim.Shrink(c, func(s *scenario.Scenario) bool { return x.breaks(s, found) }, x.opt.ShrinkBudget)
 	}
 	// An expectation is the scenario's own, on its inputs at their
 	// instants: only the order of same-instant events is made plainer
@@ -116,7 +105,7 @@ func (x *explorer) shrink() *Violation {
 		c.Schedule = c.Schedule[:len(c.Schedule)-1]
 	}
 	c.About = fmt.Sprintf("found by escapement sim explore: %s (%s)", inv, inv.Statement())
-	if inv == sim.Expectation {
+	if inv == oracle.Expectation {
 		c.About = fmt.Sprintf("found by escapement sim explore: the expectation %s fails on this schedule", found.Expect)
 	}
 	v.Scenario = c

@@ -3,7 +3,7 @@ package gen
 import (
 	"pgregory.net/rapid"
 
-	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // Around draws worlds around a program's own agents: base's scripts, tools
@@ -16,10 +16,10 @@ import (
 //
 // It is the generator for a user's own property test; see the package
 // example.
-func Around(base *sim.Scenario, o Options) *rapid.Generator[*sim.Scenario] {
-	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
+func Around(base *scenario.Scenario, o Options) *rapid.Generator[*scenario.Scenario] {
+	return rapid.Custom(func(t *rapid.T) *scenario.Scenario {
 		s := base.Clone()
-		s.Inputs, s.Expect = nil, sim.Expect{}
+		s.Inputs, s.Expect = nil, scenario.Expect{}
 		if o.Faults {
 			s.Faults = append(s.Faults, Faults(s).Draw(t, "faults")...)
 		}
@@ -34,13 +34,13 @@ func Around(base *sim.Scenario, o Options) *rapid.Generator[*sim.Scenario] {
 // shutdown — singly or in bursts, about half of them at instants s's scripts
 // make interesting (a chunk arriving, a stream ending, a tool returning,
 // a deadline), so inputs race chunks, results and timers.
-func Inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
+func Inputs(s *scenario.Scenario, o Options) *rapid.Generator[[]scenario.Input] {
 	return inputs(s, o)
 }
 
 // Faults draws injected faults for s's agents and tools, swarm style: each
 // draw turns on a random subset of the fault kinds (possibly none) and places
 // one to three of each at random times.
-func Faults(s *sim.Scenario) *rapid.Generator[[]sim.Fault] {
-	return rapid.Custom(func(t *rapid.T) []sim.Fault { return drawFaults(t, s) })
+func Faults(s *scenario.Scenario) *rapid.Generator[[]scenario.Fault] {
+	return rapid.Custom(func(t *rapid.T) []scenario.Fault { return drawFaults(t, s) })
 }

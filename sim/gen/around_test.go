@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
-
-	"github.com/escapement/escapement/sim"
 )
 
 const aroundBase = `
@@ -27,7 +26,7 @@ expect: {outcomes: {main: completed}}
 // base's own scripts, tools, limits and faults, drops the base's one story
 // (inputs, expectations), and never modifies the base.
 func TestAroundKeepsTheUsersWorld(t *testing.T) {
-	base, err := sim.Load("base.yaml", []byte(aroundBase))
+	base, err := scenario.Load("base.yaml", []byte(aroundBase))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
 )
 
@@ -42,7 +42,7 @@ type tables struct {
 	levels   [MaxDepth + 1]string          // scripts_l<level>
 	scripts  [MaxDepth + 1][2]scriptLabels // by level and slot
 	tools    [3]toolLabels
-	faults   []faultLabels // by the index of sim.FaultKinds()
+	faults   []faultLabels // by the index of scenario.FaultKinds()
 	episodes [16]episodeLabels
 }
 
@@ -63,7 +63,7 @@ var sharedTables = sync.OnceValue(func() *tables {
 	for i := range tb.tools {
 		tb.tools[i] = newToolLabels(toolName(i))
 	}
-	for _, kind := range sim.FaultKinds() {
+	for _, kind := range scenario.FaultKinds() {
 		tb.faults = append(tb.faults, newFaultLabels(kind))
 	}
 	for e := range tb.episodes {
@@ -103,7 +103,7 @@ func drawBool(t *rapid.T, label string) bool { return sharedTables().bool.Draw(t
 // scriptName is the script of a level's slot: main, then a1, b1, a2, ...
 func scriptName(level, slot int) string {
 	if level == 0 {
-		return sim.RootScript
+		return scenario.RootScript
 	}
 	return string(rune('a'+slot)) + strconv.Itoa(level)
 }
@@ -151,7 +151,7 @@ type faultLabels struct {
 	on, n, at, agent, after, attempts, retryAfter, delay, onTool, named, tool string
 }
 
-func newFaultLabels(kind sim.FaultKind) faultLabels {
+func newFaultLabels(kind scenario.FaultKind) faultLabels {
 	key := "fault_" + string(kind)
 	return faultLabels{
 		on: key + "_on", n: key + "_n", at: key + "_at", agent: key + "_agent", after: key + "_after",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // myAgents is a program's own agents: what its models answer and what its
@@ -37,7 +38,7 @@ tools:
 //
 //	func TestMyAgents(t *testing.T) { rapid.Check(t, myAgentsHold) }
 func myAgentsHold(t *rapid.T) {
-	base, err := sim.Load("my-agents.yaml", []byte(myAgents))
+	base, err := scenario.Load("my-agents.yaml", []byte(myAgents))
 	if err != nil {
 		t.Fatal(err)
 	}

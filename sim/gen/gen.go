@@ -24,8 +24,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/escapement/escapement/internal/keys"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
 )
 
@@ -61,9 +63,9 @@ const grid = 10 * time.Millisecond
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 
 // World draws a whole scenario: scripts, tools, limits, faults and inputs.
-func World(o Options) *rapid.Generator[*sim.Scenario] {
+func World(o Options) *rapid.Generator[*scenario.Scenario] {
 	script := Script(o)
-	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
+	return rapid.Custom(func(t *rapid.T) *scenario.Scenario {
 		s := script.Draw(t, "script")
 		s.Inputs = inputs(s, o).Draw(t, "inputs")
 		// Drawn last, so every draw before it (and so every world it
@@ -75,16 +77,16 @@ func World(o Options) *rapid.Generator[*sim.Scenario] {
 
 // Script draws a world without user inputs (the state-machine test supplies
 // them as actions).
-func Script(o Options) *rapid.Generator[*sim.Scenario] {
+func Script(o Options) *rapid.Generator[*scenario.Scenario] {
 	o.MaxDepth = min(max(o.MaxDepth, 0), MaxDepth)
-	return rapid.Custom(func(t *rapid.T) *sim.Scenario {
+	return rapid.Custom(func(t *rapid.T) *scenario.Scenario {
 		tb := sharedTables()
 		depth := intRange(t, 0, o.MaxDepth, "depth")
-		s := &sim.Scenario{
+		s := &scenario.Scenario{
 			Name:   "generated",
 			Seed:   uint64(tb.seed.Draw(t, "seed")),
-			Agents: map[string]sim.Script{},
-			Tools:  map[string]sim.ToolSpec{},
+			Agents: map[string]scenario.Script{},
+			Tools:  map[string]scenario.ToolSpec{},
 		}
 		s.Limits = drawLimits(t, depth)
 		nTools := intRange(t, 1, 3, "tools")
@@ -94,7 +96,7 @@ func Script(o Options) *rapid.Generator[*sim.Scenario] {
 			s.Tools[tools[i]] = drawTool(t, &tb.tools[i], tools[i], s.Limits)
 		}
 		// Scripts per level: main at 0; one or two per level below.
-		levels := [][]string{{sim.RootScript}}
+		levels := [][]string{{scenario.RootScript}}
 		for l := 1; l <= depth; l++ {
 			n := intRange(t, 1, 2, tb.levels[l])
 			names := make([]string, n)
@@ -103,7 +105,7 @@ func Script(o Options) *rapid.Generator[*sim.Scenario] {
 			}
 			levels = append(levels, names)
 		}
-		tree := &fanout{depth: depth, mult: map[string]int{sim.RootScript: 1}, agents: depth + 1, max: cmp.Or(o.MaxAgents, DefaultMaxAgents)}
+		tree := &fanout{depth: depth, mult: map[string]int{scenario.RootScript: 1}, agents: depth + 1, max: cmp.Or(o.MaxAgents, DefaultMaxAgents)}
 		for l, names := range levels {
 			for slot, name := range names {
 				var next []string
@@ -142,8 +144,8 @@ func drawLimits(t *rapid.T, depth int) kernel.Limits {
 	return l
 }
 
-func drawTool(t *rapid.T, lb *toolLabels, name string, l kernel.Limits) sim.ToolSpec {
-	tool := sim.ToolSpec{
+func drawTool(t *rapid.T, lb *toolLabels, name string, l kernel.Limits) scenario.ToolSpec {
+	tool := scenario.ToolSpec{
 		// One choice is exactly the tool deadline: result and timeout then
 		// race at the same instant.
 		Duration: pick(t, []time.Duration{ms(100), 0, ms(10), ms(500), 2 * time.Second, 10 * time.Second, time.Minute, l.ToolTimeout}, lb.duration),
@@ -154,13 +156,13 @@ func drawTool(t *rapid.T, lb *toolLabels, name string, l kernel.Limits) sim.Tool
 	}
 	switch pick(t, []int{0, 1, 2, 3, 4, 1}, lb.onCancel) {
 	case 1:
-		tool.OnCancel = sim.CancelIgnore
+		tool.OnCancel = scenario.CancelIgnore
 	case 2:
-		tool.OnCancel, tool.CancelDelay = sim.CancelDelay, ms(50)
+		tool.OnCancel, tool.CancelDelay = scenario.CancelDelay, ms(50)
 	case 3:
-		tool.OnCancel, tool.CancelDelay = sim.CancelDelay, ms(500)
+		tool.OnCancel, tool.CancelDelay = scenario.CancelDelay, ms(500)
 	case 4:
-		tool.OnCancel, tool.CancelDelay = sim.CancelDelay, 5*time.Second
+		tool.OnCancel, tool.CancelDelay = scenario.CancelDelay, 5*time.Second
 	}
 	return tool
 }
@@ -201,15 +203,15 @@ func (f *fanout) extra(level, m int) int {
 // shrinking cuts it), and any reply may add delegations to the next level —
 // sometimes up to max_children and one beyond, so refusals and fan-outs of
 // three or more children happen — within the world's bound on agents.
-func drawScript(t *rapid.T, lb *scriptLabels, name string, level int, next, tools []string, lim kernel.Limits, tree *fanout) sim.Script {
+func drawScript(t *rapid.T, lb *scriptLabels, name string, level int, next, tools []string, lim kernel.Limits, tree *fanout) scenario.Script {
 	m := tree.mult[name]
 	n := intRange(t, 1, 4, lb.replies)
-	script := make(sim.Script, n)
+	script := make(scenario.Script, n)
 	for i := range script {
 		key := &lb.reply[i]
 		// One first-token choice is exactly the first-token deadline: the
 		// chunk and the timeout race at the same instant.
-		r := sim.Reply{
+		r := scenario.Reply{
 			FirstToken: pick(t, []time.Duration{ms(200), ms(10), ms(50), ms(100), time.Second, lim.FirstTokenTimeout}, key.first),
 			Rate:       float64(pick(t, []int{50, 10, 20, 100}, key.rate)),
 		}
@@ -225,7 +227,7 @@ func drawScript(t *rapid.T, lb *scriptLabels, name string, level int, next, tool
 		}
 		r.Text = strings.TrimSpace(text.String())
 		if i == 0 && len(next) > 0 {
-			r.Calls = append(r.Calls, sim.Call{Delegate: next[0], Prompt: "task for " + next[0]})
+			r.Calls = append(r.Calls, scenario.Call{Delegate: next[0], Prompt: "task for " + next[0]})
 			tree.mult[next[0]] += m
 		}
 		if len(next) > 0 {
@@ -238,7 +240,7 @@ func drawScript(t *rapid.T, lb *scriptLabels, name string, level int, next, tool
 				if intRange(t, 0, 15, key.noTask) == 0 {
 					prompt = "" // a delegation without a task: malformed
 				}
-				r.Calls = append(r.Calls, sim.Call{Delegate: child, Prompt: prompt})
+				r.Calls = append(r.Calls, scenario.Call{Delegate: child, Prompt: prompt})
 				tree.mult[child] += m
 				tree.agents += m * (tree.depth - level)
 			}
@@ -248,11 +250,11 @@ func drawScript(t *rapid.T, lb *scriptLabels, name string, level int, next, tool
 			// Tool calls carry ids numbered per message, as some models
 			// number them: a later reply repeats them, which the kernel
 			// must make unique (delegations keep fresh ids).
-			r.Calls = append(r.Calls, sim.Call{Tool: tool, Args: map[string]any{"n": c}, ID: "t" + strconv.Itoa(c)})
+			r.Calls = append(r.Calls, scenario.Call{Tool: tool, Args: map[string]any{"n": c}, ID: "t" + strconv.Itoa(c)})
 		}
 		if i == n-1 && len(r.Calls) > 0 && drawBool(t, key.endWithText) {
 			// Keep some turns ending on text rather than the script running out.
-			script = append(script, sim.Reply{Text: "done", FirstToken: ms(10), Rate: 50})
+			script = append(script, scenario.Reply{Text: "done", FirstToken: ms(10), Rate: 50})
 		}
 		script[i] = r
 	}
@@ -262,11 +264,11 @@ func drawScript(t *rapid.T, lb *scriptLabels, name string, level int, next, tool
 // drawFaults is swarm testing: each world draws which fault kinds are on
 // (possibly none) and how many of each, so some runs are fault-free and some
 // saturated with one kind.
-func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
-	names := sortedKeys(s.Agents)
-	tools := sortedKeys(s.Tools)
-	var out []sim.Fault
-	for i, kind := range sim.FaultKinds() {
+func drawFaults(t *rapid.T, s *scenario.Scenario) []scenario.Fault {
+	names := keys.Sorted(s.Agents)
+	tools := keys.Sorted(s.Tools)
+	var out []scenario.Fault
+	for i, kind := range scenario.FaultKinds() {
 		key := &sharedTables().faults[i]
 		// Each kind is on in about one world of four; a world with a kind
 		// on gets one to three of it.
@@ -274,22 +276,22 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 			continue
 		}
 		for n := intRange(t, 1, 3, key.n); n > 0; n-- {
-			f := sim.Fault{
+			f := scenario.Fault{
 				At:    grid * time.Duration(intRange(t, 0, 300, key.at)),
 				Agent: pick(t, names, key.agent),
 				Fault: kind,
 			}
 			switch kind {
-			case sim.FaultStreamError, sim.FaultDisconnect:
+			case scenario.FaultStreamError, scenario.FaultDisconnect:
 				f.After = intRange(t, 0, 5, key.after)
-			case sim.FaultRateLimit:
+			case scenario.FaultRateLimit:
 				f.Attempts = intRange(t, 1, sim.MaxRetries+1, key.attempts)
 				f.RetryAfter = pick(t, []time.Duration{ms(100), time.Second}, key.retryAfter)
-			case sim.FaultLate:
+			case scenario.FaultLate:
 				f.Delay = pick(t, []time.Duration{ms(100), time.Second, 5 * time.Second}, key.delay)
 			}
-			if kind == sim.FaultToolPanic || ((kind == sim.FaultDuplicate || kind == sim.FaultLate) && drawBool(t, key.onTool)) {
-				if kind != sim.FaultToolPanic || drawBool(t, key.named) {
+			if kind == scenario.FaultToolPanic || ((kind == scenario.FaultDuplicate || kind == scenario.FaultLate) && drawBool(t, key.onTool)) {
+				if kind != scenario.FaultToolPanic || drawBool(t, key.named) {
 					f.Tool = pick(t, tools, key.tool)
 				}
 			}
@@ -307,38 +309,21 @@ func drawFaults(t *rapid.T, s *sim.Scenario) []sim.Fault {
 // token deadline) or just after one — so inputs land mid-stream and on the
 // same instant as chunks, results and timers; the rest come from a spread of
 // phases.
-func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
-	names := sortedKeys(s.Agents)
+func inputs(s *scenario.Scenario, o Options) *rapid.Generator[[]scenario.Input] {
+	names := keys.Sorted(s.Agents)
 	anchors, deep := findAnchors(s, 128)
-	return rapid.Custom(func(t *rapid.T) []sim.Input {
-		ins := []sim.Input{{At: 0, Submit: "s0"}}
+	return rapid.Custom(func(t *rapid.T) []scenario.Input {
+		ins := []scenario.Input{{At: 0, Submit: "s0"}}
 		at := time.Duration(0)
 		n := 0
 		// Episodes: an instant, then a burst of inputs at it or just after.
 		episodes := intRange(t, 0, (o.MaxInputs+1)/2, "episodes")
 		for e := 0; e < episodes && n < o.MaxInputs; e++ {
 			key := labelsOfEpisode(e)
-			var when time.Duration
 			// The first episode, now and then: later ones find the tree
 			// already cut by earlier ones.
 			deepCancel := e == 0 && len(deep) > 0 && intRange(t, 0, 2, key.deep) == 0
-			switch {
-			case deepCancel:
-				// Esc while a tool runs deep in the tree (depth 4 and more):
-				// the abort must reach down there in one step.
-				when = deep[intRange(t, 0, len(deep)-1, key.deepAt)]
-			case len(anchors) > 0 && drawBool(t, key.anchored):
-				when = anchors[intRange(t, 0, len(anchors)-1, key.anchor)] +
-					pick(t, []time.Duration{0, ms(1), grid}, key.after)
-			case e == 0 && len(s.Agents) > 1:
-				// Without an anchor, the first episode usually waits for the
-				// tree to grow.
-				phase := pick(t, []int{100, 60, 150, 0, 30, 250}, key.phase)
-				when = at + grid*time.Duration(phase+intRange(t, 0, 9, key.jitter))
-			default:
-				phase := pick(t, []int{30, 0, 10, 50, 20, 100, 200, 400}, key.phase)
-				when = at + grid*time.Duration(phase+intRange(t, 0, 9, key.jitter))
-			}
+			when := episodeAt(t, key, e, at, s, anchors, deep, deepCancel)
 			at = max(at, when)
 			kind := pick(t, []int{0, 2, 1, 3, 2}, key.kind)
 			if deepCancel {
@@ -350,30 +335,8 @@ func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 			burst := pick(t, []int{1, 2, 3, 1}, key.burst)
 			for b := 0; b < burst && n < o.MaxInputs; b++ {
 				n++
-				bkey := &key.input[b]
-				in := sim.Input{At: when}
-				if b > 0 {
-					// The same key pressed again (rapid Esc), or something else.
-					in.At += grid * time.Duration(pick(t, []int{0, 3, 0, 1, 6, 12}, bkey.gap))
-					if !drawBool(t, bkey.same) {
-						kind = pick(t, []int{0, 2, 1, 3}, bkey.kind)
-					}
-				}
-				switch kind {
-				case 0:
-					in.Cancel = sim.RootScript
-				case 1:
-					in.Cancel = pick(t, names, bkey.target)
-					if intRange(t, 0, 5, bkey.bound) == 5 {
-						in.Turn = uint64(intRange(t, 1, 3, bkey.turn))
-					}
-				case 2:
-					in.Interject = "i" + strconv.Itoa(n)
-				case 3:
-					in.Submit = "s" + strconv.Itoa(n)
-				case 4:
-					in.Shutdown = true
-				}
+				var in scenario.Input
+				in, kind = burstInput(t, &key.input[b], b, when, kind, names, n)
 				ins = append(ins, in)
 			}
 		}
@@ -383,6 +346,58 @@ func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 	})
 }
 
+// episodeAt draws the instant of episode e, the last one at at: a deep
+// tool's run (deepCancel), an anchor or just after it, or a phase after
+// at.
+func episodeAt(t *rapid.T, key *episodeLabels, e int, at time.Duration, s *scenario.Scenario, anchors, deep []time.Duration, deepCancel bool) time.Duration {
+	switch {
+	case deepCancel:
+		// Esc while a tool runs deep in the tree (depth 4 and more):
+		// the abort must reach down there in one step.
+		return deep[intRange(t, 0, len(deep)-1, key.deepAt)]
+	case len(anchors) > 0 && drawBool(t, key.anchored):
+		return anchors[intRange(t, 0, len(anchors)-1, key.anchor)] +
+			pick(t, []time.Duration{0, ms(1), grid}, key.after)
+	case e == 0 && len(s.Agents) > 1:
+		// Without an anchor, the first episode usually waits for the
+		// tree to grow.
+		phase := pick(t, []int{100, 60, 150, 0, 30, 250}, key.phase)
+		return at + grid*time.Duration(phase+intRange(t, 0, 9, key.jitter))
+	}
+	phase := pick(t, []int{30, 0, 10, 50, 20, 100, 200, 400}, key.phase)
+	return at + grid*time.Duration(phase+intRange(t, 0, 9, key.jitter))
+}
+
+// burstInput draws input b of a burst at when (the n-th input), of kind
+// — or, after the first, of another kind now and then — and returns it
+// with its kind.
+func burstInput(t *rapid.T, bkey *inputLabels, b int, when time.Duration, kind int, names []string, n int) (scenario.Input, int) {
+	in := scenario.Input{At: when}
+	if b > 0 {
+		// The same key pressed again (rapid Esc), or something else.
+		in.At += grid * time.Duration(pick(t, []int{0, 3, 0, 1, 6, 12}, bkey.gap))
+		if !drawBool(t, bkey.same) {
+			kind = pick(t, []int{0, 2, 1, 3}, bkey.kind)
+		}
+	}
+	switch kind {
+	case 0:
+		in.Cancel = scenario.RootScript
+	case 1:
+		in.Cancel = pick(t, names, bkey.target)
+		if intRange(t, 0, 5, bkey.bound) == 5 {
+			in.Turn = uint64(intRange(t, 1, 3, bkey.turn))
+		}
+	case 2:
+		in.Interject = "i" + strconv.Itoa(n)
+	case 3:
+		in.Submit = "s" + strconv.Itoa(n)
+	case 4:
+		in.Shutdown = true
+	}
+	return in, kind
+}
+
 // findAnchors computes up to limit instants the scripts make interesting, by
 // following the first reply of each script down the delegation chain from a
 // submission at 0, as the simulator would run it undisturbed: every chunk's
@@ -390,64 +405,70 @@ func inputs(s *sim.Scenario, o Options) *rapid.Generator[[]sim.Input] {
 // request's first-token deadline. Sorted, without duplicates. deep are the
 // instants a tool runs in an agent at depth 4 or more that is Tooling (its
 // reply delegates nothing).
-func findAnchors(s *sim.Scenario, limit int) (anchors, deep []time.Duration) {
-	seen := map[time.Duration]bool{}
-	var out []time.Duration
-	add := func(d time.Duration) {
-		if !seen[d] && len(out) < limit {
-			seen[d] = true
-			out = append(out, d)
-		}
-	}
-	var visit func(script string, start time.Duration, depth int)
-	visit = func(script string, start time.Duration, depth int) {
-		replies := s.Agents[script]
-		if len(replies) == 0 || depth > MaxDepth || len(out) >= limit {
-			return
-		}
-		r := replies[0]
-		interval, chunks := r.Interval(), r.Chunks() // as the simulator streams it
-		first := start + r.FirstToken
-		// The first few chunks and the last: enough to land mid-stream and
-		// on a chunk, without crowding out the deeper levels.
-		for k := 0; k < chunks; k++ {
-			if k < 3 || k == chunks-1 {
-				add(first + time.Duration(k)*interval)
-			}
-		}
-		end := first + time.Duration(chunks)*interval
-		add(end)
-		add(start + s.Limits.FirstTokenTimeout)
-		delegates := slices.ContainsFunc(r.Calls, func(c sim.Call) bool { return c.Delegate != "" })
-		for _, c := range r.Calls {
-			if c.Tool != "" {
-				d := s.Tools[c.Tool].Duration
-				add(end + d/2) // the tool is running: the agent is Tooling
-				add(end + d)
-				add(end + s.Limits.ToolTimeout)
-				if depth >= 4 && !delegates && d > 0 {
-					deep = append(deep, end+d/2)
-				}
-			}
-		}
-		for _, c := range r.Calls {
-			if c.Delegate != "" {
-				visit(c.Delegate, end, depth+1)
-			}
-		}
-	}
-	visit(sim.RootScript, 0, 0)
-	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
-	return out, deep
+func findAnchors(s *scenario.Scenario, limit int) (anchors, deep []time.Duration) {
+	f := &anchorFinder{s: s, limit: limit, seen: map[time.Duration]bool{}}
+	f.visit(scenario.RootScript, 0, 0)
+	sort.Slice(f.out, func(a, b int) bool { return f.out[a] < f.out[b] })
+	return f.out, f.deep
 }
 
-// sortedKeys returns a map's keys in order (the generator draws by index,
-// so map order must never reach a draw), in a slice allocated once.
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m { // determinism: sorted below
-		keys = append(keys, k)
+// anchorFinder is findAnchors' walk down the delegation chain.
+type anchorFinder struct {
+	s         *scenario.Scenario
+	limit     int
+	seen      map[time.Duration]bool
+	out, deep []time.Duration
+}
+
+func (f *anchorFinder) add(d time.Duration) {
+	if !f.seen[d] && len(f.out) < f.limit {
+		f.seen[d] = true
+		f.out = append(f.out, d)
 	}
-	slices.Sort(keys)
-	return keys
+}
+
+// visit follows script's first reply, its request asked at start by an
+// agent at depth.
+func (f *anchorFinder) visit(script string, start time.Duration, depth int) {
+	s := f.s
+	replies := s.Agents[script]
+	if len(replies) == 0 || depth > MaxDepth || len(f.out) >= f.limit {
+		return
+	}
+	r := replies[0]
+	interval, chunks := r.Interval(), r.Chunks() // as the simulator streams it
+	first := start + r.FirstToken
+	// The first few chunks and the last: enough to land mid-stream and
+	// on a chunk, without crowding out the deeper levels.
+	for k := 0; k < chunks; k++ {
+		if k < 3 || k == chunks-1 {
+			f.add(first + time.Duration(k)*interval)
+		}
+	}
+	end := first + time.Duration(chunks)*interval
+	f.add(end)
+	f.add(start + s.Limits.FirstTokenTimeout)
+	delegates := slices.ContainsFunc(r.Calls, func(c scenario.Call) bool { return c.Delegate != "" })
+	for _, c := range r.Calls {
+		if c.Tool != "" {
+			f.tool(s.Tools[c.Tool].Duration, end, depth >= 4 && !delegates)
+		}
+	}
+	for _, c := range r.Calls {
+		if c.Delegate != "" {
+			f.visit(c.Delegate, end, depth+1)
+		}
+	}
+}
+
+// tool adds the instants of a tool of duration d started at end: while it
+// runs, its result, its deadline; deep: it runs deep in the tree, in an
+// agent that delegates nothing.
+func (f *anchorFinder) tool(d, end time.Duration, deep bool) {
+	f.add(end + d/2) // the tool is running: the agent is Tooling
+	f.add(end + d)
+	f.add(end + f.s.Limits.ToolTimeout)
+	if deep && d > 0 {
+		f.deep = append(f.deep, end+d/2)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestExamplesAreValid: generated worlds validate, load back from their
@@ -16,7 +17,7 @@ func TestExamplesAreValid(t *testing.T) {
 		if err := s.Validate(); err != nil {
 			t.Fatalf("seed %d: %v\n%s", seed, err, s.YAML())
 		}
-		if _, err := sim.Load("gen.yaml", s.YAML()); err != nil {
+		if _, err := scenario.Load("gen.yaml", s.YAML()); err != nil {
 			t.Fatalf("seed %d: canonical form does not load: %v", seed, err)
 		}
 		if string(g.Example(seed).YAML()) != string(s.YAML()) {

@@ -2,9 +2,10 @@ package sweep
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/pool"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 // WorldError is a generated world that does not run: a generator or
@@ -18,7 +19,7 @@ func (e *WorldError) Error() string { return e.Err.Error() } // RunWorld's error
 
 func (e *WorldError) Unwrap() error { return e.Err }
 
-// Pool runs a plan's worlds on several workers.
+// Pool runs a plan's worlds on several workers (sim/pool).
 type Pool struct {
 	// Jobs is how many worlds run at once (at least 1).
 	Jobs int
@@ -38,78 +39,48 @@ type Pool struct {
 // goroutine, as the worlds finish. It stops handing out seeds once ctx is
 // done, add returns an error, or a world does not run (a *WorldError), and
 // returns that first error (ctx.Err() for ctx) after every worker has
-// returned.
+// returned; a world that was running when ctx ended is still added.
 func (pl Pool) Run(ctx context.Context, p Plan, add func(World) error) error {
-	if pl.Jobs < 1 {
-		return fmt.Errorf("jobs must be at least 1, got %d", pl.Jobs)
-	}
 	seeds := p.SeedList()
-	// Every seed is queued before the workers start; they stop taking
-	// seeds once stop is closed.
-	work := make(chan int, len(seeds))
-	for _, seed := range seeds {
-		work <- seed
-	}
-	close(work)
-	type result struct {
-		seed int
-		w    World
-		err  error
-	}
-	results := make(chan result)
-	exited := make(chan struct{}, pl.Jobs)
-	stop := make(chan struct{})
-	for range pl.Jobs {
-		pl.Start(func() {
-			defer func() { exited <- struct{}{} }()
-			g := p.Generator()
-			core := pl.Core
-			if core == nil {
-				// This worker's runs are sequential: its kernels can
-				// share one configured state machine.
-				core = sim.SequentialKernelCore()
+	worker := func() func(int) (World, error) {
+		g := p.Generator()
+		core := pl.Core
+		if core == nil {
+			// This worker's runs are sequential: its kernels can share
+			// one configured state machine.
+			core = sim.SequentialKernelCore()
+		}
+		return func(i int) (World, error) {
+			w, err := RunWorld(g, p, seeds[i], core)
+			if err != nil {
+				return w, &WorldError{Seed: seeds[i], Err: err}
 			}
-			for seed := range work {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				w, err := RunWorld(g, p, seed, core)
-				select {
-				case results <- result{seed, w, err}:
-				case <-stop:
-					return
-				}
-			}
-		})
-	}
-	var first error
-	halt := func(err error) {
-		if first == nil {
-			first = err
-			close(stop)
+			return w, nil
 		}
 	}
-	done := ctx.Done()
-	for running := pl.Jobs; running > 0; {
-		select {
-		case r := <-results:
-			switch {
-			case first != nil:
-			case r.err != nil:
-				halt(&WorldError{Seed: r.seed, Err: r.err})
-			default:
-				if err := add(r.w); err != nil {
-					halt(err)
-				}
+	return pool.Run(ctx, pool.Pool{Jobs: pl.Jobs, Start: pl.Start}, len(seeds), worker, func(_ int, w World) error { return add(w) })
+}
+
+// Sweep runs every world of p on the pool into a new Summary: save writes
+// a failing world's shrunk scenario and says where (nil: not written), and
+// each, when set, is told of every world added (a progress bar). It
+// returns the summary so far with Run's error: a *WorldError, save's
+// error, or ctx.Err(). Wall is the host's to set.
+func (pl Pool) Sweep(ctx context.Context, p Plan, save func(*scenario.Scenario) (string, error), each func()) (*Summary, error) {
+	sum := NewSummary(p)
+	err := pl.Run(ctx, p, func(w World) error {
+		file := ""
+		if w.Shrunk != nil && save != nil {
+			var err error
+			if file, err = save(w.Shrunk); err != nil {
+				return err
 			}
-		case <-exited:
-			running--
-		case <-done:
-			done = nil
-			halt(ctx.Err())
 		}
-	}
-	return first
+		sum.Add(w, file)
+		if each != nil {
+			each()
+		}
+		return nil
+	})
+	return sum, err
 }

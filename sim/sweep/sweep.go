@@ -22,6 +22,8 @@ import (
 
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 	"pgregory.net/rapid"
 )
 
@@ -105,14 +107,14 @@ func (p Plan) SeedList() []int {
 // Generator is the world generator of a plan (one per worker: each call to
 // Example builds its own state, but a generator per goroutine keeps that
 // obviously true).
-func (p Plan) Generator() *rapid.Generator[*sim.Scenario] {
+func (p Plan) Generator() *rapid.Generator[*scenario.Scenario] {
 	return gen.World(gen.DefaultOptions(p.Depth))
 }
 
 // CrashOptions are the options of seed's world s crashed once, after its
 // k-th step: worlds of even seeds declare every tool idempotent (a
 // recovery runs them again), odd seeds none (a recovery reports them lost).
-func CrashOptions(seed, k int, s *sim.Scenario, core sim.CoreFactory) sim.Options {
+func CrashOptions(seed, k int, s *scenario.Scenario, core sim.CoreFactory) sim.Options {
 	opt := sim.Options{Core: core, CrashAt: []int{k}}
 	if seed%2 == 0 {
 		// determinism: sorted
@@ -148,10 +150,10 @@ type World struct {
 	Seed       int
 	Events     int
 	Hash       string
-	Probes     map[sim.Probe]int
-	Violations []sim.Violation
+	Probes     map[oracle.Probe]int
+	Violations []oracle.Violation
 	// Shrunk is the smallest failing world found (nil when it passed).
-	Shrunk *sim.Scenario
+	Shrunk *scenario.Scenario
 	// ShrunkAgents and ShrunkEvents size the shrunk world's run.
 	ShrunkAgents, ShrunkEvents int
 	// SimFlags are the flags `escapement sim` needs to run the shrunk
@@ -172,7 +174,7 @@ const ShrinkBudget = 400
 // run. core is the agent loop under test (nil: the kernel, its runs of
 // this world sharing one state machine; a worker running many worlds
 // passes sim.SequentialKernelCore to share one across them all).
-func RunWorld(g *rapid.Generator[*sim.Scenario], p Plan, seed int, core sim.CoreFactory) (World, error) {
+func RunWorld(g *rapid.Generator[*scenario.Scenario], p Plan, seed int, core sim.CoreFactory) (World, error) {
 	if core == nil {
 		core = sim.SequentialKernelCore()
 	}
@@ -212,23 +214,11 @@ func RunWorld(g *rapid.Generator[*sim.Scenario], p Plan, seed int, core sim.Core
 	if len(w.Violations) == 0 {
 		return w, nil
 	}
-	inv := w.Violations[0].Invariant
-	failsSame := func(c *sim.Scenario) bool {
-		rr, err := sim.Run(c, opt)
-		if err != nil {
-			return false
-		}
-		for _, v := range rr.Violations {
-			if v.Invariant == inv {
-				return true
-			}
-		}
-		return false
-	}
-	if inv == "I6" {
-		w.Shrunk = s
+	first := w.Violations[0]
+	if first.Invariant == oracle.Deterministic {
+		w.Shrunk = s // I6 shows only in a recheck, which a shrinker's runs do not make
 	} else {
-		w.Shrunk = sim.Shrink(s, failsSame, ShrinkBudget)
+		w.Shrunk = sim.Shrink(s, func(c *scenario.Scenario) bool { return sim.Breaks(c, opt, first) }, ShrinkBudget)
 	}
 	w.Shrunk.About += " Shrunk; first violation: " + w.Violations[0].String()
 	if w.SimFlags = SimFlags(opt); w.SimFlags != "" {
@@ -277,7 +267,7 @@ type Summary struct {
 // NewSummary starts an empty summary for p.
 func NewSummary(p Plan) *Summary {
 	s := &Summary{Plan: p, Probes: map[string]int{}, Digest: strings.Repeat("0", 64), ShardsMerged: []int{p.Shard}}
-	for _, pr := range sim.Probes() {
+	for _, pr := range oracle.Probes() {
 		s.Probes[string(pr)] = 0
 	}
 	return s
@@ -315,10 +305,10 @@ func (s *Summary) Add(w World, file string) {
 
 // Unreached lists the probes the plan's worlds can reach and never did,
 // in report order: a probe that needs deeper worlds than the plan draws
-// (sim.Probe.MinDepth) is skipped instead, never required.
+// (oracle.Probe.MinDepth) is skipped instead, never required.
 func (s *Summary) Unreached() []string {
 	var out []string
-	for _, p := range sim.Probes() {
+	for _, p := range oracle.Probes() {
 		if s.Probes[string(p)] == 0 && !Skips(s.Plan, p) {
 			out = append(out, string(p))
 		}
@@ -330,7 +320,7 @@ func (s *Summary) Unreached() []string {
 // order (Skips).
 func (s *Summary) Skipped() []string {
 	var out []string
-	for _, p := range sim.Probes() {
+	for _, p := range oracle.Probes() {
 		if Skips(s.Plan, p) {
 			out = append(out, string(p))
 		}
@@ -340,7 +330,7 @@ func (s *Summary) Skipped() []string {
 
 // Skips reports whether p's worlds are too shallow to reach probe pr:
 // it needs a delegation chain deeper than the plan's depth.
-func Skips(p Plan, pr sim.Probe) bool { return pr.MinDepth() > p.Depth }
+func Skips(p Plan, pr oracle.Probe) bool { return pr.MinDepth() > p.Depth }
 
 // Complete reports whether every shard of the plan, and so every world, is
 // in the summary.

@@ -7,6 +7,8 @@ import (
 	"github.com/escapement/escapement/internal/simtest"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/sim"
+	"github.com/escapement/escapement/sim/oracle"
+	"github.com/escapement/escapement/sim/scenario"
 )
 
 func TestSeedListShards(t *testing.T) {
@@ -148,7 +150,7 @@ func markerless(cfg kernel.Config) (sim.Core, error) {
 
 type stripMarkers struct{ sim.Core }
 
-func (s stripMarkers) View(id kernel.AgentID) sim.View {
+func (s stripMarkers) View(id kernel.AgentID) oracle.View {
 	v := s.Core.View(id)
 	v.History = slices.DeleteFunc(slices.Clone(v.History), func(m kernel.Message) bool { return m.Marker })
 	return v
@@ -177,7 +179,7 @@ func TestFailingWorldIsShrunk(t *testing.T) {
 		if s2+r2+c2 >= s1+r1+c1 && s1+r1+c1 > 3 {
 			t.Fatalf("not shrunk: %d+%d+%d from %d+%d+%d", s2, r2, c2, s1, r1, c1)
 		}
-		back, err := sim.Load("shrunk.yaml", w.Shrunk.YAML())
+		back, err := scenario.Load("shrunk.yaml", w.Shrunk.YAML())
 		if err != nil {
 			t.Fatalf("shrunk world does not load: %v", err)
 		}
@@ -192,7 +194,7 @@ func TestFailingWorldIsShrunk(t *testing.T) {
 }
 
 // TestProbesRequiredWhereReachable: a sweep requires a probe only where
-// its worlds can reach it (sim.Probe.MinDepth). At every depth from 0 to
+// its worlds can reach it (oracle.Probe.MinDepth). At every depth from 0 to
 // 4, a default-sized sweep (1000 worlds) reaches every probe it requires,
 // so it passes without violations, and never reaches one it skips — a
 // skipped probe reached would be a MinDepth set too deep, hiding a probe
@@ -214,7 +216,7 @@ func TestProbesRequiredWhereReachable(t *testing.T) {
 		}
 		for _, pr := range s.Skipped() {
 			if s.Probes[pr] > 0 {
-				t.Errorf("depth %d: probe %s is skipped (it needs depth %d) but was reached %d times", depth, pr, sim.Probe(pr).MinDepth(), s.Probes[pr])
+				t.Errorf("depth %d: probe %s is skipped (it needs depth %d) but was reached %d times", depth, pr, oracle.Probe(pr).MinDepth(), s.Probes[pr])
 			}
 		}
 		if want := depth < 4; (len(s.Skipped()) > 0) != want {
