@@ -149,6 +149,8 @@ func TestFileErrorsNameTheLine(t *testing.T) {
 		{"unknown setting", "model: a\nmodle: b\n", `:2: unknown setting "modle"`, false},
 		{"set twice", "model: a\nmodel: b\n", `:2: model is set twice (first on line 1)`, false},
 		{"a list for a value", "\nmodel: [a, b]\n", `:2: model takes one value, not a list`, false},
+		{"the workspace as a list", "workspace: [a, b]\n", `:1: workspace takes one value, not a list`, false},
+		{"the workspace as an empty list", "workspace: []\n", `:1: workspace takes one value, not a list`, false},
 		{"a bad value", "max_depth: deep\n", `:1: max_depth: invalid argument "deep"`, false},
 		{"a per-run setting", "\n\nsession: s.jsonl\n", `:3: session: it names one run's file`, false},
 		{"trust in a file", "trust_project: true\n", `:1: trust_project: trust is given for one run`, false},
