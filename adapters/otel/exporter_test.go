@@ -3,6 +3,7 @@ package otel_test
 import (
 	"context"
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -467,5 +468,46 @@ func TestObserveNeverWaitsForTheNetwork(t *testing.T) {
 	defer cancel()
 	if err := e.Shutdown(ctx); err == nil {
 		t.Fatal("a shutdown against a receiver that never answers reported success")
+	}
+}
+
+// TestContentToolCallOnly: an answer that is only a tool call is one
+// tool_call part, with no empty text part beside it, on the request's span
+// and in the next request's input; a tool's result is its response.
+func TestContentToolCallOnly(t *testing.T) {
+	s, err := scenario.Load("calls.yaml", []byte(`name: calls
+agents:
+  main:
+    - calls:
+        - {tool: job, args: {n: 1}}
+    - text: "done"
+tools:
+  job: {duration: 1s, result: "ok"}
+inputs:
+  - {at: 0s, submit: "go"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := receiver(t, otel.ProtocolHTTP)
+	cfg, evs := run(t, s, sim.Options{})
+	e := exporter(t, otel.Config{Settings: otel.Settings{Protocol: otel.ProtocolHTTP, Content: true}, RootName: cfg.RootName, Redact: redact.New().Redact})
+	replay(t, cfg, evs, func(_ int, s ports.Step) { e.Observe(s) })
+	shutdown(t, e)
+	rec := index(t, r)
+	var outs, ins []string
+	for _, sp := range rec.all {
+		if sp.GetName() == "chat" || strings.HasPrefix(sp.GetName(), "chat ") {
+			outs, ins = append(outs, sp.Str("gen_ai.output.messages")), append(ins, sp.Str("gen_ai.input.messages"))
+		}
+	}
+	call := regexp.MustCompile(`\{"role":"assistant","parts":\[\{"type":"tool_call","id":"[^"]+","name":"job","arguments":\{"n":1\}\}\]`)
+	if !slices.ContainsFunc(outs, func(o string) bool { return call.MatchString(o) && strings.HasSuffix(o, `],"finish_reason":"tool_calls"}]`) }) {
+		t.Errorf("no request answered with only the call: %q", outs)
+	}
+	if !slices.ContainsFunc(ins, func(in string) bool {
+		return call.MatchString(in) && strings.Contains(in, `{"role":"tool","parts":[{"type":"tool_call_response","id":"`)
+	}) {
+		t.Errorf("no request was sent the call alone and its response: %q", ins)
 	}
 }
