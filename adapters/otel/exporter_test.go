@@ -3,6 +3,8 @@ package otel_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -502,12 +504,44 @@ inputs:
 		}
 	}
 	call := regexp.MustCompile(`\{"role":"assistant","parts":\[\{"type":"tool_call","id":"[^"]+","name":"job","arguments":\{"n":1\}\}\]`)
-	if !slices.ContainsFunc(outs, func(o string) bool { return call.MatchString(o) && strings.HasSuffix(o, `],"finish_reason":"tool_calls"}]`) }) {
+	if !slices.ContainsFunc(outs, func(o string) bool {
+		return call.MatchString(o) && strings.HasSuffix(o, `],"finish_reason":"tool_calls"}]`)
+	}) {
 		t.Errorf("no request answered with only the call: %q", outs)
 	}
 	if !slices.ContainsFunc(ins, func(in string) bool {
 		return call.MatchString(in) && strings.Contains(in, `{"role":"tool","parts":[{"type":"tool_call_response","id":"`)
 	}) {
 		t.Errorf("no request was sent the call alone and its response: %q", ins)
+	}
+}
+
+// TestRefusedExportsCountedAtExit: a collector that refuses the spans (a
+// 400, which the exporter does not retry) is told once, when it first
+// happens, and Shutdown's error counts the batches lost: a run that lost
+// its telemetry says so at exit.
+func TestRefusedExportsCountedAtExit(t *testing.T) {
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no spans today", http.StatusBadRequest)
+	}))
+	defer refusing.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", refusing.URL)
+	s, err := scenario.Load("refused.yaml", []byte("name: refused\nagents:\n  main:\n    - text: \"hello\"\ninputs:\n  - {at: 0s, submit: \"hi\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, evs := run(t, s, sim.Options{})
+	var told []error
+	e := exporter(t, otel.Config{Settings: otel.Settings{Protocol: otel.ProtocolHTTP}, RootName: cfg.RootName,
+		Redact: redact.New().Redact, OnError: func(err error) { told = append(told, err) }})
+	replay(t, cfg, evs, func(_ int, s ports.Step) { e.Observe(s) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = e.Shutdown(ctx)
+	if err == nil || !regexp.MustCompile(`^OpenTelemetry: [1-9][0-9]* batch\(es\) of spans could not be exported$`).MatchString(err.Error()) {
+		t.Errorf("Shutdown: %v, want the lost batches counted", err)
+	}
+	if len(told) != 1 || !strings.Contains(told[0].Error(), "OpenTelemetry: sending spans failed: ") {
+		t.Errorf("told %v, want the first failure once", told)
 	}
 }
