@@ -229,7 +229,10 @@ func TestNoVariableWithoutAName(t *testing.T) {
 	s := newSetup(t)
 	s.env[""] = "3"
 	c, err := s.resolve()
-	if err != nil || s.maxDepth != 8 || c.Source("max-depth").Kind != Default {
-		t.Fatalf("max_depth %d from %v (%v), want the default 8", s.maxDepth, c.Source("max-depth"), err)
+	if err != nil {
+		t.Fatalf("a variable without a name was read: %v", err)
+	}
+	if s.maxDepth != 8 || c.Source("max-depth").Kind != Default {
+		t.Fatalf("max_depth %d from %v, want the default 8", s.maxDepth, c.Source("max-depth"))
 	}
 }
