@@ -90,12 +90,16 @@ explore:
 # Mutation testing (not in CI: about 30 s per mutant here, so hours for all
 # of them). Plants one small bug at a time in MUTATE_PKGS and reports which
 # test layer caught it: for kernel/ and fsm/ the simulator layers and the
-# unit tests separately, for adapters/ and cmd/ the package's tests. A rerun
+# unit tests separately, for adapters/ and cmd/ the package's tests, and for
+# the internal packages the edge is made of (redaction, the files a user
+# names, ${NAME} expansion, bounded reads, text cuts) their own tests. A rerun
 # with the same MUTATE_OUT continues where the last one stopped.
 # MUTATE_SAMPLE=N judges a deterministic sample of N (seed MUTATE_SEED);
 # MUTATE_JOBS defaults to half the cores (use 1 on a loaded machine).
-# See the README's "Mutation testing".
-MUTATE_PKGS   ?= ./kernel ./fsm ./adapters/... ./cmd/...
+# See docs/development.md, "Mutation testing".
+MUTATE_EDGE_INTERNAL ?= ./internal/edge ./internal/redact ./internal/userfile ./internal/envexpand \
+	./internal/lineread ./internal/textcut ./internal/termtext ./internal/outputschema
+MUTATE_PKGS   ?= ./kernel ./fsm ./adapters/... ./cmd/... $(MUTATE_EDGE_INTERNAL)
 MUTATE_SAMPLE ?= 0
 MUTATE_SEED   ?= 1
 MUTATE_JOBS   ?=

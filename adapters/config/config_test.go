@@ -149,6 +149,8 @@ func TestFileErrorsNameTheLine(t *testing.T) {
 		{"unknown setting", "model: a\nmodle: b\n", `:2: unknown setting "modle"`, false},
 		{"set twice", "model: a\nmodel: b\n", `:2: model is set twice (first on line 1)`, false},
 		{"a list for a value", "\nmodel: [a, b]\n", `:2: model takes one value, not a list`, false},
+		{"the workspace as a list", "workspace: [a, b]\n", `:1: workspace takes one value, not a list`, false},
+		{"the workspace as an empty list", "workspace: []\n", `:1: workspace takes one value, not a list`, false},
 		{"a bad value", "max_depth: deep\n", `:1: max_depth: invalid argument "deep"`, false},
 		{"a per-run setting", "\n\nsession: s.jsonl\n", `:3: session: it names one run's file`, false},
 		{"trust in a file", "trust_project: true\n", `:1: trust_project: trust is given for one run`, false},
@@ -160,6 +162,7 @@ func TestFileErrorsNameTheLine(t *testing.T) {
 		{"a profile's tool its parent lacks", "profiles:\n  lead:\n    tools: [read]\n    delegates: [rev]\n  rev:\n    tools:\n      - read\n      - shell\n",
 			`:8: profile "rev": tool "shell" is not among the tools of profile "lead"`, false},
 		{"a profile's unknown delegate", "profiles:\n  lead:\n    delegates: [a, b]\n  a: {}\n", `:3: profile "lead": delegates to "b"`, false},
+		{"a negative limit", "profiles:\n  p:\n    max_children: -1\n", `:3: profiles.p.max_children: want a whole number, 0 or more, got "-1"`, false},
 		{"tools not a list", "profiles:\n  p:\n    tools: read\n", `:3: profiles.p.tools: want a list`, false},
 		{"a root profile nobody defines", "profile: boss\nprofiles:\n  p: {}\n", `profile (user `, false},
 	}
@@ -216,5 +219,20 @@ func TestProjectProfileReplacesUsers(t *testing.T) {
 	ps := c.Profiles()
 	if len(ps) != 2 || ps[1].Name != "rev" || ps[1].System != "" || !ps[1].AllTools || ps[1].Endpoint.Model != "small" || ps[1].At.Kind != Project {
 		t.Fatalf("profiles %+v: want the user's other, then the project's rev whole", ps)
+	}
+}
+
+// TestNoVariableWithoutAName: a flag without an alias reads its own
+// variable only, never one of an empty name, whatever Lookup answers for
+// it (an embedding program's Lookup may answer for any string).
+func TestNoVariableWithoutAName(t *testing.T) {
+	s := newSetup(t)
+	s.env[""] = "3"
+	c, err := s.resolve()
+	if err != nil {
+		t.Fatalf("a variable without a name was read: %v", err)
+	}
+	if s.maxDepth != 8 || c.Source("max-depth").Kind != Default {
+		t.Fatalf("max_depth %d from %v, want the default 8", s.maxDepth, c.Source("max-depth"))
 	}
 }

@@ -79,6 +79,7 @@ func TestConfigErrors(t *testing.T) {
 		{"http with args", `{"mcpServers": {"a": {"url": "http://h", "args": []}}}`, `mcpServers.a: args does not belong to a http server`},
 		{"bad url", `{"mcpServers": {"a": {"url": "ftp://h/x"}}}`, `mcpServers.a.url: "ftp://h/x" is not an http:// or https:// URL`},
 		{"url expand unset", `{"mcpServers": {"a": {"url": "${UNSET}"}}}`, `mcpServers.a.url: ${UNSET}: the variable UNSET is not set`},
+		{"header expand unset", `{"mcpServers": {"a": {"url": "http://h", "headers": {"Authorization": "Bearer ${UNSET}"}}}}`, `mcpServers.a.headers.Authorization: ${UNSET}: the variable UNSET is not set`},
 		{"trailing", `{"mcpServers": {}} {}`, `unexpected data after the top-level object`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -198,6 +198,10 @@ func TestErrorEventsClassified(t *testing.T) {
 		{"llama.cpp context size", `data: {"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error"}}`, kernel.FailureContextLength, 1, "the request exceeds the available context size, try increasing it (400)"},
 		{"insufficient_quota", `data: {"error":{"message":"quota","type":"insufficient_quota"}}`, kernel.FailureRateLimit, 1, "quota"},
 		{"rate_limit_exceeded", `data: {"error":{"message":"slow down","type":"requests","code":"rate_limit_exceeded"}}`, kernel.FailureRateLimit, 3, "slow down (rate_limit_exceeded) (gave up after 3 attempts)"},
+		// OpenAI's rate-limit errors name the limit that was hit as their
+		// type: requests or tokens.
+		{"requests type", `data: {"error":{"message":"slow down","type":"requests"}}`, kernel.FailureRateLimit, 3, "slow down"},
+		{"tokens type", `data: {"error":{"message":"slow down","type":"tokens"}}`, kernel.FailureRateLimit, 3, "slow down"},
 		{"server_error type", `data: {"error":{"message":"The server had an error","type":"server_error"}}`, kernel.FailureServer, 3, "The server had an error (server_error)"},
 		{"numeric 500 code", `data: {"error":{"message":"internal","type":"api_error","code":500}}`, kernel.FailureServer, 3, "internal (500)"},
 		// A numeric code anywhere in 400–599 is a status and decides before

@@ -176,8 +176,9 @@ func TestReasoningSentBackBySetting(t *testing.T) {
 
 // TestOpenRouterReasoningDetailsSentBack: OpenRouter streams a thinking
 // model's reasoning_details in pieces (text, then its signature, by
-// index); they are merged and go back unchanged on the message with calls,
-// as OpenRouter asks, beside no reasoning_content.
+// index; a piece's empty string adds nothing, and clears nothing); they are
+// merged and go back unchanged on the message with calls, as OpenRouter
+// asks, beside no reasoning_content.
 func TestOpenRouterReasoningDetailsSentBack(t *testing.T) {
 	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) {
 		if r.N == 1 {
@@ -185,6 +186,7 @@ func TestOpenRouterReasoningDetailsSentBack(t *testing.T) {
 				`data: {"choices":[{"index":0,"delta":{"role":"assistant","content":"","reasoning":"Let me","reasoning_details":[{"type":"reasoning.text","text":"Let me","format":"anthropic-claude-v1","index":0}]}}]}`,
 				`data: {"choices":[{"index":0,"delta":{"content":"","reasoning":" look.","reasoning_details":[{"type":"reasoning.text","text":" look.","format":"anthropic-claude-v1","index":0}]}}]}`,
 				`data: {"choices":[{"index":0,"delta":{"content":"","reasoning":null,"reasoning_details":[{"type":"reasoning.text","signature":"EtsBCkgI","format":"anthropic-claude-v1","index":0}]}}]}`,
+				`data: {"choices":[{"index":0,"delta":{"content":"","reasoning":"","reasoning_details":[{"type":"reasoning.text","text":"","signature":"","format":"anthropic-claude-v1","index":0}]}}]}`,
 				`data: {"choices":[{"index":0,"delta":{"content":"","reasoning":null,"reasoning_details":[{"type":"reasoning.encrypted","data":"gAAAA","id":"rs_1","format":"openai-responses-v1","index":1}]}}]}`,
 			)
 			return

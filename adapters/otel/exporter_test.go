@@ -3,6 +3,9 @@ package otel_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -467,5 +470,78 @@ func TestObserveNeverWaitsForTheNetwork(t *testing.T) {
 	defer cancel()
 	if err := e.Shutdown(ctx); err == nil {
 		t.Fatal("a shutdown against a receiver that never answers reported success")
+	}
+}
+
+// TestContentToolCallOnly: an answer that is only a tool call is one
+// tool_call part, with no empty text part beside it, on the request's span
+// and in the next request's input; a tool's result is its response.
+func TestContentToolCallOnly(t *testing.T) {
+	s, err := scenario.Load("calls.yaml", []byte(`name: calls
+agents:
+  main:
+    - calls:
+        - {tool: job, args: {n: 1}}
+    - text: "done"
+tools:
+  job: {duration: 1s, result: "ok"}
+inputs:
+  - {at: 0s, submit: "go"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := receiver(t, otel.ProtocolHTTP)
+	cfg, evs := run(t, s, sim.Options{})
+	e := exporter(t, otel.Config{Settings: otel.Settings{Protocol: otel.ProtocolHTTP, Content: true}, RootName: cfg.RootName, Redact: redact.New().Redact})
+	replay(t, cfg, evs, func(_ int, s ports.Step) { e.Observe(s) })
+	shutdown(t, e)
+	rec := index(t, r)
+	var outs, ins []string
+	for _, sp := range rec.all {
+		if sp.GetName() == "chat" || strings.HasPrefix(sp.GetName(), "chat ") {
+			outs, ins = append(outs, sp.Str("gen_ai.output.messages")), append(ins, sp.Str("gen_ai.input.messages"))
+		}
+	}
+	call := regexp.MustCompile(`\{"role":"assistant","parts":\[\{"type":"tool_call","id":"[^"]+","name":"job","arguments":\{"n":1\}\}\]`)
+	if !slices.ContainsFunc(outs, func(o string) bool {
+		return call.MatchString(o) && strings.HasSuffix(o, `],"finish_reason":"tool_calls"}]`)
+	}) {
+		t.Errorf("no request answered with only the call: %q", outs)
+	}
+	if !slices.ContainsFunc(ins, func(in string) bool {
+		return call.MatchString(in) && strings.Contains(in, `{"role":"tool","parts":[{"type":"tool_call_response","id":"`)
+	}) {
+		t.Errorf("no request was sent the call alone and its response: %q", ins)
+	}
+}
+
+// TestRefusedExportsCountedAtExit: a collector that refuses the spans (a
+// 400, which the exporter does not retry) is told once, when it first
+// happens, and Shutdown's error counts the batches lost: a run that lost
+// its telemetry says so at exit.
+func TestRefusedExportsCountedAtExit(t *testing.T) {
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no spans today", http.StatusBadRequest)
+	}))
+	defer refusing.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", refusing.URL)
+	s, err := scenario.Load("refused.yaml", []byte("name: refused\nagents:\n  main:\n    - text: \"hello\"\ninputs:\n  - {at: 0s, submit: \"hi\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, evs := run(t, s, sim.Options{})
+	var told []error
+	e := exporter(t, otel.Config{Settings: otel.Settings{Protocol: otel.ProtocolHTTP}, RootName: cfg.RootName,
+		Redact: redact.New().Redact, OnError: func(err error) { told = append(told, err) }})
+	replay(t, cfg, evs, func(_ int, s ports.Step) { e.Observe(s) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err = e.Shutdown(ctx)
+	if err == nil || !regexp.MustCompile(`^OpenTelemetry: [1-9][0-9]* batch\(es\) of spans could not be exported$`).MatchString(err.Error()) {
+		t.Errorf("Shutdown: %v, want the lost batches counted", err)
+	}
+	if len(told) != 1 || !strings.Contains(told[0].Error(), "OpenTelemetry: sending spans failed: ") {
+		t.Errorf("told %v, want the first failure once", told)
 	}
 }

@@ -92,8 +92,9 @@ func TestRouterRefusesAToolNoServerHas(t *testing.T) {
 // TestOpenAIKeysGoWhereConfigured: a profile on the root's endpoint uses
 // the root's key unless it names its own variable; one on another endpoint
 // without a variable sends no key (a key goes only to the server it was
-// configured for); a variable that is not set is an error; a model
-// setting out of range is refused, naming the profile.
+// configured for; an empty API root is OpenAI's); a variable that is not
+// set is an error; a model setting out of range is refused, naming the
+// profile.
 func TestOpenAIKeysGoWhereConfigured(t *testing.T) {
 	env := map[string]string{"ROOT_KEY": "sk-root-0123456789abcdef", "OTHER_KEY": "sk-other-0123456789abcdef"}
 	getenv := func(k string) string { return env[k] }
@@ -108,6 +109,15 @@ func TestOpenAIKeysGoWhereConfigured(t *testing.T) {
 	}
 	if len(models) != 3 || !slices.Equal(keys, []string{env["ROOT_KEY"], env["OTHER_KEY"]}) {
 		t.Fatalf("%d models, keys %q: want 3, the root's key for same, OTHER_KEY for own, none for elsewhere", len(models), keys)
+	}
+	// An empty API root is OpenAI's, whoever leaves it empty: a profile
+	// naming OpenAI's root by hand is on the root's endpoint, and so is
+	// one that names none under a root that names none.
+	for _, c := range []struct{ root, profile string }{{"", ""}, {"", openai.DefaultBaseURL + "/"}, {openai.DefaultBaseURL, ""}} {
+		r := openai.Config{Model: "big", BaseURL: c.root, APIKey: env["ROOT_KEY"]}
+		if _, keys, err := OpenAI(r, "ROOT_KEY", []Endpoint{{Profile: "p", BaseURL: c.profile}}, getenv); err != nil || !slices.Equal(keys, []string{env["ROOT_KEY"]}) {
+			t.Fatalf("root %q, profile %q: keys %q (%v), want the root's key", c.root, c.profile, keys, err)
+		}
 	}
 	if _, _, err := OpenAI(root, "ROOT_KEY", []Endpoint{{Profile: "p", APIKeyEnv: "UNSET_KEY"}}, getenv); err == nil || !strings.Contains(err.Error(), "$UNSET_KEY (its api_key_env) is not set") {
 		t.Fatalf("an unset key variable: %v", err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/escapement/escapement/adapters/ports"
@@ -30,14 +31,23 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errDisk }
 
 // TestFailedStartClosesItsFiles: a Start that fails after it opened the
 // session file — its trace cannot be written, or its write-ahead log's
-// header — leaves no descriptor open once the lock is released.
+// header, or the kernel refuses its configuration once the log is open —
+// leaves no descriptor open once the lock is released.
 func TestFailedStartClosesItsFiles(t *testing.T) {
 	model := ports.ModelFunc(func(context.Context, ports.Request, ports.Sink) error { return nil })
 	tools := ports.ToolsFunc(func(context.Context, ports.Call) ports.ToolResult { return ports.ToolResult{} })
+	limits := kernel.Config{Limits: kernel.DefaultLimits()}
+	refused := limits
+	refused.LogCapacity = -1
 	for name, cfg := range map[string]Config{
-		"trace": {Trace: failingWriter{}},
-		"log":   {WrapLog: func(io.Writer) io.Writer { return failingWriter{} }},
+		"trace":  {Kernel: limits, Trace: failingWriter{}},
+		"log":    {Kernel: limits, WrapLog: func(io.Writer) io.Writer { return failingWriter{} }},
+		"kernel": {Kernel: refused},
 	} {
+		want := errDisk.Error()
+		if name == "kernel" {
+			want = "log capacity must be in"
+		}
 		dir := t.TempDir()
 		before := openFiles(t)
 		for i := range 3 {
@@ -45,9 +55,9 @@ func TestFailedStartClosesItsFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.Kernel, cfg.Model, cfg.Tools = kernel.Config{Limits: kernel.DefaultLimits()}, model, tools
-			if err := s.Start(cfg); !errors.Is(err, errDisk) {
-				t.Fatalf("%s: Start: %v, want the disk's error", name, err)
+			cfg.Model, cfg.Tools = model, tools
+			if err := s.Start(cfg); err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("%s: Start: %v, want %q", name, err, want)
 			}
 			s.Release()
 		}

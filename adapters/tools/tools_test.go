@@ -328,3 +328,15 @@ func TestWrongKindOfPathSaysSo(t *testing.T) {
 		t.Errorf("the directory changed: %v", err)
 	}
 }
+
+// TestListEmptyDirectorySaysSo: listing a directory with nothing in it says
+// so, rather than answering with no text at all.
+func TestListEmptyDirectorySaysSo(t *testing.T) {
+	b, dir := newBox(t, false)
+	if err := os.MkdirAll(filepath.Join(dir, "empty"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, b, "list_dir", map[string]string{"path": "empty"}); r.Status != kernel.ToolOK || r.Content != "(empty directory)" {
+		t.Errorf("list_dir of an empty directory: %+v", r)
+	}
+}

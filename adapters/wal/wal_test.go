@@ -310,6 +310,13 @@ func join(a [][]byte, b []byte, c [][]byte) []byte {
 	return append(bytes.Join(all, []byte("\n")), '\n')
 }
 
+// textCut is a delta record up to its "text": key, then tail.
+func textCut(line []byte, tail string) []byte {
+	key := []byte(`"text":`)
+	i := bytes.Index(line, key)
+	return append(bytes.Clone(line[:i+len(key)]), tail...)
+}
+
 // TestParseRefusesDamage: damage other than a torn last line is an error
 // naming the line; a clean log is not resumed.
 func TestParseRefusesDamage(t *testing.T) {
@@ -329,6 +336,10 @@ func TestParseRefusesDamage(t *testing.T) {
 		// op, or one the replay does not reproduce (another op's chunk).
 		{"bad delta", "log:3: delta record", join(lines[:2], bytes.Replace(lines[2], []byte(`"op":2`), []byte(`"op":"2"`), 1), lines[3:])},
 		{"delta without op", "log:3: delta record without its time or op", join(lines[:2], bytes.Replace(lines[2], []byte(`,"op":2`), nil, 1), lines[3:])},
+		// A delta record cut right after its text key, or with only a
+		// closing brace after it: damaged, not read past its end.
+		{"delta cut after its text key", "log:3: delta record", join(lines[:2], textCut(lines[2], ""), lines[3:])},
+		{"delta with a brace for its text", "log:3: delta record", join(lines[:2], textCut(lines[2], "}"), lines[3:])},
 		{"delta of another op", "log:3: step 2: the rebuilt kernel's step differs", join(lines[:2], bytes.Replace(lines[2], []byte(`"op":2`), []byte(`"op":3`), 1), lines[3:])},
 		{"blank last line", fmt.Sprintf("log:%d: not a header, step", len(lines)+1), append(bytes.Clone(data), '\n')},
 	} {

@@ -315,3 +315,37 @@ profiles:
 		t.Errorf("the profile's base_url row %q: want the URL, its password redacted, from %s:5", row, cfg)
 	}
 }
+
+// TestProfileKeyUnsetRefused: a profile whose api_key_env is not set stops
+// the run before any request, a usage error naming the profile and the
+// variable.
+func TestProfileKeyUnsetRefused(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) { _ = w.Answer("hi", 1) })
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "my.yaml")
+	putFile(t, cfg, "model: m\nprofiles:\n  reviewer:\n    api_key_env: REVIEWER_KEY_NOT_SET\n")
+	t.Setenv("OPENAI_API_KEY", testKey)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	code, stdout, errb := runCLI(t, "run", "hello", "--config", cfg, "--workspace", dir)
+	if code != exitUsage || !strings.Contains(errb, `profile "reviewer": $REVIEWER_KEY_NOT_SET (its api_key_env) is not set`) || len(srv.Requests()) != 0 {
+		t.Fatalf("exit %d, %d request(s)\n%s%s", code, len(srv.Requests()), stdout, errb)
+	}
+}
+
+// TestBadOTelSettingRefused: an OTEL_* setting the exporter cannot take
+// stops the run before any request, a usage error naming the variable;
+// the run does not go on without the telemetry it was asked for.
+func TestBadOTelSettingRefused(t *testing.T) {
+	srv := fakeopenai.New(func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) { _ = w.Answer("hi", 1) })
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	t.Setenv("OPENAI_API_KEY", testKey)
+	t.Setenv("OPENAI_BASE_URL", srv.BaseURL())
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "carrier-pigeon")
+	code, stdout, errb := runCLI(t, "run", "hello", "--workspace", dir)
+	if code != exitUsage || !strings.Contains(errb, "OTEL_EXPORTER_OTLP_PROTOCOL=carrier-pigeon") || len(srv.Requests()) != 0 {
+		t.Fatalf("exit %d, %d request(s)\n%s%s", code, len(srv.Requests()), stdout, errb)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/escapement/escapement/adapters/protocol"
+	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/fakeopenai"
 )
 
@@ -223,5 +225,34 @@ func TestMCPProgressOnStderr(t *testing.T) {
 	mustHave(t, c.errb.String(), "[main] ← mcp__everything__trigger-long-running-operation cancelled (user_cancel)")
 	if c.out.String() != "" {
 		t.Errorf("stdout %q: progress belongs on stderr", c.out)
+	}
+}
+
+// closeCounting is a tool box that counts its Close calls.
+type closeCounting struct {
+	keyTools
+	closed *int
+}
+
+func (c closeCounting) Close() error { *c.closed++; return nil }
+
+// TestToolsClosedWhenMCPFails: when the MCP servers cannot be started,
+// the workspace's tool box already opened is closed before the usage error.
+func TestToolsClosedWhenMCPFails(t *testing.T) {
+	dir := t.TempDir()
+	ghost := filepath.Join(dir, "ghost.json")
+	if err := os.WriteFile(ghost, []byte(`{"mcpServers": {"ghost": {"command": "/nonexistent/server"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	endpoint(t, func(ctx context.Context, r *fakeopenai.Request, w *fakeopenai.Writer) { _ = w.Answer("no", 1) })
+	closed := 0
+	inject := func(a *app) {
+		a.newTools = func(tools.Config) (toolBox, error) { return closeCounting{keyTools{"k"}, &closed}, nil }
+	}
+	var out, errb bytes.Buffer
+	code := runWith(context.Background(), []string{"run", "hi", "--mcp-config", ghost, "--workspace", dir},
+		streams{in: strings.NewReader(""), out: &out, err: &errb}, func(int) {}, noSignals, inject)
+	if code != exitUsage || closed != 1 {
+		t.Fatalf("exit %d, the tool box closed %d time(s); want 2 and once\n%s", code, closed, errb.String())
 	}
 }

@@ -2,7 +2,11 @@
 // realistic bug at a time in a package's non-test source (Generate: boundary
 // and negated comparisons, swapped boolean and arithmetic operators, removed
 // negations, off-by-one literals, flipped booleans, dropped calls,
-// assignments, returns, continues and breaks) and runs test layers against
+// assignments, returns, continues and breaks; and the edge's kinds of bug:
+// a side-effect call such as an fsync skipped, an error swallowed, an error
+// path skipped, a case value dropped, a redactor bypassed, Index read as
+// LastIndex, a slice bound off by one, a condition's last part dropped, a
+// bool result negated, a note dropped from a text) and runs test layers against
 // each mutant separately (Run), so a report can say which layer caught
 // which bug — for the kernel, whether the simulator's oracle catches it
 // without the kernel's unit tests (see docs/development.md, "Mutation testing").

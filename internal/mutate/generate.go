@@ -22,6 +22,10 @@ type Package struct {
 	Fset  *token.FileSet
 	Files []*File
 	Info  *types.Info
+	// syntax is every file the compiler builds (generated ones included)
+	// and imports the packages they import, for type-checking a mutant.
+	syntax  []*ast.File
+	imports map[string]*types.Package
 }
 
 // File is one non-test, non-generated source file of a Package.
@@ -59,7 +63,10 @@ func Load(root string, patterns ...string) ([]*Package, error) {
 		if len(p.Syntax) == 0 {
 			continue
 		}
-		pkg := &Package{Path: p.PkgPath, Fset: p.Fset, Info: p.TypesInfo}
+		pkg := &Package{Path: p.PkgPath, Fset: p.Fset, Info: p.TypesInfo, syntax: p.Syntax, imports: map[string]*types.Package{}}
+		for _, imp := range p.Types.Imports() {
+			pkg.imports[imp.Path()] = imp
+		}
 		for _, f := range p.Syntax {
 			name := p.Fset.File(f.Pos()).Name()
 			if strings.HasSuffix(name, "_test.go") || ast.IsGenerated(f) {
@@ -107,6 +114,10 @@ type Exclusions struct {
 //     log lines;
 //   - const declarations: compile-time constants, not logic;
 //   - removing a panic call: an assertion that never fires in a correct run.
+//
+// The mutants of the operators that replace an expression by a part of it
+// (typeChecked) are type-checked and kept only when they compile: dropping
+// an operand can leave a variable unused.
 func Generate(p *Package, ex Exclusions) []*Mutant {
 	var out []*Mutant
 	for _, f := range p.Files {
@@ -114,7 +125,11 @@ func Generate(p *Package, ex Exclusions) []*Mutant {
 		for _, d := range f.AST.Decls {
 			g.decl(d)
 		}
-		out = append(out, g.out...)
+		for _, m := range g.out {
+			if !typeChecked[m.Op] || p.compiles(f, m) {
+				out = append(out, m)
+			}
+		}
 	}
 	slices.SortStableFunc(out, func(a, b *Mutant) int {
 		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.edits[0].Start, b.edits[0].Start),
@@ -129,7 +144,9 @@ type generator struct {
 	ex   Exclusions
 	tf   *token.File
 	fn   string
-	out  []*Mutant
+	// fnType is the signature of the declared function being walked.
+	fnType *ast.FuncType
+	out    []*Mutant
 	// stack holds the nodes from the declaration down to the current one.
 	stack []ast.Node
 }
@@ -171,7 +188,7 @@ func (g *generator) decl(d ast.Decl) {
 		if d.Tok == token.CONST || d.Tok == token.IMPORT {
 			return
 		}
-		g.fn = ""
+		g.fn, g.fnType = "", nil
 		g.walk(d)
 	case *ast.FuncDecl:
 		if d.Body == nil {
@@ -196,7 +213,7 @@ func (g *generator) decl(d ast.Decl) {
 		if _, skip := g.ex.Funcs[g.pkgName()+"."+name]; skip {
 			return
 		}
-		g.fn = name
+		g.fn, g.fnType = name, d.Type
 		g.walk(d.Body)
 	}
 }
@@ -241,9 +258,21 @@ func (g *generator) visit(n ast.Node) bool {
 	case *ast.FuncLit:
 		return true
 	case *ast.CallExpr:
-		return !g.messageOrLog(n)
+		g.sprintfNote(n)
+		if g.messageOrLog(n) {
+			return false
+		}
+		g.callEdge(n)
 	case *ast.BinaryExpr:
 		g.binary(n)
+		g.dropCond(n)
+		g.dropSuffix(n)
+	case *ast.IfStmt:
+		g.skipErrCheck(n)
+	case *ast.CaseClause:
+		g.dropCase(n)
+	case *ast.SliceExpr:
+		g.sliceBound(n)
 	case *ast.UnaryExpr:
 		if n.Op == token.NOT {
 			g.replace(RemoveNot, n.OpPos, 1, "")
@@ -259,6 +288,7 @@ func (g *generator) visit(n ast.Node) bool {
 		g.replace(IncDec, n.TokPos, 2, map[token.Token]string{token.INC: "--", token.DEC: "++"}[n.Tok])
 	case *ast.AssignStmt:
 		g.assign(n)
+		g.ignoreError(n)
 	case *ast.ExprStmt:
 		if call, ok := ast.Unparen(n.X).(*ast.CallExpr); ok && g.removable(n) && !g.isBuiltin(call, "panic") && !g.messageOrLog(call) {
 			g.remove(RemoveCall, n)
@@ -267,6 +297,7 @@ func (g *generator) visit(n ast.Node) bool {
 		if g.removable(n) && g.inIfBody() {
 			g.remove(RemoveReturn, n)
 		}
+		g.returnBool(n)
 	case *ast.BranchStmt:
 		if (n.Tok == token.CONTINUE || n.Tok == token.BREAK) && g.removable(n) && !g.trailingSwitchBreak(n) {
 			g.remove(RemoveLoopCtl, n)
@@ -341,6 +372,11 @@ func (g *generator) assign(n *ast.AssignStmt) {
 		}
 	}
 	if blank {
+		// `_ = x.Close()`: a call whose result is dropped on purpose; the
+		// call itself can still be forgotten.
+		if call, ok := ast.Unparen(n.Rhs[0]).(*ast.CallExpr); ok && len(n.Rhs) == 1 && !g.messageOrLog(call) {
+			g.remove(RemoveCall, n)
+		}
 		return
 	}
 	if len(n.Rhs) == 1 {

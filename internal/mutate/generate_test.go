@@ -27,7 +27,10 @@ func loadOps(t *testing.T) *Package {
 // (a removal wraps the statement in `if false { ... }`) — and nothing else:
 // not in constants, test files, generated files, files for another
 // platform, a String method, panic/Errorf/Sprintf/errors.New arguments, log
-// calls, := declarations, assignments to _, or a switch case's last break.
+// calls, := declarations, assignments to _ (but `_ = f.Close()` is a call
+// that can be dropped), a switch case's last break, a deferred call, or
+// where the mutant would not compile (dropping `v > 1` from
+// `if v, ok := m[s]; ok && v > 1` leaves v unused).
 func TestOperatorsOnFixture(t *testing.T) {
 	p := loadOps(t)
 	var files []string
@@ -38,34 +41,68 @@ func TestOperatorsOnFixture(t *testing.T) {
 		t.Fatalf("files mutated: %v (want only ops.go: no test, generated or other-platform file)", files)
 	}
 	want := []string{
-		"20 cond-boundary: if x <= limit {",
-		"21 remove-return: (removed)",
-		"23 cond-boundary: if x > 10 && c.ok {",
-		"23 off-by-one: if x >= 11 && c.ok {",
-		"23 bool-op: if x >= 10 || c.ok {",
-		"24 remove-return: (removed)",
-		"24 arith: return x - 1, nil",
-		"26 negate-cond: if x != 5 || !c.ok {",
-		"26 off-by-one: if x == 6 || !c.ok {",
-		"26 bool-op: if x == 5 && !c.ok {",
-		"26 remove-not: if x == 5 || c.ok {",
-		"27 incdec: c.n--",
-		"29 remove-assign: (removed)",
-		"29 arith: c.n += 2",
-		"30 remove-append: (removed)",
+		"22 cond-boundary: if x <= limit {",
+		"23 remove-return: (removed)",
+		"25 drop-cond: if x >= 10 {",
+		"25 cond-boundary: if x > 10 && c.ok {",
+		"25 off-by-one: if x >= 11 && c.ok {",
+		"25 bool-op: if x >= 10 || c.ok {",
+		"26 remove-return: (removed)",
+		"26 arith: return x - 1, nil",
+		"28 drop-cond: if x == 5 {",
+		"28 negate-cond: if x != 5 || !c.ok {",
+		"28 off-by-one: if x == 6 || !c.ok {",
+		"28 bool-op: if x == 5 && !c.ok {",
+		"28 remove-not: if x == 5 || c.ok {",
+		"29 incdec: c.n--",
 		"31 remove-assign: (removed)",
-		"31 flip-bool: c.ok = false",
-		"34 remove-call: (removed)",
-		"35 cond-boundary: for i := 0; i <= x; i++ {",
-		"35 incdec: for i := 0; i < x; i-- {",
-		"36 cond-boundary: if i >= 2 {",
-		"36 off-by-one: if i > 3 {",
-		"37 remove-loopctl: (removed)",
-		"39 negate-cond: if i != 1 {",
-		"39 off-by-one: if i == 2 {",
-		"40 remove-loopctl: (removed)",
-		"45 remove-assign: (removed)",
-		"48 cond-boundary: if x >= 100 {",
+		"31 arith: c.n += 2",
+		"32 remove-append: (removed)",
+		"33 remove-assign: (removed)",
+		"33 flip-bool: c.ok = false",
+		"36 remove-call: (removed)",
+		"37 cond-boundary: for i := 0; i <= x; i++ {",
+		"37 incdec: for i := 0; i < x; i-- {",
+		"38 cond-boundary: if i >= 2 {",
+		"38 off-by-one: if i > 3 {",
+		"39 remove-loopctl: (removed)",
+		"41 negate-cond: if i != 1 {",
+		"41 off-by-one: if i == 2 {",
+		"42 remove-loopctl: (removed)",
+		"47 remove-assign: (removed)",
+		"50 cond-boundary: if x >= 100 {",
+		"70 skip-call: if err := func() error { if false { return f.Sync() }; return nil }(); err != nil {",
+		"70 negate-cond: if err := f.Sync(); err == nil {",
+		"71 remove-return: (removed)",
+		"73 skip-call: err := func() error { if false { return f.Truncate(0) }; return nil }()",
+		"73 ignore-error: err := f.Truncate(0); err = nil",
+		"74 negate-cond: if err != nil {",
+		"75 remove-assign: (removed)",
+		"75 skip-call: err = func() error { if false { return f.Chmod(0o600) }; return nil }()",
+		"75 ignore-error: err = f.Chmod(0o600); err = nil",
+		"77 skip-err-check: if false && err != nil {",
+		"77 negate-cond: if err == nil {",
+		"78 remove-call: (removed)",
+		"79 remove-return: (removed)",
+		"81 remove-call: (removed)",
+		"83 drop-case: case 503:",
+		"83 drop-case: case 429:",
+		"84 remove-assign: (removed)",
+		"84 skip-redact: s = s",
+		"86 bool-op: if v, ok := m[s]; ok || v > 1 {",
+		"86 cond-boundary: if v, ok := m[s]; ok && v >= 1 {",
+		"86 off-by-one: if v, ok := m[s]; ok && v > 2 {",
+		"87 remove-assign: (removed)",
+		"87 slice-bound: s = s[1+1:len(s)]",
+		"87 slice-bound: s = s[1:len(s)-1]",
+		"89 index-swap: i := strings.IndexByte(s, ')')",
+		"90 drop-suffix: return s[:i], nil",
+		"90 slice-bound: return s[:i-1] + fmt.Sprintf(\" [%d]\", i), nil",
+		"93 drop-cond: func quiet(s string) bool { return s == \"\" }",
+		"93 return-bool: func quiet(s string) bool { return !(s == \"\" || strings.TrimSpace(s) == \"\") }",
+		"93 negate-cond: func quiet(s string) bool { return s != \"\" || strings.TrimSpace(s) == \"\" }",
+		"93 bool-op: func quiet(s string) bool { return s == \"\" && strings.TrimSpace(s) == \"\" }",
+		"93 negate-cond: func quiet(s string) bool { return s == \"\" || strings.TrimSpace(s) != \"\" }",
 	}
 	ms := Generate(p, Exclusions{})
 	var got []string
@@ -124,12 +161,18 @@ func TestExcludedFuncs(t *testing.T) {
 	p := loadOps(t)
 	all := Generate(p, Exclusions{})
 	some := Generate(p, Exclusions{Funcs: map[string]string{"ops.counter.step": "test"}})
-	if len(all) == 0 || len(some) != 0 {
-		t.Fatalf("without exclusion %d mutants, with %d (want 0)", len(all), len(some))
-	}
+	inStep := 0
 	for _, m := range all {
-		if m.Func() != "counter.step" {
-			t.Errorf("%s in %q", m.ID(), m.Func())
+		if m.Func() == "counter.step" {
+			inStep++
+		}
+	}
+	if inStep == 0 || len(some) != len(all)-inStep {
+		t.Fatalf("without exclusion %d mutants (%d in counter.step), with %d", len(all), inStep, len(some))
+	}
+	for _, m := range some {
+		if m.Func() == "counter.step" {
+			t.Errorf("%s in the excluded %q", m.ID(), m.Func())
 		}
 	}
 }
@@ -142,5 +185,45 @@ func TestParseOperator(t *testing.T) {
 	}
 	if _, err := ParseOperator("bogus"); err == nil || !strings.Contains(err.Error(), "cond-boundary") {
 		t.Errorf("bogus: %v", err)
+	}
+}
+
+// TestUncompilableMutantsDropped: the fixture's `ok && v > 1` with `v > 1`
+// dropped leaves v unused, so the mutant is planted (the generator makes
+// it) but type-checking refuses it and Generate leaves it out; every
+// mutant of a type-checked operator that Generate keeps compiles.
+func TestUncompilableMutantsDropped(t *testing.T) {
+	p := loadOps(t)
+	f := p.Files[0]
+	g := &generator{pkg: p, file: f, tf: p.Fset.File(f.AST.Pos())}
+	for _, d := range f.AST.Decls {
+		g.decl(d)
+	}
+	var planted *Mutant
+	for _, m := range g.out {
+		if m.Op == DropCond && strings.HasPrefix(m.Before, "if v, ok := m[s]; ok && v > 1") {
+			planted = m
+		}
+	}
+	if planted == nil {
+		t.Fatal("the generator plants no drop-cond on `ok && v > 1`")
+	}
+	if err := p.compilesErr(f, planted); err == nil || !strings.Contains(err.Error(), "declared and not used") {
+		t.Fatalf("%s: type-check error %v, want v declared and not used", planted.Diff(), err)
+	}
+	kept := 0
+	for _, m := range Generate(p, Exclusions{}) {
+		if m.ID() == planted.ID() {
+			t.Fatalf("%s was kept", m.ID())
+		}
+		if typeChecked[m.Op] {
+			kept++
+			if err := p.compilesErr(f, m); err != nil {
+				t.Errorf("%s kept but does not compile: %v", m.ID(), err)
+			}
+		}
+	}
+	if kept == 0 {
+		t.Fatal("no type-checked mutant kept")
 	}
 }

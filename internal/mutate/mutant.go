@@ -44,12 +44,47 @@ const (
 	// RemoveLoopCtl drops a continue or a break: a loop that goes on (or a
 	// case that stops) where it should not.
 	RemoveLoopCtl Operator = "remove-loopctl"
+
+	// The operators below plant the kinds of bug an independent review of
+	// the live edge found that the ones above miss (generate_edge.go).
+
+	// SkipCall replaces a side-effect call whose only result is an error
+	// (Sync, Close, Truncate, Rename, …, a name holding "sync") with nil:
+	// the fsync forgotten while the caller is told it worked.
+	SkipCall Operator = "skip-call"
+	// IgnoreError sets err to nil right after the call that returned it: the
+	// call made, its error swallowed.
+	IgnoreError Operator = "ignore-error"
+	// SkipErrCheck makes `if err != nil { … }` never run: the error path
+	// skipped (a lone return in it is remove-return's).
+	SkipErrCheck Operator = "skip-err-check"
+	// DropCase removes one value from a case list: a classification
+	// narrowed (a status no longer retried, an event no longer synced).
+	DropCase Operator = "drop-case"
+	// SkipRedact replaces a redactor's call with its argument: a secret
+	// passed on unredacted.
+	SkipRedact Operator = "skip-redact"
+	// IndexSwap swaps strings/bytes Index and LastIndex (and their Byte,
+	// Any and Func forms): a text parsed from the wrong end.
+	IndexSwap Operator = "index-swap"
+	// SliceBound cuts a slice one element short at either end (s[lo+1:],
+	// s[:hi-1]): an offset off by one.
+	SliceBound Operator = "slice-bound"
+	// DropCond keeps one side of a && or ||: a condition missing a part.
+	DropCond Operator = "drop-cond"
+	// ReturnBool negates what a function returning one bool returns: a
+	// classifier turned around.
+	ReturnBool Operator = "return-bool"
+	// DropSuffix keeps the left side of a string + and the first argument
+	// of fmt.Sprintf("%s…", s, …): a note such as "[truncated: …]" lost.
+	DropSuffix Operator = "drop-suffix"
 )
 
 // Operators lists every operator in the order reports print them.
 func Operators() []Operator {
 	return []Operator{CondBoundary, NegateCond, BoolOp, RemoveNot, Arith, IncDec, OffByOne, FlipBool,
-		RemoveCall, RemoveAppend, RemoveAssign, RemoveReturn, RemoveLoopCtl}
+		RemoveCall, RemoveAppend, RemoveAssign, RemoveReturn, RemoveLoopCtl,
+		SkipCall, IgnoreError, SkipErrCheck, DropCase, SkipRedact, IndexSwap, SliceBound, DropCond, ReturnBool, DropSuffix}
 }
 
 // ParseOperator checks an operator name (for flags and the allow-list).

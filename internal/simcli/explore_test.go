@@ -147,3 +147,23 @@ func TestExploreFamily(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, stdout, errb)
 	}
 }
+
+// TestExploreOutUnwritable: a failing scenario whose reproduction cannot
+// be written to --out (its name is too long for a file name) is a usage
+// error naming --out, after the summary, not a silent success.
+func TestExploreOutUnwritable(t *testing.T) {
+	src, err := os.ReadFile("../../scenarios/cancel-single-child.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := strings.Replace(string(src), "slow: interrupted", "slow: completed", 1)
+	wrong = strings.Replace(wrong, "name: cancel-single-child", "name: cancel-single-child-"+strings.Repeat("x", 300), 1)
+	file := filepath.Join(t.TempDir(), "wrong.yaml")
+	if err := os.WriteFile(file, []byte(wrong), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, errb := runCLI(t, "sim", "explore", file, "--out", t.TempDir())
+	if code != exitUsage || !strings.Contains(errb, "--out: ") || !strings.Contains(stdout, "FAIL") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, errb)
+	}
+}

@@ -43,11 +43,11 @@ func TestUsageErrors(t *testing.T) {
 func TestListSampleAndOps(t *testing.T) {
 	root := filepath.Join("..", "..", "testdata", "ops")
 	code, all, _ := runArgs(t, "--root", root, "--list", "./...")
-	if code != exitOK || strings.Count(all, "\n") != 28 {
+	if code != exitOK || strings.Count(all, "\n") != 62 {
 		t.Fatalf("exit %d, %d mutants:\n%s", code, strings.Count(all, "\n"), all)
 	}
 	_, flips, _ := runArgs(t, "--root", root, "--list", "--ops", "flip-bool,incdec", "./...")
-	if strings.Count(flips, "\n") != 3 || !strings.Contains(flips, "ops.go:31:9:flip-bool\tc.ok = true  →  c.ok = false") {
+	if strings.Count(flips, "\n") != 3 || !strings.Contains(flips, "ops.go:33:9:flip-bool\tc.ok = true  →  c.ok = false") {
 		t.Fatalf("--ops flip-bool,incdec:\n%s", flips)
 	}
 	_, s1, _ := runArgs(t, "--root", root, "--list", "--sample", "5", "--seed", "3", "./...")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 )
 
 const limit = 3 + 1 // constants are not mutated
@@ -61,3 +63,31 @@ func (c *counter) String() string {
 	}
 	return ""
 }
+
+// edge holds the constructs of the operators for the edge's kinds of bug.
+func edge(f *os.File, s string, redact func(string) string, m map[string]int) (string, error) {
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return "", err
+	}
+	err := f.Truncate(0)
+	if err == nil {
+		err = f.Chmod(0o600)
+	}
+	if err != nil {
+		f.Close()
+		return "", err
+	}
+	_ = f.Close()
+	switch len(s) {
+	case 429, 503:
+		s = redact(s)
+	}
+	if v, ok := m[s]; ok && v > 1 {
+		s = s[1:len(s)]
+	}
+	i := strings.LastIndexByte(s, ')')
+	return s[:i] + fmt.Sprintf(" [%d]", i), nil
+}
+
+func quiet(s string) bool { return s == "" || strings.TrimSpace(s) == "" }
