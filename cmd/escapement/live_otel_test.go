@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/internal/fakeopenai"
 	"github.com/escapement/escapement/internal/otlptest"
 	"github.com/escapement/escapement/kernel/spans"
@@ -460,6 +461,16 @@ func TestOTelKill9ResumeE2E(t *testing.T) {
 	env := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_BSP_SCHEDULE_DELAY=20"}
 	p := startBinaryEnv(t, bin, srv, dir, env, "run", "plan the release", "--model", otelModel, "--workspace", dir, "--session", sess)
 	waitChan(t, streaming, "the worker's first words", p)
+	// The words are stepped and logged before the kill: the restarted
+	// request then keeps them as a partial answer, the worker's second
+	// request, which is answered. Killed before that (the server has
+	// written them, the process has not read them yet: a loaded machine),
+	// the restart would be the worker's first request again, which stalls
+	// until the stall timeout — past the resume's wait.
+	eventually(t, "the worker's first words logged", func() bool {
+		data, _ := os.ReadFile(sess + session.LogSuffix)
+		return bytes.Contains(data, []byte(`"text":"half "`))
+	})
 	// The root's and the planner's first requests ended (they delegated):
 	// wait until the killed process has sent their spans.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
