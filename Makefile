@@ -17,6 +17,8 @@ build:
 # properties that must hold draw random seeds (they cannot fail while the
 # code is right), and a test waits for events, bounded only to stop a hang.
 test:
+	@cc="$$($(GO) env CC)"; command -v "$${cc%% *}" >/dev/null || { \
+		echo "make test runs the race detector, which needs cgo and a C compiler ('$$cc' is not installed): apt install gcc (README, Quick start)" >&2; exit 2; }
 	$(GO) vet $(PKGS)
 	$(GO) test -race $(PKGS)
 

@@ -14,7 +14,7 @@ import (
 
 // testSwitches are the ESCAPEMENT_ variables that steer the tests (COMMON
 // to every developer's run), not the CLI: hermeticEnv keeps them.
-var testSwitches = map[string]bool{"ESCAPEMENT_REQUIRE_MCP_E2E": true}
+var testSwitches = map[string]bool{"ESCAPEMENT_REQUIRE_MCP_E2E": true, requireJQ: true}
 
 // hermeticEnv makes the test process's environment the tests' own before
 // any test runs. An in-process run reads its configuration

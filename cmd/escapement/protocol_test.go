@@ -247,11 +247,19 @@ func TestRunInputJSON(t *testing.T) {
 	jsonRun(t, out)
 }
 
+// requireJQ makes TestREADMEConsumer fail instead of skipping without jq.
+const requireJQ = "ESCAPEMENT_REQUIRE_JQ"
+
 // TestREADMEConsumer: the example consumer the README and docs/protocol.md
 // show — escapement run --json piped into jq — prints the outcome and the
 // answer, run as a user would (the binary on PATH, sh, jq).
+// Without jq it is skipped, unless requireJQ is set (CI sets it and
+// installs jq, so the README's example is run there).
 func TestREADMEConsumer(t *testing.T) {
 	jq, err := exec.LookPath("jq")
+	if err != nil && os.Getenv(requireJQ) != "" {
+		t.Fatalf("jq is not installed and %s is set", requireJQ)
+	}
 	if err != nil {
 		t.Skip("jq is not installed")
 	}
