@@ -13,8 +13,8 @@ import (
 // compactionLoops are the broken loops of I32–I36 (docs/semantics.md,
 // "Compaction"): each changes one step of a compaction the way a real loop
 // gets it wrong. TestOracleCatchesCompactionLoops holds the oracle to
-// catching each in its scenario (named first), TestCompactionTeethRapid
-// in random worlds, shrunk.
+// catching each in its scenario (named first), TestOracleTeethRapid (in
+// package sim_test, through CompactionLoops) in random worlds, shrunk.
 func compactionLoops() []BrokenLoop {
 	return []BrokenLoop{
 		{"compaction-before-request", "I32: the replacement loses the summary: the history becomes the system prompt and the kept tail", oracle.CompactionAtomic,

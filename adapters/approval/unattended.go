@@ -12,11 +12,13 @@ import (
 
 // UnattendedNote is the denial's note the model reads when nobody can
 // decide (Attendance).
-const UnattendedNote = "not approved: this call needs a person's approval, and no one can give it in this run (no terminal, no --input-format json, or its input has ended); it was not run"
+const UnattendedNote = "not approved: this call needs a person's approval, and no one can give it in this run (no terminal, no decisions on stdin with --json or --input-format json, or its input has ended); it was not run"
 
 // Attendance is whether anyone can decide the calls of a run that wait
 // for approval: a person at a terminal, or a program writing protocol
-// lines on stdin — until that input ends. A run nobody attends denies each
+// decision lines on stdin (every line with --input-format json; with
+// chat --json, the text lines that are decisions, protocol.IsDecision) —
+// until that input ends. A run nobody attends denies each
 // request at once, with UnattendedNote for the model and a line for say
 // (stderr) naming the call: never a silent hang until the approval
 // timeout on a question nobody sees.
@@ -41,7 +43,7 @@ func (a *Attendance) Policy() live.Policy {
 		if !a.gone.Load() {
 			return live.Decision{}, false
 		}
-		a.say(fmt.Sprintf("%s's call %s of %s needs approval and no one can give it here: denied (run chat on a terminal, or decide with --input-format json)", r.Path, r.CallID, r.Tool))
+		a.say(fmt.Sprintf("%s's call %s of %s needs approval and no one can give it here: denied (run chat on a terminal, or write decision lines on stdin: chat --json, or --input-format json)", r.Path, r.CallID, r.Tool))
 		return live.Decision{Verdict: kernel.VerdictDeny, Note: UnattendedNote}, true
 	}
 }

@@ -59,6 +59,7 @@ type Event struct {
 	CallID     string `json:"call_id"`
 	Tool       string `json:"tool"`
 	Arguments  string `json:"arguments"`
+	Args       string `json:"args"` // approval_requested's arguments again, under the name decision scripts use
 	Result     string `json:"result"`
 	Truncated  bool   `json:"truncated"`
 	Status     string `json:"status"`
@@ -206,7 +207,7 @@ var shapes = map[string][]field{
 	TypeIgnored:           {fAgent, fTurn, f("text")},
 	TypeRejected:          {fAgent, fTurn, n("state"), n("trigger"), f("text")},
 	TypeRecovered:         {fAgent, fTurn, f("n"), f("text")},
-	TypeApprovalRequested: {fAgent, fTurn, f("call_id"), f("tool"), f("arguments"), f("truncated"), f("digest"), f("ends_in_ms"), f("expires")},
+	TypeApprovalRequested: {fAgent, fTurn, f("call_id"), f("tool"), f("arguments"), f("args"), f("truncated"), f("digest"), f("ends_in_ms"), f("expires")},
 	TypeApprovalResolved:  {fAgent, fTurn, f("call_id"), f("tool"), f("approval"), n("reason"), n("note"), f("digest"), f("waited_ms")},
 	TypeApprovalGranted:   {fAgent, fTurn, f("call_id"), f("tool"), n("arguments"), n("digest")},
 	TypeCompactionStarted: {fAgent, fTurn, fOp, f("why"), f("estimate"), n("focus")},

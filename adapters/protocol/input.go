@@ -91,6 +91,32 @@ func ParseInput(line []byte) (Input, error) {
 	return in, in.fill(obj)
 }
 
+// IsDecision says line is shaped as an approve or deny line: one JSON
+// object with exactly one of those two verbs and no key that neither
+// takes (inputKeys) — not whether ParseInput can act on it (a missing
+// digest, a "for" on a denial). A host whose stdin holds text messages
+// (chat --json with text input: docs/protocol.md, "Input") takes such a
+// line as a decision, refused with ParseInput's reason when malformed,
+// so that a decision is never sent to the model as a message; every
+// other line stays a message.
+func IsDecision(line []byte) bool {
+	var obj map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if dec.Decode(&obj) != nil || obj == nil || dec.More() {
+		return false
+	}
+	verbs := 0
+	for k := range obj {
+		switch {
+		case k == InputApprove || k == InputDeny:
+			verbs++
+		case !slices.Contains(inputKeys[InputApprove], k) && !slices.Contains(inputKeys[InputDeny], k):
+			return false
+		}
+	}
+	return verbs == 1
+}
+
 // fill reads the verb's value and its other keys.
 func (in *Input) fill(obj map[string]json.RawMessage) error {
 	verb := obj[in.Kind]

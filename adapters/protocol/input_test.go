@@ -67,3 +67,36 @@ func TestParseInputIsTheSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestIsDecision: a text line is taken as a decision exactly when it is
+// an object of one decision verb and decision keys — a malformed one too
+// (ParseInput then refuses it) — and every other line stays a message.
+func TestIsDecision(t *testing.T) {
+	for _, line := range []string{
+		`{"approve":"call_1","digest":"0123456789abcdef"}`,
+		` {"deny":"call_1","note":"use make test"} `,
+		`{"approve":"call_1","digest":"d","agent":"main/a","for":"tool"}`,
+		`{"approve":"call_1"}`,           // no digest: refused, never a message
+		`{"deny":"call_1","for":"args"}`, // deny takes no for: refused
+		`{"approve":7,"digest":"d"}`,     // not a call id: refused
+	} {
+		if !protocol.IsDecision([]byte(line)) {
+			t.Errorf("%s: not taken as a decision", line)
+		}
+	}
+	for _, line := range []string{
+		`approve call_1`,
+		`{"message":"approve call_1"}`,
+		`{"approve":"c1","deny":"c1","digest":"d"}`,
+		`{"approve":"c1","digest":"d","text":"x"}`,
+		`{"note":"x"}`,
+		`{"approve":"c1","digest":"d"} and more`,
+		`["approve","c1"]`,
+		`null`,
+		`{}`,
+	} {
+		if protocol.IsDecision([]byte(line)) {
+			t.Errorf("%s: taken as a decision", line)
+		}
+	}
+}

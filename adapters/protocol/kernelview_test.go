@@ -99,7 +99,7 @@ func TestViewOfApprovalsAndProfiles(t *testing.T) {
 		kernel.CallDelta{Index: 0, ID: "c1", Name: "write_file", Args: args},
 		kernel.CallDelta{Index: 1, ID: "c2", Name: kernel.DefaultDelegateTool, Args: `{"task":"look","name":"scout","profile":"scout"}`})
 	asked := find(evs, protocol.TypeApprovalRequested, nil)
-	if len(asked) != 1 || asked[0].CallID != "c1" || asked[0].Tool != "write_file" || asked[0].Arguments != args ||
+	if len(asked) != 1 || asked[0].CallID != "c1" || asked[0].Tool != "write_file" || asked[0].Arguments != args || asked[0].Args != args ||
 		asked[0].Digest != kernel.Digest(args) || asked[0].EndsInMS != kernel.DefaultLimits().ApprovalTimeout.Milliseconds() || !asked[0].Expires {
 		t.Errorf("approval_requested: %+v", asked)
 	}

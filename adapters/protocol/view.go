@@ -239,6 +239,7 @@ func usageOf(u *kernel.Usage, requests int) Usage {
 func (v *View) approvalRequested(s *step, l *kernel.Lifecycle, ev *Event) {
 	ev.CallID, ev.Tool, ev.Digest, ev.EndsInMS = l.CallID, l.Name, l.Digest, ms(l.Delay)
 	ev.Arguments, ev.Truncated = capText(l.Text)
+	ev.Args = ev.Arguments // the same text under the name scripts read (docs/protocol.md)
 	for _, w := range s.k.Approvals(nil) {
 		if w.Agent == l.Agent && w.CallID == l.CallID {
 			ev.Expires = w.Expires

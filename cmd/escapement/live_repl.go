@@ -91,7 +91,7 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 			r.refuse(line)
 			return false, nil
 		}
-		if r.json {
+		if r.json || r.lr.flags.json && protocol.IsDecision([]byte(line.Text)) { // chat --json: a decision line, not a message
 			return r.protocolInput(ctx, line)
 		}
 		return r.line(ctx, line.Text)
@@ -176,7 +176,7 @@ func (r *repl) refuse(line lineread.Line) {
 // script never sees success for input chat did not act on.
 func (r *repl) end() error {
 	switch {
-	case r.refused > 0 && r.json:
+	case r.refused > 0 && (r.json || r.lr.flags.json):
 		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were refused and not acted on", r.refused)}
 	case r.refused > 0:
 		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were over the %d MiB a line may hold and were not sent", r.refused, lineread.MaxLine>>20)}
