@@ -17,7 +17,8 @@ const UnattendedNote = "not approved: this call needs a person's approval, and n
 // Attendance is whether anyone can decide the calls of a run that wait
 // for approval: a person at a terminal, or a program writing protocol
 // decision lines on stdin (every line with --input-format json; with
-// chat --json, the text lines that are decisions, protocol.IsDecision) —
+// chat --json, the text lines that are decisions, protocol.IsDecision;
+// with run --json PROMPT, every line, which must be a decision) —
 // until that input ends. A run nobody attends denies each
 // request at once, with UnattendedNote for the model and a line for say
 // (stderr) naming the call: never a silent hang until the approval
@@ -43,7 +44,7 @@ func (a *Attendance) Policy() live.Policy {
 		if !a.gone.Load() {
 			return live.Decision{}, false
 		}
-		a.say(fmt.Sprintf("%s's call %s of %s needs approval and no one can give it here: denied (run chat on a terminal, or write decision lines on stdin: chat --json, or --input-format json)", r.Path, r.CallID, r.Tool))
+		a.say(fmt.Sprintf("%s's call %s of %s needs approval and no one can give it here: denied (run chat on a terminal, or write decision lines on stdin: chat --json, run --json PROMPT, or --input-format json)", r.Path, r.CallID, r.Tool))
 		return live.Decision{Verdict: kernel.VerdictDeny, Note: UnattendedNote}, true
 	}
 }

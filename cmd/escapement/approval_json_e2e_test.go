@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,6 +122,103 @@ func TestApprovalChatJSONTextInputEndsE2E(t *testing.T) {
 		t.Errorf("approval_resolved %+v", res)
 	}
 	if !strings.Contains(p.stderr.String(), "input ended: no one can decide main's call call_1 of write_file any more: denied") {
+		t.Errorf("stderr: %s", p.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "f1.txt")); !os.IsNotExist(err) {
+		t.Errorf("the call ran (%v)", err)
+	}
+}
+
+// TestApprovalRunJSONPromptArgE2E: `run --json --ask write_file PROMPT`
+// (the prompt an argument, stdin text) reads decision lines on stdin
+// (docs/live.md, "Approvals"): the call waits for one — the run is not
+// unattended — and an approval runs the tool; the turn completes.
+func TestApprovalRunJSONPromptArgE2E(t *testing.T) {
+	bin := buildBinary(t)
+	srv := writingServer(t)
+	dir := t.TempDir()
+	p := startBinary(t, bin, srv, dir, "run", "--json", "--ask", "write_file", "--workspace", dir, "--session", filepath.Join(dir, "s.jsonl"), "write one")
+	req := awaitEvent(t, p, protocol.TypeApprovalRequested, "call_1", 1)
+	if req.Tool != "write_file" || req.Digest == "" {
+		t.Fatalf("request %+v", req)
+	}
+	p.line(t, `{"approve":%q,"digest":%q}`, req.CallID, req.Digest)
+	if res := awaitEvent(t, p, protocol.TypeApprovalResolved, "call_1", 1); res.Approval != "approved" {
+		t.Fatalf("approval_resolved %+v\nstderr: %s", res, p.stderr)
+	}
+	awaitEvent(t, p, protocol.TypeTurnEnded, "", 1)
+	if code := p.wait(t); code != exitOK {
+		t.Fatalf("exit %d\nstderr: %s", code, p.stderr)
+	}
+	jsonRun(t, p.stdout.String())
+	if data, err := os.ReadFile(filepath.Join(dir, "f1.txt")); err != nil || string(data) != "hello\n" {
+		t.Errorf("the approved call wrote %q %v", data, err)
+	}
+}
+
+// TestApprovalRunJSONRefusesMessagesE2E: run takes no messages after its
+// prompt, so with --json and PROMPT every stdin line must be a decision:
+// another line is refused (an error event of source input, stderr names
+// the line) and run exits 2, though the turn itself goes on and a later
+// denial decides the call.
+func TestApprovalRunJSONRefusesMessagesE2E(t *testing.T) {
+	bin := buildBinary(t)
+	srv := writingServer(t)
+	dir := t.TempDir()
+	p := startBinary(t, bin, srv, dir, "run", "--json", "--ask", "write_file", "--workspace", dir, "--session", filepath.Join(dir, "s.jsonl"), "write one")
+	awaitEvent(t, p, protocol.TypeApprovalRequested, "call_1", 1)
+	p.line(t, "and also this")
+	p.line(t, `{"message":"and this"}`)
+	p.line(t, `{"deny":"call_1","note":"not now"}`)
+	if res := awaitEvent(t, p, protocol.TypeApprovalResolved, "call_1", 1); res.Approval != "denied" || res.Note != "not now" {
+		t.Fatalf("approval_resolved %+v\nstderr: %s", res, p.stderr)
+	}
+	if code := p.wait(t); code != exitUsage {
+		t.Fatalf("exit %d, want %d (refused lines)\nstderr: %s", code, exitUsage, p.stderr)
+	}
+	evs := jsonRun(t, p.stdout.String())
+	var refused []int
+	for _, e := range evs {
+		if e.Type == protocol.TypeError && e.Source == protocol.SourceInput {
+			refused = append(refused, e.Line)
+		}
+	}
+	if !slices.Equal(refused, []int{1, 2}) {
+		t.Errorf("input errors on lines %v, want [1 2]\nstdout: %s", refused, p.stdout)
+	}
+	if !strings.Contains(p.stderr.String(), "stdin line 1: run takes no messages after its PROMPT") {
+		t.Errorf("stderr: %s", p.stderr)
+	}
+	for i, r := range srv.Requests() {
+		for _, m := range r.Body.Messages {
+			if m.Role == "user" && strings.Contains(m.Content, "and") {
+				t.Errorf("request %d: a refused line reached the model: %q", i+1, m.Content)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "f1.txt")); !os.IsNotExist(err) {
+		t.Errorf("the denied call ran (%v)", err)
+	}
+}
+
+// TestApprovalRunJSONStdinEndsE2E: run --json PROMPT with stdin at its
+// end has no one to decide: the call is denied at once with the reason
+// (the model reads it, stderr says it), never left to wait out the
+// approval timeout; the turn completes and run exits 0 as before.
+func TestApprovalRunJSONStdinEndsE2E(t *testing.T) {
+	bin := buildBinary(t)
+	srv := writingServer(t)
+	dir := t.TempDir()
+	p := startBinary(t, bin, srv, dir, "run", "--json", "--ask", "write_file", "--approval-timeout", "10m", "--workspace", dir, "--session", filepath.Join(dir, "s.jsonl"), "write one")
+	p.stdin.Close()
+	if code := p.wait(t); code != exitOK {
+		t.Fatalf("exit %d\nstderr: %s", code, p.stderr)
+	}
+	evs := jsonRun(t, p.stdout.String())
+	if res, _ := lastOf(evs, protocol.TypeApprovalResolved, "main"); res.Approval != "denied" || !strings.Contains(res.Note, "no one can give it") {
+		t.Errorf("approval_resolved %+v", res)
+	}
+	if !strings.Contains(p.stderr.String(), "call_1 of write_file") || !strings.Contains(p.stderr.String(), "denied") {
 		t.Errorf("stderr: %s", p.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "f1.txt")); !os.IsNotExist(err) {

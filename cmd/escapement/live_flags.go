@@ -40,6 +40,7 @@ type liveFlags struct {
 
 	// The protocol and headless habits (docs/protocol.md, docs/cli.md).
 	inputFormat string // text or json
+	decide      bool   // run --json PROMPT: text stdin holds decision lines only (headless.StdinDecides)
 	finalOnly   bool
 	lastMessage string // -o FILE
 }
@@ -58,10 +59,10 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.StringVar(&f.workspace, "workspace", ".", "directory the tools work in; paths that leave it are refused")
 	fl.BoolVar(&f.allowShell, "allow-shell", false, "enable the shell tool (bash -c in the workspace, killed with its process group on cancel)")
 	registerMCPFlags(fl, f)
-	fl.StringArrayVar(&f.ask, "ask", nil, "calls of `TOOL` wait for a person's approval before they run; writes: write_file, shell and the MCP tools not annotated readOnlyHint; all: every tool; repeatable. chat on a terminal asks (y, n [note], a); --input-format json reads approve and deny lines; else such a call is denied at once")
+	fl.StringArrayVar(&f.ask, "ask", nil, "calls of `TOOL` wait for a person's approval before they run; writes: write_file, shell and the MCP tools not annotated readOnlyHint; all: every tool; repeatable. chat on a terminal asks (y, n [note], a); --input-format json, chat --json and run --json PROMPT read approve and deny lines on stdin until it ends; else such a call is denied at once")
 	fl.StringArrayVar(&f.toolEnv, "tool-env", nil, "pass the environment variable `NAME` to tools and MCP servers although it looks secret (a name containing KEY, SECRET, TOKEN, PASSWORD, PASSWD, PWD, CREDENTIAL, AUTH or the word PAT; a value that is a URL with a password); repeatable; never OPENAI_API_KEY")
 	// The protocol and headless habits, together (docs/protocol.md).
-	fl.StringVar(&f.inputFormat, "input-format", "text", "what stdin holds: text (chat: a line is a message, or with --json a decision line (approve or deny, docs/protocol.md); run: the prompt, when no PROMPT is given) or json (protocol input lines: messages, interjections, cancels, decisions; docs/protocol.md)")
+	fl.StringVar(&f.inputFormat, "input-format", "text", "what stdin holds: text (chat: a line is a message, or with --json a decision line (approve or deny, docs/protocol.md); run: the prompt, when no PROMPT is given; with --json and PROMPT, decision lines only) or json (protocol input lines: messages, interjections, cancels, decisions; docs/protocol.md)")
 	fl.BoolVar(&f.finalOnly, "final-only", false, "print only the final answer on stdout, once the turn has completed, instead of streaming every message of the turn")
 	fl.StringVarP(&f.lastMessage, "output-last-message", "o", "", "write the last completed turn's final answer to `FILE` at the end (0600; a file already there is kept as FILE.~N~)")
 	fl.StringVar(&f.model, "model", "gpt-4o-mini", "model name ($OPENAI_MODEL too, below $ESCAPEMENT_MODEL)")
@@ -143,7 +144,8 @@ $OPENAI_API_KEY (never a flag, never logged).
 in the middle of a turn (its write-ahead log FILE.wal is left beside it),
 that turn is continued first, and PROMPT (optional then) runs after it.
 With - (or no PROMPT, no --resume and stdin not a terminal) the prompt is
-read from stdin.
+read from stdin; with --json and PROMPT, stdin holds decision lines (approve,
+deny) for calls that wait for approval (--ask) until it ends.
 
 Exit codes: 0 completed, 1 the turn failed or timed out, 2 usage or input
 error, 130 interrupted (of the last turn run), 141 stdout was closed.`,
@@ -157,6 +159,7 @@ error, 130 interrupted (of the last turn run), 141 stdout was closed.`,
 			if err != nil {
 				return usageErr("%v", err)
 			}
+			f.decide = headless.StdinDecides(args, f.json, f.inputFormat == "json")
 			lr, err := a.setupLive(f)
 			if err != nil {
 				return err

@@ -56,7 +56,7 @@ type repl struct {
 	terminating bool
 }
 
-// repl runs chat's loop, or with once run's with --input-format json:
+// repl runs chat's loop, or with once run's with --input-format json or --json PROMPT:
 // prompt ("" for none) starts the turn, or the input's first message does.
 func (lr *liveRun) repl(ctx context.Context, once bool, prompt string) error {
 	input, err := lineread.Start(lr.a.in)
@@ -91,7 +91,7 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 			r.refuse(line)
 			return false, nil
 		}
-		if r.json || r.lr.flags.json && protocol.IsDecision([]byte(line.Text)) { // chat --json: a decision line, not a message
+		if r.json || r.lr.flags.decide || r.lr.flags.json && protocol.IsDecision([]byte(line.Text)) { // chat --json: a decision line, not a message; run --json PROMPT: decisions only
 			return r.protocolInput(ctx, line)
 		}
 		return r.line(ctx, line.Text)
@@ -153,7 +153,7 @@ func (r *repl) turnEnded(ctx context.Context) (done bool, err error) {
 
 // prompt shows "> " for the next line (text input only).
 func (r *repl) prompt() {
-	if !r.json {
+	if !r.json && !r.lr.flags.decide {
 		fmt.Fprint(r.lr.errw, "> ")
 	}
 }
@@ -359,7 +359,7 @@ func (r *repl) protocolInput(ctx context.Context, line lineread.Line) (done bool
 	if strings.TrimSpace(line.Text) == "" {
 		return false, nil
 	}
-	in, err := protocol.ParseInput([]byte(line.Text))
+	in, err := headless.ParseDecisionInput(line.Text, r.lr.flags.decide)
 	busy, turn, _, _ := r.lr.state.Get()
 	switch {
 	case err != nil:

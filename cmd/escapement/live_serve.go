@@ -240,7 +240,7 @@ func (lr *liveRun) hardExit() {
 // run resumed from a crash first finishes the turn the dead process left
 // (adapters/session), then runs prompt, if any, as the next turn.
 func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
-	jsonIn := lr.flags.inputFormat == "json"
+	jsonIn := lr.flags.inputFormat == "json" || lr.flags.decide
 	lr.whileBusy = busyInterject // a message while the turn runs joins it
 	return lr.serve(ctx, func(ctx context.Context) error {
 		if busy, _, _, _ := lr.state.Get(); busy {

@@ -182,7 +182,7 @@ func (lr *liveRun) sessionConfig(f *liveFlags, kcfg kernel.Config) (_ session.Co
 	if kcfg.Ask, err = approval.Resolve(f.ask, lr.box.Specs(), approval.ReadOnly(lr.box), kcfg.DelegateTool); err != nil {
 		return session.Config{}, usageErr("--ask: %v", err)
 	}
-	lr.attend = approval.NewAttendance(f.inputFormat == "json" || lr.prompt != nil || f.chat && f.json, func(s string) { lr.say("%s", s) })
+	lr.attend = approval.NewAttendance(f.inputFormat == "json" || lr.prompt != nil || f.chat && f.json || f.decide, func(s string) { lr.say("%s", s) })
 	if idem, ok := lr.box.(interface{ Idempotent() []string }); ok {
 		kcfg.Idempotent = idem.Idempotent()
 	}
