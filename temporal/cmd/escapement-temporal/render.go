@@ -22,9 +22,10 @@ import (
 // the root's answer on stdout, the tree's activity (a failed tool's
 // reason, a shell's exit status) and a turn's end that did not complete
 // on stderr — and, with --json, to stdout as protocol JSON Lines, opened
-// by a started event and closed by a result (docs/temporal.md, "The
-// client"). Only the follower's goroutine shows records; the command's
-// goroutine says notices and, once the follower has stopped, the result.
+// by a started event and closed by a result (docs/temporal.md, "The event
+// protocol from a workflow"). Only the follower's goroutine shows records;
+// the command's goroutine says notices and, once the follower has
+// stopped, the result.
 type renderer struct {
 	con  *console.Console
 	enc  *protocol.Encoder // --json; nil otherwise
