@@ -96,3 +96,21 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+// chat --json prints the event protocol too: two turns from stdin, every
+// line valid, the result last with the second turn's answer and both
+// turns counted.
+func TestChatJSONIsTheEventProtocol(t *testing.T) {
+	e := newCLIEnv(t, func(ctx context.Context, req *fakeopenai.Request, w *fakeopenai.Writer) {
+		w.Answer("you said "+req.Body.Last().Content, 3)
+	})
+	r := e.cli("one\ntwo\n", nil, "chat", "--json")
+	if r.code != 0 {
+		t.Fatalf("chat: exit %d, stderr %q", r.code, r.err)
+	}
+	evs := protocheck.Lines(t, r.out)
+	last := evs[len(evs)-1]
+	if evs[0].Type != protocol.TypeStarted || last.Type != protocol.TypeResult || last.Answer != "you said two" || last.Turns != 2 || last.Requests != 2 {
+		t.Fatalf("first %+v\nlast %+v", evs[0], last)
+	}
+}
