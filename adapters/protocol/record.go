@@ -24,14 +24,15 @@ type Context struct {
 // Record is the event of one lifecycle record read without its kernel:
 // the same event Step makes of it in a local run, its fields filled from
 // c. The records must come in order, as Step's do (the view learns which
-// op is a request, a compaction or a tool from them); paths learnt from a
-// delegation win over c's, as in Step.
+// op is a request, a compaction or a tool from them). c's paths are the
+// kernel's of the agents it holds now and replace what the view learnt:
+// a tree that continued on a new kernel (a workflow's Continue-As-New)
+// numbers its agents afresh; a path learnt from a delegation still names
+// a child freed since.
 func (v *View) Record(l *kernel.Lifecycle, c Context) Event {
 	v.primed = true // no log to prime from: the records before are not ours
 	for id, p := range c.Paths {
-		if _, ok := v.paths[id]; !ok {
-			v.paths[id] = p
-		}
+		v.paths[id] = p
 	}
 	s := step{rec: &c}
 	if args, ok := c.Args[l.Op]; ok && l.Kind == kernel.LifeToolStarted {
