@@ -5,6 +5,10 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
 
 	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/internal/fakeopenai"
@@ -104,13 +108,39 @@ func TestChatJSONIsTheEventProtocol(t *testing.T) {
 	e := newCLIEnv(t, func(ctx context.Context, req *fakeopenai.Request, w *fakeopenai.Writer) {
 		w.Answer("you said "+req.Body.Last().Content, 3)
 	})
-	r := e.cli("one\ntwo\n", nil, "chat", "--json")
-	if r.code != 0 {
-		t.Fatalf("chat: exit %d, stderr %q", r.code, r.err)
+	for _, args := range [][]string{{"chat", "--json"}, {"chat", "--json", "--continue-after-events", "1"}} {
+		// The second continues the workflow as new after each turn: the
+		// turns run on new kernels, their records numbered afresh.
+		r := e.cli("one\ntwo\n", nil, args...)
+		if r.code != 0 {
+			t.Fatalf("%q: exit %d, stderr %q", args, r.code, r.err)
+		}
+		evs := protocheck.Lines(t, r.out)
+		last := evs[len(evs)-1]
+		if evs[0].Type != protocol.TypeStarted || last.Type != protocol.TypeResult || last.Answer != "you said two" || last.Turns != 2 || last.Requests != 2 {
+			t.Fatalf("%q: first %+v\nlast %+v", args, evs[0], last)
+		}
+		if len(args) > 2 && !e.continued(workflowID(t, r.err)) {
+			t.Fatalf("%q: the workflow did not continue as new", args)
+		}
 	}
-	evs := protocheck.Lines(t, r.out)
-	last := evs[len(evs)-1]
-	if evs[0].Type != protocol.TypeStarted || last.Type != protocol.TypeResult || last.Answer != "you said two" || last.Turns != 2 || last.Requests != 2 {
-		t.Fatalf("first %+v\nlast %+v", evs[0], last)
+}
+
+// continued says the latest run of workflow id continued an earlier one
+// (Continue-As-New).
+func (e *cliEnv) continued(id string) bool {
+	e.t.Helper()
+	c, err := client.Dial(client.Options{HostPort: e.cfg.HostPort, Namespace: e.cfg.Namespace})
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	ev, err := it.Next()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ev.GetWorkflowExecutionStartedEventAttributes().GetContinuedExecutionRunId() != ""
 }
