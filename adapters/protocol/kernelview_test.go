@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -20,9 +21,13 @@ type kernelView struct {
 	t    *testing.T
 	k    *kernel.Kernel
 	view *protocol.View
-	out  bytes.Buffer
-	enc  *protocol.Encoder
-	llm  map[kernel.AgentID]kernel.OpID // each agent's last request started
+	// rec views the same records without the kernel (Record), as a
+	// client of a tree that runs elsewhere does: its events must be the
+	// same.
+	rec *protocol.View
+	out bytes.Buffer
+	enc *protocol.Encoder
+	llm map[kernel.AgentID]kernel.OpID // each agent's last request started
 }
 
 func newKernelView(t *testing.T, cfg kernel.Config) *kernelView {
@@ -31,7 +36,7 @@ func newKernelView(t *testing.T, cfg kernel.Config) *kernelView {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kv := &kernelView{t: t, k: k, view: protocol.NewView(), llm: map[kernel.AgentID]kernel.OpID{}}
+	kv := &kernelView{t: t, k: k, view: protocol.NewView(), rec: protocol.NewView(), llm: map[kernel.AgentID]kernel.OpID{}}
 	kv.enc = protocol.NewEncoder(&kv.out, nil)
 	return kv
 }
@@ -49,12 +54,57 @@ func (kv *kernelView) do(ev kernel.Event) []protocol.Event {
 		}
 	}
 	evs := kv.view.Step(ports.Step{Kernel: kv.k, Event: ev, Effects: effects}, nil)
+	kv.sameWithoutKernel(effects, evs)
 	for _, e := range evs {
 		if err := kv.enc.Encode(e); err != nil {
 			kv.t.Fatal(err)
 		}
 	}
 	return evs
+}
+
+// sameWithoutKernel checks that the records of one step, viewed without
+// the kernel but with the context a workflow's query gives (paths, the
+// started calls' arguments, the finished calls' results, the approval
+// waits' expiry), make the events the step's view made.
+func (kv *kernelView) sameWithoutKernel(effects []kernel.Effect, want []protocol.Event) {
+	kv.t.Helper()
+	c := protocol.Context{Paths: map[kernel.AgentID]string{}, Args: map[kernel.OpID]string{}, Results: map[kernel.OpID]string{}, Expires: map[string]bool{}}
+	for _, e := range effects {
+		if e.Kind == kernel.EffStartTool {
+			c.Args[e.Op] = e.Call.Arguments
+		}
+	}
+	var got []protocol.Event
+	for _, e := range effects {
+		if e.Kind != kernel.EffEmit {
+			continue
+		}
+		l := e.Life
+		for _, id := range []kernel.AgentID{l.Agent, l.Child} {
+			if p := kv.k.AgentPath(id); p != "" {
+				c.Paths[id] = p
+			}
+		}
+		if l.Kind == kernel.LifeCallFinished {
+			h := kv.k.Agent(l.Agent).History()
+			for i := len(h) - 1; i >= 0; i-- {
+				if h[i].Role == kernel.RoleTool && h[i].ToolCallID == l.CallID {
+					c.Results[l.Op] = h[i].Content
+					break
+				}
+			}
+		}
+		for _, w := range kv.k.Approvals(nil) {
+			if w.Agent == l.Agent && w.CallID == l.CallID {
+				c.Expires[l.CallID] = w.Expires
+			}
+		}
+		got = append(got, kv.rec.Record(&l, c))
+	}
+	if !reflect.DeepEqual(got, want) {
+		kv.t.Fatalf("the records viewed without the kernel:\n%+v\nwith it:\n%+v", got, want)
+	}
 }
 
 // answer streams text (when not empty) and calls, then ends agent's

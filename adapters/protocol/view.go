@@ -50,10 +50,12 @@ func NewView() *View {
 	return &View{ops: map[kernel.OpID]string{}, paths: map[kernel.AgentID]string{}, start: time.Now()}
 }
 
-// step is what one Step holds beside its records.
+// step is what one Step holds beside its records. A record read without
+// its kernel (Record) has k nil and its context in rec.
 type step struct {
 	k     *kernel.Kernel
 	calls map[kernel.OpID]kernel.ToolCall // tools the step started
+	rec   *Context
 }
 
 // Step appends to dst the events of st's lifecycle records, in order.
@@ -136,7 +138,10 @@ func (v *View) pathOf(k *kernel.Kernel, id kernel.AgentID) string {
 	if p, ok := v.paths[id]; ok {
 		return p
 	}
-	p := k.AgentPath(id)
+	p := ""
+	if k != nil {
+		p = k.AgentPath(id)
+	}
 	if p == "" {
 		return "#" + strconv.Itoa(int(id))
 	}
@@ -240,6 +245,10 @@ func (v *View) approvalRequested(s *step, l *kernel.Lifecycle, ev *Event) {
 	ev.CallID, ev.Tool, ev.Digest, ev.EndsInMS = l.CallID, l.Name, l.Digest, ms(l.Delay)
 	ev.Arguments, ev.Truncated = capText(l.Text)
 	ev.Args = ev.Arguments // the same text under the name scripts read (docs/protocol.md)
+	if s.k == nil {
+		ev.Expires = s.rec.Expires[l.CallID]
+		return
+	}
 	for _, w := range s.k.Approvals(nil) {
 		if w.Agent == l.Agent && w.CallID == l.CallID {
 			ev.Expires = w.Expires
@@ -259,7 +268,13 @@ func (v *View) toolStarted(s *step, l *kernel.Lifecycle, ev *Event) {
 // agent's history — what the model reads, a synthetic one included.
 func (v *View) callFinished(s *step, l *kernel.Lifecycle, ev *Event) {
 	ev.Op, ev.CallID, ev.Tool, ev.Status, ev.Reason = uint64(l.Op), l.CallID, l.Name, l.Status.String(), l.Reason.String()
-	ev.Result, ev.Truncated = capText(toolMessage(s.k, l.Agent, l.CallID))
+	result := ""
+	if s.k == nil {
+		result = s.rec.Results[l.Op]
+	} else {
+		result = toolMessage(s.k, l.Agent, l.CallID)
+	}
+	ev.Result, ev.Truncated = capText(result)
 	if l.Status == kernel.CallChild {
 		ev.Child, ev.Outcome = v.pathOf(s.k, l.Child), l.Outcome.String()
 	}

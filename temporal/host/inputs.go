@@ -173,7 +173,7 @@ const (
 
 // page answers the lifecycle query. It only reads.
 func (t *tree) page(from uint64) (protocol.Page, error) {
-	p := protocol.Page{Run: t.in.Run, Closing: t.closing, Next: 1, Oldest: 1}
+	p := protocol.Page{Run: t.in.Run, Closing: t.closing, Next: 1, Oldest: 1, Limits: t.in.Limits, Tools: t.tools}
 	if t.k == nil {
 		return p, nil
 	}
@@ -210,10 +210,48 @@ func (t *tree) page(from uint64) (protocol.Page, error) {
 				p.Args[l.Op] = args
 			}
 		}
+		t.pageContext(&p, &l)
 	}
 	root := t.k.Agent(kernel.Root)
 	p.Busy, p.Turn = root.State() != fsm.Idle, root.Turn()
 	return p, nil
+}
+
+// pageContext adds to p what a client's protocol event of l needs beside
+// the record: a finished call's result, an approval wait's expiry.
+func (t *tree) pageContext(p *protocol.Page, l *kernel.Lifecycle) {
+	switch l.Kind {
+	case kernel.LifeCallFinished:
+		if l.Agent < 0 || int(l.Agent) >= t.k.NumAgents() {
+			return
+		}
+		if result, ok := toolMessage(t.k.Agent(l.Agent).History(), l.CallID); ok {
+			if p.Results == nil {
+				p.Results = make(map[kernel.OpID]string)
+			}
+			p.Results[l.Op] = result
+		}
+	case kernel.LifeApprovalRequested:
+		for _, w := range t.k.Approvals(nil) {
+			if w.Agent == l.Agent && w.CallID == l.CallID {
+				if p.Expires == nil {
+					p.Expires = make(map[string]bool)
+				}
+				p.Expires[l.CallID] = w.Expires
+			}
+		}
+	}
+}
+
+// toolMessage is the content of the last tool message for call id in an
+// agent's history.
+func toolMessage(history []kernel.Message, id string) (string, bool) {
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role == kernel.RoleTool && history[i].ToolCallID == id {
+			return history[i].Content, true
+		}
+	}
+	return "", false
 }
 
 // callArgs finds call id's arguments in an agent's history (the latest

@@ -25,6 +25,9 @@ type tree struct {
 	in   protocol.Tree
 	opts protocol.Options
 	k    *kernel.Kernel // nil until the toolbox is known
+	// tools are the worker's tools' names (the toolbox's), for the
+	// lifecycle query's clients.
+	tools []string
 
 	start time.Time     // workflow time of the run's first task: kernel time 0
 	now   time.Duration // the last event's kernel time (never decreases)
@@ -116,7 +119,7 @@ func (t *tree) build() error {
 	if err != nil {
 		return temporal.NewNonRetryableApplicationError(err.Error(), "bad_input", err)
 	}
-	t.k = k
+	t.k, t.tools = k, box.Tools
 	t.deriveSpans(box.Spans)
 	return nil
 }

@@ -26,6 +26,19 @@ type Page struct {
 	// Args holds the arguments of the calls whose tool_started records
 	// are on this page, by op (the records carry only the tool's name).
 	Args map[kernel.OpID]string `json:"args,omitempty"`
+	// Results holds the results of the calls whose call_finished records
+	// are on this page, by op: the tool message the agent's history got
+	// (the protocol's call_finished result).
+	Results map[kernel.OpID]string `json:"results,omitempty"`
+	// Expires says, by call id, for the approval_requested records on this
+	// page, whether the wait ends by expiring rather than by its turn's
+	// deadline (the protocol's expires).
+	Expires map[string]bool `json:"expires,omitempty"`
+	// Limits are the tree's limits and Tools the names of the tools its
+	// model is offered (the worker's), for a client's started event;
+	// Tools is empty until the run is Ready.
+	Limits kernel.Limits `json:"limits"`
+	Tools  []string      `json:"tools,omitempty"`
 	// Busy says whether the root works on a turn (not Idle); Turn is its
 	// current (or last) turn's number.
 	Busy bool   `json:"busy"`

@@ -155,7 +155,7 @@ func TestRunCtrlCCancelsTheTurn(t *testing.T) {
 	if r.code != exitInterrupted {
 		t.Fatalf("run: exit %d, want 130; stderr %q", r.code, r.err)
 	}
-	if !strings.Contains(r.out, `"kind":"turn_ended"`) || !strings.Contains(r.out, `"reason":"user_cancel"`) {
+	if !strings.Contains(r.out, `"type":"turn_ended"`) || !strings.Contains(r.out, `"reason":"user_cancel"`) {
 		t.Fatalf("the JSON lines do not end the turn with user_cancel:\n%s", r.out)
 	}
 	if err := e.fake.WaitFor(context.Background(), func(rs []fakeopenai.Request) bool { return !rs[0].Closed.IsZero() }); err != nil {

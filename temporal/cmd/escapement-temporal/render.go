@@ -1,117 +1,124 @@
 package main
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
+	"os"
 	"strings"
-	"time"
 
-	"github.com/escapement/escapement/internal/termtext"
-	"github.com/escapement/escapement/internal/textcut"
+	"golang.org/x/term"
+
+	"github.com/escapement/escapement/adapters/console"
+	"github.com/escapement/escapement/adapters/protocol"
+	"github.com/escapement/escapement/internal/buildinfo"
+	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
+	tprotocol "github.com/escapement/escapement/temporal/protocol"
 )
 
-// renderer prints lifecycle records as the escapement CLI does: the
-// root's answer on stdout, tool and delegation activity on stderr, the
-// reason a turn did not complete on stderr (control characters a server
-// or a tool sent escaped); with --json, every record as a JSON line on
-// stdout. Only the follower's goroutine calls show.
+// renderer shows a tree's lifecycle records as the escapement CLI shows a
+// local run: each record becomes its protocol event (adapters/protocol,
+// from the record and the query page's context: the agents' paths, the
+// calls' arguments and results), and the events go to adapters/console —
+// the root's answer on stdout, the tree's activity (a failed tool's
+// reason, a shell's exit status) and a turn's end that did not complete
+// on stderr — and, with --json, to stdout as protocol JSON Lines, opened
+// by a started event and closed by a result (docs/temporal.md, "The event
+// protocol from a workflow"). Only the follower's goroutine shows records;
+// the command's goroutine says notices and, once the follower has
+// stopped, the result.
 type renderer struct {
-	out, errw io.Writer
-	json      bool
-	tty       bool // stdout is a terminal: the answer's control characters are escaped
-	redact    func(string) string
-	midLine   bool // the root's answer printed so far did not end with a newline
+	con  *console.Console
+	enc  *protocol.Encoder // --json; nil otherwise
+	view *protocol.View
+
+	// The run as the started and result events name it: the workflow is
+	// the session; resumed says the client attached to a running tree;
+	// resume is the command that continues it.
+	session, resume string
+	resumed         bool
+	started         bool
 }
 
 // say prints one notice on stderr, redacted, its control characters
 // escaped (its arguments may be a server's or a tool's text).
-func (r *renderer) say(format string, args ...any) {
-	io.WriteString(r.errw, termtext.Text(r.redact("escapement: "+fmt.Sprintf(format, args...)))+"\n")
+func (r *renderer) say(format string, args ...any) { r.con.Say(format, args...) }
+
+// emit writes ev on stdout with --json and shows it on the console.
+func (r *renderer) emit(ev protocol.Event) {
+	if r.enc != nil {
+		_ = r.enc.Encode(ev)
+	}
+	r.con.Show(ev)
 }
 
-func (r *renderer) show(l *kernel.Lifecycle, paths map[kernel.AgentID]string, args map[kernel.OpID]string) {
-	if r.json {
-		if b, err := json.Marshal(l); err == nil {
-			io.WriteString(r.out, r.redact(string(b))+"\n")
-		}
-		r.turnEnd(l)
+// start emits the started event once, from the first page of a run that
+// has built its kernel (its tools are known then). The model, the
+// endpoint and the workspace are the worker's, which the client does not
+// know: they are empty.
+func (r *renderer) start(p *tprotocol.Page) {
+	if r.started || !p.Ready {
 		return
 	}
-	path := func(id kernel.AgentID) string {
-		if p, ok := paths[id]; ok {
-			return p
-		}
-		return "?"
-	}
-	activity := func(format string, a ...any) {
-		io.WriteString(r.errw, termtext.Line(r.redact(strings.TrimSuffix(fmt.Sprintf(format, a...), "\n")))+"\n")
-	}
-	switch l.Kind {
-	case kernel.LifeToolStarted:
-		activity("[%s] %s %s\n", path(l.Agent), l.Name, clip(args[l.Op], 160))
-	case kernel.LifeDelta:
-		if l.Agent == kernel.Root && l.Text != "" {
-			text := r.redact(l.Text)
-			if r.tty {
-				text = termtext.Text(text)
-			}
-			io.WriteString(r.out, text)
-			r.midLine = !strings.HasSuffix(l.Text, "\n")
-		}
-	case kernel.LifeRequestWaiting:
-		activity("[%s] waits for a request slot (--max-parallel-requests)\n", path(l.Agent))
-	case kernel.LifeRetry:
-		activity("[%s] retry %d in %v: %s\n", path(l.Agent), l.N, l.Delay.Round(time.Millisecond), clip(l.Text, 160))
-	case kernel.LifeDelegated:
-		activity("[%s] delegate → %s: %s\n", path(l.Agent), path(l.Child), clip(l.Text, 160))
-	case kernel.LifeCallFinished:
-		switch l.Status {
-		case kernel.CallChild:
-			activity("[%s] ← %s: %s\n", path(l.Agent), path(l.Child), l.Outcome)
-		case kernel.CallOK:
-			activity("[%s] ← %s ok\n", path(l.Agent), l.Name)
-		default:
-			activity("[%s] ← %s %s (%s)\n", path(l.Agent), l.Name, l.Status, l.Reason)
-		}
-	case kernel.LifeCallDropped:
-		activity("[%s] dropped half-streamed call %s\n", path(l.Agent), l.Name)
-	case kernel.LifeTimedOut:
-		activity("[%s] %s\n", path(l.Agent), l.Reason)
-	case kernel.LifeRecovered:
-		activity("[%s] recovered after a lost worker: %s\n", path(l.Agent), l.Text)
-	case kernel.LifeTurnEnded:
-		if l.Agent == kernel.Root && r.midLine {
-			fmt.Fprintln(r.out)
-		}
-		r.turnEnd(l)
-	}
+	r.started = true
+	ev := protocol.Started(protocol.Run{Version: buildinfo.Version(), Session: r.session, Resumed: r.resumed, Tools: p.Tools, Limits: p.Limits})
+	ev.Endpoint = ""
+	r.emit(ev)
 }
 
-// turnEnd prints, on stderr, the line for a root turn that did not
-// complete and why (kernel.UIText, the reason, the kernel's detail).
-func (r *renderer) turnEnd(l *kernel.Lifecycle) {
-	if l.Kind != kernel.LifeTurnEnded || l.Agent != kernel.Root {
-		return
-	}
-	r.midLine = false
-	ui := kernel.UIText(l.Outcome, l.Reason)
-	if ui == "" {
-		return
-	}
-	line := ui
-	if l.Reason != kernel.ReasonNone && l.Reason != kernel.ReasonUserCancel && l.Reason != kernel.ReasonShutdown {
-		line += " (" + l.Reason.String() + ")"
-	}
-	if l.Detail != "" {
-		line += "\n  " + strings.ReplaceAll(termtext.Text(r.redact(l.Detail)), "\n", "\n  ")
-	}
-	io.WriteString(r.errw, r.redact(line)+"\n")
+// show emits the event of one record of page p.
+func (r *renderer) show(l *kernel.Lifecycle, p *tprotocol.Page) {
+	r.start(p)
+	r.emit(r.view.Record(l, protocol.Context{Paths: p.Paths, Args: p.Args, Results: p.Results, Expires: p.Expires}))
 }
 
-// clip puts s on one line and cuts it to at most n bytes, at a rune
-// boundary, marking the cut.
-func clip(s string, n int) string {
-	return textcut.Clip(strings.ReplaceAll(s, "\n", " "), n)
+// result emits the result event: the last root turn this client saw end,
+// the usage and requests of what it saw, the time since it began; the
+// session is the workflow's id and resume the command that continues it.
+// Its console line says how to continue the tree.
+func (r *renderer) result() {
+	ev := r.view.Result(r.session)
+	ev.Resume = r.resume
+	r.emit(ev)
+}
+
+// resumeCommand is the command line that continues workflow id on the
+// service, namespace and task queue c names.
+func resumeCommand(c *connFlags, id string) string {
+	cmd := "escapement-temporal run --temporal " + shellQuote(c.hostPort)
+	if c.namespace != "default" {
+		cmd += " --namespace " + shellQuote(c.namespace)
+	}
+	if c.taskQueue != tprotocol.DefaultTaskQueue {
+		cmd += " --task-queue " + shellQuote(c.taskQueue)
+	}
+	return cmd + " --workflow " + shellQuote(id)
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// newRenderer shows on out and errw; with json, events go to out as JSON
+// Lines and the console only says why a turn did not complete. Everything
+// shown is redacted of the API key in $OPENAI_API_KEY, should the client's
+// environment hold the one the worker uses.
+func newRenderer(out, errw io.Writer, json, tty bool) *renderer {
+	key := os.Getenv("OPENAI_API_KEY")
+	red := redact.New(key).Redact
+	r := &renderer{view: protocol.NewView(),
+		con: &console.Console{Out: out, Err: errw, Redact: red, Secret: key, Terminal: tty, Quiet: json}}
+	if json {
+		r.enc = protocol.NewEncoder(out, red)
+	}
+	return r
+}
+
+// isTerminal says w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

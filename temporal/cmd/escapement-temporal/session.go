@@ -13,7 +13,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/escapement/escapement/fsm"
-	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/protocol"
 	"github.com/escapement/escapement/temporal/remote"
@@ -87,10 +86,8 @@ func connect(ctx context.Context, a *app, f *clientFlags) (*remoteRun, error) {
 		a: a, f: f, cl: cl, s: s, out: &lockedWriter{w: a.out}, errw: errw,
 		notify: make(chan struct{}, 1), ended: make(chan struct{}), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
-	rr.r = &renderer{out: rr.out, errw: errw, json: f.json, redact: redact.New(os.Getenv("OPENAI_API_KEY")).Redact}
-	if out, ok := a.out.(*os.File); ok {
-		rr.r.tty = term.IsTerminal(int(out.Fd()))
-	}
+	rr.r = newRenderer(rr.out, errw, f.json, isTerminal(a.out))
+	rr.r.session, rr.r.resumed, rr.r.resume = s.ID(), attached, resumeCommand(&f.conn, s.ID())
 	if attached {
 		fmt.Fprintf(errw, "escapement: attached to workflow %s\n", s.ID())
 	} else {
@@ -138,10 +135,12 @@ func (rr *remoteRun) followFrom(ctx context.Context, fromStart bool) (*remote.Fo
 // worker to answer it).
 const queryTimeout = 10 * time.Second
 
-// close stops the follower and closes the connection.
+// close stops the follower, emits the result event (the last one) and
+// closes the connection.
 func (rr *remoteRun) close() {
 	close(rr.stop)
 	<-rr.stopped
+	rr.r.result()
 	rr.cl.Close()
 }
 
@@ -207,9 +206,10 @@ func (rr *remoteRun) pollOnce(ctx context.Context, fol *remote.Follower, first b
 			rr.r.say("%d lifecycle record(s) were no longer held when read; the output skips them", b.Missed)
 		}
 		changed := first
+		rr.r.start(&b.Page)
 		for i := range b.Records {
 			l := &b.Records[i]
-			rr.r.show(l, b.Page.Paths, b.Page.Args)
+			rr.r.show(l, &b.Page)
 			rr.state.mu.Lock()
 			rr.state.run, rr.state.seq = b.Page.Run, l.Seq
 			rr.state.mu.Unlock()
