@@ -46,8 +46,8 @@ func TestFailureClasses(t *testing.T) {
 		{io.ErrUnexpectedEOF, 0, kernel.FailureServer},
 	}
 	for _, c := range cases {
-		if got := failureOf(c.err, c.chunks); got != c.want {
-			t.Errorf("failureOf(%v, %d) = %s, want %s", c.err, c.chunks, got, c.want)
+		if got := ports.FailureOf(c.err, int(c.chunks)); got != c.want {
+			t.Errorf("FailureOf(%v, %d) = %s, want %s", c.err, c.chunks, got, c.want)
 		}
 	}
 	err := ports.Fail(kernel.FailureDisconnect, io.ErrUnexpectedEOF)

@@ -169,7 +169,7 @@ func (d *Driver) startStream(e *kernel.Effect) {
 			ev.Usage, ev.Reasoning = s.usage, s.reasoning
 			return ev
 		default:
-			return kernel.LLMError(0, req.Op, failureOf(err, s.chunk), err.Error())
+			return kernel.LLMError(0, req.Op, ports.FailureOf(err, int(s.chunk)), err.Error())
 		}
 	})
 }

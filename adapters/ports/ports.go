@@ -3,6 +3,7 @@ package ports
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/escapement/escapement/kernel"
@@ -122,6 +123,21 @@ func (e *FailureError) Error() string {
 }
 
 func (e *FailureError) Unwrap() error { return e.Err }
+
+// FailureOf classifies a Stream error for the kernel, as every host does
+// (the live driver, the Temporal worker): the failure a *FailureError
+// names; else a stream error once chunks arrived (the kernel must not
+// assume the answer is whole) and a server error before.
+func FailureOf(err error, chunks int) kernel.Failure {
+	var fe *FailureError
+	if errors.As(err, &fe) && fe.Failure != kernel.FailureNone {
+		return fe.Failure
+	}
+	if chunks > 0 {
+		return kernel.FailureStream
+	}
+	return kernel.FailureServer
+}
 
 // Tools is the driver's port to tool execution. adapters/tools implements it
 // with real files and processes; tests implement it in memory (ToolsFunc).

@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -62,7 +61,7 @@ func (a *Activities) Stream(ctx context.Context, req protocol.StreamRequest) (pr
 	}
 	res := b.rest()
 	if err != nil {
-		res.Failure, res.Detail = failureOf(err, b.chunks()), err.Error()
+		res.Failure, res.Detail = ports.FailureOf(err, b.chunks()), err.Error()
 	}
 	return res, nil
 }
@@ -77,20 +76,6 @@ func (a *Activities) stream(ctx context.Context, req ports.Request, sink ports.S
 		}
 	}()
 	return a.Model.Stream(ctx, req, sink)
-}
-
-// failureOf classifies a stream's error for the kernel as the live driver
-// does: the failure a *ports.FailureError names, else a stream error once
-// chunks arrived and a server error before.
-func failureOf(err error, chunks int) kernel.Failure {
-	var fe *ports.FailureError
-	if errors.As(err, &fe) && fe.Failure != kernel.FailureNone {
-		return fe.Failure
-	}
-	if chunks > 0 {
-		return kernel.FailureStream
-	}
-	return kernel.FailureServer
 }
 
 // every calls fn every d (250ms when not positive) until stop is closed.
