@@ -124,26 +124,59 @@ func (b *batcher) add(it protocol.Item) {
 	defer b.poke()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if n := len(b.items); n > b.sent && it.Retry == nil {
-		last := &b.items[n-1]
-		switch {
-		case last.Retry != nil:
-		case last.Call == nil && it.Call == nil:
-			last.Text += it.Text
-			return
-		case last.Call == nil && last.Text == "" && it.Call != nil: // progress, then a fragment
-			*last = it
-			return
-		case last.Call != nil && it.Call == nil && it.Text == "": // progress after a fragment
-			return
-		case last.Call != nil && it.Call != nil && it.Call.Index == last.Call.Index && it.Call.ID == "" && it.Call.Name == "":
-			c := *last.Call
-			c.Args += it.Call.Args
-			last.Call = &c
-			return
-		}
+	if !b.merge(it) {
+		b.items = append(b.items, it)
 	}
-	b.items = append(b.items, it)
+}
+
+// merge folds it into the last item when that one is not yet sent and the
+// two make one (consecutive text, consecutive fragments of one call,
+// progress into anything); false when it must be an item of its own.
+// b.mu is held.
+func (b *batcher) merge(it protocol.Item) bool {
+	n := len(b.items)
+	if n == b.sent || it.Retry != nil {
+		return false
+	}
+	last := &b.items[n-1]
+	switch {
+	case last.Retry != nil:
+		return false
+	case last.Call == nil:
+		return mergeAfterText(last, it)
+	default:
+		return mergeAfterCall(last, it)
+	}
+}
+
+// mergeAfterText merges it into last, text or progress: text joins text,
+// and a call's first fragment replaces progress.
+func mergeAfterText(last *protocol.Item, it protocol.Item) bool {
+	switch {
+	case it.Call == nil:
+		last.Text += it.Text
+		return true
+	case last.Text == "": // progress, then a fragment
+		*last = it
+		return true
+	}
+	return false
+}
+
+// mergeAfterCall merges it into last, a call's fragment: progress goes,
+// and the call's next fragment (same index, no ID or name) extends its
+// arguments.
+func mergeAfterCall(last *protocol.Item, it protocol.Item) bool {
+	switch {
+	case it.Call == nil && it.Text == "": // progress after a fragment
+		return true
+	case it.Call != nil && it.Call.Index == last.Call.Index && it.Call.ID == "" && it.Call.Name == "":
+		c := *last.Call
+		c.Args += it.Call.Args
+		last.Call = &c
+		return true
+	}
+	return false
 }
 
 // Text implements ports.Sink.

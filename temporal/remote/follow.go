@@ -82,8 +82,13 @@ func (f *Follower) Poll(ctx context.Context) (Batch, error) {
 	if len(p.Records) > 0 || p.More || p.Closing == "" {
 		return b, nil
 	}
-	// The run takes no more input and has shown everything: it ends, or
-	// continues as new, once its tree is idle.
+	return f.closing(ctx, b)
+}
+
+// closing finishes a Poll whose run takes no more input and has shown
+// everything: it ends, or continues as new, once its tree is idle. b is
+// what the Poll read (no records).
+func (f *Follower) closing(ctx context.Context, b Batch) (Batch, error) {
 	desc, err := f.s.c.DescribeWorkflowExecution(ctx, f.s.id, f.runID)
 	if err != nil {
 		return Batch{}, err
@@ -101,6 +106,12 @@ func (f *Follower) Poll(ctx context.Context) (Batch, error) {
 	}
 	// Nothing more: a run that failed, was terminated or timed out may
 	// not answer at all (its history cannot be replayed to its end).
+	return f.closed(ctx, b, status)
+}
+
+// closed is a Poll's answer once the run has closed with status and shown
+// everything: the next run's first records, or the workflow's end.
+func (f *Follower) closed(ctx context.Context, b Batch, status enumspb.WorkflowExecutionStatus) (Batch, error) {
 	switch status {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
 		next, err := f.successor(ctx)

@@ -97,8 +97,8 @@ func (rr *remoteRun) chat(ctx context.Context) error {
 		select {
 		case line, ok := <-lines:
 			if !ok {
-				r.eof, lines = true, nil
-				if busy, _, _, _ := rr.state.get(); !busy && len(r.queue) == 0 {
+				lines = nil
+				if r.endOfInput() {
 					return nil
 				}
 				continue
@@ -107,22 +107,9 @@ func (rr *remoteRun) chat(ctx context.Context) error {
 				return err
 			}
 		case <-rr.notify:
-			busy, _, ended, _ := rr.state.get()
-			if busy || ended == r.seenEnded {
-				continue
+			if done, err := r.stateChanged(ctx); done {
+				return err
 			}
-			r.seenEnded = ended
-			r.in.armed = false
-			if r.terminating {
-				return &exitError{code: exitInterrupted}
-			}
-			if r.next(ctx) {
-				continue
-			}
-			if r.eof {
-				return nil
-			}
-			r.prompt()
 		case <-rr.ended:
 			if rr.endErr != nil {
 				return &exitError{code: exitCheckFailed, err: rr.endErr}
@@ -136,6 +123,37 @@ func (rr *remoteRun) chat(ctx context.Context) error {
 			return &exitError{code: exitInterrupted, err: ctx.Err()}
 		}
 	}
+}
+
+// endOfInput notes that stdin has ended (Ctrl-D); true means chat ends
+// now: no turn runs and nothing is queued.
+func (r *repl) endOfInput() bool {
+	r.eof = true
+	busy, _, _, _ := r.rr.state.get()
+	return !busy && len(r.queue) == 0
+}
+
+// stateChanged acts on the root's new state: once a turn has ended it
+// starts the next queued turn, or exits (after SIGTERM or the end of
+// input), or prompts; done means chat ends with err.
+func (r *repl) stateChanged(ctx context.Context) (done bool, err error) {
+	busy, _, ended, _ := r.rr.state.get()
+	if busy || ended == r.seenEnded {
+		return false, nil
+	}
+	r.seenEnded = ended
+	r.in.armed = false
+	if r.terminating {
+		return true, &exitError{code: exitInterrupted}
+	}
+	if r.next(ctx) {
+		return false, nil
+	}
+	if r.eof {
+		return true, nil
+	}
+	r.prompt()
+	return false, nil
 }
 
 // readLines reads stdin's lines on a goroutine of its own, closing the
@@ -163,9 +181,8 @@ func (r *repl) prompt() { fmt.Fprint(r.rr.errw, "> ") }
 
 // line handles one line of input; done means chat ends with err.
 func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
-	rr := r.rr
 	text := strings.TrimSpace(line)
-	busy, turn, _, _ := rr.state.get()
+	busy, turn, _, _ := r.rr.state.get()
 	if text == "" {
 		return false, nil
 	}
@@ -178,47 +195,77 @@ func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 		r.message(ctx, line, busy)
 		return false, nil
 	}
-	name, arg := m[1], strings.TrimSpace(m[2])
+	return r.command(ctx, m[1], strings.TrimSpace(m[2]), busy, turn)
+}
+
+// command runs one of chat's commands (chatHelp); done means chat ends
+// with err. A command that leaves the root idle shows the prompt again.
+func (r *repl) command(ctx context.Context, name, arg string, busy bool, turn uint64) (done bool, err error) {
+	rr := r.rr
 	switch {
-	case name == "help" && arg == "":
-		fmt.Fprintf(rr.errw, "Commands (handled here, never sent to the model):\n%s", chatHelp)
-	case name == "cancel" && arg == "":
-		if !busy {
-			rr.r.say("no turn is running")
-			break
-		}
-		r.cancel(ctx, turn)
-		return false, nil
 	case name == "queue":
-		if arg == "" {
-			rr.r.say("/queue needs the text of the next turn: /queue TEXT")
-			break
-		}
-		if !busy && len(r.queue) == 0 {
-			if !r.submit(ctx, arg) {
-				r.prompt()
-			}
-			return false, nil
-		}
-		r.queue = append(r.queue, arg)
-		rr.r.say("queued (%d waiting): it starts when the running turn has ended", len(r.queue))
+		r.queueCommand(ctx, arg, busy)
 		return false, nil
-	case (name == "exit" || name == "quit") && arg == "":
+	case !takesNoArgument(name):
+		rr.r.say("unknown command /%s; nothing was sent. /help lists the commands; //%s sends the text /%s", name, name, name)
+	case arg != "":
+		rr.r.say("/%s takes no argument; nothing was sent", name)
+	case name == "help":
+		fmt.Fprintf(rr.errw, "Commands (handled here, never sent to the model):\n%s", chatHelp)
+	case name == "cancel":
+		r.cancelCommand(ctx, busy, turn)
+		return false, nil
+	case name == "shutdown":
+		return r.shutdown(ctx, busy)
+	default: // exit, quit
 		if busy {
 			rr.r.say("the running turn goes on in workflow %s", rr.s.ID())
 		}
 		return true, nil
-	case name == "shutdown" && arg == "":
-		return r.shutdown(ctx, busy)
-	case name == "help" || name == "cancel" || name == "exit" || name == "quit" || name == "shutdown":
-		rr.r.say("/%s takes no argument; nothing was sent", name)
-	default:
-		rr.r.say("unknown command /%s; nothing was sent. /help lists the commands; //%s sends the text /%s", name, name, name)
 	}
 	if !busy {
 		r.prompt()
 	}
 	return false, nil
+}
+
+// takesNoArgument: name is one of chat's commands other than /queue, the
+// only one that takes an argument.
+func takesNoArgument(name string) bool {
+	switch name {
+	case "help", "cancel", "exit", "quit", "shutdown":
+		return true
+	}
+	return false
+}
+
+// cancelCommand is /cancel: it cancels the running turn, as Ctrl-C does.
+func (r *repl) cancelCommand(ctx context.Context, busy bool, turn uint64) {
+	if !busy {
+		r.rr.r.say("no turn is running")
+		r.prompt()
+		return
+	}
+	r.cancel(ctx, turn)
+}
+
+// queueCommand is /queue TEXT: a turn with TEXT at once when the root is
+// idle and nothing waits, else at the end of the queue.
+func (r *repl) queueCommand(ctx context.Context, text string, busy bool) {
+	switch {
+	case text == "":
+		r.rr.r.say("/queue needs the text of the next turn: /queue TEXT")
+		if !busy {
+			r.prompt()
+		}
+	case !busy && len(r.queue) == 0:
+		if !r.submit(ctx, text) {
+			r.prompt()
+		}
+	default:
+		r.queue = append(r.queue, text)
+		r.rr.r.say("queued (%d waiting): it starts when the running turn has ended", len(r.queue))
+	}
 }
 
 // message hands text to the root: a new turn when it is idle; while a turn
