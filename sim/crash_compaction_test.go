@@ -4,9 +4,7 @@ import (
 	"testing"
 
 	"github.com/escapement/escapement/kernel"
-	"github.com/escapement/escapement/scenarios"
 	"github.com/escapement/escapement/sim"
-	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestCrashMidCompaction: a host that crashes while a compaction's summary
@@ -16,19 +14,7 @@ import (
 // uncrashed run ends with (docs/semantics.md, "Compaction" and
 // "Expectations under a crash").
 func TestCrashMidCompaction(t *testing.T) {
-	ss, err := scenario.LoadFS(scenarios.FS, ".", "scenarios")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s *scenario.Scenario
-	for _, x := range ss {
-		if x.Name == "compaction-crash-recovers" {
-			s = x
-		}
-	}
-	if s == nil {
-		t.Fatal("compaction-crash-recovers is not embedded")
-	}
+	s := loadEmbedded(t, "compaction-crash-recovers")
 	var during []int // the steps after which a compaction's request is live
 	step, compacting := 0, kernel.OpID(0)
 	ref, refTree := runTree(t, s, sim.Options{Observe: func(si sim.StepInfo) {
