@@ -20,7 +20,7 @@ func TestApprovalTeethRapid(t *testing.T) {
 		id := bl.Failure[:strings.Index(bl.Failure, ":")]
 		t.Run(id+"/"+bl.Scenario, func(t *testing.T) {
 			t.Parallel()
-			teethCatches(t, g, bl)
+			teethCatches(t, g, bl.Failure, bl.Invariant, sim.Options{Core: bl.Core})
 		})
 	}
 }

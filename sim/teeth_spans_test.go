@@ -6,7 +6,6 @@ import (
 	"github.com/escapement/escapement/sim"
 	"github.com/escapement/escapement/sim/gen"
 	"github.com/escapement/escapement/sim/oracle"
-	"github.com/escapement/escapement/sim/scenario"
 )
 
 // TestSpanTeethRapid: each broken span derivation runs over the real kernel
@@ -23,26 +22,7 @@ func TestSpanTeethRapid(t *testing.T) {
 				t.Skip(why)
 			}
 			t.Parallel()
-			run := func(s *scenario.Scenario) *sim.Result {
-				r, err := sim.Run(s, sim.Options{Spans: sl.Derive})
-				if err != nil {
-					t.Fatalf("%s: %v\n%s", sl.Failure, err, s.YAML())
-				}
-				return r
-			}
-			seed, ok := teethFind(func(seed int) bool { return caughtFirst(run(g.Example(seed)), oracle.SpansEnd) })
-			if !ok {
-				t.Fatalf("%s: no world of seeds 1..%d fails with %s first", sl.Failure, teethSeeds, oracle.SpansEnd)
-			}
-			shrunk := sim.Shrink(g.Example(seed), func(s *scenario.Scenario) bool { return caughtFirst(run(s), oracle.SpansEnd) }, teethShrinkBudget)
-			r := run(shrunk)
-			if !caughtFirst(r, oracle.SpansEnd) {
-				t.Fatalf("%s: the shrunk world no longer fails with %s first: %v\n%s", sl.Failure, oracle.SpansEnd, r.Violations, shrunk.YAML())
-			}
-			t.Logf("%s → %s; world of seed %d, shrunk to %s", sl.Failure, r.Violations[0], seed, shrunkSize(shrunk, r))
-			if r.Agents > maxShrunkAgents || r.Events > maxShrunkEvents {
-				t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", r.Agents, r.Events, shrunk.YAML())
-			}
+			teethCatches(t, g, sl.Failure, oracle.SpansEnd, sim.Options{Spans: sl.Derive})
 		})
 	}
 }

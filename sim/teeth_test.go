@@ -87,33 +87,34 @@ func TestOracleTeethRapid(t *testing.T) {
 		id := bl.Failure[:strings.Index(bl.Failure, ":")]
 		t.Run(id, func(t *testing.T) {
 			t.Parallel()
-			teethCatches(t, g, bl)
+			teethCatches(t, g, bl.Failure, bl.Invariant, sim.Options{Core: bl.Core})
 		})
 	}
 }
 
-// teethCatches finds the first world of seeds 1..teethSeeds of g that bl
-// fails with its own invariant named first, shrinks it with sim.Shrink,
-// and checks the shrunk world still fails that way and is small.
-func teethCatches(t *testing.T, g *rapid.Generator[*scenario.Scenario], bl sim.BrokenLoop) {
+// teethCatches finds the first world of seeds 1..teethSeeds of g that
+// runs under opt fail with inv named first, shrinks it with sim.Shrink,
+// and checks the shrunk world still fails that way and is small; failure
+// names the broken loop in messages.
+func teethCatches(t *testing.T, g *rapid.Generator[*scenario.Scenario], failure string, inv oracle.Invariant, opt sim.Options) {
 	t.Helper()
 	run := func(s *scenario.Scenario) *sim.Result {
-		r, err := sim.Run(s, sim.Options{Core: bl.Core})
+		r, err := sim.Run(s, opt)
 		if err != nil {
-			t.Fatalf("%s: %v\n%s", bl.Failure, err, s.YAML())
+			t.Fatalf("%s: %v\n%s", failure, err, s.YAML())
 		}
 		return r
 	}
-	seed, ok := teethFind(func(seed int) bool { return caughtFirst(run(g.Example(seed)), bl.Invariant) })
+	seed, ok := teethFind(func(seed int) bool { return caughtFirst(run(g.Example(seed)), inv) })
 	if !ok {
-		t.Fatalf("%s: no world of seeds 1..%d fails with %s first", bl.Failure, teethSeeds, bl.Invariant)
+		t.Fatalf("%s: no world of seeds 1..%d fails with %s first", failure, teethSeeds, inv)
 	}
-	shrunk := sim.Shrink(g.Example(seed), func(s *scenario.Scenario) bool { return caughtFirst(run(s), bl.Invariant) }, teethShrinkBudget)
+	shrunk := sim.Shrink(g.Example(seed), func(s *scenario.Scenario) bool { return caughtFirst(run(s), inv) }, teethShrinkBudget)
 	r := run(shrunk)
-	if !caughtFirst(r, bl.Invariant) {
-		t.Fatalf("%s: the shrunk world no longer fails with %s first: %v\n%s", bl.Failure, bl.Invariant, r.Violations, shrunk.YAML())
+	if !caughtFirst(r, inv) {
+		t.Fatalf("%s: the shrunk world no longer fails with %s first: %v\n%s", failure, inv, r.Violations, shrunk.YAML())
 	}
-	t.Logf("%s → %s; world of seed %d, shrunk to %s", bl.Failure, r.Violations[0], seed, shrunkSize(shrunk, r))
+	t.Logf("%s → %s; world of seed %d, shrunk to %s", failure, r.Violations[0], seed, shrunkSize(shrunk, r))
 	if r.Agents > maxShrunkAgents || r.Events > maxShrunkEvents {
 		t.Errorf("the shrunk counterexample is not small: %d agents, %d events\n%s", r.Agents, r.Events, shrunk.YAML())
 	}
