@@ -15,7 +15,7 @@ import (
 var resultPieces = []string{
 	`{`, `}`, `"`, `:`, `,`, ` `, `\`, `\"`, `\n`, `\u0041`, `\u2028`, "\u2028", "\u2029", "\x00", "\n", "\x7f", "\xff", "\xe2\x80",
 	"é", "\uFFFD", `<`, `&`, `0`, `-`, `1`, `9`, `01`, `-0`, `1.5`, `1e3`, `9223372036854775808`, `null`, `true`, `[`, `]`,
-	`"type"`, `"agent"`, `"outcome"`, `"status"`, `"reason"`, `"summary"`, `"partial"`, `"error"`, `"limit"`, `"Type"`, `"LIMIT"`, `"other"`, `""`,
+	`"type"`, `"agent"`, `"outcome"`, `"status"`, `"reason"`, `"summary"`, `"partial"`, `"error"`, `"limit"`, `"note"`, `"approval"`, `"Type"`, `"LIMIT"`, `"other"`, `""`,
 	`"tool_aborted"`, `"cancelled"`, `"user_cancel"`, `"x y"`, `"a\"b"`, `"3"`,
 }
 
@@ -24,6 +24,8 @@ var realResults = []string{
 	`{"type":"tool_aborted","status":"cancelled","reason":"user_cancel"}`,
 	`{"type":"tool_error","status":"refused","reason":"max_calls","limit":3}`,
 	`{"type":"agent_result","agent":"root/c1","outcome":"failed","reason":"llm_error","partial":"hé","error":"boom"}`,
+	`{"type":"tool_not_approved","status":"denied","reason":"approval_denied","note":"not now"}`,
+	`{"type":"tool_aborted","status":"cancelled","reason":"turn_timeout","approval":"withdrawn"}`,
 }
 
 // drawResult is a mutation of a real result (or pieces strung together).
