@@ -10,6 +10,7 @@ import (
 	"github.com/escapement/escapement/adapters/live"
 	"github.com/escapement/escapement/adapters/ports"
 	"github.com/escapement/escapement/adapters/protocol"
+	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
 )
 
@@ -153,5 +154,26 @@ func TestLeave(t *testing.T) {
 	}
 	if len(said) != 2 || !strings.Contains(said[0], "input ended") {
 		t.Errorf("said %q", said)
+	}
+}
+
+// TestPromptRedacts: the question quotes the model's arguments on the
+// terminal; a secret in them (whole, or cut where the arguments are
+// clipped) never reaches it.
+func TestPromptRedacts(t *testing.T) {
+	const key = "sk-Secret0123456789abcdefXYZ"
+	red := redact.New(key)
+	for _, args := range []string{
+		`{"command":"curl -H 'Authorization: Bearer ` + key + `'"}`,
+		`{"command":"` + strings.Repeat("x", argsShown-24) + key + `"}`,
+	} {
+		var out strings.Builder
+		p := NewPrompt(true, &out, red.Redact)
+		ev := request("main", "c1", "shell")
+		ev.Arguments, ev.Digest = args, kernel.Digest(args)
+		p.Show(ev)
+		if !strings.Contains(out.String(), "main wants to call shell") || strings.Contains(out.String(), key[:redact.MinRun]) {
+			t.Errorf("question %q", out.String())
+		}
 	}
 }

@@ -16,8 +16,7 @@ import (
 // with none reported the counts are unknown.
 func UsageText(prior kernel.Usage, run protocol.Usage) string {
 	total := run
-	total.Add(protocol.Usage{PromptTokens: prior.PromptTokens, CompletionTokens: prior.CompletionTokens, CachedTokens: prior.CachedTokens,
-		ReasoningTokens: prior.ReasoningTokens, Requests: prior.Requests, Unreported: prior.Unreported})
+	total.Add(protocol.UsageOf(&prior))
 	var b strings.Builder
 	fmt.Fprintf(&b, "usage of this session: %s", usageLine(total))
 	if total.Requests != run.Requests {

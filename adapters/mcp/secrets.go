@@ -100,26 +100,6 @@ func secretsOf(servers []ServerConfig) *redact.Redactor {
 	return redact.New(all...)
 }
 
-// redactedError is an error whose text has the configuration's secrets
-// removed; it unwraps to the error it stands for, so errors.Is and As
-// still work.
-type redactedError struct {
-	err error
-	msg string
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
 // redactError returns err with the secrets of red removed from its text
-// (err itself when there is nothing to remove).
-func redactError(red *redact.Redactor, err error) error {
-	if err == nil {
-		return nil
-	}
-	msg := err.Error()
-	if clean := red.Redact(msg); clean != msg {
-		return &redactedError{err: err, msg: clean}
-	}
-	return err
-}
+// (redact.Redactor.Error: it still unwraps to err).
+func redactError(red *redact.Redactor, err error) error { return red.Error(err) }

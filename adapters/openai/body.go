@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/escapement/escapement/adapters/ports"
+	"github.com/escapement/escapement/internal/textcut"
 	"github.com/escapement/escapement/kernel"
 	oa "github.com/sashabaranov/go-openai"
 )
@@ -216,12 +217,8 @@ func responseFormatOf(schema json.RawMessage, name, mode string) (any, error) {
 	return nil, fmt.Errorf("openai: structured output %q: want json_schema, json_object or none", mode)
 }
 
-func clipJSON(raw json.RawMessage) string {
-	if len(raw) > 80 {
-		return string(raw[:80]) + "…"
-	}
-	return string(raw)
-}
+// clipJSON cuts raw JSON quoted in an error to 80 bytes (textcut.Clip).
+func clipJSON(raw json.RawMessage) string { return textcut.Clip(string(raw), 80) }
 
 // bodyKey carries an attempt's request body to capturingDoer.
 type bodyKey struct{}

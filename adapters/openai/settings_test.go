@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/escapement/escapement/adapters/openai"
 	"github.com/escapement/escapement/adapters/ports"
@@ -138,10 +139,12 @@ func TestModelSettingsRefused(t *testing.T) {
 		{func(c *openai.Config) { c.OutputSchema, c.StructuredOutput = schema, "xml" }, `structured output "xml"`},
 		{func(c *openai.Config) { c.StructuredOutput = openai.StructuredJSONSchema }, "needs an output schema"},
 		{func(c *openai.Config) { c.Reasoning = "some" }, `reasoning "some"`},
+		// a long value is quoted cut, never inside a character
+		{func(c *openai.Config) { c.Extra = json.RawMessage(`"` + strings.Repeat("é", 60) + `"`) }, "é…"},
 	} {
 		cfg := openai.Config{Model: "m", BaseURL: "http://127.0.0.1:1/v1"}
 		tc.cfg(&cfg)
-		if _, err := openai.New(cfg); err == nil || !strings.Contains(err.Error(), tc.says) {
+		if _, err := openai.New(cfg); err == nil || !strings.Contains(err.Error(), tc.says) || !utf8.ValidString(err.Error()) {
 			t.Errorf("New: %v, want it to say %q", err, tc.says)
 		}
 	}

@@ -21,20 +21,10 @@ import (
 // conversations, and a span started by another process (a lost worker) is
 // ended here under the ids that process would have given it.
 
-// Derive returns a derivation of the spans of a kernel configured as kc,
-// named as this exporter names them (Config.Model for the requests). It is
-// nil on a nil Exporter: a host without an export derives nothing.
-func (e *Exporter) Derive(kc kernel.Config) *spans.Deriver {
-	if e == nil {
-		return nil
-	}
-	return spans.New(spans.Config{RootName: kc.RootName, DelegateTool: kc.DelegateTool, Model: e.cfg.Model})
-}
-
 // Model is the model the exporter names in chat spans (Config.Model) and
 // Content whether it records message content (the conventions' opt-in):
-// what a host that derives the spans in another process than this
-// exporter's must know. A nil Exporter names none and records none.
+// what a host that derives the spans itself (spans.New) must know. A nil
+// Exporter names none and records none.
 func (e *Exporter) Model() string {
 	if e == nil {
 		return ""

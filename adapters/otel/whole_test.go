@@ -17,14 +17,15 @@ import (
 	"github.com/escapement/escapement/sim/scenario"
 )
 
-// exportWhole feeds the steps to a derivation of the host's own (Derive)
+// exportWhole feeds the steps to a derivation of the host's own (spans.New,
+// named by Model)
 // and hands every span it ends to ExportWhole as the Temporal workflow
 // does: through JSON (an activity's input), without the derivation's
 // bookkeeping, with the request's answer read where the kernel is (Answer),
 // kernel time 0 at origin.
 func exportWhole(t *testing.T, e *otel.Exporter, cfg kernel.Config, evs []kernel.Event, origin time.Time) {
 	t.Helper()
-	d := e.Derive(cfg)
+	d := spans.New(spans.Config{RootName: cfg.RootName, DelegateTool: cfg.DelegateTool, Model: e.Model()})
 	replay(t, cfg, evs, func(_ int, s ports.Step) {
 		for _, c := range d.Step(s.Event, s.Effects) {
 			if c.Kind != spans.Ended {

@@ -231,6 +231,10 @@ func (v *View) opEnded(_ *step, l *kernel.Lifecycle, ev *Event) {
 	}
 }
 
+// UsageOf is the protocol's usage of the kernel's u (a session file's
+// prior total, a turn's).
+func UsageOf(u *kernel.Usage) Usage { return usageOf(u, u.Requests) }
+
 // usageOf is the protocol's usage of the kernel's u, summing requests
 // requests.
 func usageOf(u *kernel.Usage, requests int) Usage {
@@ -287,7 +291,7 @@ func (v *View) turnEnded(_ *step, l *kernel.Lifecycle, ev *Event) {
 	ev.Outcome, ev.Reason, ev.Text, ev.Detail = outcome(l.Outcome), l.Reason.String(), l.Text, l.Detail
 	ev.Usage = &Usage{}
 	if l.Usage != nil {
-		*ev.Usage = usageOf(l.Usage, l.Usage.Requests)
+		*ev.Usage = UsageOf(l.Usage)
 	}
 	if l.Agent == kernel.Root {
 		v.turns++

@@ -6,7 +6,6 @@ package edge
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/escapement/escapement/adapters/ports"
@@ -47,15 +46,7 @@ func (m edgeModel) Stream(ctx context.Context, req ports.Request, sink ports.Sin
 	s := &edgeSink{sink: sink, r: m.r, text: m.r.Stream(), args: map[int]*redact.Stream{}}
 	err := m.m.Stream(ctx, req, s)
 	s.flush()
-	if err == nil {
-		return nil
-	}
-	msg := errors.New(m.r.Redact(err.Error()))
-	var fe *ports.FailureError
-	if errors.As(err, &fe) {
-		return ports.Fail(fe.Failure, msg)
-	}
-	return msg
+	return m.r.Error(err) // its failure (ports.FailureOf) still seen through it
 }
 
 // edgeSink redacts one stream: its text and each call's arguments as

@@ -3,6 +3,8 @@ package edge
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +94,23 @@ func TestReasoningIsRedacted(t *testing.T) {
 	var plain textSink
 	if err := m.Stream(context.Background(), ports.Request{}, &plain); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestModelErrorRedacted: a model's error reaches the kernel with the key
+// masked in its text, and still is what it was: its failure kind
+// (ports.FailureOf) and its cause (errors.Is) are kept.
+func TestModelErrorRedacted(t *testing.T) {
+	const key = "sk-test-0123456789abcdefXYZ"
+	model := ports.ModelFunc(func(context.Context, ports.Request, ports.Sink) error {
+		return ports.Fail(kernel.FailureRateLimit, fmt.Errorf("Incorrect API key provided: %s: %w", key, context.DeadlineExceeded))
+	})
+	m, _ := Redact(model, ports.ToolsFunc(nil), redact.New(key))
+	err := m.Stream(context.Background(), ports.Request{}, &textSink{})
+	if err == nil || strings.Contains(err.Error(), key[:12]) || !strings.Contains(err.Error(), "Incorrect API key provided") {
+		t.Fatalf("error %v", err)
+	}
+	if ports.FailureOf(err, 0) != kernel.FailureRateLimit || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v: failure %v, is DeadlineExceeded %v", err, ports.FailureOf(err, 0), errors.Is(err, context.DeadlineExceeded))
 	}
 }

@@ -166,6 +166,29 @@ func (r *Redactor) Redact(s string) string {
 	}
 }
 
+// Error returns err with its text redacted (err itself when there is
+// nothing to remove, nil for nil). The result unwraps to err, so errors.Is
+// and errors.As still see what it stands for.
+func (r *Redactor) Error(err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if clean := r.Redact(msg); clean != msg {
+		return &redactedError{err: err, msg: clean}
+	}
+	return err
+}
+
+// redactedError is an error whose text has the secrets removed.
+type redactedError struct {
+	err error
+	msg string
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
+
 // mark returns which bytes of s lie in a window of a secret (nil when none
 // does), widened to whole UTF-8 sequences so a mask never leaves half a
 // character behind.
