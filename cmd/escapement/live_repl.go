@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 	"syscall"
 
@@ -25,10 +24,6 @@ const chatHelp = `  /help          list these commands
   /exit, /quit   end chat (a running turn is shut down)
   //TEXT         send /TEXT as a message
 `
-
-// commandRE is a line chat handles itself: a slash, a word, then the rest.
-// Other lines that start with a slash ("/usr/lib is missing") are messages.
-var commandRE = regexp.MustCompile(`^/([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?$`)
 
 // chat is `escapement chat`.
 func (lr *liveRun) chat(ctx context.Context) error {
@@ -200,12 +195,12 @@ func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 		r.message(ctx, text[1:], busy)
 		return false, nil
 	}
-	m := commandRE.FindStringSubmatch(text)
-	if m == nil {
+	name, arg, ok := headless.ChatCommand(text)
+	if !ok {
 		r.message(ctx, line, busy)
 		return false, nil
 	}
-	return r.command(ctx, m[1], strings.TrimSpace(m[2]), busy, turn)
+	return r.command(ctx, name, arg, busy, turn)
 }
 
 // command runs a chat command (/help, /cancel, /queue, /exit).

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/remote"
 )
@@ -26,9 +26,6 @@ const chatHelp = `  /help          list these commands
   /shutdown      shut the tree down and end its workflow
   //TEXT         send /TEXT as a message
 `
-
-// commandRE is a line chat handles itself: a slash, a word, then the rest.
-var commandRE = regexp.MustCompile(`^/([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?$`)
 
 func newChatCmd(a *app) *cobra.Command {
 	f := &clientFlags{}
@@ -190,12 +187,12 @@ func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 		r.message(ctx, text[1:], busy)
 		return false, nil
 	}
-	m := commandRE.FindStringSubmatch(text)
-	if m == nil {
+	name, arg, ok := headless.ChatCommand(text)
+	if !ok {
 		r.message(ctx, line, busy)
 		return false, nil
 	}
-	return r.command(ctx, m[1], strings.TrimSpace(m[2]), busy, turn)
+	return r.command(ctx, name, arg, busy, turn)
 }
 
 // command runs one of chat's commands (chatHelp); done means chat ends

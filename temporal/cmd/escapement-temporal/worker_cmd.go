@@ -20,6 +20,7 @@ import (
 	toolproc "github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/adapters/toolset"
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/host"
@@ -221,16 +222,9 @@ func stopSpans(a *app, exp *otel.Exporter) {
 // startMCP starts the servers of every --mcp-config file and returns the
 // workspace tools and theirs as one set.
 func startMCP(a *app, f *workerFlags, box *tools.Box, key string) (*toolset.Set, error) {
-	var servers []mcp.ServerConfig
-	for _, path := range f.mcpConfigs {
-		s, err := mcp.LoadConfig(path)
-		if err != nil {
-			return nil, usageErr("--mcp-config: %v", err)
-		}
-		if len(s) == 0 {
-			return nil, usageErr("--mcp-config %s: no servers under \"mcpServers\"", path)
-		}
-		servers = append(servers, s...)
+	servers, err := headless.LoadMCP(f.mcpConfigs)
+	if err != nil {
+		return nil, usageErr("%w", err)
 	}
 	red := redact.New(key)
 	c, err := mcp.Start(context.Background(), mcp.Options{
