@@ -56,12 +56,12 @@ type repl struct {
 func (lr *liveRun) repl(ctx context.Context, once bool, prompt string) error {
 	input, err := lineread.Start(lr.a.in)
 	if err != nil {
-		return &exitError{code: exitCheckFailed, err: err}
+		return &exitError{Code: exitCheckFailed, Err: err}
 	}
 	defer input.Close()
 	r := &repl{lr: lr, input: input, lines: input.Lines, json: lr.flags.inputFormat == "json", once: once}
 	if prompt != "" && !r.submit(ctx, prompt) {
-		return &exitError{code: exitCheckFailed}
+		return &exitError{Code: exitCheckFailed}
 	}
 	if busy, _, _, _ := lr.state.Get(); !busy { // a recovered turn may still run
 		r.prompt()
@@ -95,13 +95,13 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 	case sig := <-lr.intr.soft:
 		return r.signal(ctx, sig)
 	case <-lr.intr.exited:
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	case <-lr.driver.Done():
 		// Run returned: a shutdown of an idle tree (SIGTERM while
 		// idle). Nothing more can run.
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	case <-ctx.Done():
-		return true, &exitError{code: exitInterrupted, err: ctx.Err()}
+		return true, &exitError{Code: exitInterrupted, Err: ctx.Err()}
 	}
 }
 
@@ -134,9 +134,9 @@ func (r *repl) turnEnded(ctx context.Context) (done bool, err error) {
 	lr.intr.disarm()
 	switch {
 	case r.once:
-		return true, errors.Join(outcomeErr(last), r.end())
+		return true, errors.Join(headless.OutcomeError(last), r.end())
 	case r.terminating:
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	case r.next(ctx):
 		return false, nil
 	case r.eof:
@@ -172,11 +172,11 @@ func (r *repl) refuse(line lineread.Line) {
 func (r *repl) end() error {
 	switch {
 	case r.refused > 0 && (r.json || r.lr.flags.json):
-		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were refused and not acted on", r.refused)}
+		return &exitError{Code: exitUsage, Err: fmt.Errorf("%d line(s) of input were refused and not acted on", r.refused)}
 	case r.refused > 0:
-		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were over the %d MiB a line may hold and were not sent", r.refused, lineread.MaxLine>>20)}
+		return &exitError{Code: exitUsage, Err: fmt.Errorf("%d line(s) of input were over the %d MiB a line may hold and were not sent", r.refused, lineread.MaxLine>>20)}
 	case r.inputErr != nil:
-		return &exitError{code: exitCheckFailed}
+		return &exitError{Code: exitCheckFailed}
 	}
 	return nil
 }
@@ -330,10 +330,10 @@ func (r *repl) signal(ctx context.Context, sig os.Signal) (done bool, err error)
 		r.queue = nil
 		lr.intr.arm()
 		if err := lr.driver.Shutdown(ctx); err != nil {
-			return true, &exitError{code: exitCheckFailed, err: err}
+			return true, &exitError{Code: exitCheckFailed, Err: err}
 		}
 		if !busy {
-			return true, &exitError{code: exitInterrupted}
+			return true, &exitError{Code: exitInterrupted}
 		}
 		return false, nil
 	}

@@ -109,15 +109,15 @@ func (rr *remoteRun) chat(ctx context.Context) error {
 			}
 		case <-rr.ended:
 			if rr.endErr != nil {
-				return &exitError{code: exitCheckFailed, err: rr.endErr}
+				return &exitError{Code: exitCheckFailed, Err: rr.endErr}
 			}
-			return &exitError{code: exitInterrupted}
+			return &exitError{Code: exitInterrupted}
 		case sig := <-r.in.sigs:
 			if done, err := r.signal(ctx, sig); done {
 				return err
 			}
 		case <-ctx.Done():
-			return &exitError{code: exitInterrupted, err: ctx.Err()}
+			return &exitError{Code: exitInterrupted, Err: ctx.Err()}
 		}
 	}
 }
@@ -141,7 +141,7 @@ func (r *repl) stateChanged(ctx context.Context) (done bool, err error) {
 	r.seenEnded = ended
 	r.in.armed = false
 	if r.terminating {
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	}
 	if r.next(ctx) {
 		return false, nil
@@ -320,10 +320,10 @@ func (r *repl) shutdown(ctx context.Context, busy bool) (bool, error) {
 	r.terminating, r.queue = true, nil
 	r.in.armed = true
 	if err := r.rr.s.Shutdown(ctx); err != nil {
-		return true, &exitError{code: exitCheckFailed, err: err}
+		return true, &exitError{Code: exitCheckFailed, Err: err}
 	}
 	if !busy {
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	}
 	return false, nil
 }
@@ -333,7 +333,7 @@ func (r *repl) shutdown(ctx context.Context, busy bool) (bool, error) {
 // running turn.
 func (r *repl) signal(ctx context.Context, sig os.Signal) (done bool, err error) {
 	if r.in.armed {
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	}
 	busy, turn, _, _ := r.rr.state.get()
 	if sig == syscall.SIGTERM {

@@ -54,7 +54,7 @@ func (c *connFlags) dial(a *app) (client.Client, error) {
 	logger := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(a.err, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	cl, err := client.Dial(client.Options{HostPort: c.hostPort, Namespace: c.namespace, Logger: logger})
 	if err != nil {
-		return nil, &exitError{code: exitCheckFailed, err: fmt.Errorf("--temporal %s: %w", c.hostPort, err)}
+		return nil, &exitError{Code: exitCheckFailed, Err: fmt.Errorf("--temporal %s: %w", c.hostPort, err)}
 	}
 	return cl, nil
 }
@@ -186,10 +186,10 @@ func runWorker(ctx context.Context, a *app, f *workerFlags) error {
 		}
 	}()
 	if err := w.Run(interrupted); err != nil {
-		return &exitError{code: exitCheckFailed, err: fmt.Errorf("worker: %w", err)}
+		return &exitError{Code: exitCheckFailed, Err: fmt.Errorf("worker: %w", err)}
 	}
 	if signalled {
-		return &exitError{code: exitInterrupted}
+		return &exitError{Code: exitInterrupted}
 	}
 	return nil
 }
