@@ -4,12 +4,13 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/spf13/cobra"
+
 	"github.com/escapement/escapement/adapters/config"
 	"github.com/escapement/escapement/adapters/openai"
 	toolproc "github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/kernel"
-	"github.com/spf13/cobra"
 )
 
 // What chat does with a line typed while a turn runs (--while-busy).
@@ -69,15 +70,7 @@ func (f *liveFlags) register(cmd *cobra.Command, chat bool) {
 	fl.StringVar(&f.baseURL, "base-url", openai.DefaultBaseURL, "OpenAI-compatible API root ($OPENAI_BASE_URL too, below $ESCAPEMENT_BASE_URL)")
 	f.settings.Register(fl)
 	f.cfg.Register(fl)
-	f.limits = kernel.DefaultLimits()
-	for _, spec := range kernel.LimitTable() {
-		if p := spec.DurationPtr(&f.limits); p != nil {
-			fl.DurationVar(p, spec.Flag, *p, spec.Usage)
-		} else {
-			p := spec.IntPtr(&f.limits)
-			fl.IntVar(p, spec.Flag, *p, spec.Usage)
-		}
-	}
+	headless.RegisterLimits(fl, &f.limits)
 }
 
 // configOptions: a file may set any flag of run and chat (docs/config.md).

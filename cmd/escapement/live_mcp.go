@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/spf13/pflag"
+
 	"github.com/escapement/escapement/adapters/mcp"
 	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/toolset"
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/termtext"
-	"github.com/spf13/pflag"
 )
 
 // registerMCPFlags adds --mcp-config to run and chat.
@@ -41,16 +43,9 @@ type mcpConfigs []mcp.ServerConfig
 // secretVars). A file that does not parse is a usage error (exit 2) naming
 // it.
 func loadMCP(f *liveFlags) (mcpConfigs, error) {
-	var servers mcpConfigs
-	for _, path := range f.mcpConfigs {
-		s, err := mcp.LoadConfig(path)
-		if err != nil {
-			return nil, usageErr("--mcp-config: %v", err)
-		}
-		if len(s) == 0 {
-			return nil, usageErr("--mcp-config %s: no servers under \"mcpServers\"", path)
-		}
-		servers = append(servers, s...)
+	servers, err := headless.LoadMCP(f.mcpConfigs)
+	if err != nil {
+		return nil, usageErr("%w", err)
 	}
 	return servers, nil
 }

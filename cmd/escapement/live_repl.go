@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 	"syscall"
 
@@ -25,10 +24,6 @@ const chatHelp = `  /help          list these commands
   /exit, /quit   end chat (a running turn is shut down)
   //TEXT         send /TEXT as a message
 `
-
-// commandRE is a line chat handles itself: a slash, a word, then the rest.
-// Other lines that start with a slash ("/usr/lib is missing") are messages.
-var commandRE = regexp.MustCompile(`^/([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?$`)
 
 // chat is `escapement chat`.
 func (lr *liveRun) chat(ctx context.Context) error {
@@ -61,12 +56,12 @@ type repl struct {
 func (lr *liveRun) repl(ctx context.Context, once bool, prompt string) error {
 	input, err := lineread.Start(lr.a.in)
 	if err != nil {
-		return &exitError{code: exitCheckFailed, err: err}
+		return &exitError{Code: exitCheckFailed, Err: err}
 	}
 	defer input.Close()
 	r := &repl{lr: lr, input: input, lines: input.Lines, json: lr.flags.inputFormat == "json", once: once}
 	if prompt != "" && !r.submit(ctx, prompt) {
-		return &exitError{code: exitCheckFailed}
+		return &exitError{Code: exitCheckFailed}
 	}
 	if busy, _, _, _ := lr.state.Get(); !busy { // a recovered turn may still run
 		r.prompt()
@@ -100,13 +95,13 @@ func (r *repl) wait(ctx context.Context) (done bool, err error) {
 	case sig := <-lr.intr.soft:
 		return r.signal(ctx, sig)
 	case <-lr.intr.exited:
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	case <-lr.driver.Done():
 		// Run returned: a shutdown of an idle tree (SIGTERM while
 		// idle). Nothing more can run.
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	case <-ctx.Done():
-		return true, &exitError{code: exitInterrupted, err: ctx.Err()}
+		return true, &exitError{Code: exitInterrupted, Err: ctx.Err()}
 	}
 }
 
@@ -139,9 +134,9 @@ func (r *repl) turnEnded(ctx context.Context) (done bool, err error) {
 	lr.intr.disarm()
 	switch {
 	case r.once:
-		return true, errors.Join(outcomeErr(last), r.end())
+		return true, errors.Join(headless.OutcomeError(last), r.end())
 	case r.terminating:
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	case r.next(ctx):
 		return false, nil
 	case r.eof:
@@ -177,11 +172,11 @@ func (r *repl) refuse(line lineread.Line) {
 func (r *repl) end() error {
 	switch {
 	case r.refused > 0 && (r.json || r.lr.flags.json):
-		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were refused and not acted on", r.refused)}
+		return &exitError{Code: exitUsage, Err: fmt.Errorf("%d line(s) of input were refused and not acted on", r.refused)}
 	case r.refused > 0:
-		return &exitError{code: exitUsage, err: fmt.Errorf("%d line(s) of input were over the %d MiB a line may hold and were not sent", r.refused, lineread.MaxLine>>20)}
+		return &exitError{Code: exitUsage, Err: fmt.Errorf("%d line(s) of input were over the %d MiB a line may hold and were not sent", r.refused, lineread.MaxLine>>20)}
 	case r.inputErr != nil:
-		return &exitError{code: exitCheckFailed}
+		return &exitError{Code: exitCheckFailed}
 	}
 	return nil
 }
@@ -200,12 +195,12 @@ func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 		r.message(ctx, text[1:], busy)
 		return false, nil
 	}
-	m := commandRE.FindStringSubmatch(text)
-	if m == nil {
+	name, arg, ok := headless.ChatCommand(text)
+	if !ok {
 		r.message(ctx, line, busy)
 		return false, nil
 	}
-	return r.command(ctx, m[1], strings.TrimSpace(m[2]), busy, turn)
+	return r.command(ctx, name, arg, busy, turn)
 }
 
 // command runs a chat command (/help, /cancel, /queue, /exit).
@@ -335,10 +330,10 @@ func (r *repl) signal(ctx context.Context, sig os.Signal) (done bool, err error)
 		r.queue = nil
 		lr.intr.arm()
 		if err := lr.driver.Shutdown(ctx); err != nil {
-			return true, &exitError{code: exitCheckFailed, err: err}
+			return true, &exitError{Code: exitCheckFailed, Err: err}
 		}
 		if !busy {
-			return true, &exitError{code: exitInterrupted}
+			return true, &exitError{Code: exitInterrupted}
 		}
 		return false, nil
 	}

@@ -118,7 +118,7 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 	err := body(ctx)
 	if lr.intr.hardExited() {
 		lr.sess.Abandon()
-		return &exitError{code: exitInterrupted}
+		return &exitError{Code: exitInterrupted}
 	}
 	lr.intr.arm()
 	stopRun()
@@ -135,7 +135,7 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 		return lr.ended(err)
 	case <-lr.intr.exited:
 		lr.sess.Abandon()
-		return &exitError{code: exitInterrupted}
+		return &exitError{Code: exitInterrupted}
 	case <-timer.C:
 		// The kernel's goroutine is stuck outside the kernel; it may not
 		// be touched. What it wrote is on disk (every record and step is
@@ -145,7 +145,7 @@ func (lr *liveRun) serve(ctx context.Context, body func(ctx context.Context) err
 		serr := lr.sess.Abandon()
 		fmt.Fprintf(lr.errw, "escapement: the agent tree did not stop within %v of the end (grace %v + %v); exiting without it\n", bound, lr.grace, stopSlack)
 		if err == nil {
-			err = &exitError{code: exitCheckFailed, err: errors.Join(errors.New("the live driver did not stop"), serr)}
+			err = &exitError{Code: exitCheckFailed, Err: errors.Join(errors.New("the live driver did not stop"), serr)}
 		}
 		return err
 	}
@@ -173,7 +173,7 @@ func (lr *liveRun) finish(runErr error) error {
 	}
 	lr.box.Close()
 	if err != nil {
-		return &exitError{code: exitCheckFailed, err: err}
+		return &exitError{Code: exitCheckFailed, Err: err}
 	}
 	return nil
 }
@@ -194,7 +194,7 @@ func (lr *liveRun) ended(err error) error {
 	}
 	if lr.out.Closed() {
 		lr.say("stdout was closed; the run was shut down and its session closed cleanly")
-		return &exitError{code: exitBrokenPipe}
+		return &exitError{Code: exitBrokenPipe}
 	}
 	return err
 }
@@ -264,7 +264,7 @@ func (lr *liveRun) runOnce(ctx context.Context, prompt string) error {
 func (lr *liveRun) turn(ctx context.Context, prompt string) error {
 	_, _, ended, _ := lr.state.Get()
 	if err := lr.driver.Submit(ctx, prompt); err != nil {
-		return &exitError{code: exitCheckFailed, err: err}
+		return &exitError{Code: exitCheckFailed, Err: err}
 	}
 	_, err := lr.await(ctx, ended)
 	return err
@@ -280,7 +280,7 @@ func (lr *liveRun) await(ctx context.Context, ended uint64) (signalled bool, err
 		select {
 		case <-lr.notify:
 			if _, _, n, last := lr.state.Get(); n > ended {
-				return signalled, outcomeErr(last)
+				return signalled, headless.OutcomeError(last)
 			}
 		case sig := <-lr.intr.soft:
 			signalled = true
@@ -289,11 +289,11 @@ func (lr *liveRun) await(ctx context.Context, ended uint64) (signalled bool, err
 				return true, err
 			}
 		case <-lr.intr.exited:
-			return true, &exitError{code: exitInterrupted}
+			return true, &exitError{Code: exitInterrupted}
 		case <-lr.driver.Done():
-			return signalled, &exitError{code: exitInterrupted} // shut down before the turn began
+			return signalled, &exitError{Code: exitInterrupted} // shut down before the turn began
 		case <-ctx.Done():
-			return signalled, &exitError{code: exitInterrupted, err: ctx.Err()}
+			return signalled, &exitError{Code: exitInterrupted, Err: ctx.Err()}
 		}
 	}
 }
@@ -310,19 +310,7 @@ func (lr *liveRun) interrupt(ctx context.Context, sig os.Signal) error {
 		err = lr.driver.Cancel(ctx, kernel.Root, turn)
 	}
 	if err != nil && !errors.Is(err, live.ErrStopped) {
-		return &exitError{code: exitCheckFailed, err: err}
+		return &exitError{Code: exitCheckFailed, Err: err}
 	}
 	return nil
-}
-
-// outcomeErr maps a root turn's end to the exit code.
-func outcomeErr(l kernel.Lifecycle) error {
-	switch l.Outcome {
-	case kernel.OutcomeCompleted:
-		return nil
-	case kernel.OutcomeInterrupted:
-		return &exitError{code: exitInterrupted}
-	default:
-		return &exitError{code: exitCheckFailed}
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"os"
 	"syscall"
 
+	"golang.org/x/term"
+
 	"github.com/escapement/escapement/adapters/approval"
 	"github.com/escapement/escapement/adapters/console"
 	"github.com/escapement/escapement/adapters/openai"
@@ -23,7 +25,6 @@ import (
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/userfile"
 	"github.com/escapement/escapement/kernel"
-	"golang.org/x/term"
 )
 
 // toolBox is what a live run needs of its tools: a *tools.Box, or a test's
@@ -248,7 +249,7 @@ func (lr *liveRun) start(f *liveFlags, scfg session.Config) (err error) {
 func writeErr(format string, err error) error {
 	for _, disk := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EIO, syscall.EROFS} {
 		if errors.Is(err, disk) {
-			return &exitError{code: exitCheckFailed, err: fmt.Errorf(format, err)}
+			return &exitError{Code: exitCheckFailed, Err: fmt.Errorf(format, err)}
 		}
 	}
 	return usageErr(format, err)

@@ -12,17 +12,19 @@ import (
 	"time"
 
 	"github.com/charmbracelet/log"
+	"github.com/muesli/termenv"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
 	"github.com/escapement/escapement/adapters/config"
 	"github.com/escapement/escapement/adapters/protocol"
 	"github.com/escapement/escapement/adapters/session"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/internal/buildinfo"
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/internal/simcli"
 	"github.com/escapement/escapement/internal/termtext"
-	"github.com/muesli/termenv"
-	"github.com/spf13/cobra"
-	"golang.org/x/term"
 )
 
 // Exit codes, documented in docs/cli.md and in --help.
@@ -42,23 +44,11 @@ type streams struct {
 }
 
 // exitError carries an exit code through cobra's error return.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
+type exitError = headless.ExitError
 
 // usageErr marks bad flags, arguments or input files (exit 2).
 func usageErr(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+	return &exitError{Code: exitUsage, Err: fmt.Errorf(format, args...)}
 }
 
 // app is what every subcommand shares.
@@ -149,8 +139,8 @@ func reportErr(w io.Writer, secrets *redact.Redactor, err error) {
 	switch {
 	case err == nil:
 	case errors.As(err, &ee):
-		if ee.err != nil {
-			fmt.Fprintf(w, "escapement: %s\n", termtext.Text(secrets.Redact(ee.err.Error())))
+		if ee.Err != nil {
+			fmt.Fprintf(w, "escapement: %s\n", termtext.Text(secrets.Redact(ee.Err.Error())))
 		}
 	case errors.As(err, &se):
 		if se.Err != nil {
@@ -171,7 +161,7 @@ func exitCodeOf(err error) int {
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ee):
-		return ee.code
+		return ee.Code
 	case errors.As(err, &se):
 		return se.Code
 	}

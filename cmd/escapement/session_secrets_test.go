@@ -137,10 +137,10 @@ func TestEveryErrorRedacted(t *testing.T) {
 	line := `{"type":"step","event":{"kind":"submit","text":"use ` + key + `"}}`
 	for name, err := range map[string]error{
 		"usage":        usageErr("--resume: %s", line),
-		"check failed": &exitError{code: exitCheckFailed, err: errors.New(line)},
-		"mismatch": &exitError{code: exitUsage, err: fmt.Errorf("--resume: %w",
+		"check failed": &exitError{Code: exitCheckFailed, Err: errors.New(line)},
+		"mismatch": &exitError{Code: exitUsage, Err: fmt.Errorf("--resume: %w",
 			&wal.MismatchError{Name: "s.jsonl.wal", Step: 1, Line: 2, Logged: line, Replay: line})},
-		"wrapped": &exitError{code: exitCheckFailed, err: fmt.Errorf("write-ahead log: %w", errors.Join(errors.New(line), os.ErrClosed))},
+		"wrapped": &exitError{Code: exitCheckFailed, Err: fmt.Errorf("write-ahead log: %w", errors.Join(errors.New(line), os.ErrClosed))},
 		"cobra":   errors.New(`invalid argument "` + key + `" for "--max-depth" flag`),
 	} {
 		var b strings.Builder

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"regexp"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/remote"
 )
@@ -26,9 +26,6 @@ const chatHelp = `  /help          list these commands
   /shutdown      shut the tree down and end its workflow
   //TEXT         send /TEXT as a message
 `
-
-// commandRE is a line chat handles itself: a slash, a word, then the rest.
-var commandRE = regexp.MustCompile(`^/([A-Za-z][A-Za-z0-9_-]*)(?:\s+(.*))?$`)
 
 func newChatCmd(a *app) *cobra.Command {
 	f := &clientFlags{}
@@ -112,15 +109,15 @@ func (rr *remoteRun) chat(ctx context.Context) error {
 			}
 		case <-rr.ended:
 			if rr.endErr != nil {
-				return &exitError{code: exitCheckFailed, err: rr.endErr}
+				return &exitError{Code: exitCheckFailed, Err: rr.endErr}
 			}
-			return &exitError{code: exitInterrupted}
+			return &exitError{Code: exitInterrupted}
 		case sig := <-r.in.sigs:
 			if done, err := r.signal(ctx, sig); done {
 				return err
 			}
 		case <-ctx.Done():
-			return &exitError{code: exitInterrupted, err: ctx.Err()}
+			return &exitError{Code: exitInterrupted, Err: ctx.Err()}
 		}
 	}
 }
@@ -144,7 +141,7 @@ func (r *repl) stateChanged(ctx context.Context) (done bool, err error) {
 	r.seenEnded = ended
 	r.in.armed = false
 	if r.terminating {
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	}
 	if r.next(ctx) {
 		return false, nil
@@ -190,12 +187,12 @@ func (r *repl) line(ctx context.Context, line string) (done bool, err error) {
 		r.message(ctx, text[1:], busy)
 		return false, nil
 	}
-	m := commandRE.FindStringSubmatch(text)
-	if m == nil {
+	name, arg, ok := headless.ChatCommand(text)
+	if !ok {
 		r.message(ctx, line, busy)
 		return false, nil
 	}
-	return r.command(ctx, m[1], strings.TrimSpace(m[2]), busy, turn)
+	return r.command(ctx, name, arg, busy, turn)
 }
 
 // command runs one of chat's commands (chatHelp); done means chat ends
@@ -323,10 +320,10 @@ func (r *repl) shutdown(ctx context.Context, busy bool) (bool, error) {
 	r.terminating, r.queue = true, nil
 	r.in.armed = true
 	if err := r.rr.s.Shutdown(ctx); err != nil {
-		return true, &exitError{code: exitCheckFailed, err: err}
+		return true, &exitError{Code: exitCheckFailed, Err: err}
 	}
 	if !busy {
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	}
 	return false, nil
 }
@@ -336,7 +333,7 @@ func (r *repl) shutdown(ctx context.Context, busy bool) (bool, error) {
 // running turn.
 func (r *repl) signal(ctx context.Context, sig os.Signal) (done bool, err error) {
 	if r.in.armed {
-		return true, &exitError{code: exitInterrupted}
+		return true, &exitError{Code: exitInterrupted}
 	}
 	busy, turn, _, _ := r.rr.state.get()
 	if sig == syscall.SIGTERM {

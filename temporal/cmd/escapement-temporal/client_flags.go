@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/protocol"
 )
@@ -47,15 +48,7 @@ func (f *clientFlags) register(cmd *cobra.Command, chat bool) {
 	if chat {
 		fl.StringVar(&f.whileBusy, "while-busy", "", "what a line typed while a turn runs does: interject (join the running turn) or queue (start the next turn after it); default interject when stdin is a terminal, queue otherwise")
 	}
-	f.limits = kernel.DefaultLimits()
-	for _, spec := range kernel.LimitTable() {
-		if p := spec.DurationPtr(&f.limits); p != nil {
-			fl.DurationVar(p, spec.Flag, *p, spec.Usage)
-		} else {
-			p := spec.IntPtr(&f.limits)
-			fl.IntVar(p, spec.Flag, *p, spec.Usage)
-		}
-	}
+	headless.RegisterLimits(fl, &f.limits)
 	fl.DurationVar(&f.opts.HeartbeatTimeout, "heartbeat-timeout", protocol.DefaultHeartbeatTimeout, "how long a worker may stay silent before its requests and tool calls count as lost (keep it under --first-token-timeout and --stall-timeout)")
 	fl.DurationVar(&f.opts.ChunkEvery, "chunk-every", protocol.DefaultChunkEvery, "how often a streaming worker sends the chunks it has to the tree (each batch is one history event)")
 	fl.IntVar(&f.opts.ContinueAfterEvents, "continue-after-events", protocol.DefaultContinueAfterEvents, "continue the workflow as new at the next idle point once its history holds this many events")

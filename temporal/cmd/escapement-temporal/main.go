@@ -20,6 +20,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/escapement/escapement/internal/headless"
 )
 
 // Exit codes, as the escapement CLI's (docs/cli.md).
@@ -85,10 +87,10 @@ Exit codes: 0 ok, 1 the turn failed or timed out, 2 usage or input error, 130 in
 	case err == nil:
 		return exitOK
 	case errors.As(err, &ee):
-		if ee.err != nil {
-			fmt.Fprintf(s.err, "escapement: %v\n", ee.err)
+		if ee.Err != nil {
+			fmt.Fprintf(s.err, "escapement: %v\n", ee.Err)
 		}
-		return ee.code
+		return ee.Code
 	default:
 		fmt.Fprintf(s.err, "escapement: %v\nRun 'escapement-temporal --help' for usage.\n", err)
 		return exitUsage
@@ -96,21 +98,9 @@ Exit codes: 0 ok, 1 the turn failed or timed out, 2 usage or input error, 130 in
 }
 
 // exitError carries an exit code through cobra's error return.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitError) Unwrap() error { return e.err }
+type exitError = headless.ExitError
 
 // usageErr marks bad flags, arguments or input (exit 2).
 func usageErr(format string, args ...any) error {
-	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+	return &exitError{Code: exitUsage, Err: fmt.Errorf(format, args...)}
 }

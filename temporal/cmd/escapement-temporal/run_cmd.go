@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/remote"
 )
@@ -85,7 +86,7 @@ func (rr *remoteRun) runOnce(ctx context.Context, prompt string) error {
 	_, _, ended, _ := rr.state.get()
 	acc, err := rr.s.Submit(ctx, prompt)
 	if err != nil {
-		return &exitError{code: exitCheckFailed, err: err}
+		return &exitError{Code: exitCheckFailed, Err: err}
 	}
 	rr.accepted(acc)
 	_, err = rr.await(ctx, in, ended)
@@ -108,24 +109,24 @@ func (rr *remoteRun) await(ctx context.Context, in *interrupts, ended uint64) (s
 		select {
 		case <-rr.notify:
 			if _, _, n, last := rr.state.get(); n > ended {
-				return signalled, outcomeErr(last)
+				return signalled, headless.OutcomeError(last)
 			}
 		case <-rr.ended:
 			if rr.endErr != nil {
-				return signalled, &exitError{code: exitCheckFailed, err: rr.endErr}
+				return signalled, &exitError{Code: exitCheckFailed, Err: rr.endErr}
 			}
-			return signalled, &exitError{code: exitInterrupted} // shut down before the turn ended
+			return signalled, &exitError{Code: exitInterrupted} // shut down before the turn ended
 		case sig := <-in.sigs:
 			signalled = true
 			if in.armed {
-				return true, &exitError{code: exitInterrupted}
+				return true, &exitError{Code: exitInterrupted}
 			}
 			in.armed = true
 			if err := rr.interrupt(ctx, sig); err != nil {
 				return true, err
 			}
 		case <-ctx.Done():
-			return signalled, &exitError{code: exitInterrupted, err: ctx.Err()}
+			return signalled, &exitError{Code: exitInterrupted, Err: ctx.Err()}
 		}
 	}
 }
@@ -136,13 +137,13 @@ func (rr *remoteRun) await(ctx context.Context, in *interrupts, ended uint64) (s
 func (rr *remoteRun) interrupt(ctx context.Context, sig os.Signal) error {
 	if sig == syscall.SIGTERM {
 		if err := rr.s.Shutdown(ctx); err != nil {
-			return &exitError{code: exitCheckFailed, err: err}
+			return &exitError{Code: exitCheckFailed, Err: err}
 		}
 		return nil
 	}
 	_, turn, _, _ := rr.state.get()
 	if _, err := rr.s.Cancel(ctx, kernel.Root, turn); err != nil && !errors.Is(err, remote.ErrEnded) {
-		return &exitError{code: exitCheckFailed, err: err}
+		return &exitError{Code: exitCheckFailed, Err: err}
 	}
 	return nil
 }

@@ -79,7 +79,7 @@ func connect(ctx context.Context, a *app, f *clientFlags) (*remoteRun, error) {
 	s, attached, err := remote.Start(ctx, cl, remote.StartOptions{WorkflowID: f.workflow, TaskQueue: f.conn.taskQueue, Tree: f.tree()})
 	if err != nil {
 		cl.Close()
-		return nil, &exitError{code: exitCheckFailed, err: err}
+		return nil, &exitError{Code: exitCheckFailed, Err: err}
 	}
 	errw := &lockedWriter{w: a.err}
 	rr := &remoteRun{
@@ -118,7 +118,7 @@ func (rr *remoteRun) followFrom(ctx context.Context, fromStart bool) (*remote.Fo
 			return fol, nil
 		}
 		if ctx.Err() != nil {
-			return nil, &exitError{code: exitInterrupted, err: ctx.Err()}
+			return nil, &exitError{Code: exitInterrupted, Err: ctx.Err()}
 		}
 		if !told {
 			told = true
@@ -295,17 +295,4 @@ func (rr *remoteRun) whileBusy() string {
 		return busyInterject
 	}
 	return busyQueue
-}
-
-// outcomeErr maps a root turn's end to the exit code, as the escapement
-// CLI does.
-func outcomeErr(l kernel.Lifecycle) error {
-	switch l.Outcome {
-	case kernel.OutcomeCompleted:
-		return nil
-	case kernel.OutcomeInterrupted:
-		return &exitError{code: exitInterrupted}
-	default:
-		return &exitError{code: exitCheckFailed}
-	}
 }

@@ -20,6 +20,7 @@ import (
 	toolproc "github.com/escapement/escapement/adapters/proc"
 	"github.com/escapement/escapement/adapters/tools"
 	"github.com/escapement/escapement/adapters/toolset"
+	"github.com/escapement/escapement/internal/headless"
 	"github.com/escapement/escapement/internal/redact"
 	"github.com/escapement/escapement/kernel"
 	"github.com/escapement/escapement/temporal/host"
@@ -53,7 +54,7 @@ func (c *connFlags) dial(a *app) (client.Client, error) {
 	logger := tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(a.err, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	cl, err := client.Dial(client.Options{HostPort: c.hostPort, Namespace: c.namespace, Logger: logger})
 	if err != nil {
-		return nil, &exitError{code: exitCheckFailed, err: fmt.Errorf("--temporal %s: %w", c.hostPort, err)}
+		return nil, &exitError{Code: exitCheckFailed, Err: fmt.Errorf("--temporal %s: %w", c.hostPort, err)}
 	}
 	return cl, nil
 }
@@ -185,10 +186,10 @@ func runWorker(ctx context.Context, a *app, f *workerFlags) error {
 		}
 	}()
 	if err := w.Run(interrupted); err != nil {
-		return &exitError{code: exitCheckFailed, err: fmt.Errorf("worker: %w", err)}
+		return &exitError{Code: exitCheckFailed, Err: fmt.Errorf("worker: %w", err)}
 	}
 	if signalled {
-		return &exitError{code: exitInterrupted}
+		return &exitError{Code: exitInterrupted}
 	}
 	return nil
 }
@@ -221,16 +222,9 @@ func stopSpans(a *app, exp *otel.Exporter) {
 // startMCP starts the servers of every --mcp-config file and returns the
 // workspace tools and theirs as one set.
 func startMCP(a *app, f *workerFlags, box *tools.Box, key string) (*toolset.Set, error) {
-	var servers []mcp.ServerConfig
-	for _, path := range f.mcpConfigs {
-		s, err := mcp.LoadConfig(path)
-		if err != nil {
-			return nil, usageErr("--mcp-config: %v", err)
-		}
-		if len(s) == 0 {
-			return nil, usageErr("--mcp-config %s: no servers under \"mcpServers\"", path)
-		}
-		servers = append(servers, s...)
+	servers, err := headless.LoadMCP(f.mcpConfigs)
+	if err != nil {
+		return nil, usageErr("%w", err)
 	}
 	red := redact.New(key)
 	c, err := mcp.Start(context.Background(), mcp.Options{
