@@ -247,12 +247,7 @@ func (k *Kernel) completeCompaction(a *agent, op OpID) {
 		return
 	}
 	k.flushQueued(a)
-	if a.requests >= k.cfg.MaxRequests { // a retry after the server's refusal is a new request
-		if !k.fire(a, fsm.BudgetExhausted) {
-			return
-		}
-		k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
-		k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+	if k.outOfBudget(a, false) { // a retry after the server's refusal is a new request
 		return
 	}
 	k.startRequest(a)

@@ -253,11 +253,24 @@ func TestServerRefusalOneCompactionOneRetry(t *testing.T) {
 		t.Fatalf("the detail does not quote the server: %q", l[0].Detail)
 	}
 
-	h = newHarness(t, func(c *Config) { c.MaxRequests = 1 })
-	h.submit("Describe the harbour.")
-	h.do(LLMError(0, h.req(Root), FailureContextLength, "too long"))
-	h.say(Root, "The user asked about the harbour.")
-	h.outcome(Root, OutcomeBudgetExhausted, ReasonBudget)
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"tree budget", func(c *Config) { c.MaxRequests = 1 }},
+		{"profile budget", func(c *Config) {
+			c.Profiles = []Profile{{Name: "lead", AllTools: true, MaxRequests: 1}}
+			c.RootProfile = "lead"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.mutate)
+			h.submit("Describe the harbour.")
+			h.do(LLMError(0, h.req(Root), FailureContextLength, "too long"))
+			h.say(Root, "The user asked about the harbour.")
+			h.outcome(Root, OutcomeBudgetExhausted, ReasonBudget)
+		})
+	}
 }
 
 // TestNoRequestPastKnownWindow: over 30 turns of long answers, every

@@ -482,13 +482,7 @@ func (k *Kernel) keepPartial(a *agent) string {
 
 // resume runs when every call of the last assistant message has its result.
 func (k *Kernel) resume(a *agent) {
-	if a.requests >= k.maxRequests(a) {
-		if !k.fire(a, fsm.BudgetExhausted) {
-			return
-		}
-		k.flushQueued(a)
-		k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
-		k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+	if k.outOfBudget(a, true) {
 		return
 	}
 	if !k.fire(a, fsm.ResultsIn) {
@@ -500,18 +494,31 @@ func (k *Kernel) resume(a *agent) {
 
 // restart sends the request an interjection cut, once its window closed.
 func (k *Kernel) restart(a *agent) {
-	if a.requests >= k.maxRequests(a) {
-		if !k.fire(a, fsm.BudgetExhausted) {
-			return
-		}
-		k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
-		k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+	if k.outOfBudget(a, false) {
 		return
 	}
 	if !k.fire(a, fsm.Restart) {
 		return
 	}
 	k.startRequest(a)
+}
+
+// outOfBudget ends a's turn budget_exhausted when its request budget (its
+// profile's, else the tree's) is spent, and reports whether it was; flush
+// first appends the interjections queued for the request that will not go.
+func (k *Kernel) outOfBudget(a *agent, flush bool) bool {
+	if a.requests < k.maxRequests(a) {
+		return false
+	}
+	if !k.fire(a, fsm.BudgetExhausted) {
+		return true
+	}
+	if flush {
+		k.flushQueued(a)
+	}
+	k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
+	k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+	return true
 }
 
 // flushQueued appends interjections queued while tools ran (F8: each once,
