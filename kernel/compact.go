@@ -204,17 +204,7 @@ func (k *Kernel) beginCompaction(a *agent, c *compaction, fired bool, text strin
 func (k *Kernel) sendCompaction(a *agent) {
 	c := a.ctx.compaction
 	msgs, _ := k.summaryRequest(a, c)
-	id := k.newOp(op{kind: opLLM, agent: a.id, turn: a.turn, compact: true})
-	a.req = id
-	a.inflight++
-	a.ctx.usage.started()
-	a.reqStart, a.gotChunk, a.lastChunkNo = k.now, false, 0
-	a.text = a.text[:0]
-	a.clearDrafts()
-	a.msgBytes = 0
-	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: msgs, Compact: true})
-	a.watchAt = k.now + k.cfg.FirstTokenTimeout
-	k.setOpTimer(id, k.setTimer(a, TimerWatchdog, a.watchAt, id))
+	id := k.openRequest(a, op{kind: opLLM, agent: a.id, turn: a.turn, compact: true}, msgs)
 	k.emit(Lifecycle{Kind: LifeCompactionStarted, Agent: a.id, Op: id, Name: c.why, N: c.estimate, Text: c.focus})
 }
 

@@ -666,3 +666,27 @@ func compactionCases() map[[2]fsm.State]transitionCase {
 		}},
 	}
 }
+
+// TestCompactionCarriesProfile: a compaction's summarising request goes to
+// its agent's model like every other request: it carries the agent's
+// profile (docs/semantics.md, "Profiles").
+func TestCompactionCarriesProfile(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Profiles = []Profile{{Name: "lead", AllTools: true}}
+		c.RootProfile = "lead"
+	})
+	h.submit("Describe the harbour.")
+	h.do(LLMError(0, h.req(Root), FailureContextLength, "too long"))
+	n := 0
+	for _, e := range h.last {
+		if e.Kind == EffStartLLM && e.Compact {
+			n++
+			if e.Profile != "lead" {
+				t.Fatalf("the summarising request carries profile %q, want lead", e.Profile)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d summarising requests, want 1", n)
+	}
+}

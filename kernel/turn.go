@@ -160,7 +160,16 @@ func (k *Kernel) sendRequest(a *agent) {
 	}
 	a.requests++
 	n := len(a.history)
-	id := k.newOp(op{kind: opLLM, agent: a.id, turn: a.turn, sent: n})
+	id := k.openRequest(a, op{kind: opLLM, agent: a.id, turn: a.turn, sent: n}, a.history[:n:n])
+	k.emit(Lifecycle{Kind: LifeRequestStarted, Agent: a.id, Op: id, N: a.requests})
+}
+
+// openRequest starts request o of a sending msgs — the turn's next request
+// or a compaction's summarising one (o.compact) — and arms its first-token
+// watchdog. Either carries a's profile, so the host sends it to that
+// profile's model (docs/semantics.md, "Profiles").
+func (k *Kernel) openRequest(a *agent, o op, msgs []Message) OpID {
+	id := k.newOp(o)
 	a.req = id
 	a.inflight++
 	a.ctx.usage.started()
@@ -168,10 +177,10 @@ func (k *Kernel) sendRequest(a *agent) {
 	a.text = a.text[:0]
 	a.clearDrafts()
 	a.msgBytes = 0
-	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: a.history[:n:n], Profile: a.profileName})
+	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: msgs, Compact: o.compact, Profile: a.profileName})
 	a.watchAt = k.now + k.cfg.FirstTokenTimeout
 	k.setOpTimer(id, k.setTimer(a, TimerWatchdog, a.watchAt, id))
-	k.emit(Lifecycle{Kind: LifeRequestStarted, Agent: a.id, Op: id, N: a.requests})
+	return id
 }
 
 func (k *Kernel) setOpTimer(id, timer OpID) {
