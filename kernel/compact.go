@@ -247,32 +247,33 @@ func (k *Kernel) completeCompaction(a *agent, op OpID) {
 // it reaches the history.
 func (k *Kernel) compactionFailed(a *agent, detail string) {
 	k.dropCompaction(a)
-	if !k.fire(a, fsm.StreamFailed) {
-		return
-	}
-	k.flushQueued(a)
-	a.failDetail = "compaction failed: " + detail
+	hint := ""
 	if k.cfg.ContextWindow <= 0 && strings.HasPrefix(detail, FailureContextLength.String()) {
-		a.failDetail += " (set context_window to the model's window: a compaction then sends what fits)"
+		hint = " (set context_window to the model's window: a compaction then sends what fits)"
 	}
-	if !a.ctx.compactTurn {
-		k.appendMarker(a, OutcomeFailed, ReasonCompactionFailed)
-	}
-	k.endTurn(a, OutcomeFailed, ReasonCompactionFailed, "")
+	k.failContext(a, fsm.StreamFailed, ReasonCompactionFailed, "compaction failed: "+detail+hint, "")
 }
 
 // contextExhausted ends a's turn because its history cannot be made to fit;
 // text is what the turn's last request had streamed, if anything.
 func (k *Kernel) contextExhausted(a *agent, detail, text string) {
-	if !k.fire(a, fsm.ContextExhausted) {
+	k.failContext(a, fsm.ContextExhausted, ReasonContextExhausted, detail, text)
+}
+
+// failContext ends a's turn failed for reason, by trigger t: the text
+// queued for the request that will not go reaches the history, then a
+// marker (none in a compaction turn, which has no request of its own to
+// mark).
+func (k *Kernel) failContext(a *agent, t fsm.Trigger, reason Reason, detail, text string) {
+	if !k.fire(a, t) {
 		return
 	}
 	k.flushQueued(a)
 	a.failDetail = detail
 	if !a.ctx.compactTurn {
-		k.appendMarker(a, OutcomeFailed, ReasonContextExhausted)
+		k.appendMarker(a, OutcomeFailed, reason)
 	}
-	k.endTurn(a, OutcomeFailed, ReasonContextExhausted, text)
+	k.endTurn(a, OutcomeFailed, reason, text)
 }
 
 // contextRefused handles a request the server refused as too long: one
