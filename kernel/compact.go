@@ -186,7 +186,7 @@ func (k *Kernel) startCompaction(a *agent, c *compaction, fired bool, text strin
 // From here until its request ends, text typed is kept for later
 // (interjectCompacting), so the history stays as c planned it.
 func (k *Kernel) beginCompaction(a *agent, c *compaction, fired bool, text string) bool {
-	if _, ok := k.summaryRequest(a, c); !ok {
+	if !k.summaryFits(a, c) {
 		k.contextExhausted(a, fmt.Sprintf("the system prompt leaves no room to ask for a summary within the threshold of %d tokens "+
 			"(context_window %d): shorten the system prompt, or raise context_window if the model allows more", k.threshold(), k.cfg.ContextWindow), text)
 		return false
