@@ -186,7 +186,7 @@ func (k *Kernel) startCompaction(a *agent, c *compaction, fired bool, text strin
 // From here until its request ends, text typed is kept for later
 // (interjectCompacting), so the history stays as c planned it.
 func (k *Kernel) beginCompaction(a *agent, c *compaction, fired bool, text string) bool {
-	if _, ok := k.summaryRequest(a, c); !ok {
+	if !k.summaryFits(a, c) {
 		k.contextExhausted(a, fmt.Sprintf("the system prompt leaves no room to ask for a summary within the threshold of %d tokens "+
 			"(context_window %d): shorten the system prompt, or raise context_window if the model allows more", k.threshold(), k.cfg.ContextWindow), text)
 		return false
@@ -204,17 +204,7 @@ func (k *Kernel) beginCompaction(a *agent, c *compaction, fired bool, text strin
 func (k *Kernel) sendCompaction(a *agent) {
 	c := a.ctx.compaction
 	msgs, _ := k.summaryRequest(a, c)
-	id := k.newOp(op{kind: opLLM, agent: a.id, turn: a.turn, compact: true})
-	a.req = id
-	a.inflight++
-	a.ctx.usage.started()
-	a.reqStart, a.gotChunk, a.lastChunkNo = k.now, false, 0
-	a.text = a.text[:0]
-	a.clearDrafts()
-	a.msgBytes = 0
-	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: msgs, Compact: true})
-	a.watchAt = k.now + k.cfg.FirstTokenTimeout
-	k.setOpTimer(id, k.setTimer(a, TimerWatchdog, a.watchAt, id))
+	id := k.openRequest(a, op{kind: opLLM, agent: a.id, turn: a.turn, compact: true}, msgs)
 	k.emit(Lifecycle{Kind: LifeCompactionStarted, Agent: a.id, Op: id, Name: c.why, N: c.estimate, Text: c.focus})
 }
 
@@ -247,12 +237,7 @@ func (k *Kernel) completeCompaction(a *agent, op OpID) {
 		return
 	}
 	k.flushQueued(a)
-	if a.requests >= k.cfg.MaxRequests { // a retry after the server's refusal is a new request
-		if !k.fire(a, fsm.BudgetExhausted) {
-			return
-		}
-		k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
-		k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+	if k.outOfBudget(a, false) { // a retry after the server's refusal is a new request
 		return
 	}
 	k.startRequest(a)
@@ -262,32 +247,33 @@ func (k *Kernel) completeCompaction(a *agent, op OpID) {
 // it reaches the history.
 func (k *Kernel) compactionFailed(a *agent, detail string) {
 	k.dropCompaction(a)
-	if !k.fire(a, fsm.StreamFailed) {
-		return
-	}
-	k.flushQueued(a)
-	a.failDetail = "compaction failed: " + detail
+	hint := ""
 	if k.cfg.ContextWindow <= 0 && strings.HasPrefix(detail, FailureContextLength.String()) {
-		a.failDetail += " (set context_window to the model's window: a compaction then sends what fits)"
+		hint = " (set context_window to the model's window: a compaction then sends what fits)"
 	}
-	if !a.ctx.compactTurn {
-		k.appendMarker(a, OutcomeFailed, ReasonCompactionFailed)
-	}
-	k.endTurn(a, OutcomeFailed, ReasonCompactionFailed, "")
+	k.failContext(a, fsm.StreamFailed, ReasonCompactionFailed, "compaction failed: "+detail+hint, "")
 }
 
 // contextExhausted ends a's turn because its history cannot be made to fit;
 // text is what the turn's last request had streamed, if anything.
 func (k *Kernel) contextExhausted(a *agent, detail, text string) {
-	if !k.fire(a, fsm.ContextExhausted) {
+	k.failContext(a, fsm.ContextExhausted, ReasonContextExhausted, detail, text)
+}
+
+// failContext ends a's turn failed for reason, by trigger t: the text
+// queued for the request that will not go reaches the history, then a
+// marker (none in a compaction turn, which has no request of its own to
+// mark).
+func (k *Kernel) failContext(a *agent, t fsm.Trigger, reason Reason, detail, text string) {
+	if !k.fire(a, t) {
 		return
 	}
 	k.flushQueued(a)
 	a.failDetail = detail
 	if !a.ctx.compactTurn {
-		k.appendMarker(a, OutcomeFailed, ReasonContextExhausted)
+		k.appendMarker(a, OutcomeFailed, reason)
 	}
-	k.endTurn(a, OutcomeFailed, ReasonContextExhausted, text)
+	k.endTurn(a, OutcomeFailed, reason, text)
 }
 
 // contextRefused handles a request the server refused as too long: one

@@ -253,11 +253,24 @@ func TestServerRefusalOneCompactionOneRetry(t *testing.T) {
 		t.Fatalf("the detail does not quote the server: %q", l[0].Detail)
 	}
 
-	h = newHarness(t, func(c *Config) { c.MaxRequests = 1 })
-	h.submit("Describe the harbour.")
-	h.do(LLMError(0, h.req(Root), FailureContextLength, "too long"))
-	h.say(Root, "The user asked about the harbour.")
-	h.outcome(Root, OutcomeBudgetExhausted, ReasonBudget)
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+	}{
+		{"tree budget", func(c *Config) { c.MaxRequests = 1 }},
+		{"profile budget", func(c *Config) {
+			c.Profiles = []Profile{{Name: "lead", AllTools: true, MaxRequests: 1}}
+			c.RootProfile = "lead"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, tc.mutate)
+			h.submit("Describe the harbour.")
+			h.do(LLMError(0, h.req(Root), FailureContextLength, "too long"))
+			h.say(Root, "The user asked about the harbour.")
+			h.outcome(Root, OutcomeBudgetExhausted, ReasonBudget)
+		})
+	}
 }
 
 // TestNoRequestPastKnownWindow: over 30 turns of long answers, every
@@ -651,5 +664,29 @@ func compactionCases() map[[2]fsm.State]transitionCase {
 				t.Fatal("a request that cannot fit went out")
 			}
 		}},
+	}
+}
+
+// TestCompactionCarriesProfile: a compaction's summarising request goes to
+// its agent's model like every other request: it carries the agent's
+// profile (docs/semantics.md, "Profiles").
+func TestCompactionCarriesProfile(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Profiles = []Profile{{Name: "lead", AllTools: true}}
+		c.RootProfile = "lead"
+	})
+	h.submit("Describe the harbour.")
+	h.do(LLMError(0, h.req(Root), FailureContextLength, "too long"))
+	n := 0
+	for _, e := range h.last {
+		if e.Kind == EffStartLLM && e.Compact {
+			n++
+			if e.Profile != "lead" {
+				t.Fatalf("the summarising request carries profile %q, want lead", e.Profile)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d summarising requests, want 1", n)
 	}
 }

@@ -221,14 +221,6 @@ func (k *Kernel) profileOf(a *agent) *Profile {
 	return &k.cfg.Profiles[a.profile]
 }
 
-// ProfileName is the name of a's profile; "" when it has none.
-func (k *Kernel) profileName(a *agent) string {
-	if p := k.profileOf(a); p != nil {
-		return p.Name
-	}
-	return ""
-}
-
 // maxRequests is a's budget of requests per turn: its profile's, else the
 // tree's.
 func (k *Kernel) maxRequests(a *agent) int {
@@ -295,9 +287,9 @@ func (k *Kernel) judgeProfile(a *agent, name string) (int, callPlan, bool) {
 	case i < 0:
 		return 0, malformedCall(fmt.Sprintf("unknown profile %q: want one of %s", name, listOrNone(allowed))), false
 	case len(allowed) == 0:
-		return 0, profileRefusal(fmt.Sprintf("profile %q may not delegate", k.profileName(a))), false
+		return 0, profileRefusal(fmt.Sprintf("profile %q may not delegate", a.profileName)), false
 	case !slices.Contains(allowed, name):
-		return 0, profileRefusal(fmt.Sprintf("profile %q may delegate only to %s, not to %q", k.profileName(a), strings.Join(allowed, ", "), name)), false
+		return 0, profileRefusal(fmt.Sprintf("profile %q may delegate only to %s, not to %q", a.profileName, strings.Join(allowed, ", "), name)), false
 	default:
 		return i, callPlan{}, true
 	}

@@ -1,6 +1,10 @@
 package kernel
 
-import "github.com/escapement/escapement/fsm"
+import (
+	"slices"
+
+	"github.com/escapement/escapement/fsm"
+)
 
 // A tree streams at most Limits.MaxParallelRequests model requests at once
 // (docs/semantics.md, "Budgets and caps"), as an agent runs at most
@@ -51,11 +55,8 @@ func (k *Kernel) sendWaiting() {
 // unqueueRequest takes a's waiting request out of the queue: its turn is
 // aborted, and a request never sent needs no cancel.
 func (k *Kernel) unqueueRequest(a *agent) {
-	for i, id := range k.waiting {
-		if id == a.id {
-			k.waiting = append(k.waiting[:i:i], k.waiting[i+1:]...)
-			break
-		}
+	if i := slices.Index(k.waiting, a.id); i >= 0 {
+		k.waiting = slices.Delete(k.waiting, i, i+1) // in place: a cancel allocates nothing
 	}
 	a.waitingReq = false
 	a.ctx.compaction = nil // a compaction never sent leaves nothing behind

@@ -28,20 +28,14 @@ func summaryContent(summary string) string {
 // "Compaction", "The summarising request"). ok is false when even the
 // instruction does not fit.
 func (k *Kernel) summaryRequest(a *agent, c *compaction) (msgs []Message, ok bool) {
-	h := a.history
-	sys := h[:c.first]
-	head := compactInstruction
-	if c.focus != "" {
-		head += "\n\nFocus the summary on: " + c.focus
-	}
-	head += "\n\n<conversation>\n"
-	const tail = "</conversation>"
-	items := renderItems(h[c.first:c.cut])
+	sys := a.history[:c.first]
+	head := summaryHead(c)
+	items := renderItems(a.history[c.first:c.cut])
 	body := ""
 	if k.cfg.ContextWindow <= 0 {
 		body = joinItems(items, -1)
 	} else {
-		avail := 4*(k.threshold()-EstimateTokens(sys)-messageFraming) - len(head) - len(tail)
+		avail := k.summaryRoom(sys, head)
 		if avail < minSummaryBody {
 			return nil, false
 		}
@@ -49,8 +43,33 @@ func (k *Kernel) summaryRequest(a *agent, c *compaction) (msgs []Message, ok boo
 	}
 	msgs = make([]Message, 0, len(sys)+1)
 	msgs = append(msgs, sys...)
-	msgs = append(msgs, Message{Role: RoleUser, Content: head + body + tail})
+	msgs = append(msgs, Message{Role: RoleUser, Content: head + body + summaryTail})
 	return msgs, true
+}
+
+// summaryFits reports whether summaryRequest would find room for the
+// conversation, without rendering it.
+func (k *Kernel) summaryFits(a *agent, c *compaction) bool {
+	return k.cfg.ContextWindow <= 0 || k.summaryRoom(a.history[:c.first], summaryHead(c)) >= minSummaryBody
+}
+
+// summaryHead opens the summarising request's user message: the
+// instruction, the focus asked for, and the conversation's opening tag.
+func summaryHead(c *compaction) string {
+	head := compactInstruction
+	if c.focus != "" {
+		head += "\n\nFocus the summary on: " + c.focus
+	}
+	return head + "\n\n<conversation>\n"
+}
+
+// summaryTail closes the conversation summaryHead opened.
+const summaryTail = "</conversation>"
+
+// summaryRoom is how many bytes of conversation a summarising request
+// sending sys and head may hold within the threshold.
+func (k *Kernel) summaryRoom(sys []Message, head string) int {
+	return 4*(k.threshold()-EstimateTokens(sys)-messageFraming) - len(head) - len(summaryTail)
 }
 
 // minSummaryBody is the least room, in bytes, a summarising request must

@@ -160,7 +160,16 @@ func (k *Kernel) sendRequest(a *agent) {
 	}
 	a.requests++
 	n := len(a.history)
-	id := k.newOp(op{kind: opLLM, agent: a.id, turn: a.turn, sent: n})
+	id := k.openRequest(a, op{kind: opLLM, agent: a.id, turn: a.turn, sent: n}, a.history[:n:n])
+	k.emit(Lifecycle{Kind: LifeRequestStarted, Agent: a.id, Op: id, N: a.requests})
+}
+
+// openRequest starts request o of a sending msgs — the turn's next request
+// or a compaction's summarising one (o.compact) — and arms its first-token
+// watchdog. Either carries a's profile, so the host sends it to that
+// profile's model (docs/semantics.md, "Profiles").
+func (k *Kernel) openRequest(a *agent, o op, msgs []Message) OpID {
+	id := k.newOp(o)
 	a.req = id
 	a.inflight++
 	a.ctx.usage.started()
@@ -168,10 +177,10 @@ func (k *Kernel) sendRequest(a *agent) {
 	a.text = a.text[:0]
 	a.clearDrafts()
 	a.msgBytes = 0
-	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: a.history[:n:n], Profile: a.profileName})
+	k.out = append(k.out, Effect{Kind: EffStartLLM, Agent: a.id, Op: id, Messages: msgs, Compact: o.compact, Profile: a.profileName})
 	a.watchAt = k.now + k.cfg.FirstTokenTimeout
 	k.setOpTimer(id, k.setTimer(a, TimerWatchdog, a.watchAt, id))
-	k.emit(Lifecycle{Kind: LifeRequestStarted, Agent: a.id, Op: id, N: a.requests})
+	return id
 }
 
 func (k *Kernel) setOpTimer(id, timer OpID) {
@@ -482,13 +491,7 @@ func (k *Kernel) keepPartial(a *agent) string {
 
 // resume runs when every call of the last assistant message has its result.
 func (k *Kernel) resume(a *agent) {
-	if a.requests >= k.maxRequests(a) {
-		if !k.fire(a, fsm.BudgetExhausted) {
-			return
-		}
-		k.flushQueued(a)
-		k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
-		k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+	if k.outOfBudget(a, true) {
 		return
 	}
 	if !k.fire(a, fsm.ResultsIn) {
@@ -500,18 +503,31 @@ func (k *Kernel) resume(a *agent) {
 
 // restart sends the request an interjection cut, once its window closed.
 func (k *Kernel) restart(a *agent) {
-	if a.requests >= k.maxRequests(a) {
-		if !k.fire(a, fsm.BudgetExhausted) {
-			return
-		}
-		k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
-		k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+	if k.outOfBudget(a, false) {
 		return
 	}
 	if !k.fire(a, fsm.Restart) {
 		return
 	}
 	k.startRequest(a)
+}
+
+// outOfBudget ends a's turn budget_exhausted when its request budget (its
+// profile's, else the tree's) is spent, and reports whether it was; flush
+// first appends the interjections queued for the request that will not go.
+func (k *Kernel) outOfBudget(a *agent, flush bool) bool {
+	if a.requests < k.maxRequests(a) {
+		return false
+	}
+	if !k.fire(a, fsm.BudgetExhausted) {
+		return true
+	}
+	if flush {
+		k.flushQueued(a)
+	}
+	k.appendMarker(a, OutcomeBudgetExhausted, ReasonBudget)
+	k.endTurn(a, OutcomeBudgetExhausted, ReasonBudget, "")
+	return true
 }
 
 // flushQueued appends interjections queued while tools ran (F8: each once,
